@@ -1,0 +1,30 @@
+"""User-facing error type.
+
+Every problem caused by bad input (a malformed file, an unknown topology name, a schedule
+that breaks its collective) is raised as :class:`CollsynthError` with a one-line message
+that names what is wrong. The CLI prints that line on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+
+class CollsynthError(Exception):
+    """An error caused by the user's input; its message is one line."""
+
+    def __init__(self, message: str):
+        # Collapse to one line: the CLI contract promises a single line on stderr.
+        one_line = " ".join(str(message).split())
+        super().__init__(one_line)
+
+
+class VerificationError(CollsynthError):
+    """A schedule does not implement its collective (raised by the verifier).
+
+    ``op`` is the index of the first offending operation (or ``None`` when the problem is
+    global, such as a missing delivery) and ``check`` names the rule that failed.
+    """
+
+    def __init__(self, message: str, *, check: str, op: int | None = None):
+        super().__init__(message)
+        self.check = check
+        self.op = op

@@ -1,0 +1,279 @@
+"""The collsynth schedule file format (JSON), version 1. See ``docs/formats.md``.
+
+A schedule file is self-contained: it embeds the topology it was made for::
+
+    {
+      "format": "collsynth-schedule", "version": 1,
+      "topology": { ...a collsynth-topology object... },
+      "collective": {"kind": "allgather", "ranks": 8, "chunks_per_rank": 1},
+      "size": null,                       # bytes; required when ops carry start times
+      "meta": {"algorithm": "spt", ...},
+      "ops": {
+        "count": 3,
+        "src":   [0, 0, 1],               # ranks (topology compute nodes in order)
+        "dst":   [1, 2, 3],
+        "chunk": [0, 0, 0],
+        "kind":  ["copy", "copy", "copy"],  # optional, default all copy
+        "routes": [[0], [2], [7]],         # link ids (index into topology.links)
+        "deps":  [[], [], [0]],            # optional, default none
+        "start": [0.0, 0.0, 1e-6],         # optional (seconds, null = unplanned)
+        "duration": [...],                 # optional (seconds, null = natural)
+        "step":  [0, 0, 1],                # optional (-1 or null = none)
+        "part":  [[0, 1, 2], ...]          # optional byte range [lo, hi, den] of the chunk
+      },
+      "link_order": {"7": [2, 5]},         # optional planned order per link id
+      "trees": {"trees": [...]}            # optional tree form (see schedule/trees.py)
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from ..collective import Collective
+from ..errors import CollsynthError
+from ..topology.io import read_structured, topology_from_dict, topology_to_dict
+from ..topology.model import Topology
+from .ir import OpKind, Schedule, ScheduleBuilder, _csr
+
+FORMAT = "collsynth-schedule"
+VERSION = 1
+
+_TOP_KEYS = {"format", "version", "topology", "collective", "size", "meta", "ops", "link_order",
+             "trees"}
+_OP_KEYS = {"count", "src", "dst", "chunk", "kind", "routes", "deps", "start", "duration",
+            "step", "part"}
+
+
+def _nan_to_none(values: np.ndarray) -> list:
+    return [None if math.isnan(x) else x for x in values.tolist()]
+
+
+def schedule_to_dict(s: Schedule) -> dict:
+    ops: dict[str, Any] = {
+        "count": s.num_ops,
+        "src": s.src.tolist(),
+        "dst": s.dst.tolist(),
+        "chunk": s.chunk.tolist(),
+    }
+    if np.any(s.kind != OpKind.COPY):
+        ops["kind"] = ["reduce" if k == OpKind.REDUCE else "copy" for k in s.kind.tolist()]
+    ops["routes"] = [s.route_links[a:b].tolist()
+                     for a, b in zip(s.route_ptr[:-1].tolist(), s.route_ptr[1:].tolist())]
+    if len(s.dep_ids):
+        ops["deps"] = [s.dep_ids[a:b].tolist()
+                       for a, b in zip(s.dep_ptr[:-1].tolist(), s.dep_ptr[1:].tolist())]
+    if s.start is not None:
+        ops["start"] = _nan_to_none(s.start)
+    if s.duration is not None:
+        ops["duration"] = _nan_to_none(s.duration)
+    if s.step is not None:
+        ops["step"] = s.step.tolist()
+    if s.part_den is not None:
+        ops["part"] = np.stack([s.part_lo, s.part_hi, s.part_den], axis=1).tolist()
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "topology": topology_to_dict(s.topology),
+        "collective": s.collective.to_dict(),
+        "size": s.size,
+        "meta": _plain(s.meta),
+        "ops": ops,
+    }
+    if s.link_order:
+        data["link_order"] = {str(k): v.tolist() for k, v in sorted(s.link_order.items())}
+    if s.trees is not None:
+        data["trees"] = s.trees.to_dict()
+    return data
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+def save_schedule(s: Schedule, path: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(schedule_to_dict(s), f, separators=(",", ":"))
+            f.write("\n")
+    except OSError as e:
+        raise CollsynthError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
+    """Read a schedule file. With ``topology`` given, it must match the embedded one."""
+    return schedule_from_dict(read_structured(path), source=path, topology=topology)
+
+
+# ---------------------------------------------------------------------- parsing
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _int_column(ops: dict, name: str, count: int, where: str) -> np.ndarray:
+    col = ops.get(name)
+    if not isinstance(col, list) or len(col) != count:
+        raise CollsynthError(f"{where}: ops.{name} must be a list of {count} integers")
+    for i, x in enumerate(col):
+        if not _is_int(x):
+            raise CollsynthError(f"{where}: ops.{name}[{i}] = {x!r} is not an integer")
+    return np.array(col, dtype=np.int64) if count else np.zeros(0, dtype=np.int64)
+
+
+def _float_column(ops: dict, name: str, count: int, where: str) -> np.ndarray:
+    col = ops.get(name)
+    if not isinstance(col, list) or len(col) != count:
+        raise CollsynthError(f"{where}: ops.{name} must be a list of {count} numbers or nulls")
+    out = np.empty(count, dtype=np.float64)
+    for i, x in enumerate(col):
+        if x is None:
+            out[i] = np.nan
+        elif isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+            out[i] = float(x)
+        else:
+            raise CollsynthError(f"{where}: ops.{name}[{i}] = {x!r} is not a finite number")
+    return out
+
+
+def _list_of_int_lists(ops: dict, name: str, count: int, where: str,
+                       required: bool) -> list[list[int]]:
+    col = ops.get(name)
+    if col is None and not required:
+        return [[] for _ in range(count)]
+    if not isinstance(col, list) or len(col) != count:
+        raise CollsynthError(f"{where}: ops.{name} must be a list of {count} lists")
+    for i, item in enumerate(col):
+        if not isinstance(item, list) or not all(_is_int(x) for x in item):
+            raise CollsynthError(f"{where}: ops.{name}[{i}] must be a list of integers")
+    return col
+
+
+def schedule_from_dict(data: Any, source: str = "schedule",
+                       topology: Topology | None = None) -> Schedule:
+    where = source
+    if not isinstance(data, dict):
+        raise CollsynthError(f"{where}: a schedule file must hold a JSON object")
+    if data.get("format") != FORMAT:
+        raise CollsynthError(f"{where}: not a collsynth schedule (format is "
+                             f"{data.get('format')!r}, expected {FORMAT!r})")
+    if data.get("version") != VERSION:
+        raise CollsynthError(f"{where}: unsupported schedule format version "
+                             f"{data.get('version')!r} (this collsynth reads {VERSION})")
+    bad = set(data) - _TOP_KEYS
+    if bad:
+        raise CollsynthError(f"{where}: unknown key {sorted(bad)[0]!r} at top level")
+    if "topology" not in data or "collective" not in data or "ops" not in data:
+        raise CollsynthError(f"{where}: a schedule needs 'topology', 'collective' and 'ops'")
+    embedded = topology_from_dict(data["topology"], source=f"{where} (embedded topology)")
+    if topology is not None and topology.fingerprint != embedded.fingerprint:
+        raise CollsynthError(
+            f"{where}: schedule was made for topology {embedded.name!r} "
+            f"(fingerprint {embedded.fingerprint}) but the given topology {topology.name!r} "
+            f"differs (fingerprint {topology.fingerprint})")
+    topo = topology or embedded
+    coll = Collective.from_dict(data["collective"], source=where)
+    size = data.get("size")
+    if size is not None and (not isinstance(size, (int, float)) or isinstance(size, bool)
+                             or not math.isfinite(size) or size <= 0):
+        raise CollsynthError(f"{where}: size must be a positive number of bytes or null")
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict):
+        raise CollsynthError(f"{where}: meta must be an object")
+    ops = data["ops"]
+    if not isinstance(ops, dict):
+        raise CollsynthError(f"{where}: ops must be an object of columns")
+    bad = set(ops) - _OP_KEYS
+    if bad:
+        raise CollsynthError(f"{where}: unknown operation column {sorted(bad)[0]!r}")
+    count = ops.get("count")
+    if not _is_int(count) or count < 0:
+        raise CollsynthError(f"{where}: ops.count must be a non-negative integer")
+    src = _int_column(ops, "src", count, where)
+    dst = _int_column(ops, "dst", count, where)
+    chunk = _int_column(ops, "chunk", count, where)
+    if "kind" in ops:
+        kcol = ops["kind"]
+        if not isinstance(kcol, list) or len(kcol) != count:
+            raise CollsynthError(f"{where}: ops.kind must be a list of {count} kinds")
+        kinds = []
+        for i, k in enumerate(kcol):
+            try:
+                kinds.append(int(OpKind.parse(k)))
+            except CollsynthError:
+                raise CollsynthError(f"{where}: ops.kind[{i}] = {k!r} is not copy or reduce") \
+                    from None
+        kind = np.array(kinds, dtype=np.int8) if count else np.zeros(0, dtype=np.int8)
+    else:
+        kind = np.zeros(count, dtype=np.int8)
+    routes = _list_of_int_lists(ops, "routes", count, where, required=True)
+    deps = _list_of_int_lists(ops, "deps", count, where, required=False)
+    route_ptr, route_links = _csr(routes)
+    dep_ptr, dep_ids = _csr(deps)
+    start = _float_column(ops, "start", count, where) if "start" in ops else None
+    duration = _float_column(ops, "duration", count, where) if "duration" in ops else None
+    step = None
+    if "step" in ops:
+        raw = ops["step"]
+        if not isinstance(raw, list) or len(raw) != count:
+            raise CollsynthError(f"{where}: ops.step must be a list of {count} integers")
+        vals = []
+        for i, x in enumerate(raw):
+            if x is None:
+                vals.append(-1)
+            elif _is_int(x) and x >= -1:
+                vals.append(x)
+            else:
+                raise CollsynthError(f"{where}: ops.step[{i}] = {x!r} is not a step number")
+        step = np.array(vals, dtype=np.int64) if count else np.zeros(0, dtype=np.int64)
+    part_lo = part_hi = part_den = None
+    if "part" in ops:
+        raw = ops["part"]
+        if not isinstance(raw, list) or len(raw) != count:
+            raise CollsynthError(f"{where}: ops.part must be a list of {count} [lo, hi, den]")
+        for i, p in enumerate(raw):
+            if not isinstance(p, list) or len(p) != 3 or not all(_is_int(x) for x in p):
+                raise CollsynthError(f"{where}: ops.part[{i}] must be [lo, hi, den] integers")
+        arr = np.array(raw, dtype=np.int64).reshape(count, 3)
+        part_lo, part_hi, part_den = arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()
+    link_order = None
+    if data.get("link_order") is not None:
+        lo = data["link_order"]
+        if not isinstance(lo, dict):
+            raise CollsynthError(f"{where}: link_order must map link ids to op lists")
+        link_order = {}
+        for k, v in lo.items():
+            try:
+                lid = int(k)
+            except (TypeError, ValueError):
+                raise CollsynthError(f"{where}: link_order key {k!r} is not a link id") from None
+            if not isinstance(v, list) or not all(_is_int(x) for x in v):
+                raise CollsynthError(f"{where}: link_order[{k}] must be a list of op ids")
+            link_order[lid] = np.array(v, dtype=np.int64)
+    trees = None
+    if data.get("trees") is not None:
+        from .trees import TreeForm
+
+        trees = TreeForm.from_dict(data["trees"], source=f"{where} trees")
+    return Schedule(topo, coll, src, dst, chunk, kind, route_ptr, route_links, dep_ptr, dep_ids,
+                    start, duration, step, part_lo, part_hi, part_den, link_order,
+                    float(size) if size is not None else None, dict(meta), trees)
+
+
+__all__ = ["FORMAT", "VERSION", "load_schedule", "save_schedule", "schedule_from_dict",
+           "schedule_to_dict", "ScheduleBuilder"]

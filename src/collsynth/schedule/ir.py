@@ -1,0 +1,255 @@
+"""The schedule IR: operations on chunks, stored column-wise so schedules scale to 1000s of GPUs.
+
+A :class:`Schedule` belongs to one topology and one collective. Operation ``i`` is a transfer
+
+* of chunk ``chunk[i]`` (or of the byte range ``[lo/den, hi/den)`` of it, see ``part``),
+* from rank ``src[i]`` to rank ``dst[i]`` (ranks are the topology's compute nodes in order),
+* along ``route(i)``: link ids forming a path from the source node to the destination node whose
+  intermediate nodes are switches or routers (a relay through a GPU is two operations),
+* of kind ``copy`` (the receiver's copy is overwritten) or ``reduce`` (the receiver combines the
+  incoming data with what it holds),
+* after every operation in ``deps(i)`` has completed. Data availability is established by
+  dependencies alone: an operation may send only what the sender held initially or received
+  from an operation it (transitively) depends on.
+
+Optional per-operation plan fields, for time-slotted and timed methods:
+
+* ``start[i]`` — planned start time in seconds (NaN where none) for the schedule's ``size``;
+* ``duration[i]`` — planned transmission time (NaN: bytes / bottleneck bandwidth of the route);
+* ``step[i]`` — a step or slot number (-1 where none);
+* ``link_order`` — for some links, the planned order (a list of operation ids) in which the
+  link serves its operations.
+
+Build schedules with :class:`ScheduleBuilder`; a :class:`Schedule` itself is immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..collective import Collective
+from ..errors import CollsynthError
+from ..topology.model import Topology
+
+
+class OpKind(IntEnum):
+    COPY = 0
+    REDUCE = 1
+
+    @classmethod
+    def parse(cls, value: Any) -> "OpKind":
+        if isinstance(value, OpKind):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                pass
+        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
+                and int(value) in (0, 1):
+            return cls(int(value))
+        raise CollsynthError(f"operation kind {value!r} is not copy or reduce")
+
+
+def _csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    if lists:
+        ptr[1:] = np.cumsum([len(x) for x in lists])
+    flat = np.fromiter((v for x in lists for v in x), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, flat
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    topology: Topology
+    collective: Collective
+    src: np.ndarray
+    dst: np.ndarray
+    chunk: np.ndarray
+    kind: np.ndarray
+    route_ptr: np.ndarray
+    route_links: np.ndarray
+    dep_ptr: np.ndarray
+    dep_ids: np.ndarray
+    start: np.ndarray | None = None
+    duration: np.ndarray | None = None
+    step: np.ndarray | None = None
+    part_lo: np.ndarray | None = None
+    part_hi: np.ndarray | None = None
+    part_den: np.ndarray | None = None
+    link_order: dict[int, np.ndarray] | None = None
+    size: float | None = None
+    meta: dict = field(default_factory=dict)
+    trees: Any = None  # a collsynth.schedule.trees.TreeForm when the schedule came from trees
+
+    # ------------------------------------------------------------------ access
+    @property
+    def num_ops(self) -> int:
+        return int(len(self.src))
+
+    def __len__(self) -> int:
+        return self.num_ops
+
+    def __repr__(self) -> str:
+        return (f"Schedule({self.collective.describe()} on {self.topology.name!r}, "
+                f"{self.num_ops} ops, algo={self.meta.get('algorithm')!r})")
+
+    def route(self, op: int) -> np.ndarray:
+        return self.route_links[self.route_ptr[op]:self.route_ptr[op + 1]]
+
+    def deps(self, op: int) -> np.ndarray:
+        return self.dep_ids[self.dep_ptr[op]:self.dep_ptr[op + 1]]
+
+    @property
+    def timed(self) -> bool:
+        return self.start is not None and bool(np.any(~np.isnan(self.start)))
+
+    @property
+    def has_parts(self) -> bool:
+        return self.part_den is not None
+
+    def op_fraction(self) -> np.ndarray:
+        """Fraction of its chunk that each operation carries."""
+        if self.part_den is None:
+            return np.ones(self.num_ops)
+        return (self.part_hi - self.part_lo) / self.part_den
+
+    def op_bytes(self, size: float) -> np.ndarray:
+        """Bytes each operation carries when the collective moves ``size`` bytes."""
+        return self.op_fraction() * self.collective.chunk_bytes(size)
+
+    def describe_op(self, op: int) -> str:
+        t = self.topology
+        k = "reduce" if self.kind[op] == OpKind.REDUCE else "copy"
+        part = ""
+        if self.part_den is not None and not (self.part_lo[op] == 0 and
+                                              self.part_hi[op] == self.part_den[op]):
+            part = f"[{self.part_lo[op]}/{self.part_den[op]}..{self.part_hi[op]}/{self.part_den[op]}]"
+        return (f"op {op} ({k} chunk {int(self.chunk[op])}{part} "
+                f"{t.rank_name(int(self.src[op]))}->{t.rank_name(int(self.dst[op]))})")
+
+    def with_meta(self, **meta: Any) -> "Schedule":
+        from dataclasses import replace
+
+        return replace(self, meta={**self.meta, **meta})
+
+    def stats(self) -> dict:
+        routes = np.diff(self.route_ptr)
+        return {
+            "ops": self.num_ops,
+            "copy_ops": int(np.count_nonzero(self.kind == OpKind.COPY)),
+            "reduce_ops": int(np.count_nonzero(self.kind == OpKind.REDUCE)),
+            "link_hops": int(routes.sum()),
+            "max_route_links": int(routes.max()) if self.num_ops else 0,
+            "deps": int(len(self.dep_ids)),
+            "timed": self.timed,
+            "steps": int(self.step.max()) + 1 if self.step is not None and self.num_ops
+            and self.step.max() >= 0 else None,
+        }
+
+
+class ScheduleBuilder:
+    """Appends operations and freezes them into a :class:`Schedule`.
+
+    Routes default to the fewest-hop path from the source to the destination through
+    switches/routers only (see :class:`collsynth.topology.paths.RouteTable`).
+    """
+
+    def __init__(self, topology: Topology, collective: Collective, meta: dict | None = None):
+        if collective.num_ranks != topology.num_ranks:
+            raise CollsynthError(
+                f"collective has {collective.num_ranks} ranks but topology {topology.name!r} "
+                f"has {topology.num_ranks} compute nodes")
+        self.topology = topology
+        self.collective = collective
+        self.meta = dict(meta or {})
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._chunk: list[int] = []
+        self._kind: list[int] = []
+        self._routes: list[Sequence[int]] = []
+        self._deps: list[Sequence[int]] = []
+        self._start: list[float] = []
+        self._duration: list[float] = []
+        self._step: list[int] = []
+        self._part: list[tuple[int, int, int]] = []
+        self._any_start = self._any_step = self._any_part = self._any_duration = False
+        self.link_order: dict[int, list[int]] = {}
+        self.size: float | None = None
+        self.trees: Any = None
+        self._routes_table = None
+
+    def __len__(self) -> int:
+        return len(self._src)
+
+    @property
+    def routes(self):
+        if self._routes_table is None:
+            from ..topology.paths import RouteTable
+
+            self._routes_table = RouteTable(self.topology)
+        return self._routes_table
+
+    def add(self, src: int, dst: int, chunk: int, *, route: Sequence[int] | None = None,
+            kind: OpKind | str = OpKind.COPY, deps: Iterable[int] = (),
+            start: float | None = None, duration: float | None = None, step: int | None = None,
+            part: tuple[int, int, int] | None = None) -> int:
+        """Append one operation and return its id."""
+        if route is None:
+            route = self.routes.route(src, dst)
+        op = len(self._src)
+        self._src.append(int(src))
+        self._dst.append(int(dst))
+        self._chunk.append(int(chunk))
+        self._kind.append(int(OpKind.parse(kind)))
+        self._routes.append(tuple(int(x) for x in route))
+        self._deps.append(tuple(int(d) for d in deps))
+        self._start.append(float("nan") if start is None else float(start))
+        self._duration.append(float("nan") if duration is None else float(duration))
+        self._step.append(-1 if step is None else int(step))
+        self._part.append(part if part is not None else (0, 1, 1))
+        self._any_start |= start is not None
+        self._any_duration |= duration is not None
+        self._any_step |= step is not None
+        self._any_part |= part is not None
+        return op
+
+    def set_link_order(self, link: int, ops: Sequence[int]) -> None:
+        self.link_order[int(link)] = [int(o) for o in ops]
+
+    def build(self) -> Schedule:
+        route_ptr, route_links = _csr(self._routes)
+        dep_ptr, dep_ids = _csr(self._deps)
+        n = len(self._src)
+
+        def arr(values, dtype):
+            return np.array(values, dtype=dtype) if n else np.zeros(0, dtype=dtype)
+
+        parts = np.array(self._part, dtype=np.int64).reshape(n, 3) if self._any_part else None
+        return Schedule(
+            topology=self.topology,
+            collective=self.collective,
+            src=arr(self._src, np.int64),
+            dst=arr(self._dst, np.int64),
+            chunk=arr(self._chunk, np.int64),
+            kind=arr(self._kind, np.int8),
+            route_ptr=route_ptr,
+            route_links=route_links,
+            dep_ptr=dep_ptr,
+            dep_ids=dep_ids,
+            start=arr(self._start, np.float64) if self._any_start else None,
+            duration=arr(self._duration, np.float64) if self._any_duration else None,
+            step=arr(self._step, np.int64) if self._any_step else None,
+            part_lo=parts[:, 0].copy() if parts is not None else None,
+            part_hi=parts[:, 1].copy() if parts is not None else None,
+            part_den=parts[:, 2].copy() if parts is not None else None,
+            link_order={k: np.array(v, dtype=np.int64) for k, v in self.link_order.items()}
+            or None,
+            size=self.size,
+            meta=dict(self.meta),
+            trees=self.trees,
+        )

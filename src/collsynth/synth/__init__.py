@@ -1,0 +1,68 @@
+"""Synthesizers: modules that turn (topology, collective) into a schedule IR.
+
+An algorithm registers itself with :func:`register`; :func:`synthesize` runs it by name. An
+algorithm knows nothing of export, simulation or the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..collective import CollKind, Collective
+from ..errors import CollsynthError
+from ..schedule.ir import Schedule
+from ..topology.model import Topology
+
+#: Modules that register algorithms when imported.
+_MODULES = ("collsynth.synth.spt",)
+
+
+@dataclass
+class Algorithm:
+    name: str
+    func: Callable[..., Schedule]
+    collectives: frozenset[CollKind]
+    summary: str
+    options: dict[str, str] = field(default_factory=dict)
+
+
+ALGORITHMS: dict[str, Algorithm] = {}
+
+
+def register(name: str, collectives: set[CollKind] | None = None, summary: str = "",
+             options: dict[str, str] | None = None):
+    def deco(func: Callable[..., Schedule]) -> Callable[..., Schedule]:
+        ALGORITHMS[name] = Algorithm(name, func, frozenset(collectives or set(CollKind)),
+                                     summary or (func.__doc__ or "").strip().splitlines()[0],
+                                     dict(options or {}))
+        return func
+
+    return deco
+
+
+def load_all() -> dict[str, Algorithm]:
+    for mod in _MODULES:
+        importlib.import_module(mod)
+    return ALGORITHMS
+
+
+def get(name: str) -> Algorithm:
+    algos = load_all()
+    if name not in algos:
+        raise CollsynthError(f"unknown algorithm {name!r} (known: {', '.join(sorted(algos))})")
+    return algos[name]
+
+
+def synthesize(name: str, topology: Topology, collective: Collective, **options: Any) -> Schedule:
+    """Run algorithm ``name``; the result carries ``meta['algorithm']``."""
+    algo = get(name)
+    if collective.kind not in algo.collectives:
+        raise CollsynthError(f"algorithm {name!r} does not support {collective.kind.value} "
+                             f"(it supports {', '.join(sorted(k.value for k in algo.collectives))})")
+    unknown = set(options) - set(algo.options)
+    if unknown:
+        raise CollsynthError(f"algorithm {name!r} has no option {sorted(unknown)[0]!r}")
+    schedule = algo.func(topology, collective, **options)
+    return schedule.with_meta(algorithm=name, **{k: v for k, v in options.items()})

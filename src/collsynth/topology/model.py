@@ -1,0 +1,353 @@
+"""The one topology model of collsynth: a validated, immutable directed multigraph.
+
+Nodes have a kind:
+
+* ``compute`` — a GPU/NPU. It holds buffers, stores and forwards (a chunk is forwarded only
+  after it has fully arrived), may copy one received chunk to several out-links, and may reduce.
+  Compute nodes are the *ranks* of a collective, numbered in node order.
+* ``switch`` — no buffer, cut-through, no multicast, no reduction (NVSwitch, NIC, IB/Ethernet switch).
+* ``router`` — a WAN border router: cut-through, no buffer (seed 000 §3).
+
+A link is directed: ``src -> dst`` with a bandwidth in bytes/s, a latency ``alpha`` in seconds, a
+class label (``nvlink``, ``xgmi``, ``nvswitch``, ``pcie``, ``ib``, ``eth``, ``wan``, ...) and a
+``lanes`` count (how many physical links of that class it bundles: a DGX-1 double NVLink is one
+50 GB/s link with ``lanes=2``). Parallel links are allowed.
+
+Build topologies with :class:`TopologyBuilder`; :meth:`TopologyBuilder.build` validates and
+raises :class:`~collsynth.errors.CollsynthError` with one line naming the first problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import CollsynthError
+
+
+class NodeKind(str, Enum):
+    COMPUTE = "compute"
+    SWITCH = "switch"
+    ROUTER = "router"
+
+    @classmethod
+    def parse(cls, value: Any) -> "NodeKind":
+        try:
+            return cls(str(value))
+        except ValueError:
+            raise CollsynthError(
+                f"unknown node kind {value!r} (expected compute, switch or router)") from None
+
+
+KIND_CODE = {NodeKind.COMPUTE: 0, NodeKind.SWITCH: 1, NodeKind.ROUTER: 2}
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    kind: NodeKind
+    attrs: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def is_compute(self) -> bool:
+        return self.kind is NodeKind.COMPUTE
+
+
+@dataclass(frozen=True)
+class Link:
+    id: int
+    src: int
+    dst: int
+    bw: float       # bytes / second
+    alpha: float    # seconds
+    cls: str = "link"
+    lanes: int = 1
+
+
+class Topology:
+    """An immutable, validated topology. Use :class:`TopologyBuilder` to make one."""
+
+    def __init__(self, name: str, nodes: list[Node], links: list[Link], meta: dict | None = None):
+        self.name = name
+        self.nodes: tuple[Node, ...] = tuple(nodes)
+        self.links: tuple[Link, ...] = tuple(links)
+        self.meta: dict = dict(meta or {})
+        self._index = {n.name: i for i, n in enumerate(self.nodes)}
+        n = len(self.nodes)
+        self.kind_codes = np.array([KIND_CODE[nd.kind] for nd in self.nodes], dtype=np.int8)
+        self.link_src = np.array([l.src for l in self.links], dtype=np.int64)
+        self.link_dst = np.array([l.dst for l in self.links], dtype=np.int64)
+        self.link_bw = np.array([l.bw for l in self.links], dtype=np.float64)
+        self.link_alpha = np.array([l.alpha for l in self.links], dtype=np.float64)
+        self.compute_nodes = np.flatnonzero(self.kind_codes == 0)
+        self.rank_of_node = np.full(n, -1, dtype=np.int64)
+        self.rank_of_node[self.compute_nodes] = np.arange(len(self.compute_nodes))
+        out: list[list[int]] = [[] for _ in range(n)]
+        inn: list[list[int]] = [[] for _ in range(n)]
+        for l in self.links:
+            out[l.src].append(l.id)
+            inn[l.dst].append(l.id)
+        self.out_links: tuple[tuple[int, ...], ...] = tuple(tuple(x) for x in out)
+        self.in_links: tuple[tuple[int, ...], ...] = tuple(tuple(x) for x in inn)
+
+    # ------------------------------------------------------------------ basic queries
+    def __repr__(self) -> str:
+        return (f"Topology({self.name!r}, compute={self.num_ranks}, "
+                f"switches={self.num_switches}, routers={self.num_routers}, links={len(self.links)})")
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.compute_nodes)
+
+    @property
+    def num_switches(self) -> int:
+        return int(np.count_nonzero(self.kind_codes == 1))
+
+    @property
+    def num_routers(self) -> int:
+        return int(np.count_nonzero(self.kind_codes == 2))
+
+    def index(self, name: str) -> int:
+        """Node index of ``name`` (raises CollsynthError if unknown)."""
+        try:
+            return self._index[name]
+        except (KeyError, TypeError):
+            raise CollsynthError(f"topology {self.name!r} has no node named {name!r}") from None
+
+    def has_node(self, name: str) -> bool:
+        return name in self._index
+
+    def node_of_rank(self, rank: int) -> int:
+        return int(self.compute_nodes[rank])
+
+    def rank_name(self, rank: int) -> str:
+        return self.nodes[self.node_of_rank(rank)].name
+
+    def is_compute(self, node: int) -> bool:
+        return self.kind_codes[node] == 0
+
+    def links_between(self, src: int, dst: int) -> list[int]:
+        """Ids of the (parallel) links ``src -> dst``."""
+        return [lid for lid in self.out_links[src] if self.links[lid].dst == dst]
+
+    def link_label(self, lid: int) -> str:
+        l = self.links[lid]
+        return f"link {lid} ({self.nodes[l.src].name}->{self.nodes[l.dst].name})"
+
+    # ------------------------------------------------------------------ derived facts
+    def out_bw(self, node: int) -> float:
+        return float(sum(self.links[l].bw for l in self.out_links[node]))
+
+    def in_bw(self, node: int) -> float:
+        return float(sum(self.links[l].bw for l in self.in_links[node]))
+
+    def classes(self) -> dict[str, int]:
+        """Number of links per class label."""
+        counts: dict[str, int] = {}
+        for l in self.links:
+            counts[l.cls] = counts.get(l.cls, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def hop_distances(self, sources: Iterable[int] | None = None) -> np.ndarray:
+        """BFS hop counts from each node in ``sources`` (default: compute nodes) to every node.
+
+        Unreachable entries are ``-1``. Returns an array of shape (len(sources), num_nodes).
+        """
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import shortest_path
+
+        src = np.asarray(self.compute_nodes if sources is None else list(sources), dtype=np.int64)
+        n = self.num_nodes
+        adj = csr_matrix((np.ones(len(self.links)), (self.link_src, self.link_dst)), shape=(n, n))
+        dist = shortest_path(adj, method="D", unweighted=True, indices=src)
+        dist = np.atleast_2d(dist)
+        out = np.where(np.isfinite(dist), dist, -1).astype(np.int64)
+        return out
+
+    @cached_property
+    def hop_diameter(self) -> int:
+        """Largest shortest-path hop count between two compute nodes (links counted)."""
+        if self.num_ranks < 2:
+            return 0
+        dist = self.hop_distances()[:, self.compute_nodes]
+        return int(dist.max())
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Short content hash of nodes and links (names, kinds, bandwidths, alphas, classes)."""
+        payload = {
+            "nodes": [[n.name, n.kind.value] for n in self.nodes],
+            "links": [[l.src, l.dst, repr(l.bw), repr(l.alpha), l.cls, l.lanes] for l in self.links],
+        }
+        blob = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def summary(self) -> dict:
+        """The facts ``collsynth topo show --json`` prints."""
+        per_node = []
+        for r, node in enumerate(self.compute_nodes):
+            node = int(node)
+            per_node.append({
+                "rank": r,
+                "name": self.nodes[node].name,
+                "out_bw": self.out_bw(node),
+                "in_bw": self.in_bw(node),
+                "out_links": len(self.out_links[node]),
+                "in_links": len(self.in_links[node]),
+            })
+        kinds = {k.value: 0 for k in NodeKind}
+        for nd in self.nodes:
+            kinds[nd.kind.value] += 1
+        return {
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "compute_nodes": self.num_ranks,
+            "switches": self.num_switches,
+            "routers": self.num_routers,
+            "nodes": self.num_nodes,
+            "links": len(self.links),
+            "links_by_class": self.classes(),
+            "total_link_bw": float(self.link_bw.sum()),
+            "hop_diameter": self.hop_diameter,
+            "per_node": per_node,
+            "meta": self.meta,
+        }
+
+
+class TopologyBuilder:
+    """Accumulates nodes and links, then validates them into a :class:`Topology`.
+
+    Nodes may be referred to by name or index in :meth:`link`.
+    """
+
+    def __init__(self, name: str, meta: dict | None = None):
+        self.name = name
+        self.meta: dict = dict(meta or {})
+        self._nodes: list[Node] = []
+        self._index: dict[str, int] = {}
+        self._links: list[tuple[Any, Any, Any, Any, Any, Any]] = []
+
+    # nodes -------------------------------------------------------------------------
+    def node(self, name: str, kind: NodeKind | str = NodeKind.COMPUTE, **attrs: Any) -> int:
+        if not isinstance(name, str) or not name:
+            raise CollsynthError(f"node name {name!r} must be a non-empty string")
+        if name in self._index:
+            raise CollsynthError(f"duplicate node name {name!r}")
+        kind = kind if isinstance(kind, NodeKind) else NodeKind.parse(kind)
+        self._index[name] = len(self._nodes)
+        self._nodes.append(Node(name, kind, dict(attrs)))
+        return self._index[name]
+
+    def compute(self, name: str, **attrs: Any) -> int:
+        return self.node(name, NodeKind.COMPUTE, **attrs)
+
+    def switch(self, name: str, **attrs: Any) -> int:
+        return self.node(name, NodeKind.SWITCH, **attrs)
+
+    def router(self, name: str, **attrs: Any) -> int:
+        return self.node(name, NodeKind.ROUTER, **attrs)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    # links -------------------------------------------------------------------------
+    def link(self, src: int | str, dst: int | str, bw: float, alpha: float = 0.0,
+             cls: str = "link", lanes: int = 1) -> None:
+        """Add one directed link ``src -> dst`` (checked in :meth:`build`)."""
+        self._links.append((src, dst, bw, alpha, cls, lanes))
+
+    def bilink(self, a: int | str, b: int | str, bw: float, alpha: float = 0.0,
+               cls: str = "link", lanes: int = 1) -> None:
+        """Add a link each way between ``a`` and ``b`` with the same parameters."""
+        self.link(a, b, bw, alpha, cls, lanes)
+        self.link(b, a, bw, alpha, cls, lanes)
+
+    # build -------------------------------------------------------------------------
+    def _resolve(self, ref: Any, lid: int, end: str) -> int:
+        if isinstance(ref, bool):
+            raise CollsynthError(f"link {lid}: {end} {ref!r} is not a node")
+        if isinstance(ref, (int, np.integer)):
+            if 0 <= int(ref) < len(self._nodes):
+                return int(ref)
+            raise CollsynthError(f"link {lid}: {end} node index {ref} does not exist")
+        if isinstance(ref, str):
+            if ref in self._index:
+                return self._index[ref]
+            raise CollsynthError(f"link {lid}: {end} {ref!r} is not a known node")
+        raise CollsynthError(f"link {lid}: {end} {ref!r} is not a node name")
+
+    def build(self) -> Topology:
+        links: list[Link] = []
+        for lid, (s, d, bw, alpha, cls, lanes) in enumerate(self._links):
+            src = self._resolve(s, lid, "source")
+            dst = self._resolve(d, lid, "destination")
+            label = f"link {lid} ({self._nodes[src].name}->{self._nodes[dst].name})"
+            if src == dst:
+                raise CollsynthError(f"{label}: self loop")
+            bw = _number(bw, f"{label}: bandwidth")
+            if not math.isfinite(bw) or bw <= 0:
+                raise CollsynthError(f"{label}: bandwidth {bw!r} must be positive and finite")
+            alpha = _number(alpha, f"{label}: alpha")
+            if not math.isfinite(alpha) or alpha < 0:
+                raise CollsynthError(f"{label}: alpha {alpha!r} must be finite and non-negative")
+            if not isinstance(cls, str) or not cls:
+                raise CollsynthError(f"{label}: class {cls!r} must be a non-empty string")
+            if isinstance(lanes, bool) or not isinstance(lanes, (int, np.integer)) or lanes < 1:
+                raise CollsynthError(f"{label}: lanes {lanes!r} must be a positive integer")
+            links.append(Link(lid, src, dst, float(bw), float(alpha), cls, int(lanes)))
+        topo = Topology(self.name, self._nodes, links, self.meta)
+        _check_connectivity(topo)
+        return topo
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise CollsynthError(f"{what} {value!r} is not a number")
+    return float(value)
+
+
+def _reach(topo: Topology, start: int, reverse: bool) -> np.ndarray:
+    seen = np.zeros(topo.num_nodes, dtype=bool)
+    seen[start] = True
+    q = deque([start])
+    adj = topo.in_links if reverse else topo.out_links
+    while q:
+        u = q.popleft()
+        for lid in adj[u]:
+            l = topo.links[lid]
+            v = l.src if reverse else l.dst
+            if not seen[v]:
+                seen[v] = True
+                q.append(v)
+    return seen
+
+
+def _check_connectivity(topo: Topology) -> None:
+    if topo.num_ranks < 2:
+        raise CollsynthError(
+            f"topology {topo.name!r} has {topo.num_ranks} compute node(s); at least 2 are needed")
+    c0 = int(topo.compute_nodes[0])
+    fwd = _reach(topo, c0, reverse=False)
+    for c in topo.compute_nodes:
+        if not fwd[c]:
+            raise CollsynthError(
+                f"compute node {topo.nodes[c0].name!r} cannot reach compute node "
+                f"{topo.nodes[int(c)].name!r}")
+    bwd = _reach(topo, c0, reverse=True)
+    for c in topo.compute_nodes:
+        if not bwd[c]:
+            raise CollsynthError(
+                f"compute node {topo.nodes[int(c)].name!r} cannot reach compute node "
+                f"{topo.nodes[c0].name!r}")

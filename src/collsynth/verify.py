@@ -1,0 +1,722 @@
+"""The independent schedule verifier: symbolic execution of a schedule on its topology.
+
+It knows nothing of how a schedule was made. It checks, in this order, and reports the first
+violation in one line naming the operation (``VerificationError.check`` names the rule):
+
+``structure``      fields in range: ranks, chunks, kinds, byte ranges, dependency ids;
+                   reduce operations only in reducing collectives.
+``route``          every route is a real path of links from the sender's node to the receiver's
+                   node whose intermediate nodes are switches/routers, visiting no node twice.
+``dependency-cycle`` the dependencies form no cycle.
+``link-order``     a planned per-link order lists exactly the operations that use the link and,
+                   together with the dependencies, cannot deadlock.
+``step-order``     an operation's step is later than the steps of the operations it depends on.
+``causality``      (timed schedules) an operation starts no earlier than its dependencies finish.
+``capacity``       (timed schedules) at no instant do the operations planned on a link need more
+                   than its bandwidth (fluid model: an operation moves its bytes at a constant
+                   rate over its planned duration; with cut-through, hop ``i`` of a route starts
+                   after the alphas of hops ``0..i-1``).
+``data-not-held``  every operation sends data its sender holds: initially, or delivered by an
+                   operation it (transitively) depends on.
+``race``           (reductions) reads and writes of one buffer are ordered by dependencies;
+                   overwriting copies are ordered with every other write (concurrent reduces
+                   into one buffer are allowed: the combine is associative and commutative).
+``duplicate-contribution`` a reduction never combines the same rank's contribution twice.
+``missing-delivery`` / ``incomplete-reduction`` at the end, every rank holds exactly what the
+                   collective requires (for reductions: every contribution, once).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .collective import Collective
+from .errors import CollsynthError, VerificationError
+from .schedule.ir import OpKind, Schedule
+
+#: Relative tolerance for time and capacity comparisons.
+TIME_TOL = 1e-9
+CAP_TOL = 1e-6
+
+
+@dataclass
+class VerifyReport:
+    ok: bool
+    ops: int
+    link_hops: int
+    checks: list[str] = field(default_factory=list)
+    redundant_deliveries: int = 0
+    planned_finish_s: float | None = None
+    error: str | None = None
+    error_check: str | None = None
+    error_op: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "ops": self.ops, "link_hops": self.link_hops,
+                "checks": self.checks, "redundant_deliveries": self.redundant_deliveries,
+                "planned_finish_s": self.planned_finish_s, "error": self.error,
+                "error_check": self.error_check, "error_op": self.error_op}
+
+
+def _fail(check: str, message: str, op: int | None = None):
+    raise VerificationError(f"{check}: {message}", check=check, op=op)
+
+
+def check_schedule(schedule: Schedule) -> VerifyReport:
+    """Like :func:`verify` but returns a failed report instead of raising."""
+    try:
+        return verify(schedule)
+    except VerificationError as e:
+        return VerifyReport(False, schedule.num_ops, int(len(schedule.route_links)),
+                            error=str(e), error_check=e.check, error_op=e.op)
+
+
+def verify(schedule: Schedule) -> VerifyReport:
+    """Verify ``schedule``; raise :class:`VerificationError` at the first violation."""
+    v = _Verifier(schedule)
+    return v.run()
+
+
+class _Verifier:
+    def __init__(self, s: Schedule):
+        self.s = s
+        self.t = s.topology
+        self.c: Collective = s.collective
+        self.n_ops = s.num_ops
+        self.checks: list[str] = []
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> VerifyReport:
+        s = self.s
+        self.check_structure()
+        self.check_routes()
+        self.order = self.topological_order()
+        self.pos = np.empty(self.n_ops, dtype=np.int64)
+        self.pos[self.order] = np.arange(self.n_ops)
+        if s.link_order:
+            self.check_link_order()
+        if s.step is not None:
+            self.check_steps()
+        finish = None
+        if s.start is not None:
+            finish = self.check_timing()
+        self.build_segments()
+        if self.c.reduces:
+            redundant = self.execute_reducing()
+        else:
+            redundant = self.execute_copying()
+        return VerifyReport(True, self.n_ops, int(len(s.route_links)), self.checks,
+                            redundant, finish)
+
+    # ------------------------------------------------------------------ structure
+    def check_structure(self) -> None:
+        s, t, c, n = self.s, self.t, self.c, self.n_ops
+        if c.num_ranks != t.num_ranks:
+            _fail("structure", f"collective has {c.num_ranks} ranks but topology "
+                               f"{t.name!r} has {t.num_ranks} compute nodes")
+        for name in ("dst", "chunk", "kind"):
+            if len(getattr(s, name)) != n:
+                _fail("structure", f"operation column {name!r} has {len(getattr(s, name))} "
+                                   f"entries for {n} operations")
+        if len(s.route_ptr) != n + 1 or len(s.dep_ptr) != n + 1:
+            _fail("structure", "route/dependency index arrays do not match the operation count")
+        for name in ("start", "duration", "step", "part_lo", "part_hi", "part_den"):
+            col = getattr(s, name)
+            if col is not None and len(col) != n:
+                _fail("structure", f"operation column {name!r} has {len(col)} entries "
+                                   f"for {n} operations")
+        nr = t.num_ranks
+
+        def first_bad(mask: np.ndarray) -> int | None:
+            idx = np.flatnonzero(mask)
+            return int(idx[0]) if len(idx) else None
+
+        bad = first_bad((s.src < 0) | (s.src >= nr))
+        if bad is not None:
+            _fail("structure", f"op {bad}: source rank {int(s.src[bad])} does not exist", bad)
+        bad = first_bad((s.dst < 0) | (s.dst >= nr))
+        if bad is not None:
+            _fail("structure", f"op {bad}: destination rank {int(s.dst[bad])} does not exist", bad)
+        bad = first_bad(s.src == s.dst)
+        if bad is not None:
+            _fail("structure", f"op {bad}: sends from rank {int(s.src[bad])} to itself", bad)
+        bad = first_bad((s.chunk < 0) | (s.chunk >= c.num_chunks))
+        if bad is not None:
+            _fail("structure", f"op {bad}: chunk {int(s.chunk[bad])} does not exist "
+                               f"({c.describe()} has {c.num_chunks})", bad)
+        bad = first_bad((s.kind != OpKind.COPY) & (s.kind != OpKind.REDUCE))
+        if bad is not None:
+            _fail("structure", f"op {bad}: unknown kind {int(s.kind[bad])}", bad)
+        if not c.reduces:
+            bad = first_bad(s.kind == OpKind.REDUCE)
+            if bad is not None:
+                _fail("structure", f"{s.describe_op(bad)}: reduce operation in a "
+                                   f"non-reducing collective ({c.name})", bad)
+        if s.part_den is not None:
+            bad = first_bad((s.part_den < 1) | (s.part_lo < 0) | (s.part_hi <= s.part_lo)
+                            | (s.part_hi > s.part_den))
+            if bad is not None:
+                _fail("structure", f"op {bad}: byte range {int(s.part_lo[bad])}/"
+                                   f"{int(s.part_den[bad])}..{int(s.part_hi[bad])}/"
+                                   f"{int(s.part_den[bad])} is not inside the chunk", bad)
+        if len(s.dep_ids):
+            owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
+            bad_edge = first_bad((s.dep_ids < 0) | (s.dep_ids >= n))
+            if bad_edge is not None:
+                op = int(owner[bad_edge])
+                _fail("structure", f"op {op}: depends on op {int(s.dep_ids[bad_edge])}, "
+                                   f"which does not exist", op)
+            bad_edge = first_bad(s.dep_ids == owner)
+            if bad_edge is not None:
+                op = int(owner[bad_edge])
+                _fail("dependency-cycle", f"op {op} depends on itself", op)
+        self.checks.append("structure")
+
+    # ------------------------------------------------------------------ routes
+    def check_routes(self) -> None:
+        s, t, n = self.s, self.t, self.n_ops
+        lengths = np.diff(s.route_ptr)
+        empty = np.flatnonzero(lengths == 0)
+        if len(empty):
+            op = int(empty[0])
+            _fail("route", f"{s.describe_op(op)} has an empty route", op)
+        links = s.route_links
+        owner = np.repeat(np.arange(n), lengths)
+        bad = np.flatnonzero((links < 0) | (links >= len(t.links)))
+        if len(bad):
+            op = int(owner[bad[0]])
+            _fail("route", f"{s.describe_op(op)}: link {int(links[bad[0]])} does not exist", op)
+        lsrc = t.link_src[links]
+        ldst = t.link_dst[links]
+        first = s.route_ptr[:-1]
+        last = s.route_ptr[1:] - 1
+        src_nodes = t.compute_nodes[s.src]
+        dst_nodes = t.compute_nodes[s.dst]
+        bad = np.flatnonzero(lsrc[first] != src_nodes)
+        if len(bad):
+            op = int(bad[0])
+            _fail("route", f"{s.describe_op(op)}: route starts with "
+                           f"{t.link_label(int(links[first[op]]))}, not at the sender", op)
+        bad = np.flatnonzero(ldst[last] != dst_nodes)
+        if len(bad):
+            op = int(bad[0])
+            _fail("route", f"{s.describe_op(op)}: route ends with "
+                           f"{t.link_label(int(links[last[op]]))}, not at the receiver", op)
+        if len(links) > n:
+            # consecutive links inside one route must chain, through non-compute nodes
+            inner = np.ones(len(links), dtype=bool)
+            inner[last] = False  # positions followed by another link of the same route
+            pos = np.flatnonzero(inner)
+            broken = pos[ldst[pos] != lsrc[pos + 1]]
+            if len(broken):
+                op = int(owner[broken[0]])
+                _fail("route", f"{s.describe_op(op)}: {t.link_label(int(links[broken[0]]))} "
+                               f"is not followed by a link leaving its end node "
+                               f"({t.link_label(int(links[broken[0] + 1]))})", op)
+            through = pos[t.kind_codes[ldst[pos]] == 0]
+            if len(through):
+                op = int(owner[through[0]])
+                node = t.nodes[int(ldst[through[0]])].name
+                _fail("route", f"{s.describe_op(op)}: route passes through compute node "
+                               f"{node!r} (relays through a GPU must be separate operations)", op)
+            for op in np.flatnonzero(lengths >= 3):
+                op = int(op)
+                mids = ldst[s.route_ptr[op]:s.route_ptr[op + 1] - 1]
+                if len(set(mids.tolist())) != len(mids):
+                    _fail("route", f"{s.describe_op(op)}: route visits a node twice", op)
+        self.checks.append("route")
+
+    # ------------------------------------------------------------------ dependencies
+    def topological_order(self) -> np.ndarray:
+        s, n = self.s, self.n_ops
+        owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
+        if np.all(s.dep_ids < owner):
+            self.checks.append("dependency-cycle")
+            return np.arange(n)
+        order = _kahn(n, s.dep_ptr, s.dep_ids)
+        if order is None:
+            op = _find_cycle_member(n, s.dep_ptr, s.dep_ids)
+            _fail("dependency-cycle", f"dependency cycle through {s.describe_op(op)}", op)
+        self.checks.append("dependency-cycle")
+        return order
+
+    def is_ancestor(self, a: int, x: int) -> bool:
+        """True if operation ``a`` must complete before ``x`` starts (transitively)."""
+        pos = self.pos
+        pa = pos[a]
+        if pa >= pos[x]:
+            return False
+        s = self.s
+        ptr, ids = s.dep_ptr, s.dep_ids
+        direct = ids[ptr[x]:ptr[x + 1]]
+        if (direct == a).any():
+            return True
+        seen = {x}
+        stack = [x]
+        while stack:
+            u = stack.pop()
+            for d in ids[ptr[u]:ptr[u + 1]]:
+                d = int(d)
+                if d == a:
+                    return True
+                if d not in seen and pos[d] > pa:
+                    seen.add(d)
+                    stack.append(d)
+        return False
+
+    # ------------------------------------------------------------------ link order
+    def check_link_order(self) -> None:
+        s, t, n = self.s, self.t, self.n_ops
+        lengths = np.diff(s.route_ptr)
+        owner = np.repeat(np.arange(n), lengths)
+        users: dict[int, set[int]] = {}
+        for lid in s.link_order:
+            users[int(lid)] = set()
+        sel = np.isin(s.route_links, np.array(list(users), dtype=np.int64))
+        for lid, op in zip(s.route_links[sel].tolist(), owner[sel].tolist()):
+            users[lid].add(op)
+        extra_ptr = [0]
+        extra_ids: list[int] = []
+        extra_edges: list[tuple[int, int]] = []
+        for lid, seq in s.link_order.items():
+            lid = int(lid)
+            if not 0 <= lid < len(t.links):
+                _fail("link-order", f"planned order for link {lid}, which does not exist")
+            seq = [int(o) for o in seq]
+            for o in seq:
+                if not 0 <= o < n:
+                    _fail("link-order", f"planned order of {t.link_label(lid)} names op {o}, "
+                                        f"which does not exist")
+                if o not in users[lid]:
+                    _fail("link-order", f"planned order of {t.link_label(lid)} lists "
+                                        f"{s.describe_op(o)}, which does not use that link", o)
+            if len(set(seq)) != len(seq):
+                dup = next(o for o in seq if seq.count(o) > 1)
+                _fail("link-order", f"planned order of {t.link_label(lid)} lists "
+                                    f"{s.describe_op(dup)} twice", dup)
+            missing = users[lid] - set(seq)
+            if missing:
+                o = min(missing)
+                _fail("link-order", f"planned order of {t.link_label(lid)} omits "
+                                    f"{s.describe_op(o)}, which uses that link", o)
+            extra_edges.extend(zip(seq[:-1], seq[1:]))
+        # deadlock: dependencies plus "served after" edges must stay acyclic
+        preds: list[list[int]] = [[] for _ in range(n)]
+        for a, b in extra_edges:
+            preds[b].append(a)
+        for op in range(n):
+            extra_ids.extend(s.dep_ids[s.dep_ptr[op]:s.dep_ptr[op + 1]].tolist())
+            extra_ids.extend(preds[op])
+            extra_ptr.append(len(extra_ids))
+        ptr = np.array(extra_ptr, dtype=np.int64)
+        ids = np.array(extra_ids, dtype=np.int64)
+        if _kahn(n, ptr, ids) is None:
+            op = _find_cycle_member(n, ptr, ids)
+            _fail("link-order", f"planned link order conflicts with the dependencies "
+                                f"(deadlock) at {s.describe_op(op)}", op)
+        self.checks.append("link-order")
+
+    # ------------------------------------------------------------------ steps
+    def check_steps(self) -> None:
+        s, n = self.s, self.n_ops
+        step = s.step
+        owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
+        if len(s.dep_ids):
+            a = step[s.dep_ids]
+            b = step[owner]
+            bad = np.flatnonzero((a >= 0) & (b >= 0) & (a >= b))
+            if len(bad):
+                op = int(owner[bad[0]])
+                dep = int(s.dep_ids[bad[0]])
+                _fail("step-order", f"{s.describe_op(op)} at step {int(step[op])} depends on "
+                                    f"op {dep} at step {int(step[dep])}", op)
+        self.checks.append("step-order")
+
+    # ------------------------------------------------------------------ timing
+    def check_timing(self) -> float:
+        s, t, n = self.s, self.t, self.n_ops
+        start = s.start
+        missing = np.flatnonzero(np.isnan(start))
+        if len(missing) and len(missing) < n:
+            op = int(missing[0])
+            _fail("structure", f"{s.describe_op(op)} has no start time while other "
+                               f"operations do", op)
+        if len(missing) == n:
+            return None
+        if s.size is None or not math.isfinite(s.size) or s.size <= 0:
+            _fail("structure", "timed schedule has no positive data size")
+        if not np.all(np.isfinite(start)) or np.any(start < 0):
+            op = int(np.flatnonzero(~np.isfinite(start) | (start < 0))[0])
+            _fail("structure", f"{s.describe_op(op)}: start time {start[op]!r} is not a "
+                               f"non-negative number", op)
+        lengths = np.diff(s.route_ptr)
+        owner = np.repeat(np.arange(n), lengths)
+        links = s.route_links
+        bw = t.link_bw[links]
+        alpha = t.link_alpha[links]
+        nbytes = s.op_bytes(s.size)
+        bottleneck = np.minimum.reduceat(bw, s.route_ptr[:-1]) if n else np.zeros(0)
+        natural = nbytes / bottleneck
+        if s.duration is not None:
+            dur = np.where(np.isnan(s.duration), natural, s.duration)
+            bad = np.flatnonzero(~np.isfinite(dur) | (dur < natural * (1 - CAP_TOL)))
+            if len(bad):
+                op = int(bad[0])
+                _fail("capacity", f"{s.describe_op(op)}: planned duration {dur[op]:.6g}s is "
+                                  f"shorter than its transfer time {natural[op]:.6g}s", op)
+        else:
+            dur = natural
+        # alpha before each hop (cut-through: hop i starts after the alphas of hops < i)
+        cum_alpha = np.cumsum(alpha)
+        route_start_cum = np.concatenate(([0.0], cum_alpha))[s.route_ptr[:-1]]
+        before = cum_alpha - alpha - route_start_cum[owner]
+        total_alpha = np.add.reduceat(alpha, s.route_ptr[:-1]) if n else np.zeros(0)
+        finish = start + total_alpha + dur
+        scale = max(1e-12, float(finish.max()) if n else 0.0)
+        if len(s.dep_ids):
+            dep_owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
+            late = finish[s.dep_ids] - start[dep_owner]
+            bad = np.flatnonzero(late > TIME_TOL * scale + 1e-15)
+            if len(bad):
+                e = int(bad[0])
+                op, dep = int(dep_owner[e]), int(s.dep_ids[e])
+                _fail("causality", f"{s.describe_op(op)} starts at {start[op]:.9g}s before op "
+                                   f"{dep} it depends on finishes at {finish[dep]:.9g}s", op)
+        # capacity: sweep the fluid rates on every link
+        t0 = start[owner] + before
+        t1 = t0 + dur[owner]
+        rate = np.where(dur[owner] > 0, nbytes[owner] / np.where(dur[owner] > 0, dur[owner], 1),
+                        0.0)
+        m = len(links)
+        ev_link = np.concatenate((links, links))
+        ev_time = np.concatenate((t0, t1))
+        ev_kind = np.concatenate((np.ones(m, dtype=np.int8), np.zeros(m, dtype=np.int8)))
+        ev_rate = np.concatenate((rate, -rate))
+        ev_hop = np.concatenate((np.arange(m), np.arange(m)))
+        # ends (kind 0) before starts (kind 1) at equal times; tolerance by rounding time
+        tq = np.round(ev_time / (TIME_TOL * scale + 1e-18))
+        order = np.lexsort((ev_kind, tq, ev_link))
+        r = ev_rate[order]
+        lk = ev_link[order]
+        csum = np.cumsum(r)
+        # per-link running sum: subtract the cumulative sum at each link's first event
+        first_of_link = np.ones(len(order), dtype=bool)
+        first_of_link[1:] = lk[1:] != lk[:-1]
+        base = np.maximum.accumulate(np.where(first_of_link, np.arange(len(order)), 0))
+        offsets = (csum - r)[base]
+        running = csum - offsets
+        cap = t.link_bw[lk]
+        over = np.flatnonzero(running > cap * (1 + CAP_TOL))
+        if len(over):
+            i = int(over[0])
+            hop = int(ev_hop[order[i]])
+            op = int(owner[hop])
+            lid = int(lk[i])
+            _fail("capacity", f"{s.describe_op(op)}: {t.link_label(lid)} would carry "
+                              f"{running[i]:.6g} B/s at t={ev_time[order[i]]:.9g}s, above its "
+                              f"{cap[i]:.6g} B/s", op)
+        self.checks.extend(["causality", "capacity"])
+        return float(finish.max()) if n else 0.0
+
+    # ------------------------------------------------------------------ byte segments
+    def build_segments(self) -> None:
+        """Split chunks into atomic segments at every byte-range boundary used by an op."""
+        s, c = self.s, self.c
+        if s.part_den is None:
+            self.nseg_total = c.num_chunks
+            self.seg_base = np.arange(c.num_chunks, dtype=np.int64)
+            self.seg_count = np.ones(c.num_chunks, dtype=np.int64)
+            self.op_seg_lo = s.chunk.copy()
+            self.op_seg_hi = s.chunk + 1
+            return
+        lcm = np.ones(c.num_chunks, dtype=np.int64)
+        for ch, den in zip(s.chunk.tolist(), s.part_den.tolist()):
+            lcm[ch] = math.lcm(int(lcm[ch]), int(den))
+        scale = lcm[s.chunk] // s.part_den
+        lo = s.part_lo * scale
+        hi = s.part_hi * scale
+        points: dict[int, set[int]] = {}
+        for ch, a, b in zip(s.chunk.tolist(), lo.tolist(), hi.tolist()):
+            p = points.setdefault(ch, set())
+            p.add(a)
+            p.add(b)
+        self.seg_count = np.ones(c.num_chunks, dtype=np.int64)
+        cuts: dict[int, list[int]] = {}
+        for ch, p in points.items():
+            p.add(0)
+            p.add(int(lcm[ch]))
+            cuts[ch] = sorted(p)
+            self.seg_count[ch] = len(cuts[ch]) - 1
+        self.seg_base = np.concatenate(([0], np.cumsum(self.seg_count)[:-1])).astype(np.int64)
+        self.nseg_total = int(self.seg_count.sum())
+        self.op_seg_lo = np.empty(self.n_ops, dtype=np.int64)
+        self.op_seg_hi = np.empty(self.n_ops, dtype=np.int64)
+        for op, (ch, a, b) in enumerate(zip(s.chunk.tolist(), lo.tolist(), hi.tolist())):
+            cut = cuts[ch]
+            base = int(self.seg_base[ch])
+            self.op_seg_lo[op] = base + _index(cut, a)
+            self.op_seg_hi[op] = base + _index(cut, b)
+
+    def seg_chunk(self, seg: int) -> int:
+        return int(np.searchsorted(self.seg_base, seg, side="right") - 1)
+
+    # ------------------------------------------------------------------ execution: copies
+    def execute_copying(self) -> int:
+        """Non-reducing collectives: data is immutable, so only 'held before sent' matters."""
+        s, c, n = self.s, self.c, self.n_ops
+        nseg = self.nseg_total
+        src_of_chunk = c.chunk_source
+        seg_chunk = np.repeat(np.arange(c.num_chunks), self.seg_count)
+        initial_holder = src_of_chunk[seg_chunk]  # per segment
+        # fast path: ops whose sender holds the data initially, or that directly depend on an
+        # op delivering exactly the segments they send to their sender
+        ok = src_of_chunk[s.chunk] == s.src
+        if len(s.dep_ids):
+            owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
+            d = s.dep_ids
+            match = (s.dst[d] == s.src[owner]) & (self.op_seg_lo[d] <= self.op_seg_lo[owner]) \
+                & (self.op_seg_hi[d] >= self.op_seg_hi[owner])
+            if match.any():
+                ok[owner[match]] = True
+        # who writes each (rank, segment): sorted keys for the slow path and the postcondition
+        seg_len = self.op_seg_hi - self.op_seg_lo
+        w_op = np.repeat(np.arange(n), seg_len)
+        w_seg = np.repeat(self.op_seg_lo, seg_len) + _ragged_arange(seg_len)
+        w_key = s.dst[w_op] * nseg + w_seg
+        order = np.argsort(w_key, kind="stable")
+        w_key_sorted = w_key[order]
+        w_op_sorted = w_op[order]
+        for op in np.flatnonzero(~ok).tolist():
+            sender = int(s.src[op])
+            for seg in range(int(self.op_seg_lo[op]), int(self.op_seg_hi[op])):
+                if initial_holder[seg] == sender:
+                    continue
+                key = sender * nseg + seg
+                lo = np.searchsorted(w_key_sorted, key, side="left")
+                hi = np.searchsorted(w_key_sorted, key, side="right")
+                writers = w_op_sorted[lo:hi].tolist()
+                if not writers:
+                    _fail("data-not-held", f"{s.describe_op(op)}: rank "
+                                           f"{self.t.rank_name(sender)} never receives the data "
+                                           f"it sends", op)
+                if not any(self.is_ancestor(w, op) for w in writers):
+                    w = writers[0]
+                    _fail("data-not-held", f"{s.describe_op(op)}: the data reaches "
+                                           f"{self.t.rank_name(sender)} only through op {w}, "
+                                           f"which this operation does not depend on", op)
+        self.checks.append("data-not-held")
+        # postcondition
+        post_r, post_c = c.postcondition()
+        counts = self.seg_count[post_c]
+        pr = np.repeat(post_r, counts)
+        pc = np.repeat(post_c, counts)
+        ps = np.repeat(self.seg_base[post_c], counts) + _ragged_arange(counts)
+        held_initially = initial_holder[ps] == pr
+        key = pr * nseg + ps
+        idx = np.searchsorted(w_key_sorted, key)
+        idx_c = np.minimum(idx, max(len(w_key_sorted) - 1, 0))
+        delivered = (idx < len(w_key_sorted)) & (w_key_sorted[idx_c] == key) \
+            if len(w_key_sorted) else np.zeros(len(key), dtype=bool)
+        missing = np.flatnonzero(~(held_initially | delivered))
+        if len(missing):
+            i = int(missing[0])
+            _fail("missing-delivery", f"rank {self.t.rank_name(int(pr[i]))} never receives "
+                                      f"chunk {int(pc[i])}{self._seg_note(int(ps[i]))} "
+                                      f"({c.describe()})")
+        self.checks.append("postcondition")
+        # deliveries to a rank that already had the data (initially or earlier): wasteful only
+        uniq = len(np.unique(w_key)) if len(w_key) else 0
+        redundant = int(len(w_key) - uniq)
+        redundant += int(np.count_nonzero(initial_holder[w_seg] == s.dst[w_op]))
+        return redundant
+
+    def _seg_note(self, seg: int) -> str:
+        ch = self.seg_chunk(seg)
+        if self.seg_count[ch] == 1:
+            return ""
+        return f" (segment {seg - int(self.seg_base[ch])} of {int(self.seg_count[ch])})"
+
+    # ------------------------------------------------------------------ execution: reductions
+    def execute_reducing(self) -> int:
+        s, c, t = self.s, self.c, self.t
+        nseg = self.nseg_total
+        value: dict[int, int] = {}
+        writes: dict[int, list[int]] = {}
+        reads: dict[int, list[int]] = {}
+        kinds = s.kind
+        is_ancestor = self.is_ancestor
+        redundant = 0
+        for op in self.order.tolist():
+            src = int(s.src[op])
+            dst = int(s.dst[op])
+            is_copy = kinds[op] == OpKind.COPY
+            for seg in range(int(self.op_seg_lo[op]), int(self.op_seg_hi[op])):
+                rk = src * nseg + seg
+                for w in writes.get(rk, ()):
+                    if not is_ancestor(w, op):
+                        _fail("race", f"{s.describe_op(op)} reads the data at "
+                                      f"{t.rank_name(src)} while op {w} may still be writing it "
+                                      f"(no dependency orders them)", op)
+                v = value.get(rk, 1 << src)
+                reads.setdefault(rk, []).append(op)
+                wk = dst * nseg + seg
+                for r in reads.get(wk, ()):
+                    if not is_ancestor(r, op):
+                        _fail("race", f"{s.describe_op(op)} writes the data at "
+                                      f"{t.rank_name(dst)} while op {r} may still be reading it "
+                                      f"(no dependency orders them)", op)
+                prev = writes.get(wk, [])
+                keep = []
+                for w in prev:
+                    if is_ancestor(w, op):
+                        continue
+                    if is_copy or kinds[w] == OpKind.COPY:
+                        _fail("race", f"{s.describe_op(op)} and op {w} both write the data at "
+                                      f"{t.rank_name(dst)} with no dependency between them "
+                                      f"and one of them overwrites it", op)
+                    keep.append(w)
+                cur = value.get(wk, 1 << dst)
+                if is_copy:
+                    if v == cur:
+                        redundant += 1
+                    value[wk] = v
+                else:
+                    dup = v & cur
+                    if dup:
+                        ranks = _bits(dup)
+                        _fail("duplicate-contribution",
+                              f"{s.describe_op(op)} combines the contribution of rank(s) "
+                              f"{_fmt_ranks(ranks)} into {t.rank_name(dst)}, which already "
+                              f"has it", op)
+                    value[wk] = v | cur
+                keep.append(op)
+                writes[wk] = keep
+                reads[wk] = []
+        self.checks.extend(["data-not-held", "race", "duplicate-contribution"])
+        full = c.full_mask
+        post_r, post_c = c.postcondition()
+        for r, ch in zip(post_r.tolist(), post_c.tolist()):
+            base = int(self.seg_base[ch])
+            for seg in range(base, base + int(self.seg_count[ch])):
+                v = value.get(r * nseg + seg, 1 << r)
+                if v != full:
+                    missing = _bits(full & ~v)
+                    _fail("incomplete-reduction",
+                          f"rank {t.rank_name(r)} ends with chunk {ch}{self._seg_note(seg)} "
+                          f"missing the contribution of rank(s) {_fmt_ranks(missing)} "
+                          f"({c.describe()})")
+        self.checks.append("postcondition")
+        return redundant
+
+
+# ---------------------------------------------------------------------- helpers
+def _index(sorted_list: list[int], value: int) -> int:
+    import bisect
+
+    return bisect.bisect_left(sorted_list, value)
+
+
+def _ragged_arange(lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(k) for each k in ``lengths``."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.arange(total, dtype=np.int64) - starts
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    i = 0
+    while mask:
+        if mask & 1:
+            out.append(i)
+        mask >>= 1
+        i += 1
+    return out
+
+
+def _fmt_ranks(ranks: list[int]) -> str:
+    if len(ranks) > 8:
+        return ", ".join(map(str, ranks[:8])) + f", ... ({len(ranks)} in all)"
+    return ", ".join(map(str, ranks))
+
+
+def _kahn(n: int, ptr: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+    """Topological order of ops (dependencies first, ties by op id); None if cyclic."""
+    import heapq
+
+    indeg = np.diff(ptr).astype(np.int64)
+    owner = np.repeat(np.arange(n), indeg)
+    # successors CSR
+    order = np.argsort(ids, kind="stable")
+    succ = owner[order]
+    succ_ptr = np.zeros(n + 1, dtype=np.int64)
+    if len(ids):
+        np.add.at(succ_ptr, ids + 1, 1)
+    succ_ptr = np.cumsum(succ_ptr)
+    indeg = indeg.tolist()
+    heap = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    out = []
+    succ_l = succ.tolist()
+    sp = succ_ptr.tolist()
+    while heap:
+        u = heapq.heappop(heap)
+        out.append(u)
+        for v in succ_l[sp[u]:sp[u + 1]]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, v)
+    if len(out) != n:
+        return None
+    return np.array(out, dtype=np.int64)
+
+
+def _find_cycle_member(n: int, ptr: np.ndarray, ids: np.ndarray) -> int:
+    """An operation on a dependency cycle (assumes one exists)."""
+    # repeatedly strip ops with no remaining dependency; what is left contains a cycle
+    order = _kahn_partial(n, ptr, ids)
+    remaining = sorted(set(range(n)) - set(order))
+    rem = set(remaining)
+    u = remaining[0]
+    seen: dict[int, int] = {}
+    step = 0
+    while u not in seen:
+        seen[u] = step
+        step += 1
+        nxt = [int(d) for d in ids[ptr[u]:ptr[u + 1]] if int(d) in rem]
+        u = min(nxt)
+    return u
+
+
+def _kahn_partial(n: int, ptr: np.ndarray, ids: np.ndarray) -> list[int]:
+    indeg = np.diff(ptr).astype(np.int64).tolist()
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for v in range(n):
+        for d in ids[ptr[v]:ptr[v + 1]].tolist():
+            succ[d].append(v)
+    stack = [i for i in range(n) if indeg[i] == 0]
+    out = []
+    while stack:
+        u = stack.pop()
+        out.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    return out
+
+
+def ensure_verified(schedule: Schedule) -> VerifyReport:
+    """Verify before a schedule leaves collsynth; re-raise as a one-line CollsynthError."""
+    try:
+        return verify(schedule)
+    except VerificationError as e:
+        algo = schedule.meta.get("algorithm", "?")
+        raise CollsynthError(f"internal check failed: the {algo} schedule does not verify "
+                             f"({e})") from None
