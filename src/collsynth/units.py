@@ -4,7 +4,8 @@ Inside collsynth every quantity is in bytes, seconds or bytes/second (floats). T
 the file formats also accept human strings:
 
 * sizes: ``1KB`` (1e3 bytes), ``4MiB`` (4 * 2**20), ``1GB`` (1e9), ``512`` or ``512B`` (bytes);
-* bandwidths: ``25GB/s`` (25e9 bytes/s), ``50GiB/s``, ``200Gb/s`` or ``200Gbps`` (bits: 25e9 bytes/s);
+* bandwidths: ``25GB/s`` (25e9 bytes/s), ``50GiB/s``, ``200Gb/s`` or ``200Gbps`` (bits: 25e9 bytes/s),
+  or a bare number of bytes/s;
 * times: ``0.7us`` (also ``µs``), ``1.3ms``, ``5ns``, ``2s``, or a bare number of seconds.
 
 Decimal prefixes (K, M, G, T) are powers of 1000; binary prefixes (Ki, Mi, Gi, Ti) powers of
@@ -29,7 +30,7 @@ _PREFIX = {
 
 _NUM = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _SIZE_RE = re.compile(_NUM + r"\s*([KMGTPk]i?)?([Bb])?$")
-_BW_RE = re.compile(_NUM + r"\s*([KMGTPk]i?)?(B/s|b/s|bps|Bps)$")
+_BW_RE = re.compile(_NUM + r"\s*(?:([KMGTPk]i?)?(B/s|b/s|bps|Bps))?$")
 _TIME_RE = re.compile(_NUM + r"\s*(s|ms|us|µs|μs|ns|ps)?$")
 _TIME_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6,
                "ns": 1e-9, "ps": 1e-12}

@@ -16,7 +16,7 @@ from ..schedule.ir import Schedule
 from ..topology.model import Topology
 
 #: Modules that register algorithms when imported.
-_MODULES = ("collsynth.synth.spt",)
+_MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines")
 
 
 @dataclass

@@ -42,7 +42,9 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 
 def _looks_like_path(spec: str) -> bool:
-    return os.sep in spec or "/" in spec or spec.lower().endswith(_FILE_EXTS)
+    """A path, not ``NAME:key=value`` (whose values may contain '/', as in ``bw=25GB/s``)."""
+    head = spec.split(":", 1)[0] if "=" in spec else spec
+    return os.sep in head or "/" in head or head.lower().endswith(_FILE_EXTS)
 
 
 def load_topology(spec: str) -> Topology:

@@ -1,0 +1,204 @@
+"""The collsynth simulator: alpha-beta, store-and-forward at GPUs, cut-through at switches and
+routers, link contention. The model and its equations are in ``docs/simulator.md``.
+
+``simulate(schedule, size)`` returns a :class:`SimResult`: completion time overall and per rank,
+algbw and busbw (nccl-tests factors), per-link busy time and utilisation, and the timeline of
+every hop.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CollsynthError
+from ..schedule.ir import OpKind, Schedule
+from .engine import compiled_run_events, run_events
+
+ORDER_POLICIES = ("auto", "plan", "fcfs")
+
+
+@dataclass
+class SimResult:
+    schedule: Schedule
+    size: float
+    time_s: float
+    per_rank_time_s: np.ndarray
+    op_start_s: np.ndarray     # start of each operation's first hop
+    op_finish_s: np.ndarray    # arrival (plus reduction) of each operation
+    hop_link: np.ndarray       # link of every hop (the timeline)
+    hop_op: np.ndarray
+    hop_start_s: np.ndarray
+    hop_end_s: np.ndarray
+    link_busy_s: np.ndarray    # per link id
+    order_policy: str
+    wall_s: float
+
+    @property
+    def algbw(self) -> float:
+        """Bytes per second: size / time."""
+        return self.size / self.time_s if self.time_s > 0 else float("inf")
+
+    @property
+    def busbw(self) -> float:
+        return self.algbw * self.schedule.collective.busbw_factor
+
+    @property
+    def link_utilisation(self) -> np.ndarray:
+        if self.time_s <= 0:
+            return np.zeros_like(self.link_busy_s)
+        return self.link_busy_s / self.time_s
+
+    @property
+    def hops(self) -> int:
+        return int(len(self.hop_link))
+
+    def to_dict(self, links: int = 10) -> dict:
+        t = self.schedule.topology
+        util = self.link_utilisation
+        top = np.argsort(-util, kind="stable")[:links]
+        return {
+            "size_bytes": self.size,
+            "time_s": self.time_s,
+            "algbw_GBps": self.algbw / 1e9,
+            "busbw_GBps": self.busbw / 1e9,
+            "per_rank_time_s": self.per_rank_time_s.tolist(),
+            "ops": self.schedule.num_ops,
+            "hops": self.hops,
+            "order_policy": self.order_policy,
+            "busiest_links": [{"link": int(l), "src": t.nodes[t.links[l].src].name,
+                               "dst": t.nodes[t.links[l].dst].name,
+                               "busy_s": float(self.link_busy_s[l]),
+                               "utilisation": float(util[l])} for l in top if util[l] > 0],
+            "mean_utilisation_of_used_links": float(util[util > 0].mean()) if np.any(util > 0)
+            else 0.0,
+            "sim_wall_s": self.wall_s,
+        }
+
+
+def _order_arrays(s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.ndarray,
+                  n_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+    """Planned per-link service order as (hop_order_pos, link_order_ptr, link_order_hops)."""
+    n_hops = len(hop_link)
+    pos = np.full(n_hops, -1, dtype=np.int64)
+    ptr = np.zeros(n_links + 1, dtype=np.int64)
+    prio = np.arange(s.num_ops, dtype=np.float64)
+    if policy == "fcfs":
+        return pos, ptr, np.zeros(0, dtype=np.int64), prio, "fcfs"
+    key = None
+    used = "fcfs"
+    if s.start is not None and not np.any(np.isnan(s.start)):
+        key = s.start
+        used = "planned start times"
+    elif s.step is not None and np.all(s.step >= 0):
+        key = s.step.astype(np.float64)
+        used = "planned steps"
+    if key is not None:
+        prio = key.astype(np.float64)
+        # every link serves its hops in (key, op id) order
+        order = np.lexsort((hop_op, key[hop_op], hop_link))
+        links_sorted = hop_link[order]
+        counts = np.bincount(links_sorted, minlength=n_links)
+        ptr[1:] = np.cumsum(counts)
+        rank_in_link = np.arange(n_hops) - ptr[links_sorted]
+        pos[order] = rank_in_link
+        hops = order.astype(np.int64)
+    else:
+        hops = np.zeros(0, dtype=np.int64)
+    if s.link_order:
+        # explicit orders replace the derived ones on their links
+        lists: dict[int, np.ndarray] = {}
+        for l in range(n_links):
+            lists[l] = hops[ptr[l]:ptr[l + 1]]
+        op_hops: dict[tuple[int, int], int] = {}
+        explicit_links = set(int(l) for l in s.link_order)
+        sel = np.flatnonzero(np.isin(hop_link, np.array(sorted(explicit_links), dtype=np.int64)))
+        for h in sel.tolist():
+            op_hops[(int(hop_link[h]), int(hop_op[h]))] = h
+        for l, ops in s.link_order.items():
+            seq = []
+            for o in np.asarray(ops).tolist():
+                h = op_hops.get((int(l), int(o)))
+                if h is None:
+                    raise CollsynthError(f"planned order of link {l} lists op {o}, which does "
+                                         f"not use it (verify the schedule first)")
+                seq.append(h)
+            lists[int(l)] = np.array(seq, dtype=np.int64)
+        pos[:] = -1
+        chunks = []
+        for l in range(n_links):
+            ptr[l + 1] = ptr[l] + len(lists[l])
+            pos[lists[l]] = np.arange(len(lists[l]))
+            chunks.append(lists[l])
+        hops = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
+        used = "planned link order" if key is None else used + " + planned link order"
+    return pos, ptr, hops, prio, used
+
+
+def simulate(schedule: Schedule, size: float, *, reduce_bw: float | None = None,
+             order: str = "auto", release: bool = False, compiled: bool = True) -> SimResult:
+    """Simulate ``schedule`` moving ``size`` bytes (nccl-tests convention).
+
+    ``order``: ``auto`` serves links in the schedule's planned order (explicit link orders, else
+    start times, else steps) and first-ready-first-served elsewhere; ``plan`` is the same;
+    ``fcfs`` ignores every plan. ``release`` holds each operation until its planned start.
+    ``reduce_bw`` (bytes/s) adds ``bytes / reduce_bw`` to every reduce operation.
+    """
+    if order not in ORDER_POLICIES:
+        raise CollsynthError(f"order policy {order!r} is not one of {', '.join(ORDER_POLICIES)}")
+    if not (isinstance(size, (int, float)) and np.isfinite(size) and size > 0):
+        raise CollsynthError(f"size {size!r} must be a positive number of bytes")
+    if reduce_bw is not None and not (np.isfinite(reduce_bw) and reduce_bw > 0):
+        raise CollsynthError(f"reduction bandwidth {reduce_bw!r} must be positive")
+    wall0 = _time.perf_counter()
+    s = schedule
+    t = s.topology
+    n_ops = s.num_ops
+    n_links = len(t.links)
+    lengths = np.diff(s.route_ptr)
+    hop_link = s.route_links.astype(np.int64)
+    hop_op = np.repeat(np.arange(n_ops, dtype=np.int64), lengths)
+    nbytes = s.op_bytes(size)
+    hop_tx = nbytes[hop_op] / t.link_bw[hop_link]
+    hop_alpha = t.link_alpha[hop_link]
+    # alpha from this hop to the end of its route (inclusive)
+    csum = np.cumsum(hop_alpha[::-1])[::-1] if len(hop_alpha) else hop_alpha
+    route_end = s.route_ptr[1:]
+    after_route = np.concatenate((csum, [0.0]))[route_end]  # sum of alphas after the route
+    hop_alpha_tail = csum - np.repeat(after_route, lengths)
+    op_first = s.route_ptr[:-1].astype(np.int64)
+    op_last = (s.route_ptr[1:] - 1).astype(np.int64)
+    extra = np.zeros(n_ops)
+    if reduce_bw is not None:
+        extra = np.where(s.kind == OpKind.REDUCE, nbytes / reduce_bw, 0.0)
+    release_t = np.zeros(n_ops)
+    if release and s.start is not None:
+        release_t = np.where(np.isnan(s.start), 0.0, s.start)
+    # successors of each op
+    dep_owner = np.repeat(np.arange(n_ops, dtype=np.int64), np.diff(s.dep_ptr))
+    by_dep = np.argsort(s.dep_ids, kind="stable")
+    succ_ids = dep_owner[by_dep]
+    succ_ptr = np.zeros(n_ops + 1, dtype=np.int64)
+    if len(s.dep_ids):
+        succ_ptr[1:] = np.cumsum(np.bincount(s.dep_ids, minlength=n_ops))
+    indeg = np.diff(s.dep_ptr).astype(np.int64)
+    pos, optr, ohops, prio, used = _order_arrays(s, "fcfs" if order == "fcfs" else "plan",
+                                                 hop_link, hop_op, n_links)
+    kernel = compiled_run_events() if compiled else run_events
+    hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
+        hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio, release_t,
+        extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_links)
+    if done != n_ops:
+        raise CollsynthError(f"simulation stalled with {n_ops - done} of {n_ops} operations "
+                             f"never started (dependency cycle or planned link order that "
+                             f"deadlocks; verify the schedule)")
+    op_start = hop_start[op_first] if n_ops else np.zeros(0)
+    total = float(op_finish.max()) if n_ops else 0.0
+    per_rank = np.zeros(t.num_ranks)
+    if n_ops:
+        np.maximum.at(per_rank, s.dst, op_finish)
+        np.maximum.at(per_rank, s.src, op_finish)
+    return SimResult(s, float(size), total, per_rank, op_start, op_finish, hop_link, hop_op,
+                     hop_start, hop_end, busy, used, _time.perf_counter() - wall0)

@@ -1,0 +1,213 @@
+"""The simulator against hand-derived formulas (docs/simulator.md)."""
+
+import numpy as np
+import pytest
+
+from collsynth.collective import Collective
+from collsynth.errors import CollsynthError
+from collsynth.schedule.ir import ScheduleBuilder
+from collsynth.sim import simulate
+from collsynth.synth import synthesize
+from collsynth.topology import TopologyBuilder, load_topology
+from collsynth.verify import verify
+
+A = 1e-6      # alpha
+B = 10e9      # bandwidth
+
+
+def _line(n, bw=B, alpha=A):
+    return load_topology(f"line:n={n},bw={bw},alpha={alpha}")
+
+
+def test_one_link():
+    topo = _line(2)
+    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 1))
+    b.add(0, 1, 0)
+    s = b.build()
+    verify(s)
+    m = 4e6
+    r = simulate(s, m)
+    assert r.time_s == pytest.approx(A + m / B, rel=1e-12)
+    assert r.algbw == pytest.approx(m / (A + m / B))
+    assert r.busbw == pytest.approx(r.algbw)  # broadcast factor 1
+    assert r.link_busy_s[s.route(0)[0]] == pytest.approx(m / B)
+
+
+@pytest.mark.parametrize("hops,chunks", [(1, 1), (3, 1), (3, 4), (5, 8), (7, 16)])
+def test_store_and_forward_chain_with_pipelining(hops, chunks):
+    # seed 000 §3: T = beta + beta (h-1)/c + h alpha, beta = M / b
+    topo = _line(hops + 1)
+    coll = Collective.make("broadcast", hops + 1, chunks)
+    s = synthesize("spt", topo, coll)
+    verify(s)
+    m = 8e6
+    beta = m / B
+    r = simulate(s, m)
+    expected = beta + beta * (hops - 1) / chunks + hops * A
+    assert r.time_s == pytest.approx(expected, rel=1e-9)
+    # the last rank finishes last; rank 1 finishes when its last chunk arrived
+    assert r.per_rank_time_s[-1] == pytest.approx(expected, rel=1e-9)
+
+
+def _ring_allgather(n):
+    """One-directional ring AllGather: at step j rank r forwards chunk (r - j) mod n."""
+    topo = load_topology(f"ring:n={n},bw={B},alpha={A}")
+    coll = Collective.make("allgather", n, 1)
+    b = ScheduleBuilder(topo, coll)
+    last = {}
+    for step in range(n - 1):
+        new = {}
+        for r in range(n):
+            chunk = (r - step) % n
+            deps = [last[(r, chunk)]] if step else []
+            new[((r + 1) % n, chunk)] = b.add(r, (r + 1) % n, chunk, deps=deps, step=step)
+        last.update(new)
+    return b.build()
+
+
+@pytest.mark.parametrize("n", [3, 4, 8, 16])
+def test_ring_allgather_on_ring(n):
+    s = _ring_allgather(n)
+    verify(s)
+    m = 16e6
+    r = simulate(s, m)
+    assert r.time_s == pytest.approx((n - 1) * (A + m / (n * B)), rel=1e-9)
+    assert r.busbw == pytest.approx(r.algbw * (n - 1) / n)
+
+
+def _star2(bw_up, bw_down, a_up, a_down):
+    b = TopologyBuilder("star2")
+    g0, g1 = b.compute("gpu0"), b.compute("gpu1")
+    sw = b.switch("sw")
+    b.link(g0, sw, bw_up, a_up)
+    b.link(sw, g1, bw_down, a_down)
+    b.link(g1, sw, bw_up, a_up)
+    b.link(sw, g0, bw_down, a_down)
+    return b.build()
+
+
+def test_cut_through_switch_vs_store_and_forward_gpu():
+    m = 5e6
+    # through a switch: alphas add, transmission limited by the bottleneck link
+    topo = _star2(B, B / 2, A, 3 * A)
+    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 1))
+    b.add(0, 1, 0)
+    s = b.build()
+    verify(s)
+    r = simulate(s, m)
+    assert r.time_s == pytest.approx(A + 3 * A + m / (B / 2), rel=1e-12)
+    # each link is still occupied for s / b
+    assert sorted(r.link_busy_s[r.link_busy_s > 0]) == pytest.approx(sorted([m / B, m / (B / 2)]))
+    # through a GPU (store and forward): two full transmissions
+    line = _line(3)
+    b = ScheduleBuilder(line, Collective.make("broadcast", 3, 1))
+    first = b.add(0, 1, 0)
+    b.add(1, 2, 0, deps=[first])
+    s2 = b.build()
+    verify(s2)
+    r2 = simulate(s2, m)
+    assert r2.time_s == pytest.approx(2 * A + 2 * m / B, rel=1e-12)
+    # cut-through beats store-and-forward on equal links
+    topo_eq = _star2(B, B, A, A)
+    b = ScheduleBuilder(topo_eq, Collective.make("broadcast", 2, 1))
+    b.add(0, 1, 0)
+    t_ct = simulate(b.build(), m).time_s
+    assert t_ct == pytest.approx(2 * A + m / B)
+    assert t_ct < r2.time_s
+
+
+def test_contention_two_flows_one_link():
+    topo = _line(2)
+    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 2))
+    b.add(0, 1, 0)
+    b.add(0, 1, 1)
+    s = b.build()
+    m = 2e6
+    r = simulate(s, m)
+    chunk = m / 2
+    assert r.op_finish_s[0] == pytest.approx(A + chunk / B)
+    assert r.op_finish_s[1] == pytest.approx(A + 2 * chunk / B)  # waits for the link
+    assert r.link_busy_s[s.route(0)[0]] == pytest.approx(m / B)
+    assert r.link_utilisation.max() == pytest.approx((m / B) / r.time_s)
+
+
+def test_contention_at_switch_egress():
+    # two GPUs send to a third through one switch: the switch->gpu2 link is shared
+    topo = load_topology(f"star:n=3,bw={B},alpha={A}")
+    coll = Collective.make("gather", 3, 1, root=2)
+    b = ScheduleBuilder(topo, coll)
+    b.add(0, 2, 0)
+    b.add(1, 2, 1)
+    s = b.build()
+    verify(s)
+    m = 3e6
+    c = m / 3
+    r = simulate(s, m)
+    assert sorted(r.op_finish_s) == pytest.approx([2 * A + c / B, 2 * A + 2 * c / B])
+
+
+def test_planned_order_is_respected():
+    topo = _line(2)
+    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 2))
+    first = b.add(0, 1, 0)
+    second = b.add(0, 1, 1)
+    link = int(b.build().route(0)[0])
+    b.set_link_order(link, [second, first])
+    s = b.build()
+    verify(s)
+    r = simulate(s, 2e6)
+    assert r.op_finish_s[second] < r.op_finish_s[first]
+    assert "link order" in r.order_policy
+    # fcfs ignores the plan
+    r2 = simulate(s, 2e6, order="fcfs")
+    assert r2.op_finish_s[first] < r2.op_finish_s[second]
+
+
+def test_planned_start_times_order_and_release():
+    topo = _line(2)
+    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 2))
+    b.size = 2e6
+    late = b.add(0, 1, 0, start=1e-3)
+    early = b.add(0, 1, 1, start=0.0)
+    s = b.build()
+    verify(s)
+    r = simulate(s, 2e6)
+    assert r.op_finish_s[early] < r.op_finish_s[late]
+    assert r.op_start_s[late] == pytest.approx(1e6 / B)  # as soon as the link frees
+    r2 = simulate(s, 2e6, release=True)
+    assert r2.op_start_s[late] == pytest.approx(1e-3)    # held until its planned start
+
+
+def test_reduction_cost():
+    topo = _line(2)
+    b = ScheduleBuilder(topo, Collective.make("reduce", 2, 1, root=1))
+    b.add(0, 1, 0, kind="reduce")
+    s = b.build()
+    verify(s)
+    m = 1e6
+    assert simulate(s, m).time_s == pytest.approx(A + m / B)
+    assert simulate(s, m, reduce_bw=1e9).time_s == pytest.approx(A + m / B + m / 1e9)
+
+
+@pytest.mark.parametrize("spec,kind", [("random_regular:n=12,d=3,seed=4", "allgather"),
+                                       ("dgx_a100:nodes=2", "allreduce"),
+                                       ("torus2d:w=3,h=3", "alltoall"),
+                                       ("wan:dcs=2,gpus=4", "allgather")])
+def test_compiled_kernel_matches_python(spec, kind):
+    topo = load_topology(spec)
+    s = synthesize("spt", topo, Collective.make(kind, topo.num_ranks, 2))
+    a = simulate(s, 1e7, compiled=True)
+    b = simulate(s, 1e7, compiled=False)
+    assert np.array_equal(a.op_finish_s, b.op_finish_s)
+    assert np.array_equal(a.hop_start_s, b.hop_start_s)
+    assert a.time_s == b.time_s > 0
+
+
+def test_bad_inputs():
+    s = _ring_allgather(4)
+    with pytest.raises(CollsynthError):
+        simulate(s, 0)
+    with pytest.raises(CollsynthError):
+        simulate(s, float("nan"))
+    with pytest.raises(CollsynthError):
+        simulate(s, 1e6, order="random")
