@@ -46,7 +46,10 @@ def _json_default(o: Any) -> Any:
 def _console():
     from rich.console import Console
 
-    return Console(highlight=False)
+    con = Console(highlight=False)
+    if not con.is_terminal:  # pipes and CI logs: do not squeeze tables into 80 columns
+        con = Console(highlight=False, width=max(con.width, 140))
+    return con
 
 
 # ---------------------------------------------------------------------------------- topo
@@ -58,24 +61,27 @@ def _cmd_topo_show(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(info)
         return 0
+    from rich.markup import escape
     from rich.table import Table
 
     con = _console()
-    con.print(f"[bold]{topo.name}[/bold]  ({args.spec})  fingerprint {info['fingerprint']}")
+    con.print(f"[bold]{escape(topo.name)}[/bold]  ({escape(args.spec)})  "
+              f"fingerprint {info['fingerprint']}")
     con.print(f"compute nodes {info['compute_nodes']}, switches {info['switches']}, routers "
               f"{info['routers']}, links {info['links']}, hop diameter {info['hop_diameter']}")
     classes = ", ".join(f"{k}: {v}" for k, v in info["links_by_class"].items())
-    con.print(f"links by class: {classes}")
+    con.print(f"links by class: {escape(classes)}")
     for key in ("source", "notes"):
         if key in topo.meta:
-            con.print(f"{key}: {topo.meta[key]}")
+            con.print(f"{key}: {escape(str(topo.meta[key]))}")
     table = Table(title="per compute node")
     for col in ("rank", "name", "out links", "out bw", "in links", "in bw"):
         table.add_column(col, justify="right" if col != "name" else "left")
     rows = info["per_node"]
     shown = rows if len(rows) <= args.max_rows else rows[: args.max_rows]
     for r in shown:
-        table.add_row(str(r["rank"]), r["name"], str(r["out_links"]), fmt_bandwidth(r["out_bw"]),
+        table.add_row(str(r["rank"]), escape(r["name"]), str(r["out_links"]),
+                      fmt_bandwidth(r["out_bw"]),
                       str(r["in_links"]), fmt_bandwidth(r["in_bw"]))
     con.print(table)
     if len(rows) > len(shown):
@@ -142,6 +148,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _show_default(p) -> Any:
+    if p.default is None:
+        return None
     if p.kind == "bw":
         return fmt_bandwidth(p.default)
     if p.kind == "time":
@@ -229,6 +237,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         _emit_json({"schedule": args.schedule, "topology": sched.topology.name,
                     "collective": sched.collective.to_dict(), "verify_time_s": elapsed,
                     **report.to_dict()})
+        if not report.ok:
+            print(f"collsynth: error: {args.schedule}: {report.error}", file=sys.stderr)
         return 0 if report.ok else 2
     if report.ok:
         extra = ""

@@ -64,6 +64,9 @@ _ALIASES = {
 ROOTED = {CollKind.BROADCAST, CollKind.REDUCE, CollKind.GATHER, CollKind.SCATTER}
 REDUCING = {CollKind.REDUCESCATTER, CollKind.ALLREDUCE, CollKind.REDUCE}
 
+#: Most chunks a demand matrix may ask for (its entries are counts, not listed chunks).
+MAX_DEMAND_CHUNKS = 1 << 25
+
 
 def parse_kind(name: Any) -> CollKind:
     key = str(name).strip().lower().replace("-", "_")
@@ -158,11 +161,14 @@ class Collective:
             if not np.issubdtype(m.dtype, np.floating) or not np.all(np.isfinite(m)) \
                     or not np.all(m == np.round(m)):
                 raise CollsynthError("demand matrix entries must be non-negative integers")
-            m = m.astype(np.int64)
         if np.any(m < 0):
             raise CollsynthError("demand matrix entries must be non-negative integers")
-        chunks = []
         n = m.shape[0]
+        m = m * ~np.eye(n, dtype=bool)  # the diagonal asks for nothing
+        if np.any(m > MAX_DEMAND_CHUNKS) or m.sum() > MAX_DEMAND_CHUNKS:
+            raise CollsynthError(f"demand matrix asks for more than {MAX_DEMAND_CHUNKS} chunks")
+        m = m.astype(np.int64)
+        chunks = []
         for s in range(n):
             for d in range(n):
                 if s != d:
@@ -299,7 +305,8 @@ class Collective:
         allowed = {"kind", "ranks", "chunks_per_rank", "root", "chunks", "demand"}
         bad = set(data) - allowed
         if bad:
-            raise CollsynthError(f"{source}: collective has unknown key {sorted(bad)[0]!r}")
+            first = sorted(bad, key=str)[0]  # YAML keys need not be strings
+            raise CollsynthError(f"{source}: collective has unknown key {first!r}")
         if "kind" not in data or "ranks" not in data:
             raise CollsynthError(f"{source}: collective needs 'kind' and 'ranks'")
         kind = parse_kind(data["kind"])

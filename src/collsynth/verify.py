@@ -23,7 +23,9 @@ violation in one line naming the operation (``VerificationError.check`` names th
                    into one buffer are allowed: the combine is associative and commutative).
 ``duplicate-contribution`` a reduction never combines the same rank's contribution twice.
 ``missing-delivery`` / ``incomplete-reduction`` at the end, every rank holds exactly what the
-                   collective requires (for reductions: every contribution, once).
+                   collective requires (for reductions: every contribution, once). When chunks
+                   times ranks exceeds ``MANY_CHUNKS``, a chunk that no operation moves is
+                   reported before ``data-not-held``, without building per-chunk state.
 """
 
 from __future__ import annotations
@@ -33,13 +35,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .collective import Collective
+from .collective import CollKind, Collective
 from .errors import CollsynthError, VerificationError
 from .schedule.ir import OpKind, Schedule
 
 #: Relative tolerance for time and capacity comparisons.
 TIME_TOL = 1e-9
 CAP_TOL = 1e-6
+#: Above this many (chunk, rank) pairs, chunks that no operation moves are looked for first.
+MANY_CHUNKS = 1 << 20
 
 
 @dataclass
@@ -103,6 +107,7 @@ class _Verifier:
         finish = None
         if s.start is not None:
             finish = self.check_timing()
+        self.check_chunks_moved()
         self.build_segments()
         if self.c.reduces:
             redundant = self.execute_reducing()
@@ -350,7 +355,7 @@ class _Verifier:
             _fail("structure", "timed schedule has no positive data size")
         if not np.all(np.isfinite(start)) or np.any(start < 0):
             op = int(np.flatnonzero(~np.isfinite(start) | (start < 0))[0])
-            _fail("structure", f"{s.describe_op(op)}: start time {start[op]!r} is not a "
+            _fail("structure", f"{s.describe_op(op)}: start time {float(start[op])!r} is not a "
                                f"non-negative number", op)
         lengths = np.diff(s.route_ptr)
         owner = np.repeat(np.arange(n), lengths)
@@ -421,6 +426,37 @@ class _Verifier:
         self.checks.extend(["causality", "capacity"])
         return float(finish.max()) if n else 0.0
 
+    # ------------------------------------------------------------------ unmoved chunks
+    def check_chunks_moved(self) -> None:
+        """In a big collective, every chunk some rank lacks is moved by at least one operation
+        (checked without per-chunk arrays: the declared chunk count may be absurd)."""
+        s, c = self.s, self.c
+        if c.kind is CollKind.CUSTOM or c.num_chunks * c.num_ranks <= MANY_CHUNKS:
+            return  # small enough for the postcondition check (custom: as long as its input)
+        n, cpr = c.num_ranks, c.chunks_per_rank
+        # chunks already where they must be: a rank's chunks to itself
+        if c.kind is CollKind.ALLTOALL:
+            def idle(ch: int) -> bool:
+                return (ch // cpr) // n == (ch // cpr) % n
+            n_idle = n * cpr
+        elif c.kind in (CollKind.GATHER, CollKind.SCATTER):
+            def idle(ch: int) -> bool:
+                return ch // cpr == c.root
+            n_idle = cpr
+        else:
+            def idle(ch: int) -> bool:
+                return False
+            n_idle = 0
+        moved = set(np.unique(s.chunk).tolist())
+        if c.num_chunks - n_idle <= len(moved):
+            return
+        ch = 0
+        while idle(ch) or ch in moved:  # ends: more chunks must move than are moved
+            ch = (ch // cpr + 1) * cpr if idle(ch) else ch + 1
+        check = "incomplete-reduction" if c.reduces else "missing-delivery"
+        _fail(check, f"no operation moves chunk {ch} ({c.describe()} has {c.num_chunks} "
+                     f"chunks; the schedule moves {len(moved)})")
+
     # ------------------------------------------------------------------ byte segments
     def build_segments(self) -> None:
         """Split chunks into atomic segments at every byte-range boundary used by an op."""
@@ -433,8 +469,12 @@ class _Verifier:
             self.op_seg_hi = s.chunk + 1
             return
         lcm = np.ones(c.num_chunks, dtype=np.int64)
-        for ch, den in zip(s.chunk.tolist(), s.part_den.tolist()):
-            lcm[ch] = math.lcm(int(lcm[ch]), int(den))
+        for op, (ch, den) in enumerate(zip(s.chunk.tolist(), s.part_den.tolist())):
+            m = math.lcm(int(lcm[ch]), int(den))
+            if m >= 2**62:
+                _fail("structure", f"{s.describe_op(op)}: the byte ranges of chunk {ch} have "
+                                   f"denominators without a common multiple below 2**62", op)
+            lcm[ch] = m
         scale = lcm[s.chunk] // s.part_den
         lo = s.part_lo * scale
         hi = s.part_hi * scale
@@ -572,6 +612,10 @@ class _Verifier:
                 keep = []
                 for w in prev:
                     if is_ancestor(w, op):
+                        # a later reduce unordered with this one must still be ordered with
+                        # an overwriting copy before it: keep such copies
+                        if not is_copy and kinds[w] == OpKind.COPY:
+                            keep.append(w)
                         continue
                     if is_copy or kinds[w] == OpKind.COPY:
                         _fail("race", f"{s.describe_op(op)} and op {w} both write the data at "
@@ -594,7 +638,8 @@ class _Verifier:
                     value[wk] = v | cur
                 keep.append(op)
                 writes[wk] = keep
-                reads[wk] = []
+                if is_copy:  # later writes must follow this copy, hence these reads
+                    reads[wk] = []
         self.checks.extend(["data-not-held", "race", "duplicate-contribution"])
         full = c.full_mask
         post_r, post_c = c.postcondition()

@@ -123,7 +123,15 @@ def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
 
 # ---------------------------------------------------------------------- parsing
 def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+    """An integer that fits the int64 columns of the IR."""
+    return isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an integer beyond the float range
+        return False
 
 
 def _int_column(ops: dict, name: str, count: int, where: str) -> np.ndarray:
@@ -132,7 +140,7 @@ def _int_column(ops: dict, name: str, count: int, where: str) -> np.ndarray:
         raise CollsynthError(f"{where}: ops.{name} must be a list of {count} integers")
     for i, x in enumerate(col):
         if not _is_int(x):
-            raise CollsynthError(f"{where}: ops.{name}[{i}] = {x!r} is not an integer")
+            raise CollsynthError(f"{where}: ops.{name}[{i}] = {x!r} is not a 64-bit integer")
     return np.array(col, dtype=np.int64) if count else np.zeros(0, dtype=np.int64)
 
 
@@ -144,7 +152,7 @@ def _float_column(ops: dict, name: str, count: int, where: str) -> np.ndarray:
     for i, x in enumerate(col):
         if x is None:
             out[i] = np.nan
-        elif isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+        elif isinstance(x, (int, float)) and not isinstance(x, bool) and _finite(x):
             out[i] = float(x)
         else:
             raise CollsynthError(f"{where}: ops.{name}[{i}] = {x!r} is not a finite number")
@@ -177,7 +185,7 @@ def schedule_from_dict(data: Any, source: str = "schedule",
                              f"{data.get('version')!r} (this collsynth reads {VERSION})")
     bad = set(data) - _TOP_KEYS
     if bad:
-        raise CollsynthError(f"{where}: unknown key {sorted(bad)[0]!r} at top level")
+        raise CollsynthError(f"{where}: unknown key {sorted(bad, key=str)[0]!r} at top level")
     if "topology" not in data or "collective" not in data or "ops" not in data:
         raise CollsynthError(f"{where}: a schedule needs 'topology', 'collective' and 'ops'")
     embedded = topology_from_dict(data["topology"], source=f"{where} (embedded topology)")
@@ -190,7 +198,7 @@ def schedule_from_dict(data: Any, source: str = "schedule",
     coll = Collective.from_dict(data["collective"], source=where)
     size = data.get("size")
     if size is not None and (not isinstance(size, (int, float)) or isinstance(size, bool)
-                             or not math.isfinite(size) or size <= 0):
+                             or not _finite(size) or size <= 0):
         raise CollsynthError(f"{where}: size must be a positive number of bytes or null")
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
@@ -200,7 +208,7 @@ def schedule_from_dict(data: Any, source: str = "schedule",
         raise CollsynthError(f"{where}: ops must be an object of columns")
     bad = set(ops) - _OP_KEYS
     if bad:
-        raise CollsynthError(f"{where}: unknown operation column {sorted(bad)[0]!r}")
+        raise CollsynthError(f"{where}: unknown operation column {sorted(bad, key=str)[0]!r}")
     count = ops.get("count")
     if not _is_int(count) or count < 0:
         raise CollsynthError(f"{where}: ops.count must be a non-negative integer")
@@ -260,8 +268,10 @@ def schedule_from_dict(data: Any, source: str = "schedule",
         for k, v in lo.items():
             try:
                 lid = int(k)
-            except (TypeError, ValueError):
-                raise CollsynthError(f"{where}: link_order key {k!r} is not a link id") from None
+            except (TypeError, ValueError, OverflowError):
+                lid = None
+            if not _is_int(lid):
+                raise CollsynthError(f"{where}: link_order key {k!r} is not a link id")
             if not isinstance(v, list) or not all(_is_int(x) for x in v):
                 raise CollsynthError(f"{where}: link_order[{k}] must be a list of op ids")
             link_order[lid] = np.array(v, dtype=np.int64)

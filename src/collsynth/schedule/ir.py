@@ -155,9 +155,14 @@ class Schedule:
 class ScheduleBuilder:
     """Appends operations and freezes them into a :class:`Schedule`.
 
-    Routes default to the fewest-hop path from the source to the destination through
-    switches/routers only (see :class:`collsynth.topology.paths.RouteTable`).
+    :meth:`add` appends one operation (routes default to the fewest-hop path from the source
+    to the destination through switches/routers only, see
+    :class:`collsynth.topology.paths.RouteTable`); :meth:`add_many` appends arrays of
+    operations at once, for schedules with millions of operations. Both can be mixed; op ids
+    are consecutive in the order of addition.
     """
+
+    _COLUMNS = ("src", "dst", "chunk", "kind", "start", "duration", "step", "part")
 
     def __init__(self, topology: Topology, collective: Collective, meta: dict | None = None):
         if collective.num_ranks != topology.num_ranks:
@@ -167,6 +172,16 @@ class ScheduleBuilder:
         self.topology = topology
         self.collective = collective
         self.meta = dict(meta or {})
+        self._segments: list[dict] = []   # frozen blocks of operations (numpy columns)
+        self._frozen = 0                  # number of operations in self._segments
+        self._reset_pending()
+        self._any = {"start": False, "duration": False, "step": False, "part": False}
+        self.link_order: dict[int, list[int]] = {}
+        self.size: float | None = None
+        self.trees: Any = None
+        self._routes_table = None
+
+    def _reset_pending(self) -> None:
         self._src: list[int] = []
         self._dst: list[int] = []
         self._chunk: list[int] = []
@@ -177,14 +192,9 @@ class ScheduleBuilder:
         self._duration: list[float] = []
         self._step: list[int] = []
         self._part: list[tuple[int, int, int]] = []
-        self._any_start = self._any_step = self._any_part = self._any_duration = False
-        self.link_order: dict[int, list[int]] = {}
-        self.size: float | None = None
-        self.trees: Any = None
-        self._routes_table = None
 
     def __len__(self) -> int:
-        return len(self._src)
+        return self._frozen + len(self._src)
 
     @property
     def routes(self):
@@ -201,7 +211,7 @@ class ScheduleBuilder:
         """Append one operation and return its id."""
         if route is None:
             route = self.routes.route(src, dst)
-        op = len(self._src)
+        op = len(self)
         self._src.append(int(src))
         self._dst.append(int(dst))
         self._chunk.append(int(chunk))
@@ -212,41 +222,132 @@ class ScheduleBuilder:
         self._duration.append(float("nan") if duration is None else float(duration))
         self._step.append(-1 if step is None else int(step))
         self._part.append(part if part is not None else (0, 1, 1))
-        self._any_start |= start is not None
-        self._any_duration |= duration is not None
-        self._any_step |= step is not None
-        self._any_part |= part is not None
+        self._any["start"] |= start is not None
+        self._any["duration"] |= duration is not None
+        self._any["step"] |= step is not None
+        self._any["part"] |= part is not None
         return op
+
+    def add_many(self, src: np.ndarray, dst: np.ndarray, chunk: np.ndarray, *,
+                 route_ptr: np.ndarray, route_links: np.ndarray,
+                 dep_ptr: np.ndarray | None = None, dep_ids: np.ndarray | None = None,
+                 kind: np.ndarray | int = OpKind.COPY,
+                 step: np.ndarray | None = None) -> np.ndarray:
+        """Append operations from arrays and return their ids.
+
+        Routes and dependencies are CSR arrays (``*_ptr`` has one more entry than there are
+        operations, starting at 0); dependency ids are global op ids.
+        """
+        self._flush()
+        k = len(src)
+        base = self._frozen
+        seg = {
+            "src": np.asarray(src, dtype=np.int64), "dst": np.asarray(dst, dtype=np.int64),
+            "chunk": np.asarray(chunk, dtype=np.int64),
+            "kind": np.broadcast_to(np.asarray(kind, dtype=np.int8), (k,)).copy(),
+            "route_ptr": np.asarray(route_ptr, dtype=np.int64),
+            "route_links": np.asarray(route_links, dtype=np.int64),
+            "dep_ptr": (np.zeros(k + 1, dtype=np.int64) if dep_ptr is None
+                        else np.asarray(dep_ptr, dtype=np.int64)),
+            "dep_ids": (np.zeros(0, dtype=np.int64) if dep_ids is None
+                        else np.asarray(dep_ids, dtype=np.int64)),
+            "step": None if step is None else np.asarray(step, dtype=np.int64),
+            "start": None, "duration": None, "part": None, "n": k,
+        }
+        for name in ("dst", "chunk"):
+            if len(seg[name]) != k:
+                raise CollsynthError(f"add_many: column {name} has {len(seg[name])} entries, "
+                                     f"expected {k}")
+        if len(seg["route_ptr"]) != k + 1 or len(seg["dep_ptr"]) != k + 1:
+            raise CollsynthError("add_many: route_ptr and dep_ptr need one entry per op plus one")
+        self._any["step"] |= step is not None
+        self._segments.append(seg)
+        self._frozen += k
+        return np.arange(base, base + k, dtype=np.int64)
+
+    def _flush(self) -> None:
+        """Freeze the operations added one by one into a segment."""
+        n = len(self._src)
+        if not n:
+            return
+        route_ptr, route_links = _csr(self._routes)
+        dep_ptr, dep_ids = _csr(self._deps)
+        self._segments.append({
+            "src": np.array(self._src, dtype=np.int64),
+            "dst": np.array(self._dst, dtype=np.int64),
+            "chunk": np.array(self._chunk, dtype=np.int64),
+            "kind": np.array(self._kind, dtype=np.int8),
+            "route_ptr": route_ptr, "route_links": route_links,
+            "dep_ptr": dep_ptr, "dep_ids": dep_ids,
+            "start": np.array(self._start, dtype=np.float64),
+            "duration": np.array(self._duration, dtype=np.float64),
+            "step": np.array(self._step, dtype=np.int64),
+            "part": np.array(self._part, dtype=np.int64).reshape(n, 3),
+            "n": n,
+        })
+        self._frozen += n
+        self._reset_pending()
 
     def set_link_order(self, link: int, ops: Sequence[int]) -> None:
         self.link_order[int(link)] = [int(o) for o in ops]
 
     def build(self) -> Schedule:
-        route_ptr, route_links = _csr(self._routes)
-        dep_ptr, dep_ids = _csr(self._deps)
-        n = len(self._src)
+        self._flush()
+        segs = self._segments
+        n = self._frozen
 
-        def arr(values, dtype):
-            return np.array(values, dtype=dtype) if n else np.zeros(0, dtype=dtype)
+        def cat(name, dtype):
+            parts = [sg[name] for sg in segs]
+            return np.concatenate(parts).astype(dtype, copy=False) if parts \
+                else np.zeros(0, dtype=dtype)
 
-        parts = np.array(self._part, dtype=np.int64).reshape(n, 3) if self._any_part else None
+        def cat_csr(ptr_name, ids_name):
+            ptrs, ids, offset = [np.zeros(1, dtype=np.int64)], [], 0
+            for sg in segs:
+                ptrs.append(sg[ptr_name][1:] + offset)
+                ids.append(sg[ids_name])
+                offset += int(sg[ptr_name][-1])
+            flat = np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, dtype=np.int64)
+            return np.concatenate(ptrs).astype(np.int64), flat
+
+        def optional(name, fill, dtype, shape=()):
+            if not self._any[name]:
+                return None
+            parts = [sg[name] if sg[name] is not None
+                     else np.full((sg["n"],) + shape, fill, dtype=dtype) for sg in segs]
+            return np.concatenate(parts).astype(dtype, copy=False)
+
+        route_ptr, route_links = cat_csr("route_ptr", "route_links")
+        dep_ptr, dep_ids = cat_csr("dep_ptr", "dep_ids")
+        if self._any["part"]:
+            parts = []
+            for sg in segs:
+                if sg["part"] is not None:
+                    parts.append(sg["part"])
+                else:
+                    block = np.zeros((sg["n"], 3), dtype=np.int64)
+                    block[:, 1:] = 1
+                    parts.append(block)
+            part = np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
+        else:
+            part = None
         return Schedule(
             topology=self.topology,
             collective=self.collective,
-            src=arr(self._src, np.int64),
-            dst=arr(self._dst, np.int64),
-            chunk=arr(self._chunk, np.int64),
-            kind=arr(self._kind, np.int8),
+            src=cat("src", np.int64),
+            dst=cat("dst", np.int64),
+            chunk=cat("chunk", np.int64),
+            kind=cat("kind", np.int8),
             route_ptr=route_ptr,
             route_links=route_links,
             dep_ptr=dep_ptr,
             dep_ids=dep_ids,
-            start=arr(self._start, np.float64) if self._any_start else None,
-            duration=arr(self._duration, np.float64) if self._any_duration else None,
-            step=arr(self._step, np.int64) if self._any_step else None,
-            part_lo=parts[:, 0].copy() if parts is not None else None,
-            part_hi=parts[:, 1].copy() if parts is not None else None,
-            part_den=parts[:, 2].copy() if parts is not None else None,
+            start=optional("start", np.nan, np.float64),
+            duration=optional("duration", np.nan, np.float64),
+            step=optional("step", -1, np.int64),
+            part_lo=part[:, 0].copy() if part is not None else None,
+            part_hi=part[:, 1].copy() if part is not None else None,
+            part_den=part[:, 2].copy() if part is not None else None,
             link_order={k: np.array(v, dtype=np.int64) for k, v in self.link_order.items()}
             or None,
             size=self.size,

@@ -76,7 +76,7 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
                              f"(this collsynth reads version {VERSION})")
     unknown = set(data) - _TOP_KEYS
     if unknown:
-        raise CollsynthError(f"{source}: unknown key {sorted(unknown)[0]!r} at top level")
+        raise CollsynthError(f"{source}: unknown key {sorted(unknown, key=str)[0]!r} at top level")
     name = data.get("name", os.path.splitext(os.path.basename(source))[0] or "topology")
     if not isinstance(name, str) or not name:
         raise CollsynthError(f"{source}: name must be a non-empty string")
@@ -98,7 +98,7 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             raise CollsynthError(f"{source}: node {i} must be an object or a name")
         bad = set(nd) - _NODE_KEYS
         if bad:
-            raise CollsynthError(f"{source}: node {i} has unknown key {sorted(bad)[0]!r}")
+            raise CollsynthError(f"{source}: node {i} has unknown key {sorted(bad, key=str)[0]!r}")
         if "name" not in nd:
             raise CollsynthError(f"{source}: node {i} has no name")
         attrs = nd.get("attrs", {})
@@ -110,7 +110,7 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             raise CollsynthError(f"{source}: link {i} must be an object")
         bad = set(ln) - _LINK_KEYS
         if bad:
-            raise CollsynthError(f"{source}: link {i} has unknown key {sorted(bad)[0]!r}")
+            raise CollsynthError(f"{source}: link {i} has unknown key {sorted(bad, key=str)[0]!r}")
         for key in ("src", "dst", "bw"):
             if key not in ln:
                 raise CollsynthError(f"{source}: link {i} has no {key!r}")
@@ -166,6 +166,8 @@ def parse_structured(text: str, path: str = "input") -> Any:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
             raise CollsynthError(f"{path}: not valid YAML{where}") from None
+        except RecursionError:
+            raise CollsynthError(f"{path}: YAML nested too deeply") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

@@ -315,7 +315,10 @@ class TopologyBuilder:
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise CollsynthError(f"{what} {value!r} is not a number")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond the float range
+        return math.inf if value > 0 else -math.inf
 
 
 def _reach(topo: Topology, start: int, reverse: bool) -> np.ndarray:
