@@ -314,6 +314,9 @@ class Collective:
         if isinstance(n, bool) or not isinstance(n, int):
             raise CollsynthError(f"{source}: collective ranks must be an integer")
         if kind is CollKind.CUSTOM:
+            if data.get("chunks_per_rank", 1) != 1 or "root" in data:
+                raise CollsynthError(f"{source}: a custom collective takes neither "
+                                     f"chunks_per_rank nor root (list its chunks instead)")
             if "demand" in data:
                 coll = cls.from_demand_matrix(data["demand"])
                 if coll.num_ranks != n:

@@ -180,7 +180,7 @@ def schedule_from_dict(data: Any, source: str = "schedule",
     if data.get("format") != FORMAT:
         raise CollsynthError(f"{where}: not a collsynth schedule (format is "
                              f"{data.get('format')!r}, expected {FORMAT!r})")
-    if data.get("version") != VERSION:
+    if isinstance(data.get("version"), bool) or data.get("version") != VERSION:
         raise CollsynthError(f"{where}: unsupported schedule format version "
                              f"{data.get('version')!r} (this collsynth reads {VERSION})")
     bad = set(data) - _TOP_KEYS

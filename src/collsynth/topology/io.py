@@ -71,7 +71,7 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
     if fmt != FORMAT:
         raise CollsynthError(f"{source}: format {fmt!r} is not {FORMAT!r}")
     version = data.get("version", VERSION)
-    if version != VERSION:
+    if isinstance(version, bool) or version != VERSION:
         raise CollsynthError(f"{source}: unsupported topology format version {version!r} "
                              f"(this collsynth reads version {VERSION})")
     unknown = set(data) - _TOP_KEYS

@@ -47,6 +47,10 @@ class NodeKind(str, Enum):
                 f"unknown node kind {value!r} (expected compute, switch or router)") from None
 
 
+#: Size guards: beyond these a topology is almost surely a typo (and would exhaust memory).
+MAX_NODES = 1 << 20
+MAX_LINKS = 1 << 23
+
 KIND_CODE = {NodeKind.COMPUTE: 0, NodeKind.SWITCH: 1, NodeKind.ROUTER: 2}
 
 
@@ -241,6 +245,8 @@ class TopologyBuilder:
 
     # nodes -------------------------------------------------------------------------
     def node(self, name: str, kind: NodeKind | str = NodeKind.COMPUTE, **attrs: Any) -> int:
+        if len(self._nodes) >= MAX_NODES:
+            raise CollsynthError(f"topology {self.name!r} is too large (over {MAX_NODES} nodes)")
         if not isinstance(name, str) or not name:
             raise CollsynthError(f"node name {name!r} must be a non-empty string")
         if name in self._index:
@@ -266,6 +272,8 @@ class TopologyBuilder:
     def link(self, src: int | str, dst: int | str, bw: float, alpha: float = 0.0,
              cls: str = "link", lanes: int = 1) -> None:
         """Add one directed link ``src -> dst`` (checked in :meth:`build`)."""
+        if len(self._links) >= MAX_LINKS:
+            raise CollsynthError(f"topology {self.name!r} is too large (over {MAX_LINKS} links)")
         self._links.append((src, dst, bw, alpha, cls, lanes))
 
     def bilink(self, a: int | str, b: int | str, bw: float, alpha: float = 0.0,

@@ -79,7 +79,7 @@ def _fail(message: str) -> NoReturn:
 # --------------------------------------------------------------------------------------------
 
 @zoo("ndv2",
-     chassis=Param("int", 2, "number of NDv2 chassis (8 V100 each)", min=1),
+     chassis=Param("int", 2, "number of NDv2 chassis (8 V100 each)", min=1, max=512),
      nvlink=Param("bw", 25 * GB, "bandwidth of one NVLink, per direction"),
      nvlink_alpha=Param("time", 0.7 * US, "NVLink latency"),
      ib=Param("bw", 12.5 * GB, "bandwidth of each inter-chassis IB link, per direction"),
@@ -129,7 +129,7 @@ def dgx2_ib_target(c: int, gpu: int, chassis: int) -> tuple[int, int]:
 
 
 @zoo("dgx2",
-     chassis=Param("int", 2, "number of DGX-2 chassis (16 GPUs each)", min=1),
+     chassis=Param("int", 2, "number of DGX-2 chassis (16 GPUs each)", min=1, max=512),
      nvswitch=Param("bw", 125 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
      nvswitch_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link"),
      ib=Param("bw", 12.5 * GB, "bandwidth of each inter-chassis IB link"),
@@ -183,7 +183,7 @@ MI250_XGMI: dict[tuple[int, int], int] = {
 
 
 @zoo("mi250",
-     chassis=Param("int", 1, "number of MI250 chassis (16 GCDs each)", min=1),
+     chassis=Param("int", 1, "number of MI250 chassis (16 GCDs each)", min=1, max=512),
      inter=Param("choice", "forestcoll", "inter-chassis model: forestcoll (every GCD <-> one IB "
                  "switch) or teccl (one switch per GCD pair, uplinked to one global switch)",
                  choices=("forestcoll", "teccl")),
@@ -248,7 +248,7 @@ def mi250(chassis: int, inter: str, xgmi: float, xgmi_alpha: float, ib: float | 
 # --------------------------------------------------------------------------------------------
 
 @zoo("dgx_a100",
-     nodes=Param("int", 2, "number of DGX A100 nodes (8 GPUs each)", min=1),
+     nodes=Param("int", 2, "number of DGX A100 nodes (8 GPUs each)", min=1, max=1024),
      nvswitch=Param("bw", 300 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
      nvswitch_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
      pcie=Param("bw", 25 * GB, "bandwidth of each GPU <-> NIC link, per direction"),
@@ -323,10 +323,10 @@ def _rail_fabric(b: TopologyBuilder, servers: int, nics: int, nvlink: float, nvl
 
 
 @zoo("a800_clos",
-     servers=Param("int", 4, "number of servers (8 A800 each)", min=1),
+     servers=Param("int", 4, "number of servers (8 A800 each)", min=1, max=2048),
      nics=Param("int", 4, "NICs per server (NIC j serves GPUs j*8/nics ...); must divide 8", min=1,
                 max=8),
-     spines=Param("int", 4, "number of spine switches", min=1),
+     spines=Param("int", 4, "number of spine switches", min=1, max=256),
      nvlink=Param("bw", 180 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
      nvlink_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
      nic=Param("bw", 25 * GB, "bandwidth of each NIC (200 Gb/s), per direction"),
@@ -362,8 +362,8 @@ def a800_clos(servers: int, nics: int, spines: int, nvlink: float, nvlink_alpha:
 
 
 @zoo("h800_rails",
-     servers=Param("int", 4, "number of servers (8 H800 each; the paper simulates 64)", min=1),
-     spines=Param("int", 8, "number of spine switches", min=1),
+     servers=Param("int", 4, "number of servers (8 H800 each; the paper simulates 64)", min=1, max=2048),
+     spines=Param("int", 8, "number of spine switches", min=1, max=256),
      nvlink=Param("bw", 200 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
      nvlink_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
      nic=Param("bw", 50 * GB, "bandwidth of each NIC (400 Gb/s), per direction"),
@@ -418,8 +418,8 @@ def _random_connected_pairs(n: int, m: int, rng: np.random.Generator) -> list[tu
 
 
 @zoo("wan",
-     dcs=Param("int", 3, "number of datacenters", min=1),
-     gpus=Param("int", 8, "GPUs per datacenter", min=1),
+     dcs=Param("int", 3, "number of datacenters", min=1, max=256),
+     gpus=Param("int", 8, "GPUs per datacenter", min=1, max=4096),
      connectivity=Param("float", 0.5, "intra-DC connectivity: linked GPU pairs / all GPU pairs",
                         min=0, max=1),
      km=Param("float", 150.0, "WAN distance between border routers in km", min=0),
@@ -482,7 +482,7 @@ _BW = Param("bw", 50 * GB, "bandwidth of each link, per direction")
 _ALPHA = Param("time", 0.7 * US, "latency of each link")
 
 
-@zoo("ring", n=Param("int", 8, "number of compute nodes", min=2), bw=_BW, alpha=_ALPHA)
+@zoo("ring", n=Param("int", 8, "number of compute nodes", min=2, max=65536), bw=_BW, alpha=_ALPHA)
 def ring(n: int, bw: float, alpha: float) -> Topology:
     """Bidirectional ring of n compute nodes (node i linked to i+1 mod n, both ways)."""
     b = TopologyBuilder(f"ring{n}")
@@ -495,7 +495,7 @@ def ring(n: int, bw: float, alpha: float) -> Topology:
     return b.build()
 
 
-@zoo("line", n=Param("int", 8, "number of compute nodes", min=2), bw=_BW, alpha=_ALPHA)
+@zoo("line", n=Param("int", 8, "number of compute nodes", min=2, max=65536), bw=_BW, alpha=_ALPHA)
 def line(n: int, bw: float, alpha: float) -> Topology:
     """Bidirectional line (chain) of n compute nodes: gpu i <-> gpu i+1.
 
@@ -508,7 +508,7 @@ def line(n: int, bw: float, alpha: float) -> Topology:
     return b.build()
 
 
-@zoo("full", n=Param("int", 8, "number of compute nodes", min=2), bw=_BW, alpha=_ALPHA)
+@zoo("full", n=Param("int", 8, "number of compute nodes", min=2, max=2048), bw=_BW, alpha=_ALPHA)
 def full(n: int, bw: float, alpha: float) -> Topology:
     """Fully connected n compute nodes: every pair linked both ways.
 
@@ -521,7 +521,7 @@ def full(n: int, bw: float, alpha: float) -> Topology:
     return b.build()
 
 
-@zoo("star", n=Param("int", 8, "number of compute nodes", min=2), bw=_BW, alpha=_ALPHA)
+@zoo("star", n=Param("int", 8, "number of compute nodes", min=2, max=65536), bw=_BW, alpha=_ALPHA)
 def star(n: int, bw: float, alpha: float) -> Topology:
     """Star: n compute nodes each linked both ways to one switch ``sw0`` (role ``switch``).
 
@@ -579,7 +579,7 @@ def _grid(kind: str, name: str, dims: tuple[int, ...], wrap: bool, bw: float,
     return b.build()
 
 
-@zoo("mesh2d", w=Param("int", 4, "width", min=1), h=Param("int", 4, "height", min=1),
+@zoo("mesh2d", w=Param("int", 4, "width", min=1, max=1024), h=Param("int", 4, "height", min=1, max=1024),
      bw=_BW, alpha=_ALPHA)
 def mesh2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     """2-D mesh of w x h compute nodes, neighbours linked both ways (no wrap-around).
@@ -591,7 +591,7 @@ def mesh2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     return _grid("mesh2d", f"mesh{w}x{h}", (w, h), False, bw, alpha)
 
 
-@zoo("torus2d", w=Param("int", 4, "width", min=1), h=Param("int", 4, "height", min=1),
+@zoo("torus2d", w=Param("int", 4, "width", min=1, max=1024), h=Param("int", 4, "height", min=1, max=1024),
      bw=_BW, alpha=_ALPHA)
 def torus2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     """2-D torus of w x h compute nodes (wrap-around in each dimension of size >= 3).
@@ -603,8 +603,8 @@ def torus2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     return _grid("torus2d", f"torus{w}x{h}", (w, h), True, bw, alpha)
 
 
-@zoo("torus3d", x=Param("int", 4, "size in x", min=1), y=Param("int", 4, "size in y", min=1),
-     z=Param("int", 4, "size in z", min=1), bw=_BW, alpha=_ALPHA)
+@zoo("torus3d", x=Param("int", 4, "size in x", min=1, max=64), y=Param("int", 4, "size in y", min=1, max=64),
+     z=Param("int", 4, "size in z", min=1, max=64), bw=_BW, alpha=_ALPHA)
 def torus3d(x: int, y: int, z: int, bw: float, alpha: float) -> Topology:
     """3-D torus of x * y * z compute nodes (wrap-around in each dimension of size >= 3).
 
@@ -633,7 +633,7 @@ def hypercube(d: int, bw: float, alpha: float) -> Topology:
     return b.build()
 
 
-@zoo("fat_tree", k=Param("int", 4, "switch radix (even)", min=2), bw=_BW, alpha=_ALPHA)
+@zoo("fat_tree", k=Param("int", 4, "switch radix (even)", min=2, max=64), bw=_BW, alpha=_ALPHA)
 def fat_tree(k: int, bw: float, alpha: float) -> Topology:
     """Classic k-ary fat tree: k pods of k/2 edge + k/2 aggregation switches, (k/2)^2 cores.
 
@@ -676,9 +676,9 @@ def dragonfly_global_pairs(a: int, h: int, groups: int) -> list[tuple[int, int, 
 
 
 @zoo("dragonfly",
-     a=Param("int", 4, "routers per group", min=1),
-     p=Param("int", 2, "compute nodes per router", min=1),
-     h=Param("int", 2, "global links per router", min=1),
+     a=Param("int", 4, "routers per group", min=1, max=32),
+     p=Param("int", 2, "compute nodes per router", min=1, max=32),
+     h=Param("int", 2, "global links per router", min=1, max=32),
      groups=Param("int", None, "number of groups (at most a*h+1, the default)", min=1),
      bw=_BW, alpha=_ALPHA)
 def dragonfly(a: int, p: int, h: int, groups: int | None, bw: float, alpha: float) -> Topology:
@@ -720,8 +720,8 @@ _RR_ATTEMPTS = 1000
 
 
 @zoo("random_regular",
-     n=Param("int", 16, "number of compute nodes", min=2),
-     d=Param("int", 3, "degree of every node", min=1),
+     n=Param("int", 16, "number of compute nodes", min=2, max=65536),
+     d=Param("int", 3, "degree of every node", min=1, max=64),
      seed=Param("int", 0, "random seed", min=0),
      bw=_BW, alpha=_ALPHA)
 def random_regular(n: int, d: int, seed: int, bw: float, alpha: float) -> Topology:

@@ -1,2 +1,24 @@
 """Classic baselines: ring, double binary tree, hierarchical ring, recursive doubling/halving,
-Bruck and direct AllToAll, and the shortest-path heuristic of seed 000 §5."""
+Bruck and direct AllToAll, and the shortest-path heuristic of seed 000 §5.
+
+Importing this package registers every algorithm (see each module's docstring):
+
+=============  ==================================================  =============================
+algorithm      what                                                 module
+=============  ==================================================  =============================
+``ring``       NCCL rings (channels); AG, RS, AR, Broadcast, Reduce  :mod:`.ring`
+``tree``       NCCL double binary tree; AR, Broadcast, Reduce       :mod:`.tree`
+``hier_ring``  intra-node rings + inter-node rings; AR, AG          :mod:`.hier_ring`
+``rd``         recursive doubling / halving (Rabenseifner); AG, RS, AR  :mod:`.rd`
+``direct``     direct sends; AllToAll, AllGather, Gather, Scatter   :mod:`.alltoall`
+``bruck``      Bruck's log n AllToAll                               :mod:`.alltoall`
+``sph``        seed 000's shortest-path heuristic                   :mod:`.sph`
+=============  ==================================================  =============================
+"""
+
+from . import ring  # noqa: F401
+from . import tree  # noqa: F401
+from . import rd  # noqa: F401
+from . import hier_ring  # noqa: F401
+from . import alltoall  # noqa: F401
+from . import sph  # noqa: F401
