@@ -252,9 +252,185 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     raise CollsynthError(f"{args.schedule}: {report.error}")
 
 
+
+# ---------------------------------------------------------------------------------- simulate
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from .schedule.io import load_schedule
+    from .sim import simulate
+    from .topology import load_topology
+    from .units import parse_bandwidth
+    from .verify import check_schedule
+
+    topo = load_topology(args.topology) if args.topology else None
+    sched = load_schedule(args.schedule, topology=topo)
+    if args.size is not None:
+        size = parse_size(args.size, "--size")
+    elif sched.size is not None:
+        size = sched.size
+    else:
+        raise CollsynthError("--size is required (the schedule records no size)")
+    if size <= 0:
+        raise CollsynthError(f"--size {args.size!r} must be positive")
+    report = check_schedule(sched)
+    if not report.ok:
+        raise CollsynthError(f"{args.schedule} does not verify: {report.error}")
+    reduce_bw = parse_bandwidth(args.reduce_bw, "--reduce-bw") if args.reduce_bw else None
+    res = simulate(sched, size, reduce_bw=reduce_bw, order=args.order, release=args.release)
+    if args.gantt:
+        from .report.plots import plot_gantt
+
+        plot_gantt(res, args.gantt)
+    if args.json:
+        _emit_json({"schedule": args.schedule, "algorithm": sched.meta.get("algorithm"),
+                    "topology": sched.topology.name, "collective": sched.collective.to_dict(),
+                    **res.to_dict()})
+        return 0
+    con = _console()
+    con.print(f"{sched.meta.get('algorithm', 'schedule')}: {sched.collective.describe()} on "
+              f"{sched.topology.name}, {fmt_size(size)}")
+    con.print(f"time {fmt_time(res.time_s)}, algbw {fmt_bandwidth(res.algbw)}, busbw "
+              f"{fmt_bandwidth(res.busbw)}  ({res.hops} hops simulated in "
+              f"{fmt_time(res.wall_s)}; order: {res.order_policy})")
+    d = res.to_dict(links=5)
+    for l in d["busiest_links"]:
+        con.print(f"  busiest: {l['src']}->{l['dst']} busy {fmt_time(l['busy_s'])} "
+                  f"({100 * l['utilisation']:.1f}%)")
+    if args.gantt:
+        con.print(f"wrote {args.gantt}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------- bound
+def _cmd_bound(args: argparse.Namespace) -> int:
+    from .bound import bound
+    from .topology import load_topology
+
+    topo = load_topology(args.topology)
+    coll = _make_collective(args, topo)
+    size = parse_size(args.size, "--size")
+    if size <= 0:
+        raise CollsynthError(f"--size {args.size!r} must be positive")
+    res = bound(topo, coll, size)
+    if args.json:
+        _emit_json({"topology": topo.name, "collective": coll.to_dict(), **res.to_dict()})
+        return 0
+    best = res.best
+    print(f"{coll.describe()} of {fmt_size(size)} on {topo.name}: no schedule beats "
+          f"{fmt_time(best.time_s)} (algbw <= {fmt_bandwidth(res.algbw())}); binding bound: "
+          f"{best.kind} at {best.witness}")
+    for b in sorted(res.bounds, key=lambda x: -x.time_s):
+        print(f"  {b.kind:<10} {fmt_time(b.time_s):>12}  {b.witness}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------- compare
+def _progress(total: int, enabled: bool):
+    """A rich progress bar on stderr (a no-op context when disabled)."""
+    from contextlib import nullcontext
+
+    if not enabled:
+        return nullcontext(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                    "{task.total}"), TimeElapsedColumn(), console=Console(stderr=True),
+                    transient=True)
+    return prog
+
+
+def _run_compare(topo, coll, sizes, algo_spec, show_progress: bool):
+    from .report.compare import compare, resolve_algos
+
+    algos, best_only = resolve_algos(algo_spec, coll)
+    bar = _progress(len(algos), show_progress)
+    with bar as prog:
+        if prog is not None:
+            task = prog.add_task("synthesize, verify, simulate", total=len(algos))
+
+            def step(name):
+                prog.update(task, advance=1, description=f"done: {name}")
+        else:
+            step = None
+        result = compare(topo, coll, sizes, algos, on_step=step)
+    return result, best_only
+
+
+def _print_comparison(result, best_only: bool) -> None:
+    from rich.table import Table
+
+    con = _console()
+    rows = result.best_rows() if best_only else result.rows
+    table = Table(title=f"{result.collective} on {result.topology}"
+                        + ("  (best algorithm per size)" if best_only else ""))
+    for col in ("algo", "size", "time", "algbw", "busbw", "x bound", "bound kind", "synth",
+                "ops"):
+        table.add_column(col, justify="left" if col in ("algo", "bound kind") else "right")
+    for r in sorted(rows, key=lambda r: (r.size_bytes, r.time_s)):
+        table.add_row(r.algo, fmt_size(r.size_bytes), fmt_time(r.time_s),
+                      fmt_bandwidth(r.algbw_GBps * 1e9), fmt_bandwidth(r.busbw_GBps * 1e9),
+                      f"{r.ratio_to_bound:.3g}", r.bound_kind, fmt_time(r.synth_time_s),
+                      str(r.ops))
+    con.print(table)
+    for sk in result.skipped:
+        con.print(f"skipped {sk['algo']}: {sk['reason']}")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .topology import load_topology
+    from .units import parse_size_list
+
+    topo = load_topology(args.topology)
+    coll = _make_collective(args, topo)
+    sizes = parse_size_list(args.sizes, "--sizes")
+    if any(x <= 0 for x in sizes):
+        raise CollsynthError("--sizes must all be positive")
+    result, best_only = _run_compare(topo, coll, sizes, args.algos,
+                                     show_progress=not args.json and not args.no_progress)
+    if not result.rows:
+        raise CollsynthError("no algorithm could produce a schedule: "
+                             + "; ".join(f"{s['algo']}: {s['reason']}" for s in result.skipped))
+    if args.plot:
+        from .report.plots import plot_algbw
+
+        plot_algbw(result, args.plot)
+    if args.json:
+        _emit_json(result.to_dict(best_only=best_only))
+        return 0
+    _print_comparison(result, best_only)
+    if args.plot:
+        _console().print(f"wrote {args.plot}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------- bench
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .benchmark import run_suite
+
+    if args.repeat < 1:
+        raise CollsynthError(f"--repeat must be at least 1, got {args.repeat}")
+    con = _console()
+    quiet = args.json
+    res = run_suite(args.suite, out_dir=args.out, repeat=args.repeat,
+                    progress=None if quiet else (lambda msg: con.print(f"[dim]{msg}[/dim]")))
+    if args.json:
+        _emit_json(res)
+        return 0
+    with open(f"{args.out}/{args.suite}.md") as f:
+        print(f.read())
+    summ = res["summary"]
+    extra = ""
+    if "median_sim_hops_per_s" in summ:
+        extra = f", median simulator throughput {summ['median_sim_hops_per_s'] / 1e6:.3g} Mhops/s"
+    print(f"wrote {args.out}/{args.suite}.json and .md ({summ['rows']} rows{extra})")
+    return 0
+
 # ---------------------------------------------------------------------------------- demo
 DEMO_TOPOLOGIES = ("dgx1", "ndv2:chassis=2", "dgx2:chassis=2", "mi250:chassis=2",
                    "dgx_a100:nodes=2", "wan:dcs=3,gpus=8")
+
+
+DEMO_COMPARE = ("dgx_a100:nodes=2", "allgather", (1e3, 1e6, 1e9))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -280,14 +456,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                          "link_hops": report.link_hops, "verified": report.ok,
                          "synth_time_s": synth_s,
                          "verify_time_s": time.perf_counter() - t1})
+    spec, kind, sizes = DEMO_COMPARE
+    topo = load_topology(spec)
+    coll = Collective.make(kind, topo.num_ranks, 1)
+    result, _ = _run_compare(topo, coll, sizes, "all", show_progress=not args.json)
+    if args.plot:
+        from .report.plots import plot_algbw
+
+        plot_algbw(result, args.plot)
     if args.json:
-        _emit_json({"demo": "zoo topologies, spt schedules, independent verifier", "rows": rows})
+        _emit_json({"demo": "zoo topologies with spt schedules verified independently, then "
+                            f"compare on {spec} {kind}", "rows": rows,
+                    "compare": result.to_dict()})
         return 0
     from rich.table import Table
 
     con = _console()
-    con.print("[bold]collsynth demo[/bold]: build zoo topologies, synthesize shortest-path-tree "
-              "schedules, verify them independently")
+    con.print("[bold]collsynth demo[/bold] 1/2: build zoo topologies, synthesize "
+              "shortest-path-tree schedules, verify them independently")
     table = Table()
     for col in ("topology", "GPUs", "switches", "routers", "links", "diameter", "collective",
                 "ops", "link hops", "verified", "synth", "verify"):
@@ -299,7 +485,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                       "yes" if r["verified"] else "NO", fmt_time(r["synth_time_s"]),
                       fmt_time(r["verify_time_s"]))
     con.print(table)
-    con.print(f"{len(rows)} schedules synthesized and verified.")
+    con.print(f"{len(rows)} schedules synthesized and verified.\n")
+    con.print(f"[bold]collsynth demo[/bold] 2/2: compare every applicable algorithm on {spec} "
+              f"{kind} (simulated; 'x bound' = time / best lower bound)")
+    _print_comparison(result, best_only=False)
+    if args.plot:
+        con.print(f"wrote {args.plot}")
     return 0
 
 
@@ -361,7 +552,66 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--json", action="store_true", help="print one JSON object")
     ver.set_defaults(func=_cmd_verify)
 
+    sim = sub.add_parser("simulate", help="simulate a schedule file",
+                         description="Simulate a schedule (alpha-beta, store-and-forward at "
+                                     "GPUs, cut-through at switches/routers, link contention; "
+                                     "see docs/simulator.md).")
+    sim.add_argument("schedule", metavar="SCHEDULE.json")
+    sim.add_argument("--size", help="collective size, e.g. 1GB (default: the schedule's size)")
+    sim.add_argument("--topology", "-t", metavar="SPEC",
+                     help="simulate on this topology (must match the embedded one)")
+    sim.add_argument("--order", choices=("auto", "plan", "fcfs"), default="auto",
+                     help="link service order: the schedule's plan where it has one (auto, "
+                          "plan) or first-ready-first-served everywhere (fcfs)")
+    sim.add_argument("--release", action="store_true",
+                     help="hold each operation until its planned start time")
+    sim.add_argument("--reduce-bw", metavar="BW", help="reduction speed, e.g. 500GB/s "
+                     "(default: free)")
+    sim.add_argument("--gantt", metavar="FILE.png", help="draw the per-link timeline")
+    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    sim.set_defaults(func=_cmd_simulate)
+
+    bnd = sub.add_parser("bound", help="lower bound on the time of any schedule",
+                         description="Certified lower bounds (ingress, egress, latency; more as "
+                                     "methods land); the largest binds.")
+    bnd.add_argument("--topology", "-t", required=True, metavar="SPEC")
+    bnd.add_argument("--collective", "-c", required=True, metavar="NAME")
+    bnd.add_argument("--size", "-s", required=True, help="collective size, e.g. 1GB")
+    bnd.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
+    bnd.add_argument("--chunks", type=int, default=1, help=argparse.SUPPRESS)
+    bnd.add_argument("--demand", metavar="FILE", help="custom collective demand (JSON)")
+    bnd.add_argument("--json", action="store_true", help="print one JSON object")
+    bnd.set_defaults(func=_cmd_bound)
+
+    cmp_ = sub.add_parser("compare", help="compare algorithms across sizes",
+                          description="Synthesize, verify and simulate each algorithm at each "
+                                      "size; table, optional plot of algbw against size.")
+    cmp_.add_argument("--topology", "-t", required=True, metavar="SPEC")
+    cmp_.add_argument("--collective", "-c", required=True, metavar="NAME")
+    cmp_.add_argument("--sizes", default="1KB,32KB,1MB,32MB,1GB",
+                      help="comma-separated sizes (default 1KB,32KB,1MB,32MB,1GB)")
+    cmp_.add_argument("--algos", default="all",
+                      help="comma-separated algorithms, 'all' (every applicable one) or 'best' "
+                           "(the best per size)")
+    cmp_.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
+    cmp_.add_argument("--chunks", type=int, default=1, help="chunks per rank (default 1)")
+    cmp_.add_argument("--demand", metavar="FILE", help="custom collective demand (JSON)")
+    cmp_.add_argument("--plot", metavar="FILE.png", help="plot algbw against size")
+    cmp_.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cmp_.add_argument("--json", action="store_true", help="print one JSON object")
+    cmp_.set_defaults(func=_cmd_compare)
+
+    ben = sub.add_parser("bench", help="run a benchmark suite",
+                         description="Run a benchmark suite (quick, paper, scale, sim) and write "
+                                     "OUT/SUITE.json and OUT/SUITE.md.")
+    ben.add_argument("suite", help="quick, paper, scale or sim")
+    ben.add_argument("--repeat", type=int, default=3, help="timing repeats (median)")
+    ben.add_argument("--out", default="bench/results", help="results folder")
+    ben.add_argument("--json", action="store_true", help="print one JSON object")
+    ben.set_defaults(func=_cmd_bench)
+
     demo = sub.add_parser("demo", help="run the built-in example end to end")
+    demo.add_argument("--plot", metavar="FILE.png", help="also plot the comparison")
     demo.add_argument("--json", action="store_true", help="print one JSON object")
     demo.set_defaults(func=_cmd_demo)
     return p

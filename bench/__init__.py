@@ -1,0 +1,1 @@
+"""``python -m bench SUITE``: the collsynth benchmark runner (see collsynth.benchmark)."""

@@ -1,0 +1,186 @@
+"""The benchmark harness: suites over topology x collective x size x algorithm.
+
+``python -m bench SUITE`` (from the repository root) or ``collsynth bench SUITE`` runs a suite and
+writes ``bench/results/SUITE.json`` (machine-readable, for run-to-run comparison) and
+``bench/results/SUITE.md`` (a table). Timings are medians over ``--repeat`` runs: these machines
+are shared and noisy. Later issues add their algorithms to the suites.
+
+Suites:
+
+* ``quick`` — small zoo topologies, every applicable algorithm, three sizes (smoke test).
+* ``paper`` — the papers' platforms (NDv2 x2, DGX-A100 x2, MI250 x2), AllGather and AllReduce,
+  1KB..1GB.
+* ``scale`` — 64 to 1024 GPUs: synthesis, verification and simulation time and quality.
+* ``sim`` — simulator throughput (transfer-hops simulated per second) and the 1024-GPU ring
+  AllGather with 8 chunks per rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .bound import bound
+from .collective import Collective
+from .errors import CollsynthError
+from .sim import simulate
+from .synth import load_all, synthesize
+from .topology import load_topology
+from .verify import verify
+
+KB, MB, GB = 1e3, 1e6, 1e9
+
+
+def _median_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    times = []
+    out = None
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+@dataclass
+class Case:
+    topology: str
+    collective: str
+    algo: str
+    sizes: tuple[float, ...]
+    chunks: int = 1
+
+
+def _cases_quick() -> list[Case]:
+    algos = sorted(load_all())
+    cases = []
+    for topo in ("ring:n=8", "dgx1", "star:n=8", "dgx_a100:nodes=2", "torus2d:w=4,h=4"):
+        for coll in ("allgather", "reducescatter", "allreduce", "alltoall"):
+            for algo in algos:
+                cases.append(Case(topo, coll, algo, (1 * KB, 1 * MB, 1 * GB)))
+    return cases
+
+
+def _cases_paper() -> list[Case]:
+    algos = sorted(load_all())
+    sizes = (1 * KB, 32 * KB, 1 * MB, 32 * MB, 1 * GB)
+    cases = []
+    for topo in ("ndv2:chassis=2", "dgx_a100:nodes=2", "mi250:chassis=2", "dgx2:chassis=2"):
+        for coll in ("allgather", "allreduce"):
+            for algo in algos:
+                cases.append(Case(topo, coll, algo, sizes))
+    return cases
+
+
+def _cases_scale() -> list[Case]:
+    cases = []
+    for servers in (8, 16, 32, 64, 128):  # 64 .. 1024 GPUs
+        for algo in ("ring", "spt"):
+            cases.append(Case(f"h800_rails:servers={servers}", "allgather", algo, (1 * GB,)))
+    for side in (8, 16, 32):              # 64 .. 1024 GPUs
+        cases.append(Case(f"torus2d:w={side},h={side}", "allgather", "ring", (1 * GB,)))
+    return cases
+
+
+def _cases_sim() -> list[Case]:
+    return [Case("ring:n=1024", "allgather", "ring", (1 * GB,), chunks=8),
+            Case("h800_rails:servers=128", "allgather", "ring", (1 * GB,), chunks=8)]
+
+
+SUITES: dict[str, Callable[[], list[Case]]] = {
+    "quick": _cases_quick, "paper": _cases_paper, "scale": _cases_scale, "sim": _cases_sim,
+}
+
+
+def run_case(case: Case, repeat: int) -> list[dict]:
+    topo = load_topology(case.topology)
+    algos = load_all()
+    if case.algo not in algos:
+        return [{**case.__dict__, "status": "skipped", "reason": f"algorithm {case.algo} missing"}]
+    coll = Collective.make(case.collective, topo.num_ranks, case.chunks)
+    if coll.kind not in algos[case.algo].collectives:
+        return []
+    try:
+        synth_s, sched = _median_time(lambda: synthesize(case.algo, topo, coll), repeat)
+    except CollsynthError as e:
+        return [{"topology": case.topology, "collective": case.collective, "algo": case.algo,
+                 "status": "skipped", "reason": str(e)}]
+    verify_s, report = _median_time(lambda: verify(sched), 1)
+    rows = []
+    for size in case.sizes:
+        sim_s, sim = _median_time(lambda: simulate(sched, size), repeat)
+        b = bound(topo, sched.collective, size)
+        rows.append({
+            "topology": case.topology, "gpus": topo.num_ranks, "collective": case.collective,
+            "algo": case.algo, "status": "ok", "size_bytes": size,
+            "chunks_per_rank": sched.collective.chunks_per_rank, "ops": sched.num_ops,
+            "hops": sim.hops, "synth_time_s": synth_s, "verify_time_s": verify_s,
+            "sim_wall_s": sim_s, "sim_hops_per_s": sim.hops / sim_s if sim_s > 0 else None,
+            "time_s": sim.time_s, "algbw_GBps": sim.algbw / 1e9, "busbw_GBps": sim.busbw / 1e9,
+            "bound_time_s": b.time_s, "bound_kind": b.kind,
+            "ratio_to_bound": sim.time_s / b.time_s,
+        })
+    return rows
+
+
+def _markdown(suite: str, rows: list[dict]) -> str:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    lines = [f"# bench suite `{suite}`", "",
+             "| topology | GPUs | collective | algo | size | time | algbw GB/s | x bound | "
+             "synth s | verify s | sim s | Mhops/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    from .units import fmt_size, fmt_time
+
+    for r in ok:
+        mh = r["sim_hops_per_s"] / 1e6 if r["sim_hops_per_s"] else float("nan")
+        lines.append(f"| {r['topology']} | {r['gpus']} | {r['collective']} | {r['algo']} | "
+                     f"{fmt_size(r['size_bytes'])} | {fmt_time(r['time_s'])} | "
+                     f"{r['algbw_GBps']:.4g} | {r['ratio_to_bound']:.3g} | "
+                     f"{r['synth_time_s']:.3g} | {r['verify_time_s']:.3g} | "
+                     f"{r['sim_wall_s']:.3g} | {mh:.3g} |")
+    skipped = [r for r in rows if r.get("status") == "skipped"]
+    if skipped:
+        lines += ["", "Skipped:", ""]
+        lines += [f"- {r['algo']} on {r['topology']} {r['collective']}: {r['reason']}"
+                  for r in skipped]
+    return "\n".join(lines) + "\n"
+
+
+def run_suite(suite: str, out_dir: str = "bench/results", repeat: int = 3,
+              progress: Callable[[str], None] | None = None) -> dict:
+    if suite not in SUITES:
+        raise CollsynthError(f"unknown bench suite {suite!r} (known: {', '.join(SUITES)})")
+    cases = SUITES[suite]()
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+    for case in cases:
+        if progress:
+            progress(f"{case.algo} {case.collective} on {case.topology}")
+        rows.extend(run_case(case, repeat))
+    ok = [r for r in rows if r.get("status") == "ok"]
+    summary: dict[str, Any] = {"cases": len(cases), "rows": len(ok),
+                               "skipped": len(rows) - len(ok),
+                               "wall_s": time.perf_counter() - t0}
+    rates = [r["sim_hops_per_s"] for r in ok if r.get("sim_hops_per_s")]
+    if rates:
+        summary["median_sim_hops_per_s"] = statistics.median(rates)
+    ratios = [r["ratio_to_bound"] for r in ok]
+    if ratios:
+        summary["median_ratio_to_bound"] = statistics.median(ratios)
+    result = {"suite": suite, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                          "cpus": os.cpu_count()},
+              "repeat": repeat, "summary": summary, "rows": rows}
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, f"{suite}.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        with open(os.path.join(out_dir, f"{suite}.md"), "w") as f:
+            f.write(_markdown(suite, rows))
+    except OSError as e:
+        raise CollsynthError(f"cannot write bench results to {out_dir}: {e}") from None
+    return result

@@ -1,0 +1,1 @@
+"""Reports: comparisons across algorithms and sizes, tables and plots."""

@@ -1,0 +1,117 @@
+"""Compare algorithms across data sizes: synthesize, verify, simulate, and relate to the bound."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+from ..bound import bound
+from ..collective import Collective
+from ..errors import CollsynthError
+from ..schedule.ir import Schedule
+from ..sim import simulate
+from ..synth import load_all, synthesize
+from ..topology.model import Topology
+from ..verify import ensure_verified
+
+
+@dataclass
+class Row:
+    algo: str
+    size_bytes: float
+    time_s: float
+    algbw_GBps: float
+    busbw_GBps: float
+    bound_time_s: float
+    bound_kind: str
+    ratio_to_bound: float      # time / bound (>= 1; 1 is optimal)
+    synth_time_s: float
+    ops: int
+    chunks_per_rank: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Comparison:
+    topology: str
+    collective: str
+    sizes: list[float]
+    rows: list[Row] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+
+    def best_rows(self) -> list[Row]:
+        """Per size, the fastest algorithm's row."""
+        best: dict[float, Row] = {}
+        for r in self.rows:
+            if r.size_bytes not in best or r.time_s < best[r.size_bytes].time_s:
+                best[r.size_bytes] = r
+        return [best[s] for s in self.sizes if s in best]
+
+    def to_dict(self, best_only: bool = False) -> dict:
+        rows = self.best_rows() if best_only else self.rows
+        return {"topology": self.topology, "collective": self.collective,
+                "sizes": self.sizes, "rows": [r.to_dict() for r in rows],
+                "skipped": self.skipped}
+
+
+def applicable(collective: Collective) -> list[str]:
+    """Names of the registered algorithms that support this collective's kind."""
+    return sorted(name for name, a in load_all().items() if collective.kind in a.collectives)
+
+
+def resolve_algos(spec: str | Sequence[str], collective: Collective) -> tuple[list[str], bool]:
+    """``all``, ``best`` or a comma list -> (algorithm names, best_only)."""
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = [n.strip() for n in names if n.strip()]
+    if not names:
+        raise CollsynthError("no algorithm given (use e.g. ring,tree or all or best)")
+    if names in (["all"], ["best"]):
+        algos = applicable(collective)
+        if not algos:
+            raise CollsynthError(f"no algorithm supports {collective.kind.value}")
+        return algos, names == ["best"]
+    known = load_all()
+    for n in names:
+        if n not in known:
+            raise CollsynthError(f"unknown algorithm {n!r} (known: {', '.join(sorted(known))})")
+    return names, False
+
+
+def compare(topology: Topology, collective: Collective, sizes: Sequence[float],
+            algos: Sequence[str], *, skip_failures: bool = True,
+            on_step: Callable[[str], None] | None = None) -> Comparison:
+    """Synthesize, verify and simulate each algorithm at each size.
+
+    An algorithm that cannot handle this topology (it raises a CollsynthError) is listed in
+    ``skipped`` with its reason when ``skip_failures``; otherwise the error propagates.
+    """
+    result = Comparison(topology.name, collective.describe(), [float(s) for s in sizes])
+    bounds = {s: bound(topology, collective, s) for s in result.sizes}
+    for name in algos:
+        try:
+            t0 = time.perf_counter()
+            sched: Schedule = synthesize(name, topology, collective)
+            synth_s = time.perf_counter() - t0
+            ensure_verified(sched)
+        except CollsynthError as e:
+            if not skip_failures:
+                raise
+            result.skipped.append({"algo": name, "reason": str(e)})
+            if on_step:
+                on_step(name)
+            continue
+        for size in result.sizes:
+            sim = simulate(sched, size)
+            b = bounds[size]
+            result.rows.append(Row(
+                algo=name, size_bytes=size, time_s=sim.time_s, algbw_GBps=sim.algbw / 1e9,
+                busbw_GBps=sim.busbw / 1e9, bound_time_s=b.time_s, bound_kind=b.kind,
+                ratio_to_bound=sim.time_s / b.time_s if b.time_s > 0 else float("inf"),
+                synth_time_s=synth_s, ops=sched.num_ops,
+                chunks_per_rank=sched.collective.chunks_per_rank))
+        if on_step:
+            on_step(name)
+    return result
