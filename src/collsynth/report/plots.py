@@ -38,7 +38,7 @@ def plot_algbw(comparison, path: str) -> None:
     if bound_rows:
         xs = sorted(bound_rows)
         ax.plot(xs, [x / bound_rows[x].bound_time_s / 1e9 for x in xs], "k--", linewidth=1.2,
-                label="lower bound (best possible)")
+                label="bound: no schedule is faster")
     ax.set_xscale("log")
     ax.set_xlabel("data size")
     ax.set_ylabel("algorithm bandwidth (GB/s)")

@@ -1,0 +1,127 @@
+"""The simulate, bound, compare and bench commands (issue 3's CLI contract)."""
+
+import json
+import os
+
+import pytest
+
+from collsynth.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_json(out):
+    lines = [l for l in out.splitlines() if l.strip()]
+    assert len(lines) == 1
+    return json.loads(lines[0])
+
+
+@pytest.fixture
+def ring_schedule(tmp_path, capsys):
+    path = str(tmp_path / "ring.json")
+    code, _, err = run(capsys, "synth", "-t", "ring:n=4,bw=10GB/s,alpha=1us", "-c", "allgather",
+                       "--algo", "ring", "--size", "4MB", "-o", path)
+    assert code == 0, err
+    return path
+
+
+def test_simulate_json_keys_and_value(ring_schedule, capsys):
+    code, out, _ = run(capsys, "simulate", ring_schedule, "--size", "4MB", "--json")
+    assert code == 0
+    d = one_json(out)
+    for key in ("time_s", "algbw_GBps", "busbw_GBps", "per_rank_time_s"):
+        assert key in d
+    assert len(d["per_rank_time_s"]) == 4
+    assert d["algbw_GBps"] == pytest.approx(4e6 / d["time_s"] / 1e9)
+    assert d["busbw_GBps"] == pytest.approx(d["algbw_GBps"] * 3 / 4)
+    # the size recorded by synth --size is the default
+    code, out2, _ = run(capsys, "simulate", ring_schedule, "--json")
+    assert one_json(out2)["time_s"] == pytest.approx(d["time_s"])
+
+
+def test_simulate_gantt(ring_schedule, tmp_path, capsys):
+    png = str(tmp_path / "g.png")
+    code, out, _ = run(capsys, "simulate", ring_schedule, "--size", "1MB", "--gantt", png)
+    assert code == 0 and "time" in out
+    assert os.path.getsize(png) > 5000
+
+
+def test_simulate_bad_inputs(ring_schedule, tmp_path, capsys):
+    code, _, err = run(capsys, "simulate", ring_schedule, "--size", "-4MB")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "simulate", ring_schedule, "--size", "4MB", "--reduce-bw", "fast")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_bound_json(capsys):
+    code, out, _ = run(capsys, "bound", "--topology", "dgx_a100:nodes=2", "--collective",
+                       "allgather", "--size", "1GB", "--json")
+    assert code == 0
+    d = one_json(out)
+    assert {"time_s", "algbw_GBps", "kind"} <= set(d)
+    assert d["kind"] == "ingress"
+    assert d["algbw_GBps"] == pytest.approx(1e9 / d["time_s"] / 1e9)
+    code, out, _ = run(capsys, "bound", "-t", "ring:n=4", "-c", "broadcast", "--root", "2",
+                       "-s", "1MB")
+    assert code == 0 and "no schedule beats" in out
+
+
+def test_compare_json_rows_and_plot(tmp_path, capsys):
+    png = str(tmp_path / "cmp.png")
+    code, out, err = run(capsys, "compare", "--topology", "ndv2:chassis=2", "--collective",
+                         "allgather", "--sizes", "1KB,1MB,1GB", "--algos", "all", "--plot", png,
+                         "--json")
+    assert code == 0, err
+    d = one_json(out)
+    rows = d["rows"]
+    algos = {r["algo"] for r in rows}
+    assert {"ring", "spt"} <= algos
+    for r in rows:
+        for key in ("algo", "size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "bound_time_s",
+                    "synth_time_s"):
+            assert key in r
+        assert r["time_s"] >= r["bound_time_s"] * (1 - 1e-9)
+    assert len(rows) == 3 * len(algos)
+    assert os.path.getsize(png) > 10000
+
+
+def test_compare_best_picks_fastest(capsys):
+    code, out, _ = run(capsys, "compare", "-t", "dgx1", "-c", "allreduce", "--sizes", "1KB,1GB",
+                       "--algos", "all", "--json")
+    rows = one_json(out)["rows"]
+    code, out, _ = run(capsys, "compare", "-t", "dgx1", "-c", "allreduce", "--sizes", "1KB,1GB",
+                       "--algos", "best", "--json")
+    best = one_json(out)["rows"]
+    assert len(best) == 2
+    for b in best:
+        same = [r for r in rows if r["size_bytes"] == b["size_bytes"]]
+        assert b["time_s"] == pytest.approx(min(r["time_s"] for r in same))
+
+
+def test_compare_errors(capsys):
+    code, _, err = run(capsys, "compare", "-t", "dgx1", "-c", "allgather", "--algos", "nope")
+    assert code == 2 and "unknown algorithm" in err
+    code, _, err = run(capsys, "compare", "-t", "dgx1", "-c", "allgather", "--sizes", "big")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
+    from collsynth import benchmark
+
+    monkeypatch.setitem(benchmark.SUITES, "tiny", lambda: [
+        benchmark.Case("ring:n=4", "allgather", "ring", (1e6,)),
+        benchmark.Case("ring:n=4", "allgather", "spt", (1e6, 1e9))])
+    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "--out", str(tmp_path),
+                       "--json")
+    assert code == 0
+    d = one_json(out)
+    assert d["summary"]["rows"] == 3
+    saved = json.loads((tmp_path / "tiny.json").read_text())
+    assert saved["rows"][0]["sim_hops_per_s"] > 0
+    assert (tmp_path / "tiny.md").read_text().startswith("# bench suite")
+    code, _, err = run(capsys, "bench", "nosuch", "--out", str(tmp_path))
+    assert code == 2
