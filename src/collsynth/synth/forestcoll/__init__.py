@@ -1,0 +1,259 @@
+"""ForestColl (seed 003, Zhao et al., arXiv 2402.06787): optimal spanning-tree AllGather /
+ReduceScatter schedules for any topology, switches included.
+
+Implements §3 (optimality (1)), §4.2-4.6 and Appendix C (Algorithms 1, 3, 4, 5; Theorems 1, 5,
+8, 12, 13, 14; Propositions 2, 3):
+
+* :func:`optimal_allgather` — exact rational optimum and bottleneck cut, ``k`` and ``y``
+  (Algorithm 1 + Proposition 2/3), in :mod:`.optimality`;
+* :func:`fixed_k` — best time with exactly ``k`` trees per root (Algorithm 3, Theorem 14);
+* :func:`remove_switches` — switch/router removal by edge splitting with Theorem 8's maximum safe
+  ``gamma`` at once (Algorithm 4), with a routing table back to link paths, in :mod:`.splitting`;
+* :func:`pack_trees` — batched spanning out-tree packing with multiplicities ``mu`` from one
+  max-flow each (Algorithm 5, Theorem 12), in :mod:`.packing`;
+* :func:`forestcoll_trees` — the whole pipeline, mapped back to routes through the original
+  switches, as a :class:`~collsynth.schedule.trees.TreeForm`; ``direction="in"`` builds
+  ReduceScatter in-trees by running on the transposed topology (§4.6).
+
+Departures from the paper (details in each module's docstring): the binary searches also use
+the min cut of failed probes as a certified lower bound (a Newton step; ``accelerate=False``
+gives Algorithm 1/3 literally, same exact result); probe points are the simplest fractions in
+the middle half of the bracket; the split order and the tree-growth order are our own
+deterministic heuristics (farthest pairs first, breadth-first trees); when a logical arc's
+capacity is carried by several switch paths and a tree batch needs more than one of them, the
+batch is split into trees of smaller multiplicity with one route per edge; a composed switch
+path that revisits a switch is shortcut (it then uses fewer links). Allreduce's LP
+(Appendix E) and symmetry are not implemented. Edge splitting is guaranteed only for Eulerian
+topologies (the paper's assumption); otherwise :attr:`LogicalTopology.preserved` says whether it
+worked; if it did not, :func:`forestcoll_trees` raises the per-tree capacity scale ``U`` in
+small steps until splitting works and reports the slowdown (``info["fallback"]``).
+
+Max-flows are OR-Tools ``SimpleMaxFlow`` on exact integers (:mod:`._flow`).
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Any
+
+from ...errors import CollsynthError
+from ...schedule.trees import Tree, TreeForm
+from ...topology.model import Topology, TopologyBuilder
+from . import _flow
+from .optimality import (Optimum, at_scale, fixed_k, integer_bandwidths, optimal_allgather,
+                         simplest_between)
+from .packing import pack_trees
+from .splitting import LogicalTopology, remove_switches
+
+__all__ = ["Optimum", "LogicalTopology", "optimal_allgather", "fixed_k", "remove_switches",
+           "pack_trees", "forestcoll_trees", "transpose", "simplest_between",
+           "integer_bandwidths", "route_trees", "tree_congestion"]
+
+
+def transpose(topo: Topology) -> Topology:
+    """``topo`` with every link reversed; link ``i`` of the result is link ``i`` reversed."""
+    b = TopologyBuilder(topo.name + "^T", meta=dict(topo.meta, transposed_of=topo.name))
+    for nd in topo.nodes:
+        b.node(nd.name, nd.kind, **nd.attrs)
+    for l in topo.links:
+        b.link(l.dst, l.src, l.bw, l.alpha, l.cls, l.lanes)
+    return b.build()
+
+
+def route_trees(topo: Topology, logical: LogicalTopology,
+                packed: list[tuple[int, int, list[tuple[int, int]]]]
+                ) -> list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]:
+    """Give every tree edge a link path from ``logical.routing`` (ranks -> routes in ``topo``).
+
+    Each logical arc's routing pieces are consumed by the tree edges that use the arc (counting
+    multiplicity), largest multiplicity first, shortest path first, so the trees use every path
+    at most its capacity. A tree batch whose edge needs two paths is split into trees of smaller
+    multiplicity. Returns ``[(root, mult, [(parent, child, route), ...]), ...]``.
+    """
+    users: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for ti, (_, mult, edges) in enumerate(packed):
+        for e in edges:
+            users.setdefault(e, []).append((ti, mult))
+    assign: list[dict[tuple[int, int], list[tuple[tuple[int, ...], int]]]] = [
+        {} for _ in packed]
+    for e, occ in sorted(users.items()):
+        pieces = [[path, c] for path, c in logical.routing.get(e, [])]
+        if sum(m for _, m in occ) > sum(c for _, c in pieces):
+            raise CollsynthError(f"logical arc {e} is used beyond its capacity")
+        for ti, mult in sorted(occ, key=lambda o: (-o[1], o[0])):
+            fit = next((p for p in pieces if p[1] >= mult), None)
+            if fit is not None:
+                fit[1] -= mult
+                assign[ti][e] = [(fit[0], mult)]
+                continue
+            parts = []
+            need = mult
+            for p in pieces:
+                if need == 0:
+                    break
+                d = min(p[1], need)
+                if d > 0:
+                    parts.append((p[0], d))
+                    p[1] -= d
+                    need -= d
+            assign[ti][e] = parts
+    out = []
+    for ti, (root, mult, edges) in enumerate(packed):
+        cuts = {0, mult}
+        for e in edges:
+            acc = 0
+            for _, d in assign[ti][e]:
+                acc += d
+                cuts.add(acc)
+        cuts_sorted = sorted(cuts)
+        for lo, hi in zip(cuts_sorted, cuts_sorted[1:]):
+            redges = []
+            for e in edges:
+                acc = 0
+                for path, d in assign[ti][e]:
+                    if acc <= lo < acc + d:
+                        redges.append((e[0], e[1], tuple(path)))
+                        break
+                    acc += d
+            out.append((root, hi - lo, redges))
+    return out
+
+
+def tree_congestion(topo: Topology, opt: Optimum,
+                    routed: list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]
+                    ) -> dict[str, Any]:
+    """Check routed trees against ``opt``: tree count per link <= ``opt.caps``; routes valid.
+
+    ``inv_x`` is the exact time per shard byte the trees achieve in the flow model:
+    ``max_e load_e / (k * b_e)`` (load in trees counting multiplicity).
+    """
+    load = [0] * len(topo.links)
+    valid = True
+    node = topo.node_of_rank
+    for root, mult, edges in routed:
+        for a, b, route in edges:
+            cur = node(a)
+            for i, l in enumerate(route):
+                link = topo.links[l]
+                if link.src != cur or (i > 0 and topo.kind_codes[cur] == 0):
+                    valid = False
+                cur = link.dst
+                load[l] += mult
+            if cur != node(b) or not route:
+                valid = False
+    over = [l for l, x in enumerate(load) if x > opt.caps[l]]
+    inv_x = max((Fraction(x, opt.k) / (opt.int_bw[l] * opt.unit)
+                 for l, x in enumerate(load) if x), default=Fraction(0))
+    return {"ok": not over and valid, "routes_valid": valid, "overloaded_links": over,
+            "max_load_over_cap": max((Fraction(x, c) for x, c in zip(load, opt.caps) if c),
+                                     default=Fraction(0)),
+            "inv_x": inv_x, "load": load}
+
+
+def _height(n: int, root: int, edges) -> int:
+    children: dict[int, list[int]] = {}
+    for a, b, *_ in edges:
+        children.setdefault(a, []).append(b)
+    depth = {root: 0}
+    stack = [root]
+    while stack:
+        u = stack.pop()
+        for v in children.get(u, ()):
+            depth[v] = depth[u] + 1
+            stack.append(v)
+    return max(depth.values())
+
+
+def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out", *,
+                     accelerate: bool = True, spread: bool = False
+                     ) -> tuple[TreeForm, Optimum, dict[str, Any]]:
+    """The ForestColl pipeline: optimum (or fixed ``k``), switch removal, packing, routing.
+
+    ``direction="out"``: AllGather/Broadcast out-trees, edges ``(parent, child, route)``.
+    ``direction="in"``: ReduceScatter/Reduce in-trees built as out-trees of the transposed
+    topology; edges ``(child, parent, route)`` in data-flow direction, routes in ``topo``; the
+    returned :class:`Optimum` is that of the transposed topology (its link ids are ``topo``'s).
+
+    ``k``: trees per root (None: the optimum's ``k``, Algorithm 1; else Algorithm 3).
+    ``accelerate``: Newton steps in the searches (same result). ``spread``: see
+    :mod:`.splitting` (default off = the paper's maximum split).
+
+    Returns ``(TreeForm, Optimum, info)``; ``info`` holds ``k``, the bottleneck cut, tree heights,
+    the congestion check (``congestion.ok``: no link carries more trees than its capacity, every
+    route is a path through switches/routers only), the achieved ``inv_x``, timings and
+    max-flow counts.
+    """
+    if direction not in ("out", "in"):
+        raise CollsynthError(f"direction must be 'out' or 'in', got {direction!r}")
+    work = topo if direction == "out" else transpose(topo)
+    mf0 = _flow.COUNTERS["maxflows"]
+    t0 = time.perf_counter()
+    opt = optimal_allgather(work, accelerate=accelerate) if k is None else \
+        fixed_k(work, int(k), accelerate=accelerate)
+    t1 = time.perf_counter()
+    bound = opt
+    logical, _ = remove_switches(work, opt, spread=spread)
+    fallback_steps = 0
+    if not logical.preserved:
+        # Not Eulerian (the paper's assumption fails): raise U (per-tree capacity scale) in
+        # steps of 1/16 until edge splitting keeps k trees per root; the trees are then slower
+        # than the bound by the factor reported in info["fallback"].
+        U = opt.U
+        while not logical.preserved:
+            fallback_steps += 1
+            if fallback_steps > 400:
+                raise CollsynthError(
+                    f"ForestColl edge splitting failed on {topo.name!r} (not Eulerian)")
+            U = simplest_between(U * Fraction(33, 32), U * Fraction(17, 16))
+            opt = at_scale(work, bound.k, U, note="non-Eulerian fallback")
+            logical, _ = remove_switches(work, opt, spread=spread)
+    t2 = time.perf_counter()
+    pstats: dict = {}
+    packed = pack_trees(logical, opt.k, stats=pstats)
+    t3 = time.perf_counter()
+    routed = route_trees(work, logical, packed)
+    cong = tree_congestion(work, opt, routed)
+    t4 = time.perf_counter()
+    n = topo.num_ranks
+    trees = []
+    for root, mult, edges in routed:
+        if direction == "out":
+            tedges = tuple((a, b, route) for a, b, route in edges)
+        else:
+            tedges = tuple((b, a, tuple(reversed(route))) for a, b, route in edges)
+        trees.append(Tree(root=root, edges=tedges, mult=mult, direction=direction))
+    heights = [_height(n, r, e) for r, _, e in routed]
+    mults = [m for _, m, _ in routed]
+    info = {
+        "direction": direction,
+        "fallback": None if not fallback_steps else {
+            "reason": "edge splitting lost trees (topology not Eulerian)",
+            "steps": fallback_steps, "slowdown": float(opt.inv_x / bound.inv_x),
+            "bound_inv_x": bound.inv_x},
+        "k": opt.k,
+        "fixed_k": opt.fixed_k,
+        "U": opt.U,
+        "tree_bw_Bps": float(opt.y),
+        "inv_x": opt.inv_x,
+        "algbw_GBps": opt.algbw / 1e9,
+        "bottleneck_cut": list(opt.cut_names) if opt.cut_names is not None else None,
+        "bottleneck_cut_compute": opt.cut_compute,
+        "trees": len(trees),
+        "packed_batches": len(packed),
+        "heights": {"max": max(heights), "mean": sum(h * m for h, m in zip(heights, mults))
+                    / sum(mults), "per_tree": heights},
+        "congestion": {"ok": cong["ok"], "routes_valid": cong["routes_valid"],
+                       "overloaded_links": cong["overloaded_links"],
+                       "max_load_over_cap": cong["max_load_over_cap"],
+                       "inv_x": cong["inv_x"], "meets_bound": cong["inv_x"] <= opt.inv_x},
+        "logical_arcs": len(logical.caps),
+        "dropped_capacity": dict(logical.dropped),
+        "timings_s": {"optimum": t1 - t0, "split": t2 - t1, "pack": t3 - t2,
+                      "route": t4 - t3, "total": t4 - t0},
+        "maxflows": {"optimum": opt.stats.get("maxflows"),
+                     "split": logical.stats.get("maxflows"),
+                     "pack": pstats.get("maxflows"),
+                     "total": _flow.COUNTERS["maxflows"] - mf0},
+    }
+    return TreeForm(trees), opt, info

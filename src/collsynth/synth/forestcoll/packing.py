@@ -1,0 +1,170 @@
+"""ForestColl spanning out-tree packing: seed 003 §4.4 and Appendix C.3 (Algorithm 5,
+Theorems 9-12, after Tarjan / Bérczi & Frank).
+
+On a switch-free logical topology with integer arc capacities ``g`` and ``k`` trees per root,
+every root ``u`` starts with one *root set* ``R = {u}`` of multiplicity ``m(R) = k`` (``m``
+identical trees). A root set grows by one arc ``(x, y)`` (``x in R``, ``y not in R``) at a time;
+the largest number of its ``m(R)`` trees that can take the arc while the remaining trees stay
+packable (condition (3) of Theorem 9) is, by Theorem 12, one max-flow:
+
+    mu = min{ g(x, y), m(R), F(x, y; D̄) - sum_{i != R} m(R_i) }
+
+where ``D̄`` is the current graph plus, for every other root set ``R_i``, a node ``s_i`` with an
+arc ``x -> s_i`` of capacity ``m(R_i)`` and infinite arcs ``s_i -> R_i``. If ``0 < mu < m(R)``
+the root set is split in two: ``mu`` trees take the arc, ``m(R) - mu`` keep the old shape. The
+result is, per root, a few distinct trees whose multiplicities sum to ``k``, edge-disjoint with
+respect to ``g`` counting multiplicity.
+
+Implementation choices (not in the paper; optimality is unaffected):
+
+* Root sets grow round-robin, one arc per turn (the paper finishes one set before the next), and
+  each set tries arcs from its shallowest members first (then the largest remaining capacity,
+  then rank), so the trees come out breadth-first and short. Arcs that gave ``mu = 0`` to a root
+  set are tried last by it afterwards (every arc is still tried before giving up).
+* In ``D̄``, root sets that already contain ``y`` are left out together with their ``m`` (their
+  arc ``x -> s_i -> y`` is always saturated and cancels in the formula), and root sets with the
+  same vertex set share one node ``s_i`` with the summed capacity. Both leave ``mu`` unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import CollsynthError
+from . import _flow
+from ._flow import FlowNet
+
+
+@dataclass
+class _RootSet:
+    root: int
+    m: int
+    members: set[int]
+    depth: dict[int, int]
+    order: list[int]                      # members in insertion (BFS-like) order
+    mask: int                             # members as a bit mask
+    edges: list[tuple[int, int]] = field(default_factory=list)
+    failed: set[tuple[int, int]] = field(default_factory=set)   # arcs that gave mu = 0
+
+    def copy(self, m: int) -> "_RootSet":
+        return _RootSet(self.root, m, set(self.members), dict(self.depth), list(self.order),
+                        self.mask, list(self.edges), set(self.failed))
+
+
+def pack_trees(logical, k: int | None = None, *, stats: dict | None = None
+               ) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """Algorithm 5 on ``logical`` (a :class:`~.splitting.LogicalTopology` or anything with
+    ``num_ranks`` and ``caps[(u, v)]``): ``k`` (default ``logical.k``) spanning out-trees per root.
+
+    Returns ``[(root_rank, multiplicity, [(parent_rank, child_rank), ...]), ...]`` sorted by root;
+    per root the multiplicities sum to ``k``; every arc ``(u, v)`` is used by at most
+    ``logical.caps[(u, v)]`` trees counting multiplicity. Raises CollsynthError if the capacities
+    cannot hold ``k`` trees per root.
+    """
+    t0 = time.perf_counter()
+    mf0 = _flow.COUNTERS["maxflows"]
+    n = int(logical.num_ranks)
+    k = int(logical.k if k is None else k)
+    if k < 1:
+        raise CollsynthError(f"k must be positive, got {k}")
+    g: dict[tuple[int, int], int] = {e: int(c) for e, c in sorted(logical.caps.items()) if c > 0}
+    arcs = list(g)
+    arc_id = {e: i for i, e in enumerate(arcs)}
+    a_tail = np.array([a for a, _ in arcs], dtype=np.int64)
+    a_head = np.array([b for _, b in arcs], dtype=np.int64)
+    a_cap = np.array([g[e] for e in arcs], dtype=np.int64)
+    outn: list[list[int]] = [[] for _ in range(n)]
+    for (a, b) in arcs:
+        outn[a].append(b)
+    sets: list[_RootSet] = [_RootSet(u, k, {u}, {u: 0}, [u], 1 << u) for u in range(n)]
+    member_arr: dict[int, np.ndarray] = {}
+    st = {"mu_flows": 0, "mu_zero": 0, "set_splits": 0}
+
+    def members_of(mask: int) -> np.ndarray:
+        arr = member_arr.get(mask)
+        if arr is None:
+            arr = np.array([v for v in range(n) if mask >> v & 1], dtype=np.int64)
+            member_arr[mask] = arr
+        return arr
+
+    def mu_of(i: int, x: int, y: int) -> int:
+        me = sets[i]
+        cap_xy = int(a_cap[arc_id[(x, y)]])
+        groups: dict[int, int] = {}
+        ybit = 1 << y
+        for j, r in enumerate(sets):
+            if j != i and not r.mask & ybit:
+                groups[r.mask] = groups.get(r.mask, 0) + r.m
+        total_m = sum(groups.values())
+        inf = int(a_cap.sum()) + total_m + 1
+        tails = [a_tail]
+        heads = [a_head]
+        caps = [a_cap]
+        node = n
+        gnodes = np.arange(n, n + len(groups), dtype=np.int64)
+        tails.append(np.full(len(groups), x, dtype=np.int64))
+        heads.append(gnodes)
+        caps.append(np.fromiter(groups.values(), dtype=np.int64, count=len(groups)))
+        for mask in groups:
+            mem = members_of(mask)
+            tails.append(np.full(len(mem), node, dtype=np.int64))
+            heads.append(mem)
+            caps.append(np.full(len(mem), inf, dtype=np.int64))
+            node += 1
+        st["mu_flows"] += 1
+        net = FlowNet(node, np.concatenate(tails), np.concatenate(heads), np.concatenate(caps))
+        f = net.solve(x, y)
+        return max(0, min(cap_xy, me.m, f - total_m))
+
+    queue = list(range(n))
+    qi = 0
+    while qi < len(queue):
+        i = queue[qi]
+        qi += 1
+        r = sets[i]
+        if len(r.members) == n:
+            continue
+        cands = []
+        for x in r.order:
+            for y in outn[x]:
+                if y not in r.members:
+                    c = int(a_cap[arc_id[(x, y)]])
+                    if c > 0:
+                        cands.append(((x, y) in r.failed, r.depth[x], -c, x, y))
+        cands.sort()
+        grown = False
+        for _, _, _, x, y in cands:
+            mu = mu_of(i, x, y)
+            if mu == 0:
+                st["mu_zero"] += 1
+                r.failed.add((x, y))
+                continue
+            if mu < r.m:
+                sets.append(r.copy(r.m - mu))
+                queue.append(len(sets) - 1)
+                r.m = mu
+                st["set_splits"] += 1
+            r.edges.append((x, y))
+            r.members.add(y)
+            r.mask |= 1 << y
+            r.depth[y] = r.depth[x] + 1
+            r.order.append(y)
+            a_cap[arc_id[(x, y)]] -= mu
+            grown = True
+            break
+        if not grown:
+            raise CollsynthError(
+                f"tree packing failed: root set of rank {r.root} cannot grow (the logical "
+                f"topology cannot hold {k} spanning out-trees per root)")
+        if len(r.members) < n:
+            queue.append(i)
+    out = [(r.root, r.m, list(r.edges)) for r in sets]
+    out.sort(key=lambda t: (t[0], -t[1], t[2]))
+    if stats is not None:
+        stats.update(st)
+        stats["maxflows"] = _flow.COUNTERS["maxflows"] - mf0
+        stats["seconds"] = time.perf_counter() - t0
+    return out
