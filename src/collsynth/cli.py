@@ -198,8 +198,15 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.topology)
     coll = _make_collective(args, topo)
+    from .synth import parse_options
+
+    opts = parse_options(args.opt, args.algo)
+    unknown_targets = set(opts) - {args.algo}
+    if unknown_targets:
+        raise CollsynthError(f"--opt for {sorted(unknown_targets)[0]!r} does not apply to "
+                             f"--algo {args.algo}")
     t0 = time.perf_counter()
-    sched = synthesize(args.algo, topo, coll)
+    sched = synthesize(args.algo, topo, coll, **opts.get(args.algo, {}))
     synth_s = time.perf_counter() - t0
     if args.size is not None:
         from dataclasses import replace
@@ -339,7 +346,7 @@ def _progress(total: int, enabled: bool):
     return prog
 
 
-def _run_compare(topo, coll, sizes, algo_spec, show_progress: bool):
+def _run_compare(topo, coll, sizes, algo_spec, show_progress: bool, options=None):
     from .report.compare import compare, resolve_algos
 
     algos, best_only = resolve_algos(algo_spec, coll)
@@ -352,7 +359,7 @@ def _run_compare(topo, coll, sizes, algo_spec, show_progress: bool):
                 prog.update(task, advance=1, description=f"done: {name}")
         else:
             step = None
-        result = compare(topo, coll, sizes, algos, on_step=step)
+        result = compare(topo, coll, sizes, algos, on_step=step, options=options)
     return result, best_only
 
 
@@ -385,8 +392,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     sizes = parse_size_list(args.sizes, "--sizes")
     if any(x <= 0 for x in sizes):
         raise CollsynthError("--sizes must all be positive")
+    from .synth import parse_options
+
     result, best_only = _run_compare(topo, coll, sizes, args.algos,
-                                     show_progress=not args.json and not args.no_progress)
+                                     show_progress=not args.json and not args.no_progress,
+                                     options=parse_options(args.opt))
     if not result.rows:
         raise CollsynthError("no algorithm could produce a schedule: "
                              + "; ".join(f"{s['algo']}: {s['reason']}" for s in result.skipped))
@@ -538,6 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--demand", metavar="FILE",
                      help="custom collective: a JSON demand matrix (list of rows) or "
                           "{\"chunks\": [[src, [dsts]], ...]}")
+    syn.add_argument("--opt", action="append", metavar="KEY=VALUE",
+                     help="algorithm option (repeatable), e.g. --opt rings=4; see `collsynth list`")
     syn.add_argument("--size", help="data size to record in the schedule (e.g. 1GB)")
     syn.add_argument("-o", "--output", required=True, help="schedule file to write (JSON)")
     syn.add_argument("--json", action="store_true", help="print one JSON object")
@@ -596,6 +608,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
     cmp_.add_argument("--chunks", type=int, default=1, help="chunks per rank (default 1)")
     cmp_.add_argument("--demand", metavar="FILE", help="custom collective demand (JSON)")
+    cmp_.add_argument("--opt", action="append", metavar="[ALGO.]KEY=VALUE",
+                      help="algorithm option (repeatable): ALGO.KEY=VALUE for one algorithm, "
+                           "KEY=VALUE for every algorithm that has that option")
     cmp_.add_argument("--plot", metavar="FILE.png", help="plot algbw against size")
     cmp_.add_argument("--no-progress", action="store_true", help="no progress bar")
     cmp_.add_argument("--json", action="store_true", help="print one JSON object")

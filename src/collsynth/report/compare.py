@@ -11,7 +11,7 @@ from ..collective import Collective
 from ..errors import CollsynthError
 from ..schedule.ir import Schedule
 from ..sim import simulate
-from ..synth import load_all, synthesize
+from ..synth import load_all, options_for, synthesize
 from ..topology.model import Topology
 from ..verify import ensure_verified
 
@@ -82,7 +82,8 @@ def resolve_algos(spec: str | Sequence[str], collective: Collective) -> tuple[li
 
 def compare(topology: Topology, collective: Collective, sizes: Sequence[float],
             algos: Sequence[str], *, skip_failures: bool = True,
-            on_step: Callable[[str], None] | None = None) -> Comparison:
+            on_step: Callable[[str], None] | None = None,
+            options: dict[str, dict[str, str]] | None = None) -> Comparison:
     """Synthesize, verify and simulate each algorithm at each size.
 
     An algorithm that cannot handle this topology (it raises a CollsynthError) is listed in
@@ -93,7 +94,8 @@ def compare(topology: Topology, collective: Collective, sizes: Sequence[float],
     for name in algos:
         try:
             t0 = time.perf_counter()
-            sched: Schedule = synthesize(name, topology, collective)
+            opts = options_for(name, options or {})
+            sched: Schedule = synthesize(name, topology, collective, **opts)
             synth_s = time.perf_counter() - t0
             ensure_verified(sched)
         except CollsynthError as e:

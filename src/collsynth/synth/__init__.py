@@ -65,4 +65,30 @@ def synthesize(name: str, topology: Topology, collective: Collective, **options:
     if unknown:
         raise CollsynthError(f"algorithm {name!r} has no option {sorted(unknown)[0]!r}")
     schedule = algo.func(topology, collective, **options)
-    return schedule.with_meta(algorithm=name, **{k: v for k, v in options.items()})
+    meta: dict[str, Any] = {"algorithm": name}
+    if options:
+        meta["options"] = {k: v for k, v in sorted(options.items())}
+    return schedule.with_meta(**meta)
+
+
+def parse_options(items: list[str] | None, algo: str | None = None) -> dict[str, dict[str, str]]:
+    """Parse ``key=value`` / ``algo.key=value`` strings into ``{algo or '*': {key: value}}``."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key:
+            raise CollsynthError(f"option {item!r} is not key=value")
+        target, dot, opt = key.rpartition(".")
+        target = target if dot else (algo or "*")
+        out.setdefault(target, {})[opt] = value
+    return out
+
+
+def options_for(name: str, parsed: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The options of ``parsed`` that apply to algorithm ``name``: its own, plus the untargeted
+    ones it declares."""
+    algo = get(name)
+    opts = {k: v for k, v in parsed.get("*", {}).items() if k in algo.options}
+    opts.update(parsed.get(name, {}))
+    return opts
