@@ -80,3 +80,59 @@ def test_bad_size():
         bound(topo, Collective.make("allgather", 4), 0)
     with pytest.raises(CollsynthError):
         bound(topo, Collective.make("allgather", 5), 1e6)
+
+
+def test_cut_bound_allgather_matches_forestcoll_and_paper():
+    # seed 003 §5.3: 2-node DGX A100 AllGather optimum M/346.67GB/s (one GPU's ingress 325GB/s)
+    topo = load_topology("dgx_a100:nodes=2")
+    res = bound(topo, Collective.make("allgather", 16), 1e9)
+    cut = next(b for b in res.bounds if b.kind == "cut")
+    assert cut.detail["bandwidth_time_s"] == pytest.approx(1e9 / 16 * 15 / 325e9, rel=1e-12)
+    assert cut.time_s > cut.detail["bandwidth_time_s"]  # plus one link's alpha
+
+
+def test_alltoall_demand_cut_across_the_ib_link():
+    # ndv2:chassis=2: each of the 8 GPUs of chassis 0 sends M/16 to each of the 8 GPUs of
+    # chassis 1, all through the one 12.5 GB/s IB link out of chassis 0
+    topo = load_topology("ndv2:chassis=2")
+    m = 1e9
+    res = bound(topo, Collective.make("alltoall", 16), m)
+    assert res.kind == "demand-cut"
+    assert res.time_s == pytest.approx(64 * m / 16 / 12.5e9 + 1.3e-6, rel=1e-9)
+
+
+def _brute_min_cut(topo):
+    import itertools
+
+    comp = set(int(v) for v in topo.compute_nodes)
+    best = None
+    nodes = range(topo.num_nodes)
+    for k in range(1, topo.num_nodes):
+        for side in itertools.combinations(nodes, k):
+            side = set(side)
+            if not (side & comp) or comp <= side:
+                continue
+            out = sum(l.bw for l in topo.links if l.src in side and l.dst not in side)
+            best = out if best is None else min(best, out)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_allreduce_cut_bound_is_the_global_min_cut(seed):
+    import random
+
+    from collsynth.topology import TopologyBuilder
+
+    rng = random.Random(seed)
+    b = TopologyBuilder(f"rand{seed}")
+    n_gpu, n_sw = rng.randint(2, 4), rng.randint(0, 2)
+    nodes = [b.compute(f"g{i}") for i in range(n_gpu)] + [b.switch(f"s{i}") for i in range(n_sw)]
+    for i in range(len(nodes)):  # a ring keeps it strongly connected
+        b.link(nodes[i], nodes[(i + 1) % len(nodes)], rng.randint(1, 5) * 1e9, 1e-6)
+    for _ in range(rng.randint(0, 6)):
+        u, v = rng.sample(nodes, 2)
+        b.link(u, v, rng.randint(1, 5) * 1e9, 1e-6)
+    topo = b.build()
+    res = bound(topo, Collective.make("allreduce", n_gpu), 1e9, providers=["cut"])
+    cut = res.bounds[0]
+    assert cut.detail["cut_bw"] == pytest.approx(_brute_min_cut(topo))

@@ -197,3 +197,6 @@ def bound(topology: Topology, collective: Collective, size: float,
     if not bounds:
         bounds.append(Bound("trivial", 0.0, ""))
     return BoundResult(float(size), bounds)
+
+
+from . import cut as _cut  # noqa: E402,F401  (registers the exact cut bounds)

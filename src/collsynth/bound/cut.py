@@ -1,0 +1,163 @@
+"""Exact cut bounds (max-flow / min-cut), from ForestColl (seed 003 §3, Theorem 1).
+
+For a node set ``S`` holding compute nodes on both sides, let ``B+(S)`` be the bandwidth of the
+links leaving ``S`` and ``alpha_min(S)`` the smallest alpha among them. Every bound below is a
+certified lower bound on the simulator's model: bytes cross a cut no faster than its bandwidth,
+and the last byte still needs one link's propagation delay after it has been sent.
+
+* AllGather: the ``|S ∩ Vc|`` shards of size ``M/N`` held inside ``S`` must all leave it:
+  ``T >= (M/N) |S ∩ Vc| / B+(S) + alpha_min(S)``; ForestColl's Algorithm 1 finds the exact
+  maximum over all cuts (and its schedules reach it at large sizes).
+* ReduceScatter: the same on the transposed topology (the shards owned outside ``S`` need every
+  contribution from inside).
+* AllReduce: the nodes outside ``S`` need a value combining the contributions inside ``S`` for
+  every byte, so ``T >= M / B+(S) + alpha_min(S)`` for the minimum cut ``S`` separating compute
+  nodes (a global min cut: ``2(N-1)`` max-flows). Tree-based AllReduce can be slower than this
+  bound; ForestColl's in-tree + out-tree time is reported separately by its synthesizer.
+* Broadcast / Reduce: ``T >= M / min_t maxflow(root, t)`` (resp. ``(t, root)``) plus alpha.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ..collective import CollKind, Collective
+from ..topology.model import Topology
+from . import Bound, register
+
+
+def _alpha_min_out(topo: Topology, side: set[int]) -> float:
+    alphas = [l.alpha for l in topo.links if l.src in side and l.dst not in side]
+    return min(alphas) if alphas else 0.0
+
+
+def _flow_net(topo: Topology):
+    from ..synth.forestcoll import _flow
+    from ..synth.forestcoll.optimality import integer_bandwidths
+
+    int_bw, unit = integer_bandwidths([l.bw for l in topo.links])
+    net = _flow.FlowNet(topo.num_nodes, topo.link_src.tolist(), topo.link_dst.tolist(), int_bw)
+    return net, unit
+
+
+def _min_cut_from(topo: Topology, pairs) -> tuple[Fraction, set[int]]:
+    """Smallest max-flow over (source node, sink node) pairs, with the source side of its cut."""
+    net, unit = _flow_net(topo)
+    best = None
+    best_side: set[int] = set()
+    for s, t in pairs:
+        f = net.solve(s, t)
+        if best is None or f < best:
+            best = f
+            best_side = set(net.source_side())
+    return Fraction(best) * unit, best_side
+
+
+def _names(topo: Topology, side: set[int], limit: int = 6) -> str:
+    names = [topo.nodes[v].name for v in sorted(side) if topo.is_compute(v)]
+    more = f", ... ({len(names)} compute nodes)" if len(names) > limit else ""
+    return "cut {" + ", ".join(names[:limit]) + more + "}"
+
+
+@register("cut")
+def cut_bounds(topology: Topology, collective: Collective, size: float) -> list[Bound]:
+    from ..synth.forestcoll import optimal_allgather, transpose
+
+    kind = collective.kind
+    t = topology
+    if kind in (CollKind.ALLGATHER, CollKind.REDUCESCATTER):
+        g = t if kind is CollKind.ALLGATHER else transpose(t)
+        opt = optimal_allgather(g)
+        side = set(opt.cut) if opt.cut is not None else set()
+        # on the transposed graph the cut's out-links are the original topology's in-links
+        alpha = _alpha_min_out(g, side) if side else 0.0
+        time = opt.time(size) + alpha
+        return [Bound("cut", time, _names(t, side) if side else "",
+                      {"bandwidth_time_s": opt.time(size), "cut_bw": float(opt.cut_bw or 0),
+                       "cut_compute": opt.cut_compute})]
+    comp = [int(v) for v in t.compute_nodes]
+    if kind is CollKind.ALLREDUCE:
+        s0 = comp[0]
+        pairs = [(s0, v) for v in comp[1:]] + [(v, s0) for v in comp[1:]]
+    elif kind is CollKind.BROADCAST:
+        r = t.node_of_rank(int(collective.root))
+        pairs = [(r, v) for v in comp if v != r]
+    elif kind is CollKind.REDUCE:
+        r = t.node_of_rank(int(collective.root))
+        pairs = [(v, r) for v in comp if v != r]
+    else:
+        return []
+    bw, side = _min_cut_from(t, pairs)
+    bw_time = size / float(bw)
+    return [Bound("cut", bw_time + _alpha_min_out(t, side), _names(t, side),
+                  {"bandwidth_time_s": bw_time, "cut_bw": float(bw)})]
+
+
+def crossing_bytes(collective: Collective, size: float, inside: set[int]) -> float:
+    """Bytes that must leave the rank set ``inside`` in any schedule.
+
+    A chunk that starts inside and is needed outside crosses at least once (copies can be made
+    after crossing). For reductions, every chunk some rank outside must end with needs a value
+    combining the inside contributions: one chunk's bytes per such chunk.
+    """
+    cb = collective.chunk_bytes(size)
+    post_r, post_c = collective.postcondition()
+    import numpy as np
+
+    inside_mask = np.zeros(collective.num_ranks, dtype=bool)
+    inside_mask[list(inside)] = True
+    outside_need = ~inside_mask[post_r]
+    if collective.reduces:
+        if not inside_mask.any():
+            return 0.0
+        return float(len(np.unique(post_c[outside_need]))) * cb
+    src = collective.chunk_source[post_c]
+    crossing = outside_need & inside_mask[src]
+    return float(len(np.unique(post_c[crossing]))) * cb
+
+
+def _group_cuts(topology: Topology) -> list[set[int]]:
+    """Candidate node sets: each chassis/dc/pod/server group, with and without the switches
+    that carry the same group attribute."""
+    cuts: list[set[int]] = []
+    t = topology
+    for attr in ("chassis", "dc", "pod", "server", "group"):
+        if not all(attr in t.nodes[int(v)].attrs for v in t.compute_nodes):
+            continue
+        groups: dict = {}
+        for v in range(t.num_nodes):
+            a = t.nodes[v].attrs.get(attr)
+            if a is not None:
+                groups.setdefault(repr(a), set()).add(v)
+        if len(groups) < 2:
+            continue
+        for members in groups.values():
+            comp = {v for v in members if t.is_compute(v)}
+            if comp:
+                cuts.append(comp)
+                if members != comp:
+                    cuts.append(set(members))
+    return cuts
+
+
+@register("demand-cut")
+def demand_cut_bounds(topology: Topology, collective: Collective, size: float) -> list[Bound]:
+    """``T >= crossing(S) / B+(S) + alpha_min(S)`` over candidate cuts ``S``: chassis/datacenter
+    groups (for every collective, AllToAll included)."""
+    t = topology
+    best = None
+    for side in _group_cuts(t):
+        ranks = {int(t.rank_of_node[v]) for v in side if t.is_compute(v)}
+        need = crossing_bytes(collective, size, ranks)
+        if need <= 0:
+            continue
+        out_bw = sum(l.bw for l in t.links if l.src in side and l.dst not in side)
+        if out_bw <= 0:
+            continue
+        val = need / out_bw + _alpha_min_out(t, side)
+        if best is None or val > best[0]:
+            best = (val, side, need, out_bw)
+    if best is None:
+        return []
+    val, side, need, out_bw = best
+    return [Bound("demand-cut", val, _names(t, side), {"bytes": need, "cut_bw": out_bw})]
