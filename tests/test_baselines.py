@@ -479,13 +479,17 @@ def test_fast_routes_match_route_table(spec):
 
     topo = zoo(spec)
     table = RouteTable(topo)
-    fast = Routes(topo)
+    shared = Routes(topo)        # first look-ups per source are targeted, later ones use rows
     n = topo.num_ranks
     for u in range(n):
         row = table.direct(u)
         for v in range(n):
             if u != v:
-                assert fast._search(u, v) == row.get(v), (u, v)
+                fresh = Routes(topo)     # a search toward v only, no full row
+                assert fresh.route(u, v) == row.get(v), (u, v)
+                assert fresh.table._cache == {}
+                assert shared.route(u, v) == row.get(v), (u, v)
+        assert shared.row(u) == row
 
 
 # ------------------------------------------------------------------------------ determinism

@@ -7,9 +7,9 @@ relay paths through GPUs and buffer tracking for reductions.
   AllGather on 1024 GPUs has a million operations, which :meth:`Ops.add_block` appends as numpy
   arrays. Per-operation :meth:`Ops.add` serves the irregular algorithms.
 * :class:`Routes` answers "the direct route from rank u to rank v" (through switches and routers
-  only) with exactly the choice of :class:`~collsynth.topology.paths.RouteTable` (fewest links,
-  then least alpha, then lowest link ids) but searches only the switch fabric toward one target,
-  so a ring over 1024 GPUs on one switch needs 1024 cheap look-ups instead of 1024 full searches.
+  only) by delegating to :class:`~collsynth.topology.paths.RouteTable` (fewest links, then least
+  alpha, then an ECMP hash over the equal-cost alternatives), whose single-pair look-ups trace
+  only the requested destination; it returns None instead of raising when there is no route.
 * :class:`ComputeGraph` is the graph of ranks with an edge u -> v when a direct route exists;
   :meth:`ComputeGraph.relay_path` finds the fewest-transfer path of ranks (ties: least alpha,
   then lowest ranks) between two ranks, optionally restricted to allowed relay GPUs.
@@ -103,98 +103,20 @@ def _sortable(v: Any) -> tuple:
 
 # ---------------------------------------------------------------------------------- routes
 class Routes:
-    """Direct routes between ranks (RouteTable's choice) with cheap targeted look-ups."""
+    """Direct routes between ranks: a thin view of :class:`~collsynth.topology.paths.RouteTable`
+    (which traces single pairs cheaply and caches them) with ``None`` for "no route"."""
 
-    def __init__(self, topology: Topology):
+    def __init__(self, topology: Topology, table: RouteTable | None = None):
         self.topology = topology
-        self.table = RouteTable(topology)
-        self._pair: dict[tuple[int, int], tuple[int, ...] | None] = {}
-        self._rows: dict[int, dict[int, tuple[int, ...]]] = {}
-        t = topology
-        kind = t.kind_codes
-        # per non-compute node: best link (alpha, id) to each compute node, links to non-compute
-        self._to_compute: dict[int, dict[int, tuple[float, int]]] = {}
-        self._to_fabric: dict[int, list[int]] = {}
-        for x in range(t.num_nodes):
-            if kind[x] == 0:
-                continue
-            best: dict[int, tuple[float, int]] = {}
-            fabric = []
-            for lid in t.out_links[x]:
-                l = t.links[lid]
-                if kind[l.dst] == 0:
-                    key = (l.alpha, lid)
-                    if l.dst not in best or key < best[l.dst]:
-                        best[l.dst] = key
-                else:
-                    fabric.append(lid)
-            self._to_compute[x] = best
-            self._to_fabric[x] = fabric
+        self.table = table if table is not None else RouteTable(topology)
 
     def route(self, u: int, v: int) -> tuple[int, ...] | None:
         """Best direct route from rank ``u`` to rank ``v``, or None."""
-        key = (u, v)
-        if key in self._pair:
-            return self._pair[key]
-        row = self._rows.get(u)
-        r = row.get(v) if row is not None else self._search(u, v)
-        self._pair[key] = r
-        return r
+        return self.table.find(u, v)
 
     def row(self, u: int) -> dict[int, tuple[int, ...]]:
         """Best direct route from ``u`` to every rank it reaches (RouteTable.direct)."""
-        row = self._rows.get(u)
-        if row is None:
-            row = self._rows[u] = self.table.direct(u)
-        return row
-
-    def _search(self, u: int, v: int) -> tuple[int, ...] | None:
-        t = self.topology
-        links = t.links
-        kind = t.kind_codes
-        source = t.node_of_rank(u)
-        target = t.node_of_rank(v)
-        best: dict[int, tuple[int, float]] = {source: (0, 0.0)}
-        via: dict[int, int] = {}
-        heap: list[tuple[int, float, int, int]] = [(0, 0.0, -1, source)]
-        done: set[int] = set()
-
-        def relax(y: int, lid: int, hops: int, alpha: float) -> None:
-            key = (hops + 1, alpha + links[lid].alpha)
-            old = best.get(y)
-            if old is None or key < old or (key == old and lid < via[y]):
-                best[y] = key
-                via[y] = lid
-                heapq.heappush(heap, (key[0], key[1], lid, y))
-
-        while heap:
-            hops, alpha, _, x = heapq.heappop(heap)
-            if x in done:
-                continue
-            done.add(x)
-            if x == target:
-                break
-            if x == source:
-                for lid in t.out_links[x]:
-                    y = links[lid].dst
-                    if kind[y] == 0 and y != target:
-                        continue
-                    relax(y, lid, hops, alpha)
-                continue
-            for lid in self._to_fabric[x]:
-                relax(links[lid].dst, lid, hops, alpha)
-            hit = self._to_compute[x].get(target)
-            if hit is not None:
-                relax(target, hit[1], hops, alpha)
-        if target not in via:
-            return None
-        path = []
-        cur = target
-        while cur != source:
-            lid = via[cur]
-            path.append(lid)
-            cur = links[lid].src
-        return tuple(reversed(path))
+        return self.table.direct(u)
 
     def alpha(self, route: Sequence[int]) -> float:
         return float(sum(self.topology.links[l].alpha for l in route))
