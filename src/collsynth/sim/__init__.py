@@ -80,42 +80,27 @@ class SimResult:
 
 def _order_arrays(s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.ndarray,
                   n_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
-    """Planned per-link service order as (hop_order_pos, link_order_ptr, link_order_hops)."""
+    """Priorities and explicit per-link orders: (hop_order_pos, link_order_ptr,
+    link_order_hops, op_prio, description)."""
     n_hops = len(hop_link)
     pos = np.full(n_hops, -1, dtype=np.int64)
     ptr = np.zeros(n_links + 1, dtype=np.int64)
-    prio = np.arange(s.num_ops, dtype=np.float64)
+    hops = np.zeros(0, dtype=np.int64)
+    prio = np.zeros(s.num_ops, dtype=np.float64)
     if policy == "fcfs":
-        return pos, ptr, np.zeros(0, dtype=np.int64), prio, "fcfs"
-    key = None
-    used = "fcfs"
+        return pos, ptr, hops, prio, "first ready, first served"
+    used = "first ready, first served"
     if s.start is not None and not np.any(np.isnan(s.start)):
-        key = s.start
-        used = "planned start times"
+        prio = s.start.astype(np.float64)
+        used = "planned start times first"
     elif s.step is not None and np.all(s.step >= 0):
-        key = s.step.astype(np.float64)
-        used = "planned steps"
-    if key is not None:
-        prio = key.astype(np.float64)
-        # every link serves its hops in (key, op id) order
-        order = np.lexsort((hop_op, key[hop_op], hop_link))
-        links_sorted = hop_link[order]
-        counts = np.bincount(links_sorted, minlength=n_links)
-        ptr[1:] = np.cumsum(counts)
-        rank_in_link = np.arange(n_hops) - ptr[links_sorted]
-        pos[order] = rank_in_link
-        hops = order.astype(np.int64)
-    else:
-        hops = np.zeros(0, dtype=np.int64)
+        prio = s.step.astype(np.float64)
+        used = "planned steps first"
     if s.link_order:
-        # explicit orders replace the derived ones on their links
         lists: dict[int, np.ndarray] = {}
-        for l in range(n_links):
-            lists[l] = hops[ptr[l]:ptr[l + 1]]
         op_hops: dict[tuple[int, int], int] = {}
-        explicit_links = set(int(l) for l in s.link_order)
-        sel = np.flatnonzero(np.isin(hop_link, np.array(sorted(explicit_links), dtype=np.int64)))
-        for h in sel.tolist():
+        explicit = np.array(sorted(int(l) for l in s.link_order), dtype=np.int64)
+        for h in np.flatnonzero(np.isin(hop_link, explicit)).tolist():
             op_hops[(int(hop_link[h]), int(hop_op[h]))] = h
         for l, ops in s.link_order.items():
             seq = []
@@ -126,14 +111,14 @@ def _order_arrays(s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.nda
                                          f"not use it (verify the schedule first)")
                 seq.append(h)
             lists[int(l)] = np.array(seq, dtype=np.int64)
-        pos[:] = -1
         chunks = []
         for l in range(n_links):
-            ptr[l + 1] = ptr[l] + len(lists[l])
-            pos[lists[l]] = np.arange(len(lists[l]))
-            chunks.append(lists[l])
-        hops = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
-        used = "planned link order" if key is None else used + " + planned link order"
+            seq = lists.get(l, np.zeros(0, dtype=np.int64))
+            ptr[l + 1] = ptr[l] + len(seq)
+            pos[seq] = np.arange(len(seq))
+            chunks.append(seq)
+        hops = np.concatenate(chunks) if chunks else hops
+        used += " + planned link orders"
     return pos, ptr, hops, prio, used
 
 
@@ -141,9 +126,10 @@ def simulate(schedule: Schedule, size: float, *, reduce_bw: float | None = None,
              order: str = "auto", release: bool = False, compiled: bool = True) -> SimResult:
     """Simulate ``schedule`` moving ``size`` bytes (nccl-tests convention).
 
-    ``order``: ``auto`` serves links in the schedule's planned order (explicit link orders, else
-    start times, else steps) and first-ready-first-served elsewhere; ``plan`` is the same;
-    ``fcfs`` ignores every plan. ``release`` holds each operation until its planned start.
+    ``order``: ``auto`` (= ``plan``) follows the schedule's plan: explicit per-link orders are
+    obeyed exactly; otherwise a free link starts the waiting transfer with the earliest planned
+    start time (or step), then the first ready. ``fcfs`` ignores every plan: first ready, first
+    served. ``release`` holds each operation until its planned start.
     ``reduce_bw`` (bytes/s) adds ``bytes / reduce_bw`` to every reduce operation.
     """
     if order not in ORDER_POLICIES:
