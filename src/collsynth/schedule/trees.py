@@ -16,7 +16,9 @@ link ids (or ``None`` for the default shortest route through switches).
 ``k * pipeline`` chunks; tree ``i`` carries ``mult_i * pipeline`` of them; each chunk travels
 every edge of its tree with a dependency on the operation that brought it to the edge's tail
 (out-trees) or on the operations that brought the children's partial sums (in-trees). AllReduce
-is ReduceScatter over the in-trees followed by AllGather over the out-trees.
+is ReduceScatter over the in-trees followed by AllGather over the out-trees. Operations are
+emitted round-robin over the trees (every tree's first chunk, then every tree's second chunk,
+...), so that equally ready transfers are served in pipeline order.
 """
 
 from __future__ import annotations
@@ -174,7 +176,6 @@ def lower(topology: Topology, collective: Collective, form: TreeForm, pipeline: 
             miss = sorted(need - set(roots)) or sorted(set(roots) - need)
             raise CollsynthError(f"{kind.value} needs {name}-trees rooted at exactly ranks "
                                  f"{sorted(need)[:8]}...; rank {miss[0]} differs")
-    plans = []
     cpr_out, plan_out = _chunk_plan(out_roots, pipeline) if out_roots else (None, {})
     cpr_in, plan_in = _chunk_plan(in_roots, pipeline) if in_roots else (None, {})
     if cpr_out and cpr_in and cpr_out != cpr_in:
@@ -184,22 +185,35 @@ def lower(topology: Topology, collective: Collective, form: TreeForm, pipeline: 
     b = ScheduleBuilder(topology, coll, meta=meta)
     b.trees = form
     reduced: dict[int, list[int]] = {}  # chunk -> ops that completed its reduction at the root
-    if in_roots:
-        for r, ts in sorted(in_roots.items()):
+    tasks: dict[str, list] = {"in": [], "out": []}
+    for direction, roots, plan in (("in", in_roots, plan_in), ("out", out_roots, plan_out)):
+        for r, ts in sorted(roots.items()):
             for i, t in enumerate(ts):
-                children = _check_tree(t, n, everyone, f"in-tree {i} of rank {r}")
+                children = _check_tree(t, n, everyone, f"{direction}-tree {i} of rank {r}")
                 routes = {(a, bb): rt for a, bb, rt in t.edges}
-                for local in plan_in[(r, i)]:
-                    chunk = _chunk_id(coll, r, local)
-                    reduced[chunk] = _lower_in(b, t.root, children, routes, chunk)
-    if out_roots:
-        for r, ts in sorted(out_roots.items()):
-            for i, t in enumerate(ts):
-                children = _check_tree(t, n, everyone, f"out-tree {i} of rank {r}")
-                routes = {(a, bb): rt for a, bb, rt in t.edges}
-                for local in plan_out[(r, i)]:
-                    chunk = _chunk_id(coll, r, local)
-                    _lower_out(b, t.root, children, routes, chunk, reduced.get(chunk, []))
+                edges = (_postorder_edges if direction == "in" else _bfs_edges)(t.root, children)
+                tasks[direction].append((t.root, edges, routes,
+                                         [_chunk_id(coll, r, loc) for loc in plan[(r, i)]]))
+    # Emit round-robin over trees (chunk 0 of every tree, then chunk 1, ...) and give each
+    # operation the step "round + depth": steps are the planned priority on shared links, so
+    # every tree's pipeline advances together. AllReduce: every reduction is emitted (and
+    # stepped) before the broadcasts that depend on it.
+    step0 = 0
+    for direction in ("in", "out"):
+        rounds = max((len(c) for *_, c in tasks[direction]), default=0)
+        last = step0
+        for q in range(rounds):
+            for root, edges, routes, chunks in tasks[direction]:
+                if q >= len(chunks):
+                    continue
+                if direction == "in":
+                    reduced[chunks[q]] = _lower_in(b, root, edges, routes, chunks[q], step0 + q)
+                else:
+                    _lower_out(b, root, edges, routes, chunks[q], reduced.get(chunks[q], []),
+                               step0 + q)
+                depth = max((e[2] for e in edges), default=0)
+                last = max(last, step0 + q + depth + 1)
+        step0 = last
     return b.build()
 
 
@@ -209,22 +223,23 @@ def _chunk_id(coll: Collective, root: int, local: int) -> int:
     return root * coll.chunks_per_rank + local
 
 
-def _lower_out(b: ScheduleBuilder, root: int, children: dict[int, list[int]],
-               routes: dict, chunk: int, root_deps: Sequence[int]) -> None:
-    arrived = {root: list(root_deps)}
+def _bfs_edges(root: int, children: dict[int, list[int]]) -> list[tuple[int, int, int]]:
+    """Out-tree edges ``(u, v, depth(u))`` in breadth-first order."""
+    out = []
+    depth = {root: 0}
     q = deque([root])
     while q:
         u = q.popleft()
         for v in children.get(u, ()):
-            op = b.add(u, v, chunk, route=routes.get((u, v)), kind=OpKind.COPY, deps=arrived[u])
-            arrived[v] = [op]
+            depth[v] = depth[u] + 1
+            out.append((u, v, depth[u]))
             q.append(v)
+    return out
 
 
-def _lower_in(b: ScheduleBuilder, root: int, children: dict[int, list[int]],
-              routes: dict, chunk: int) -> list[int]:
-    """Reduce ``chunk`` up the in-tree; return the ops that deliver into the root."""
-    # post-order: a node sends after all its children's partial sums arrived
+def _postorder_edges(root: int, children: dict[int, list[int]]) -> list[tuple[int, int, int]]:
+    """In-tree edges ``(u, parent, level(u))`` with every node after its children; leaves have
+    level 0 and a node's level exceeds its children's."""
     order: list[int] = []
     stack = [(root, False)]
     while stack:
@@ -235,12 +250,31 @@ def _lower_in(b: ScheduleBuilder, root: int, children: dict[int, list[int]],
         stack.append((u, True))
         for v in reversed(children.get(u, ())):
             stack.append((v, False))
-    into: dict[int, list[int]] = defaultdict(list)
     parent = {v: u for u, vs in children.items() for v in vs}
+    level: dict[int, int] = {}
+    out = []
     for u in order:
-        if u == root:
-            continue
-        p = parent[u]
-        op = b.add(u, p, chunk, route=routes.get((u, p)), kind=OpKind.REDUCE, deps=into[u])
-        into[p].append(op)
+        level[u] = 1 + max((level[c] for c in children.get(u, ())), default=-1)
+        if u != root:
+            out.append((u, parent[u], level[u]))
+    return out
+
+
+def _lower_out(b: ScheduleBuilder, root: int, edges: list[tuple[int, int, int]], routes: dict,
+               chunk: int, root_deps: Sequence[int], step0: int) -> None:
+    """Broadcast ``chunk`` down an out-tree; op ``u -> v`` has step ``step0 + depth(u)``."""
+    arrived = {root: list(root_deps)}
+    for u, v, depth in edges:
+        arrived[v] = [b.add(u, v, chunk, route=routes.get((u, v)), kind=OpKind.COPY,
+                            deps=arrived[u], step=step0 + depth)]
+
+
+def _lower_in(b: ScheduleBuilder, root: int, edges: list[tuple[int, int, int]], routes: dict,
+              chunk: int, step0: int) -> list[int]:
+    """Reduce ``chunk`` up an in-tree (op ``u -> parent`` at step ``step0 + level(u)``); return
+    the ops that deliver into the root."""
+    into: dict[int, list[int]] = defaultdict(list)
+    for u, p, level in edges:
+        into[p].append(b.add(u, p, chunk, route=routes.get((u, p)), kind=OpKind.REDUCE,
+                             deps=into[u], step=step0 + level))
     return into[root]

@@ -16,7 +16,7 @@ from ..schedule.ir import Schedule
 from ..topology.model import Topology
 
 #: Modules that register algorithms when imported.
-_MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines")
+_MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines", "collsynth.synth.forestcoll.algo")
 
 
 @dataclass
@@ -26,17 +26,18 @@ class Algorithm:
     collectives: frozenset[CollKind]
     summary: str
     options: dict[str, str] = field(default_factory=dict)
+    size_aware: bool = False  # takes ``size=`` and adapts the schedule to the message size
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
 
 
 def register(name: str, collectives: set[CollKind] | None = None, summary: str = "",
-             options: dict[str, str] | None = None):
+             options: dict[str, str] | None = None, size_aware: bool = False):
     def deco(func: Callable[..., Schedule]) -> Callable[..., Schedule]:
         ALGORITHMS[name] = Algorithm(name, func, frozenset(collectives or set(CollKind)),
                                      summary or (func.__doc__ or "").strip().splitlines()[0],
-                                     dict(options or {}))
+                                     dict(options or {}), size_aware)
         return func
 
     return deco
@@ -55,8 +56,13 @@ def get(name: str) -> Algorithm:
     return algos[name]
 
 
-def synthesize(name: str, topology: Topology, collective: Collective, **options: Any) -> Schedule:
-    """Run algorithm ``name``; the result carries ``meta['algorithm']``."""
+def synthesize(name: str, topology: Topology, collective: Collective, *,
+               size: float | None = None, **options: Any) -> Schedule:
+    """Run algorithm ``name``; the result carries ``meta['algorithm']``.
+
+    ``size`` (bytes) lets size-aware algorithms adapt the schedule to the message size; others
+    ignore it.
+    """
     algo = get(name)
     if collective.kind not in algo.collectives:
         raise CollsynthError(f"algorithm {name!r} does not support {collective.kind.value} "
@@ -64,7 +70,10 @@ def synthesize(name: str, topology: Topology, collective: Collective, **options:
     unknown = set(options) - set(algo.options)
     if unknown:
         raise CollsynthError(f"algorithm {name!r} has no option {sorted(unknown)[0]!r}")
-    schedule = algo.func(topology, collective, **options)
+    if algo.size_aware and size is not None:
+        schedule = algo.func(topology, collective, size=size, **options)
+    else:
+        schedule = algo.func(topology, collective, **options)
     meta: dict[str, Any] = {"algorithm": name}
     if options:
         meta["options"] = {k: v for k, v in sorted(options.items())}
