@@ -104,14 +104,21 @@ def run_case(case: Case, repeat: int) -> list[dict]:
     coll = Collective.make(case.collective, topo.num_ranks, case.chunks)
     if coll.kind not in algos[case.algo].collectives:
         return []
-    try:
-        synth_s, sched = _median_time(lambda: synthesize(case.algo, topo, coll), repeat)
-    except CollsynthError as e:
-        return [{"topology": case.topology, "collective": case.collective, "algo": case.algo,
-                 "status": "skipped", "reason": str(e)}]
-    verify_s, report = _median_time(lambda: verify(sched), 1)
+    per_size = algos[case.algo].size_aware
     rows = []
+    cache: dict = {}
     for size in case.sizes:
+        key = size if per_size else None
+        if key not in cache:
+            try:
+                synth_s, sched = _median_time(
+                    lambda: synthesize(case.algo, topo, coll, size=key), repeat)
+            except CollsynthError as e:
+                return rows + [{"topology": case.topology, "collective": case.collective,
+                                "algo": case.algo, "status": "skipped", "reason": str(e)}]
+            verify_s, _ = _median_time(lambda: verify(sched), 1)
+            cache[key] = (sched, synth_s, verify_s)
+        sched, synth_s, verify_s = cache[key]
         sim_s, sim = _median_time(lambda: simulate(sched, size), repeat)
         b = bound(topo, sched.collective, size)
         rows.append({

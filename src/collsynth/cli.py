@@ -205,14 +205,16 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     if unknown_targets:
         raise CollsynthError(f"--opt for {sorted(unknown_targets)[0]!r} does not apply to "
                              f"--algo {args.algo}")
+    size = parse_size(args.size, "--size") if args.size is not None else None
+    if size is not None and size <= 0:
+        raise CollsynthError(f"--size {args.size!r} must be positive")
     t0 = time.perf_counter()
-    sched = synthesize(args.algo, topo, coll, **opts.get(args.algo, {}))
+    sched = synthesize(args.algo, topo, coll, size=size, **opts.get(args.algo, {}))
     synth_s = time.perf_counter() - t0
-    if args.size is not None:
+    if size is not None and sched.size is None:
         from dataclasses import replace
 
-        if sched.size is None:
-            sched = replace(sched, size=parse_size(args.size, "--size"))
+        sched = replace(sched, size=size)
     t1 = time.perf_counter()
     report = ensure_verified(sched)
     verify_s = time.perf_counter() - t1
@@ -550,7 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "{\"chunks\": [[src, [dsts]], ...]}")
     syn.add_argument("--opt", action="append", metavar="KEY=VALUE",
                      help="algorithm option (repeatable), e.g. --opt rings=4; see `collsynth list`")
-    syn.add_argument("--size", help="data size to record in the schedule (e.g. 1GB)")
+    syn.add_argument("--size", help="data size (e.g. 1GB): size-aware algorithms tune the "
+                     "schedule for it, and it is recorded in the schedule")
     syn.add_argument("-o", "--output", required=True, help="schedule file to write (JSON)")
     syn.add_argument("--json", action="store_true", help="print one JSON object")
     syn.set_defaults(func=_cmd_synth)

@@ -91,21 +91,26 @@ def compare(topology: Topology, collective: Collective, sizes: Sequence[float],
     """
     result = Comparison(topology.name, collective.describe(), [float(s) for s in sizes])
     bounds = {s: bound(topology, collective, s) for s in result.sizes}
+    registry = load_all()
     for name in algos:
-        try:
-            t0 = time.perf_counter()
-            opts = options_for(name, options or {})
-            sched: Schedule = synthesize(name, topology, collective, **opts)
-            synth_s = time.perf_counter() - t0
-            ensure_verified(sched)
-        except CollsynthError as e:
-            if not skip_failures:
-                raise
-            result.skipped.append({"algo": name, "reason": str(e)})
-            if on_step:
-                on_step(name)
-            continue
+        per_size = registry[name].size_aware
+        opts = options_for(name, options or {})
+        cache: dict = {}
         for size in result.sizes:
+            key = size if per_size else None
+            if key not in cache:
+                try:
+                    t0 = time.perf_counter()
+                    sched: Schedule = synthesize(name, topology, collective, size=key, **opts)
+                    synth_s = time.perf_counter() - t0
+                    ensure_verified(sched)
+                    cache[key] = (sched, synth_s)
+                except CollsynthError as e:
+                    if not skip_failures:
+                        raise
+                    result.skipped.append({"algo": name, "reason": str(e)})
+                    break
+            sched, synth_s = cache[key]
             sim = simulate(sched, size)
             b = bounds[size]
             result.rows.append(Row(
