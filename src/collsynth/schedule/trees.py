@@ -195,24 +195,27 @@ def lower(topology: Topology, collective: Collective, form: TreeForm, pipeline: 
                 tasks[direction].append((t.root, edges, routes,
                                          [_chunk_id(coll, r, loc) for loc in plan[(r, i)]]))
     # Emit round-robin over trees (chunk 0 of every tree, then chunk 1, ...) and give each
-    # operation the step "round + depth": steps are the planned priority on shared links, so
-    # every tree's pipeline advances together. AllReduce: every reduction is emitted (and
-    # stepped) before the broadcasts that depend on it.
+    # operation the step "round * width + depth" (width > every depth): steps are the planned
+    # priority on shared links, so older pipeline rounds go first and every tree advances
+    # together. AllReduce: every reduction is emitted (and stepped) before the broadcasts that
+    # depend on it.
     step0 = 0
     for direction in ("in", "out"):
         rounds = max((len(c) for *_, c in tasks[direction]), default=0)
+        width = 1 + max((e[2] for _, edges, _, _ in tasks[direction] for e in edges), default=0)
         last = step0
         for q in range(rounds):
             for root, edges, routes, chunks in tasks[direction]:
                 if q >= len(chunks):
                     continue
                 if direction == "in":
-                    reduced[chunks[q]] = _lower_in(b, root, edges, routes, chunks[q], step0 + q)
+                    reduced[chunks[q]] = _lower_in(b, root, edges, routes, chunks[q],
+                                                  step0 + q * width)
                 else:
                     _lower_out(b, root, edges, routes, chunks[q], reduced.get(chunks[q], []),
-                               step0 + q)
+                               step0 + q * width)
                 depth = max((e[2] for e in edges), default=0)
-                last = max(last, step0 + q + depth + 1)
+                last = max(last, step0 + q * width + depth + 1)
         step0 = last
     return b.build()
 
