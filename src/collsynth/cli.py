@@ -200,7 +200,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     coll = _make_collective(args, topo)
     from .synth import parse_options
 
-    opts = parse_options(args.opt, args.algo)
+    opts = parse_options((args.opt or []) + ([f"k={args.k}"] if args.k is not None else []),
+                         args.algo)
     unknown_targets = set(opts) - {args.algo}
     if unknown_targets:
         raise CollsynthError(f"--opt for {sorted(unknown_targets)[0]!r} does not apply to "
@@ -550,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--demand", metavar="FILE",
                      help="custom collective: a JSON demand matrix (list of rows) or "
                           "{\"chunks\": [[src, [dsts]], ...]}")
+    syn.add_argument("--k", metavar="K", help="trees per root (forestcoll; same as --opt k=K)")
     syn.add_argument("--opt", action="append", metavar="KEY=VALUE",
                      help="algorithm option (repeatable), e.g. --opt rings=4; see `collsynth list`")
     syn.add_argument("--size", help="data size (e.g. 1GB): size-aware algorithms tune the "

@@ -1,0 +1,75 @@
+"""The forestcoll synthesizer: verified schedules for AllGather, ReduceScatter, AllReduce that
+approach the exact bound at large sizes."""
+
+import json
+
+import pytest
+
+from collsynth.bound import bound
+from collsynth.cli import main
+from collsynth.collective import Collective
+from collsynth.errors import CollsynthError
+from collsynth.sim import simulate
+from collsynth.synth import synthesize
+from collsynth.synth.forestcoll import optimal_allgather
+from collsynth.topology import load_topology
+from collsynth.verify import verify
+
+
+@pytest.mark.parametrize("spec", ["dgx_a100:nodes=2", "ndv2:chassis=2", "dgx1", "ring:n=6"])
+@pytest.mark.parametrize("kind", ["allgather", "reducescatter", "allreduce"])
+def test_verifies_and_never_beats_the_bound(spec, kind):
+    topo = load_topology(spec)
+    coll = Collective.make(kind, topo.num_ranks)
+    s = synthesize("forestcoll", topo, coll, size=1e9, k="1", pipeline="4")
+    verify(s)
+    t = simulate(s, 1e9).time_s
+    assert t >= bound(topo, coll, 1e9).time_s * (1 - 1e-9)
+    assert s.meta["forestcoll"]["k"] == 1 and s.meta["forestcoll"]["pipeline"] == 4
+
+
+@pytest.mark.parametrize("spec,kind,limit", [
+    ("dgx_a100:nodes=2", "allgather", 1.01),
+    ("dgx_a100:nodes=2", "reducescatter", 1.03),
+    ("ndv2:chassis=2", "allgather", 1.01),
+    ("dgx1", "allgather", 1.03),
+    ("dgx2:chassis=2", "allgather", 1.02),
+])
+def test_large_sizes_approach_the_exact_bound(spec, kind, limit):
+    topo = load_topology(spec)
+    coll = Collective.make(kind, topo.num_ranks)
+    s = synthesize("forestcoll", topo, coll, size=1e9)
+    verify(s)
+    ratio = simulate(s, 1e9).time_s / bound(topo, coll, 1e9).time_s
+    assert 1 - 1e-9 <= ratio <= limit
+
+
+def test_paper_value_dgx_a100():
+    # seed 003 §5.3: the 2-node DGX A100 AllGather optimum is M / 346.67 GB/s
+    opt = optimal_allgather(load_topology("dgx_a100:nodes=2"))
+    assert opt.algbw == pytest.approx(16 * 325e9 / 15)
+
+
+def test_options_and_errors():
+    topo = load_topology("dgx1")
+    coll = Collective.make("allgather", 8)
+    s = synthesize("forestcoll", topo, coll, k="opt", pipeline="2")
+    assert s.meta["forestcoll"]["k"] == optimal_allgather(topo).k
+    with pytest.raises(CollsynthError):
+        synthesize("forestcoll", topo, coll, k="zero")
+    with pytest.raises(CollsynthError):
+        synthesize("forestcoll", topo, coll, pipeline="0")
+    with pytest.raises(CollsynthError):
+        synthesize("forestcoll", topo, Collective.make("alltoall", 8))
+
+
+def test_cli_synth_with_k(tmp_path, capsys):
+    out = tmp_path / "fc.json"
+    code = main(["synth", "-t", "dgx_a100:nodes=2", "-c", "allgather", "--algo", "forestcoll",
+                 "--k", "1", "--size", "1GB", "-o", str(out), "--json"])
+    assert code == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["verified"]
+    saved = json.loads(out.read_text())
+    assert saved["meta"]["forestcoll"]["k"] == 1
+    assert saved["trees"]["trees"]
