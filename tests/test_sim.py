@@ -211,3 +211,16 @@ def test_bad_inputs():
         simulate(s, float("nan"))
     with pytest.raises(CollsynthError):
         simulate(s, 1e6, order="random")
+
+
+@pytest.mark.parametrize("spec,kind", [("random_regular:n=12,d=3,seed=4", "allgather"),
+                                       ("dgx_a100:nodes=2", "allreduce"),
+                                       ("star:n=6", "alltoall")])
+def test_fcfs_booking_equals_queues(spec, kind):
+    # with equal priorities, booking a link at request time is first-ready-first-served
+    topo = load_topology(spec)
+    s = synthesize("spt", topo, Collective.make(kind, topo.num_ranks, 3))
+    a = simulate(s, 1e7, order="fcfs")
+    b = simulate(s, 1e7, order="fcfs", _force_queues=True)
+    assert np.array_equal(a.hop_start_s, b.hop_start_s)
+    assert np.array_equal(a.op_finish_s, b.op_finish_s)

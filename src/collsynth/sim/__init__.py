@@ -123,7 +123,8 @@ def _order_arrays(s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.nda
 
 
 def simulate(schedule: Schedule, size: float, *, reduce_bw: float | None = None,
-             order: str = "auto", release: bool = False, compiled: bool = True) -> SimResult:
+             order: str = "auto", release: bool = False, compiled: bool = True,
+             _force_queues: bool = False) -> SimResult:
     """Simulate ``schedule`` moving ``size`` bytes (nccl-tests convention).
 
     ``order``: ``auto`` (= ``plan``) follows the schedule's plan: explicit per-link orders are
@@ -173,9 +174,12 @@ def simulate(schedule: Schedule, size: float, *, reduce_bw: float | None = None,
     pos, optr, ohops, prio, used = _order_arrays(s, "fcfs" if order == "fcfs" else "plan",
                                                  hop_link, hop_op, n_links)
     kernel = compiled_run_events() if compiled else run_events
+    reserve = bool(np.all(prio == prio[0])) if n_ops else True
+    if _force_queues:
+        reserve = False
     hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
         hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio, release_t,
-        extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_links)
+        extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_links, reserve)
     if done != n_ops:
         raise CollsynthError(f"simulation stalled with {n_ops - done} of {n_ops} operations "
                              f"never started (dependency cycle or planned link order that "

@@ -106,13 +106,15 @@ def _pop(ht, hk, hp, hr, hh, base, size):
 
 def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop, op_last_hop,
                op_prio, op_release, op_extra, succ_ptr, succ_ids, indeg, hop_order_pos,
-               link_order_ptr, link_order_hops, n_links):
+               link_order_ptr, link_order_hops, n_links, reserve):
     """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
 
     ``op_prio``: planned priority of each operation (0 everywhere for first-ready-first-served).
     ``op_extra``: time added after arrival (reduction cost). ``op_release``: earliest start of
     each operation. ``hop_order_pos[h]``: the hop's position in its link's explicit planned
-    order, or -1.
+    order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
+    (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
+    which is exactly first-ready-first-served, without queues or link-free events.
     """
     n_ops = op_first_hop.shape[0]
     n_hops = hop_link.shape[0]
@@ -170,7 +172,10 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
             if pos >= 0 and pos != next_pos[link]:
                 parked[h] = True
                 continue
-            if link_free_at[link] > t or qsize[link] > 0:
+            if reserve:
+                if link_free_at[link] > t:
+                    t = link_free_at[link]
+            elif link_free_at[link] > t or qsize[link] > 0:
                 # busy, or others already wait for it: queue up and compete when it frees
                 qsize[link] = _push(qt, qk, qp, qr, qh, qbase[link], qsize[link], 0.0, 0,
                                     op_prio[hop_op[h]], hop_req[h], h)
