@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
-from .engine import compiled_run_events, run_events
+from .engine import compiled_rank_times, compiled_run_events, rank_times, run_events
 
 ORDER_POLICIES = ("auto", "plan", "fcfs")
 
@@ -186,9 +186,7 @@ def simulate(schedule: Schedule, size: float, *, reduce_bw: float | None = None,
                              f"deadlocks; verify the schedule)")
     op_start = hop_start[op_first] if n_ops else np.zeros(0)
     total = float(op_finish.max()) if n_ops else 0.0
-    per_rank = np.zeros(t.num_ranks)
-    if n_ops:
-        np.maximum.at(per_rank, s.dst, op_finish)
-        np.maximum.at(per_rank, s.src, op_finish)
+    per_rank = (compiled_rank_times() if compiled else rank_times)(s.src, s.dst, op_finish,
+                                                                   t.num_ranks)
     return SimResult(s, float(size), total, per_rank, op_start, op_finish, hop_link, hop_op,
                      hop_start, hop_end, busy, used, _time.perf_counter() - wall0)

@@ -4,7 +4,7 @@ One *request* per hop (an operation's use of one link). See ``docs/simulator.md`
 The loop is written once, as plain Python on numpy arrays, and compiled by numba; the same
 function runs uncompiled (``compiled=False``) so tests can check both give identical results.
 
-Events, in a global heap ordered by (time, kind, priority, request time, id):
+Events, in a global heap ordered by (time, priority, id):
 
 * ``REQUEST`` of hop ``h`` at ``t``: the head of the operation's data reaches the link. If the
   link is idle the hop starts now; otherwise it waits in the link's own queue. A hop that is not
@@ -24,60 +24,45 @@ from __future__ import annotations
 
 import numpy as np
 
-REQUEST = 0
-FREE = 1
+def _less(a0, a1, a2, b0, b1, b2):
+    if a0 != b0:
+        return a0 < b0
+    if a1 != b1:
+        return a1 < b1
+    return a2 < b2
 
 
-def _less(t_a, k_a, p_a, r_a, h_a, t_b, k_b, p_b, r_b, h_b):
-    if t_a != t_b:
-        return t_a < t_b
-    if k_a != k_b:
-        return k_a < k_b
-    if p_a != p_b:
-        return p_a < p_b
-    if r_a != r_b:
-        return r_a < r_b
-    return h_a < h_b
-
-
-def _push(ht, hk, hp, hr, hh, base, size, t, k, p, r, h):
-    """Push onto the binary heap stored in ``h*[base:base+size]``; returns the new size."""
+def _push(k0, k1, k2, base, size, v0, v1, v2):
+    """Push (v0, v1, v2) onto the binary heap stored in ``k*[base:base+size]``; new size."""
     i = size
-    ht[base + i] = t
-    hk[base + i] = k
-    hp[base + i] = p
-    hr[base + i] = r
-    hh[base + i] = h
     while i > 0:
         parent = (i - 1) // 2
-        a = base + i
         b = base + parent
-        if _less(ht[a], hk[a], hp[a], hr[a], hh[a], ht[b], hk[b], hp[b], hr[b], hh[b]):
-            ht[a], ht[b] = ht[b], ht[a]
-            hk[a], hk[b] = hk[b], hk[a]
-            hp[a], hp[b] = hp[b], hp[a]
-            hr[a], hr[b] = hr[b], hr[a]
-            hh[a], hh[b] = hh[b], hh[a]
+        if _less(v0, v1, v2, k0[b], k1[b], k2[b]):
+            a = base + i
+            k0[a] = k0[b]
+            k1[a] = k1[b]
+            k2[a] = k2[b]
             i = parent
         else:
             break
+    a = base + i
+    k0[a] = v0
+    k1[a] = v1
+    k2[a] = v2
     return size + 1
 
 
-def _pop(ht, hk, hp, hr, hh, base, size):
-    """Remove the top of the heap in ``h*[base:base+size]``; returns (t, k, p, r, h, size)."""
-    t = ht[base]
-    k = hk[base]
-    p = hp[base]
-    r = hr[base]
-    h = hh[base]
+def _pop(k0, k1, k2, base, size):
+    """Remove the smallest entry of the heap in ``k*[base:base+size]``; (v0, v1, v2, size)."""
+    r0 = k0[base]
+    r1 = k1[base]
+    r2 = k2[base]
     size -= 1
     last = base + size
-    ht[base] = ht[last]
-    hk[base] = hk[last]
-    hp[base] = hp[last]
-    hr[base] = hr[last]
-    hh[base] = hh[last]
+    v0 = k0[last]
+    v1 = k1[last]
+    v2 = k2[last]
     i = 0
     while True:
         left = 2 * i + 1
@@ -85,23 +70,25 @@ def _pop(ht, hk, hp, hr, hh, base, size):
             break
         small = left
         right = left + 1
-        a = base + right
-        b = base + left
-        if right < size and _less(ht[a], hk[a], hp[a], hr[a], hh[a],
-                                  ht[b], hk[b], hp[b], hr[b], hh[b]):
-            small = right
-        a = base + small
-        b = base + i
-        if _less(ht[a], hk[a], hp[a], hr[a], hh[a], ht[b], hk[b], hp[b], hr[b], hh[b]):
-            ht[a], ht[b] = ht[b], ht[a]
-            hk[a], hk[b] = hk[b], hk[a]
-            hp[a], hp[b] = hp[b], hp[a]
-            hr[a], hr[b] = hr[b], hr[a]
-            hh[a], hh[b] = hh[b], hh[a]
+        if right < size:
+            a = base + right
+            b = base + left
+            if _less(k0[a], k1[a], k2[a], k0[b], k1[b], k2[b]):
+                small = right
+        c = base + small
+        if _less(k0[c], k1[c], k2[c], v0, v1, v2):
+            a = base + i
+            k0[a] = k0[c]
+            k1[a] = k1[c]
+            k2[a] = k2[c]
             i = small
         else:
             break
-    return t, k, p, r, h, size
+    a = base + i
+    k0[a] = v0
+    k1[a] = v1
+    k2[a] = v2
+    return r0, r1, r2, size
 
 
 def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop, op_last_hop,
@@ -115,9 +102,14 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
     order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
     (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
     which is exactly first-ready-first-served, without queues or link-free events.
+
+    Global events are keyed (time, priority, id): a request has id = hop and its operation's
+    priority; a link-free event has id = n_hops + link and priority +inf, so at equal times
+    every request is queued before the link picks the next hop.
     """
     n_ops = op_first_hop.shape[0]
     n_hops = hop_link.shape[0]
+    inf = np.inf
     busy = np.zeros(n_links)
     free_pending = np.zeros(n_links, dtype=np.bool_)
     link_free_at = np.zeros(n_links)
@@ -132,39 +124,36 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
     remaining = indeg.copy()
     # per-link waiting queues: heap segments sized by the number of hops on each link
     qbase = np.zeros(n_links + 1, dtype=np.int64)
-    for h in range(n_hops):
-        qbase[hop_link[h] + 1] += 1
-    for l in range(n_links):
-        qbase[l + 1] += qbase[l]
     qsize = np.zeros(n_links, dtype=np.int64)
-    qt = np.zeros(n_hops + 1)
-    qk = np.zeros(n_hops + 1, dtype=np.int64)
-    qp = np.zeros(n_hops + 1)
-    qr = np.zeros(n_hops + 1)
-    qh = np.zeros(n_hops + 1, dtype=np.int64)
+    if not reserve:
+        for h in range(n_hops):
+            qbase[hop_link[h] + 1] += 1
+        for l in range(n_links):
+            qbase[l + 1] += qbase[l]
+    qcap = n_hops + 1 if not reserve else 1
+    qp = np.zeros(qcap)
+    qr = np.zeros(qcap)
+    qh = np.zeros(qcap, dtype=np.int64)
     # global event heap
     cap = 2 * n_hops + n_links + 1
     et = np.empty(cap)
-    ek = np.empty(cap, dtype=np.int64)
     ep = np.empty(cap)
-    er = np.empty(cap)
-    eh = np.empty(cap, dtype=np.int64)
+    eid = np.empty(cap, dtype=np.int64)
     esize = 0
     for op in range(n_ops):
         if remaining[op] == 0:
             h0 = op_first_hop[op]
             hop_req[h0] = op_ready[op]
-            esize = _push(et, ek, ep, er, eh, 0, esize, op_ready[op], REQUEST, op_prio[op],
-                          op_ready[op], h0)
+            esize = _push(et, ep, eid, 0, esize, op_ready[op], op_prio[op], h0)
     done_ops = 0
     while esize > 0:
-        t, kind, p, r, x, esize = _pop(et, ek, ep, er, eh, 0, esize)
-        if kind == FREE:
-            link = x
+        t, p, x, esize = _pop(et, ep, eid, 0, esize)
+        if x >= n_hops:
+            link = x - n_hops
             free_pending[link] = False
             if qsize[link] == 0:
                 continue
-            _, _, _, _, h, qsize[link] = _pop(qt, qk, qp, qr, qh, qbase[link], qsize[link])
+            _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
         else:
             h = x
             link = hop_link[h]
@@ -177,12 +166,11 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
                     t = link_free_at[link]
             elif link_free_at[link] > t or qsize[link] > 0:
                 # busy, or others already wait for it: queue up and compete when it frees
-                qsize[link] = _push(qt, qk, qp, qr, qh, qbase[link], qsize[link], 0.0, 0,
-                                    op_prio[hop_op[h]], hop_req[h], h)
+                qsize[link] = _push(qp, qr, qh, qbase[link], qsize[link], op_prio[hop_op[h]],
+                                    hop_req[h], h)
                 if not free_pending[link]:
                     free_pending[link] = True
-                    esize = _push(et, ek, ep, er, eh, 0, esize, link_free_at[link], FREE, 0.0,
-                                  0.0, link)
+                    esize = _push(et, ep, eid, 0, esize, link_free_at[link], inf, n_hops + link)
                 continue
         # serve hop h on link at time t
         start = t
@@ -193,7 +181,7 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
         hop_end[h] = end
         if qsize[link] > 0 and not free_pending[link]:
             free_pending[link] = True
-            esize = _push(et, ek, ep, er, eh, 0, esize, end, FREE, 0.0, 0.0, link)
+            esize = _push(et, ep, eid, 0, esize, end, inf, n_hops + link)
         op = hop_op[h]
         tail = end + hop_alpha_tail[h]
         if tail > op_acc[op]:
@@ -206,12 +194,11 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
                 nh = link_order_hops[b0 + pos + 1]
                 if parked[nh]:
                     parked[nh] = False
-                    esize = _push(et, ek, ep, er, eh, 0, esize, t, REQUEST,
-                                  op_prio[hop_op[nh]], hop_req[nh], nh)
+                    esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
         if h < op_last_hop[op]:
             nt = start + hop_alpha[h]
             hop_req[h + 1] = nt
-            esize = _push(et, ek, ep, er, eh, 0, esize, nt, REQUEST, op_prio[op], nt, h + 1)
+            esize = _push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
             continue
         finish = op_acc[op] + op_extra[op]
         op_finish[op] = finish
@@ -224,12 +211,36 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
             if remaining[s] == 0:
                 h0 = op_first_hop[s]
                 hop_req[h0] = op_ready[s]
-                esize = _push(et, ek, ep, er, eh, 0, esize, op_ready[s], REQUEST, op_prio[s],
-                              op_ready[s], h0)
+                esize = _push(et, ep, eid, 0, esize, op_ready[s], op_prio[s], h0)
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
+def rank_times(src, dst, finish, n_ranks):
+    """Latest completion of an operation each rank sends or receives."""
+    out = np.zeros(n_ranks)
+    for i in range(src.shape[0]):
+        f = finish[i]
+        if f > out[src[i]]:
+            out[src[i]] = f
+        if f > out[dst[i]]:
+            out[dst[i]] = f
+    return out
+
+
 _compiled = None
+_compiled_rank_times = None
+
+
+def compiled_rank_times():
+    global _compiled_rank_times
+    if _compiled_rank_times is None:
+        try:
+            from numba import njit
+        except ImportError:  # pragma: no cover
+            _compiled_rank_times = rank_times
+            return _compiled_rank_times
+        _compiled_rank_times = njit(cache=True)(rank_times)
+    return _compiled_rank_times
 
 
 def compiled_run_events():
@@ -245,8 +256,7 @@ def compiled_run_events():
         globals_ = {"_less": less}
         push = njit(cache=True)(_rebind(_push, globals_))
         pop = njit(cache=True)(_rebind(_pop, globals_))
-        _compiled = njit(cache=True)(_rebind(run_events, {"_push": push, "_pop": pop, "np": np,
-                                                          "REQUEST": REQUEST, "FREE": FREE}))
+        _compiled = njit(cache=True)(_rebind(run_events, {"_push": push, "_pop": pop, "np": np}))
     return _compiled
 
 
