@@ -118,7 +118,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
                                              "doc": p.doc} for k, p in e.params.items()}}
                        for name, e in sorted(ZOO.items())},
         "algorithms": {name: {"summary": a.summary,
-                              "collectives": sorted(k.value for k in a.collectives)}
+                              "collectives": sorted(k.value for k in a.collectives),
+                              "options": dict(a.options), "size_aware": a.size_aware}
                        for name, a in sorted(algos.items())},
         "collectives": [k.value for k in CollKind],
     }
@@ -136,12 +137,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
         t.add_row(name, ", ".join(f"{k}={v['default']}" for k, v in e["params"].items()),
                   e["summary"])
     con.print(t)
-    t = Table(title="algorithms")
+    t = Table(title="algorithms (options: --opt KEY=VALUE)")
     t.add_column("name")
     t.add_column("collectives")
     t.add_column("summary")
+    t.add_column("options")
     for name, a in data["algorithms"].items():
-        t.add_row(name, ", ".join(a["collectives"]), a["summary"])
+        t.add_row(name, ", ".join(a["collectives"]), a["summary"],
+                  "; ".join(f"{k}: {v}" for k, v in a["options"].items()))
     con.print(t)
     con.print("collectives: " + ", ".join(data["collectives"]))
     return 0
