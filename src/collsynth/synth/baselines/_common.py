@@ -30,6 +30,7 @@ from ...errors import CollsynthError
 from ...schedule.ir import OpKind, Schedule, ScheduleBuilder
 from ...topology.model import Topology
 from ...topology.paths import RouteTable
+from ..options import int_option  # noqa: F401  (re-exported for the baselines)
 
 COPY = int(OpKind.COPY)
 REDUCE = int(OpKind.REDUCE)
@@ -38,24 +39,7 @@ REDUCE = int(OpKind.REDUCE)
 GROUP_ATTRS = ("chassis", "dc", "pod", "group")
 
 
-# ---------------------------------------------------------------------------------- options
-def int_option(value: Any, name: str, algo: str, minimum: int = 1) -> int | None:
-    """Parse an integer option (``None`` or ``"auto"`` stay ``None``)."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
-        return None
-    if isinstance(value, bool):
-        raise CollsynthError(f"{algo} option {name}={value!r} is not an integer")
-    try:
-        iv = int(value)
-        if isinstance(value, float) and iv != value:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise CollsynthError(f"{algo} option {name}={value!r} is not an integer") from None
-    if iv < minimum:
-        raise CollsynthError(f"{algo} option {name}={iv} must be at least {minimum}")
-    return iv
-
-
+# ---------------------------------------------------------------------------------- chunking
 def round_up_chunks(collective: Collective, multiple: int) -> tuple[Collective, str | None]:
     """The collective with chunks per rank rounded up to a multiple of ``multiple``.
 
