@@ -511,6 +511,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------- parser
+def _add_problem_args(p: argparse.ArgumentParser, chunks: bool = True) -> None:
+    """--topology, --collective, --root, --chunks and --demand (synth, bound, compare)."""
+    p.add_argument("--topology", "-t", required=True, metavar="SPEC",
+                   help="zoo NAME[:key=value,...] or a topology file")
+    p.add_argument("--collective", "-c", required=True, metavar="NAME",
+                   help="allgather, reducescatter, allreduce, broadcast, reduce, alltoall, "
+                        "gather, scatter or custom")
+    p.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
+    p.add_argument("--chunks", type=int, default=1,
+                   help="chunks per rank (default 1)" if chunks else argparse.SUPPRESS)
+    p.add_argument("--demand", metavar="FILE",
+                   help="custom collective: a JSON demand matrix (list of rows) or "
+                        "{\"chunks\": [[src, [dsts]], ...]}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="collsynth",
                 description="Design, bound, verify, simulate and export collective-communication "
@@ -544,16 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
     syn = sub.add_parser("synth", help="synthesize a schedule, verify it and write it",
                          description="Synthesize a schedule with ALGO, verify it with the "
                                      "independent verifier and write it as JSON.")
-    syn.add_argument("--topology", "-t", required=True, metavar="SPEC")
-    syn.add_argument("--collective", "-c", required=True, metavar="NAME",
-                     help="allgather, reducescatter, allreduce, broadcast, reduce, alltoall, "
-                          "gather, scatter or custom")
+    _add_problem_args(syn)
     syn.add_argument("--algo", "-a", default="spt", help="algorithm (see `collsynth list`)")
-    syn.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
-    syn.add_argument("--chunks", type=int, default=1, help="chunks per rank (default 1)")
-    syn.add_argument("--demand", metavar="FILE",
-                     help="custom collective: a JSON demand matrix (list of rows) or "
-                          "{\"chunks\": [[src, [dsts]], ...]}")
     syn.add_argument("--k", metavar="K", help="trees per root (forestcoll; same as --opt k=K)")
     syn.add_argument("--opt", action="append", metavar="KEY=VALUE",
                      help="algorithm option (repeatable), e.g. --opt rings=4; see `collsynth list`")
@@ -592,30 +599,22 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_cmd_simulate)
 
     bnd = sub.add_parser("bound", help="lower bound on the time of any schedule",
-                         description="Certified lower bounds (ingress, egress, latency; more as "
-                                     "methods land); the largest binds.")
-    bnd.add_argument("--topology", "-t", required=True, metavar="SPEC")
-    bnd.add_argument("--collective", "-c", required=True, metavar="NAME")
+                         description="Certified lower bounds (ingress, egress, latency, exact cuts, "
+                                     "demand cuts); the largest binds.")
+    _add_problem_args(bnd, chunks=False)
     bnd.add_argument("--size", "-s", required=True, help="collective size, e.g. 1GB")
-    bnd.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
-    bnd.add_argument("--chunks", type=int, default=1, help=argparse.SUPPRESS)
-    bnd.add_argument("--demand", metavar="FILE", help="custom collective demand (JSON)")
     bnd.add_argument("--json", action="store_true", help="print one JSON object")
     bnd.set_defaults(func=_cmd_bound)
 
     cmp_ = sub.add_parser("compare", help="compare algorithms across sizes",
                           description="Synthesize, verify and simulate each algorithm at each "
                                       "size; table, optional plot of algbw against size.")
-    cmp_.add_argument("--topology", "-t", required=True, metavar="SPEC")
-    cmp_.add_argument("--collective", "-c", required=True, metavar="NAME")
+    _add_problem_args(cmp_)
     cmp_.add_argument("--sizes", default="1KB,32KB,1MB,32MB,1GB",
                       help="comma-separated sizes (default 1KB,32KB,1MB,32MB,1GB)")
     cmp_.add_argument("--algos", default="all",
                       help="comma-separated algorithms, 'all' (every applicable one) or 'best' "
                            "(the best per size)")
-    cmp_.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
-    cmp_.add_argument("--chunks", type=int, default=1, help="chunks per rank (default 1)")
-    cmp_.add_argument("--demand", metavar="FILE", help="custom collective demand (JSON)")
     cmp_.add_argument("--opt", action="append", metavar="[ALGO.]KEY=VALUE",
                       help="algorithm option (repeatable): ALGO.KEY=VALUE for one algorithm, "
                            "KEY=VALUE for every algorithm that has that option")
