@@ -41,7 +41,9 @@ Finding rings (deterministic):
   rotation-extension heuristic on symmetric graphs (fixed-seed choices), else capped
   backtracking with reachability pruning; (c) the previous ring and its reverse;
 * above 256 ranks there is no cost matrix: ring 0 is the chassis-then-rank order if it is a
-  cycle (otherwise a capped Warnsdorff search) and ring 1 its reverse (fast: 1024 GPUs on one
+  cycle (otherwise a capped Warnsdorff search) and ring 1 its reverse; when ranks are grouped
+  into chassis, rings 2j and 2j+1 are the same with every chassis rotated by j GPUs, so their
+  chassis-to-chassis hops leave through other GPUs and NICs (fast: 1024 GPUs on one
   switch or on a ring take about a second);
 * ``rings=K`` asks for K rings (reused cyclically if fewer distinct rings exist). By default up
   to 8 rings are found and the schedule uses the smallest prefix with the best estimated ring
@@ -275,6 +277,23 @@ class RingFinder:
             if all(self.routes.route(order[i], order[(i + 1) % self.m]) is not None
                    for i in range(self.m)):
                 return self._make(order)
+            return None
+        # more rings: chassis-contiguous, each chassis entered one GPU further along (ring
+        # 2j and its reverse 2j+1 rotate every chassis by j), so successive rings cross between
+        # chassis through different GPUs and NICs, as NCCL's channels do
+        groups = self._groups()
+        if groups is None:
+            return None
+        j = index // 2
+        if any(j >= len(g) for g in groups):
+            return None
+        order_local = [i for g in groups for i in (g[j:] + g[:j])]
+        if index % 2:
+            order_local = [order_local[0]] + order_local[1:][::-1]
+        order = [self.ranks[i] for i in order_local]
+        if all(self.routes.route(order[i], order[(i + 1) % self.m]) is not None
+               for i in range(self.m)):
+            return self._make(order)
         return None
 
     def _relay_ring(self) -> Ring:
