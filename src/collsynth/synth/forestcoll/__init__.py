@@ -23,7 +23,10 @@ deterministic heuristics (farthest pairs first, breadth-first trees); when a log
 capacity is carried by several switch paths and a tree batch needs more than one of them, the
 batch is split into trees of smaller multiplicity with one route per edge; a composed switch
 path that revisits a switch is shortcut (it then uses fewer links). Allreduce's LP
-(Appendix E) and symmetry are not implemented. Edge splitting is guaranteed only for Eulerian
+(Appendix E) is not implemented. Symmetry (:mod:`.symmetry`, on by default from
+:data:`SYMMETRY_MIN_RANKS` ranks): trees for one root per orbit of a verified automorphism
+group, mapped to the others, same optimum, congestion re-checked, exact pipeline as fallback.
+Edge splitting is guaranteed only for Eulerian
 topologies (the paper's assumption); otherwise :attr:`LogicalTopology.preserved` says whether it
 worked; if it did not, :func:`forestcoll_trees` raises the per-tree capacity scale ``U`` in
 small steps until splitting works and reports the slowdown (``info["fallback"]``).
@@ -45,10 +48,15 @@ from .optimality import (Optimum, at_scale, fixed_k, integer_bandwidths, optimal
                          simplest_between)
 from .packing import pack_trees
 from .splitting import LogicalTopology, remove_switches
+from .symmetry import automorphisms, symmetric_trees
+
+#: Ranks from which :func:`forestcoll_trees` tries the symmetric fast path by default.
+SYMMETRY_MIN_RANKS = 32
 
 __all__ = ["Optimum", "LogicalTopology", "optimal_allgather", "fixed_k", "remove_switches",
            "pack_trees", "forestcoll_trees", "transpose", "simplest_between",
-           "integer_bandwidths", "route_trees", "tree_congestion"]
+           "integer_bandwidths", "route_trees", "tree_congestion", "automorphisms",
+           "symmetric_trees", "SYMMETRY_MIN_RANKS"]
 
 
 def transpose(topo: Topology) -> Topology:
@@ -166,7 +174,8 @@ def _height(n: int, root: int, edges) -> int:
 
 
 def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out", *,
-                     accelerate: bool = True, spread: bool = False
+                     accelerate: bool = True, spread: bool = False,
+                     symmetry: bool | None = None
                      ) -> tuple[TreeForm, Optimum, dict[str, Any]]:
     """The ForestColl pipeline: optimum (or fixed ``k``), switch removal, packing, routing.
 
@@ -178,6 +187,10 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
     ``k``: trees per root (None: the optimum's ``k``, Algorithm 1; else Algorithm 3).
     ``accelerate``: Newton steps in the searches (same result). ``spread``: see
     :mod:`.splitting` (default off = the paper's maximum split).
+    ``symmetry``: build trees for one root per orbit of a verified automorphism group and map
+    them to the other roots (:mod:`.symmetry`; same optimum, congestion re-checked, falls back
+    to splitting + packing when the greedy gets stuck or the check fails). None (default): only
+    for topologies with at least :data:`SYMMETRY_MIN_RANKS` ranks.
 
     Returns ``(TreeForm, Optimum, info)``; ``info`` holds ``k``, the bottleneck cut, tree heights,
     the congestion check (``congestion.ok``: no link carries more trees than its capacity, every
@@ -193,27 +206,47 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
         fixed_k(work, int(k), accelerate=accelerate)
     t1 = time.perf_counter()
     bound = opt
-    logical, _ = remove_switches(work, opt, spread=spread)
+    use_sym = symmetry if symmetry is not None else topo.num_ranks >= SYMMETRY_MIN_RANKS
+    sym_info: dict[str, Any] | None = None
+    routed = None
+    ts0 = time.perf_counter()
+    if use_sym:
+        got = symmetric_trees(work, opt)
+        if got is not None:
+            cand, sym_info = got
+            cong = tree_congestion(work, opt, cand)
+            if cong["ok"]:
+                routed = cand
+                packed = cand
+            else:  # pragma: no cover - the orbit accounting makes this impossible
+                sym_info = dict(sym_info, rejected="congestion check failed")
+        else:
+            sym_info = {"rejected": "no free automorphism group, or the greedy got stuck"}
+    t_sym = time.perf_counter() - ts0
     fallback_steps = 0
-    if not logical.preserved:
-        # Not Eulerian (the paper's assumption fails): raise U (per-tree capacity scale) in
-        # steps of 1/16 until edge splitting keeps k trees per root; the trees are then slower
-        # than the bound by the factor reported in info["fallback"].
-        U = opt.U
-        while not logical.preserved:
-            fallback_steps += 1
-            if fallback_steps > 400:
-                raise CollsynthError(
-                    f"ForestColl edge splitting failed on {topo.name!r} (not Eulerian)")
-            U = simplest_between(U * Fraction(33, 32), U * Fraction(17, 16))
-            opt = at_scale(work, bound.k, U, note="non-Eulerian fallback")
-            logical, _ = remove_switches(work, opt, spread=spread)
-    t2 = time.perf_counter()
+    logical = None
     pstats: dict = {}
-    packed = pack_trees(logical, opt.k, stats=pstats)
-    t3 = time.perf_counter()
-    routed = route_trees(work, logical, packed)
-    cong = tree_congestion(work, opt, routed)
+    t2 = t3 = time.perf_counter()
+    if routed is None:
+        logical, _ = remove_switches(work, opt, spread=spread)
+        if not logical.preserved:
+            # Not Eulerian (the paper's assumption fails): raise U (per-tree capacity scale) in
+            # steps of 1/16 until edge splitting keeps k trees per root; the trees are then
+            # slower than the bound by the factor reported in info["fallback"].
+            U = opt.U
+            while not logical.preserved:
+                fallback_steps += 1
+                if fallback_steps > 400:
+                    raise CollsynthError(
+                        f"ForestColl edge splitting failed on {topo.name!r} (not Eulerian)")
+                U = simplest_between(U * Fraction(33, 32), U * Fraction(17, 16))
+                opt = at_scale(work, bound.k, U, note="non-Eulerian fallback")
+                logical, _ = remove_switches(work, opt, spread=spread)
+        t2 = time.perf_counter()
+        packed = pack_trees(logical, opt.k, stats=pstats)
+        t3 = time.perf_counter()
+        routed = route_trees(work, logical, packed)
+        cong = tree_congestion(work, opt, routed)
     t4 = time.perf_counter()
     n = topo.num_ranks
     trees = []
@@ -247,12 +280,13 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
                        "overloaded_links": cong["overloaded_links"],
                        "max_load_over_cap": cong["max_load_over_cap"],
                        "inv_x": cong["inv_x"], "meets_bound": cong["inv_x"] <= opt.inv_x},
-        "logical_arcs": len(logical.caps),
-        "dropped_capacity": dict(logical.dropped),
-        "timings_s": {"optimum": t1 - t0, "split": t2 - t1, "pack": t3 - t2,
-                      "route": t4 - t3, "total": t4 - t0},
+        "symmetry": sym_info,
+        "logical_arcs": len(logical.caps) if logical is not None else None,
+        "dropped_capacity": dict(logical.dropped) if logical is not None else {},
+        "timings_s": {"optimum": t1 - t0, "symmetry": t_sym, "split": t2 - t1 - t_sym,
+                      "pack": t3 - t2, "route": t4 - t3, "total": t4 - t0},
         "maxflows": {"optimum": opt.stats.get("maxflows"),
-                     "split": logical.stats.get("maxflows"),
+                     "split": logical.stats.get("maxflows") if logical is not None else 0,
                      "pack": pstats.get("maxflows"),
                      "total": _flow.COUNTERS["maxflows"] - mf0},
     }

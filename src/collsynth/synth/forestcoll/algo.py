@@ -4,7 +4,8 @@ AllGather uses the packed out-trees, ReduceScatter the in-trees built on the tra
 (§4.6), AllReduce both (reduce up the in-trees, then broadcast down the out-trees; Appendix E's
 LP is not used, so the two tree sets split each root's data alike: the in-trees use the
 out-trees' ``k`` through Algorithm 3). Trees are lowered by
-:func:`collsynth.schedule.trees.lower`: every root's data is cut into ``k * pipeline`` chunks.
+:func:`collsynth.schedule.trees.lower`: every root's data is cut into ``k * pipeline`` chunks;
+a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees (see :func:`_unit_trees`).
 
 Per size (departure from the paper, which fixes ``k`` and leaves pipelining to the runtime):
 with ``k`` and ``pipeline`` left to ``auto`` the synthesizer scans small ``k`` (1, 2, 4 and the
@@ -20,6 +21,7 @@ so that 1000-GPU schedules stay tractable.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ...collective import CollKind, Collective
@@ -50,6 +52,21 @@ def _trees(topology: Topology, kind: CollKind, k: int | None) -> tuple[TreeForm,
     form = TreeForm(list(in_form.trees) + list(out_form.trees))
     return form, {"out": out_info, "in": in_info, "inv_x": out_opt.inv_x + in_opt.inv_x,
                   "k": out_opt.k}
+
+
+def _unit_trees(form: TreeForm) -> TreeForm:
+    """Every tree of multiplicity ``m`` as ``m`` trees of multiplicity 1.
+
+    :func:`~collsynth.schedule.trees.lower` gives a tree of multiplicity ``m`` ``m * pipeline``
+    chunks and prioritises by chunk index, so such a tree advances no faster than a
+    multiplicity-1 tree on shared links although it owns ``m`` times the bandwidth, and then
+    finishes alone (links idle). As ``m`` copies every tree owns one share and all advance
+    together: same operations and loads; on mi250:chassis=2 at 1 GB with k = 4, P = 64 the
+    simulated AllGather goes from 1.10x to 1.05x the bound and ReduceScatter from 1.40x to 1.06x.
+    """
+    if all(t.mult == 1 for t in form.trees):
+        return form
+    return TreeForm([dataclasses.replace(t, mult=1) for t in form.trees for _ in range(t.mult)])
 
 
 def _height(info: dict) -> int:
@@ -139,5 +156,5 @@ def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeli
                                   "congestion_ok": inf["congestion"]["ok"],
                                   "fallback": inf["fallback"],
                                   "synth_time_s": inf["timings_s"]["total"]}
-    return lower(topology, collective.with_chunks(1), cand["form"], pipeline=p,
+    return lower(topology, collective.with_chunks(1), _unit_trees(cand["form"]), pipeline=p,
                  meta={"forestcoll": info})

@@ -22,8 +22,9 @@ Implementation choices (not in the paper; optimality is unaffected):
   then rank), so the trees come out breadth-first and short. Arcs that gave ``mu = 0`` to a root
   set are tried last by it afterwards (every arc is still tried before giving up).
 * In ``D̄``, root sets that already contain ``y`` are left out together with their ``m`` (their
-  arc ``x -> s_i -> y`` is always saturated and cancels in the formula), and root sets with the
-  same vertex set share one node ``s_i`` with the summed capacity. Both leave ``mu`` unchanged.
+  arc ``x -> s_i -> y`` is always saturated and cancels in the formula); this leaves ``mu``
+  unchanged. ``D̄`` is built vectorised from a root-set membership matrix, one node ``s_i`` per
+  root set (the same max-flow as sharing one node between root sets with equal members).
 """
 
 from __future__ import annotations
@@ -80,42 +81,34 @@ def pack_trees(logical, k: int | None = None, *, stats: dict | None = None
     for (a, b) in arcs:
         outn[a].append(b)
     sets: list[_RootSet] = [_RootSet(u, k, {u}, {u: 0}, [u], 1 << u) for u in range(n)]
-    member_arr: dict[int, np.ndarray] = {}
     st = {"mu_flows": 0, "mu_zero": 0, "set_splits": 0}
-
-    def members_of(mask: int) -> np.ndarray:
-        arr = member_arr.get(mask)
-        if arr is None:
-            arr = np.array([v for v in range(n) if mask >> v & 1], dtype=np.int64)
-            member_arr[mask] = arr
-        return arr
+    # membership matrix (row = root set) and multiplicities, grown as root sets split
+    mem = np.zeros((max(2 * n, 8), n), dtype=bool)
+    mem[np.arange(n), np.arange(n)] = True
+    mult = np.zeros(mem.shape[0], dtype=np.int64)
+    mult[:n] = k
 
     def mu_of(i: int, x: int, y: int) -> int:
+        # D̄ of Theorem 12 with one node per other root set not containing y (root sets with
+        # the same members could share a node; the max-flow value is the same)
         me = sets[i]
         cap_xy = int(a_cap[arc_id[(x, y)]])
-        groups: dict[int, int] = {}
-        ybit = 1 << y
-        for j, r in enumerate(sets):
-            if j != i and not r.mask & ybit:
-                groups[r.mask] = groups.get(r.mask, 0) + r.m
-        total_m = sum(groups.values())
+        S = len(sets)
+        sel = ~mem[:S, y]
+        sel[i] = False
+        rows = np.flatnonzero(sel)
+        ms = mult[rows]
+        total_m = int(ms.sum())
         inf = int(a_cap.sum()) + total_m + 1
-        tails = [a_tail]
-        heads = [a_head]
-        caps = [a_cap]
-        node = n
-        gnodes = np.arange(n, n + len(groups), dtype=np.int64)
-        tails.append(np.full(len(groups), x, dtype=np.int64))
-        heads.append(gnodes)
-        caps.append(np.fromiter(groups.values(), dtype=np.int64, count=len(groups)))
-        for mask in groups:
-            mem = members_of(mask)
-            tails.append(np.full(len(mem), node, dtype=np.int64))
-            heads.append(mem)
-            caps.append(np.full(len(mem), inf, dtype=np.int64))
-            node += 1
+        r_loc, cols = np.nonzero(mem[rows])
+        g = len(rows)
+        tails = np.concatenate([a_tail, np.full(g, x, dtype=np.int64),
+                                n + r_loc.astype(np.int64)])
+        heads = np.concatenate([a_head, np.arange(n, n + g, dtype=np.int64),
+                                cols.astype(np.int64)])
+        caps = np.concatenate([a_cap, ms, np.full(len(cols), inf, dtype=np.int64)])
         st["mu_flows"] += 1
-        net = FlowNet(node, np.concatenate(tails), np.concatenate(heads), np.concatenate(caps))
+        net = FlowNet(n + g, tails, heads, caps)
         f = net.solve(x, y)
         return max(0, min(cap_xy, me.m, f - total_m))
 
@@ -143,11 +136,19 @@ def pack_trees(logical, k: int | None = None, *, stats: dict | None = None
                 r.failed.add((x, y))
                 continue
             if mu < r.m:
+                j = len(sets)
                 sets.append(r.copy(r.m - mu))
-                queue.append(len(sets) - 1)
+                if j >= mem.shape[0]:
+                    mem = np.concatenate([mem, np.zeros_like(mem)])
+                    mult = np.concatenate([mult, np.zeros_like(mult)])
+                mem[j] = mem[i]
+                mult[j] = r.m - mu
+                queue.append(j)
                 r.m = mu
+                mult[i] = mu
                 st["set_splits"] += 1
             r.edges.append((x, y))
+            mem[i, y] = True
             r.members.add(y)
             r.mask |= 1 << y
             r.depth[y] = r.depth[x] + 1
