@@ -11,7 +11,7 @@ Suites:
 * ``paper`` — the papers' platforms (NDv2 x2, DGX-A100 x2, MI250 x2), AllGather and AllReduce,
   1KB..1GB.
 * ``scale`` — 64 to 1024 GPUs (ring on rail-optimised and torus fabrics; ForestColl on DGX A100
-  up to 64 GPUs for now): synthesis, verification and simulation time and quality.
+  to 1024 GPUs and on MI250): synthesis, verification and simulation time and quality.
 * ``sim`` — simulator throughput (transfer-hops simulated per second) and the 1024-GPU ring
   AllGather with 8 chunks per rank.
 """
@@ -83,9 +83,10 @@ def _cases_scale() -> list[Case]:
         cases.append(Case(f"h800_rails:servers={servers}", "allgather", "ring", (1 * GB,)))
     for side in (8, 16, 32):              # 64 .. 1024 GPUs
         cases.append(Case(f"torus2d:w={side},h={side}", "allgather", "ring", (1 * GB,)))
-    # ForestColl's tree construction does not scale to 1000 GPUs yet (issue 4): 16 .. 64 GPUs
-    for nodes in (2, 4, 8):
+    for nodes in (2, 8, 32, 128):          # 16 .. 1024 GPUs
         cases.append(Case(f"dgx_a100:nodes={nodes}", "allgather", "forestcoll", (1 * GB,)))
+    for chassis in (2, 4):
+        cases.append(Case(f"mi250:chassis={chassis}", "allgather", "forestcoll", (1 * GB,)))
     return cases
 
 
