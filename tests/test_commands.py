@@ -125,3 +125,27 @@ def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "tiny.md").read_text().startswith("# bench suite")
     code, _, err = run(capsys, "bench", "nosuch", "--out", str(tmp_path))
     assert code == 2
+
+
+def test_export_msccl_and_check_xml(tmp_path, capsys):
+    sched = str(tmp_path / "ar.json")
+    xml = str(tmp_path / "ar.xml")
+    assert main(["synth", "-t", "dgx1", "-c", "allreduce", "--algo", "spt", "-o", sched]) == 0
+    code, out, err = run(capsys, "export", "msccl", sched, "--dialect", "executor",
+                         "--min-bytes", "1KB", "--max-bytes", "1GB", "-o", xml, "--json")
+    assert code == 0, err
+    info = one_json(out)
+    assert info["checked"] and info["ngpus"] == 8
+    text = open(xml).read()
+    assert not text.startswith("<?xml") and "\t" not in text and 'outofplace="1"' in text
+    assert 'minBytes="1000"' in text and 'maxBytes="1000000000"' in text
+    code, out, _ = run(capsys, "check-xml", xml, "--topology", "dgx1", "--json")
+    assert code == 0 and one_json(out)["ok"]
+    # a planted defect: a dependency target that never publishes its completion
+    broken = str(tmp_path / "broken.xml")
+    with open(broken, "w") as f:
+        f.write(text.replace('hasdep="1"', 'hasdep="0"', 1))
+    code, _, err = run(capsys, "check-xml", broken)
+    assert code == 2 and "hasdep" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "check-xml", str(tmp_path / "missing.xml"))
+    assert code == 2 and "not found" in err

@@ -441,6 +441,58 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}/{args.suite}.json and .md ({summ['rows']} rows{extra})")
     return 0
 
+
+# ---------------------------------------------------------------------------------- export
+def _cmd_export_msccl(args: argparse.Namespace) -> int:
+    from .export import check_msccl_xml, to_msccl_xml
+    from .schedule.io import load_schedule
+
+    sched = load_schedule(args.schedule)
+    min_b = parse_size(args.min_bytes, "--min-bytes") if args.min_bytes else None
+    max_b = parse_size(args.max_bytes, "--max-bytes") if args.max_bytes else None
+    if args.instances < 1:
+        raise CollsynthError(f"--instances must be at least 1, got {args.instances}")
+    xml = to_msccl_xml(sched, dialect=args.dialect, proto=args.proto, instances=args.instances,
+                       min_bytes=min_b, max_bytes=max_b, inplace=args.inplace)
+    root = sched.collective.root if sched.collective.rooted else 0
+    report = check_msccl_xml(xml, sched.topology, dialect=args.dialect, root=root or 0)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(xml)
+    except OSError as e:
+        raise CollsynthError(f"cannot write {args.output}: {e.strerror or e}") from None
+    info = {"output": args.output, "dialect": args.dialect, "checked": report.ok,
+            **{k: v for k, v in report.to_dict().items() if k not in ("ok",)}}
+    if args.json:
+        _emit_json(info)
+    else:
+        print(f"wrote {args.output} ({args.dialect} dialect, {report.ngpus} GPUs, "
+              f"{report.nchannels} channel(s), {report.threadblocks} thread blocks, "
+              f"{report.steps} steps); the independent XML checker passed")
+    return 0
+
+
+def _cmd_check_xml(args: argparse.Namespace) -> int:
+    from .export import check_msccl_xml
+    from .topology import load_topology
+
+    topo = load_topology(args.topology) if args.topology else None
+    try:
+        with open(args.xml, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise CollsynthError(f"file not found: {args.xml}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise CollsynthError(f"cannot read {args.xml}: {e.__class__.__name__}") from None
+    report = check_msccl_xml(text, topo, dialect=args.dialect, root=args.root)
+    if args.json:
+        _emit_json({"xml": args.xml, **report.to_dict()})
+    else:
+        print(f"OK: {args.xml}: {report.coll} on {report.ngpus} GPUs ({report.dialect} dialect), "
+              f"{report.threadblocks} thread blocks, {report.steps} steps, {report.transfers} "
+              f"transfers; checks: {', '.join(report.checks)}")
+    return 0
+
 # ---------------------------------------------------------------------------------- demo
 DEMO_TOPOLOGIES = ("dgx1", "ndv2:chassis=2", "dgx2:chassis=2", "mi250:chassis=2",
                    "dgx_a100:nodes=2", "wan:dcs=3,gpus=8")
@@ -631,6 +683,36 @@ def build_parser() -> argparse.ArgumentParser:
     ben.add_argument("--out", default="bench/results", help="results folder")
     ben.add_argument("--json", action="store_true", help="print one JSON object")
     ben.set_defaults(func=_cmd_bench)
+
+    exp_ = sub.add_parser("export", help="export a schedule to a runtime format",
+                          description="Export a schedule file; the output is checked by the "
+                                      "independent XML checker before it is written.")
+    esub = exp_.add_subparsers(dest="export_format", metavar="FORMAT", parser_class=_Parser)
+    esub.required = True
+    ms = esub.add_parser("msccl", help="MSCCL XML (old fork or executor dialect)")
+    ms.add_argument("schedule", metavar="SCHEDULE.json")
+    ms.add_argument("--dialect", choices=("msccl", "executor"), default="msccl")
+    ms.add_argument("--proto", choices=("Simple", "LL", "LL128"), default="Simple")
+    ms.add_argument("--instances", type=int, default=1, help="copies of the program (channels)")
+    ms.add_argument("--inplace", action="store_true", help="in-place buffers")
+    ms.add_argument("--min-bytes", metavar="SIZE", help="executor: smallest size this XML serves")
+    ms.add_argument("--max-bytes", metavar="SIZE", help="executor: largest size this XML serves")
+    ms.add_argument("-o", "--output", required=True, help="XML file to write")
+    ms.add_argument("--json", action="store_true", help="print one JSON object")
+    ms.set_defaults(func=_cmd_export_msccl)
+
+    chk = sub.add_parser("check-xml", help="check an MSCCL XML file independently",
+                         description="Parse an MSCCL XML file, enforce the structural rules, pair "
+                                     "sends and receives, detect cycles and deadlocks, execute it "
+                                     "symbolically and confirm the collective's postcondition.")
+    chk.add_argument("xml", metavar="FILE.xml")
+    chk.add_argument("--topology", "-t", metavar="SPEC",
+                     help="check GPU count and that every sending pair has a route")
+    chk.add_argument("--dialect", choices=("msccl", "executor"), default=None,
+                     help="default: detected from the attributes")
+    chk.add_argument("--root", type=int, default=0, help="root of broadcast/reduce programs")
+    chk.add_argument("--json", action="store_true", help="print one JSON object")
+    chk.set_defaults(func=_cmd_check_xml)
 
     demo = sub.add_parser("demo", help="run the built-in example end to end")
     demo.add_argument("--plot", metavar="FILE.png", help="also plot the comparison")

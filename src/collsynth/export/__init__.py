@@ -1,0 +1,12 @@
+"""Exporters: schedule IR -> runtime formats (MSCCL XML) and an independent XML checker.
+
+* :func:`collsynth.export.msccl.to_msccl_xml` lowers a verified schedule to MSCCL XML
+  (``msccl`` = microsoft/msccl old fork, ``executor`` = Azure/msccl-executor-nccl / RCCL).
+* :func:`collsynth.export.check.check_msccl_xml` parses an MSCCL XML file on its own and
+  checks it structurally and by symbolic execution.
+"""
+
+from .check import XmlCheckError, XmlCheckReport, check_msccl_xml
+from .msccl import to_msccl_xml
+
+__all__ = ["to_msccl_xml", "check_msccl_xml", "XmlCheckError", "XmlCheckReport"]

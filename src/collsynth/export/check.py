@@ -1,0 +1,774 @@
+"""An independent MSCCL XML checker (shares no code with the exporter).
+
+:func:`check_msccl_xml` reads MSCCL XML text with its own strict parser and checks, in order
+(the first violation raises :class:`XmlCheckError`, one line naming the GPU, thread block and
+step; ``XmlCheckError.check`` names the rule):
+
+``format``        no ``<?xml?>`` declaration, no tabs, double-quoted attributes on the tag's own
+                  line, at most 16 attributes per element, at most 1024 children per element.
+``structure``     required attributes per dialect, known protocol/collective/buffers/step types,
+                  GPU ids 0..ngpus-1 once each, contiguous thread-block ids, peers in range and
+                  not the GPU itself, ``chan`` < ``nchannels`` <= 32, at most one thread block
+                  per (channel, send peer) and per (channel, recv peer), at most 32 sending and
+                  32 receiving thread blocks per channel, ``s`` equal to the step's position,
+                  the step limit (256 old fork, 64 executor), ``cnt`` in 1..71 (nops: 0..71),
+                  offsets inside their buffer, send/receive halves only with a peer, at most
+                  4096 parsed nodes per rank; msccl dialect: i_chunks/o_chunks consistent with
+                  nchunksperloop; with a topology: ngpus matches and every (sender, send peer)
+                  pair has a direct route.
+``dependency``    ``depid``/``deps`` name an existing non-nop step of another thread block of the
+                  same GPU that has ``hasdep="1"``; every nop carries a dependency and a nop
+                  chain ends on a step with its own dependency.
+``pairing``       per (sender, receiver, channel) the sending steps and the receiving steps agree
+                  in number and, in order, in ``cnt``.
+``dependency-cycle`` the thread-block order plus the dependencies have no cycle.
+``deadlock``      symbolic execution of all thread blocks (FIFO per (sender, receiver, channel)
+                  with ``fifo_slots`` slots; a step runs when its dependencies are done, its
+                  data has arrived and, for a send, a slot is free) finishes every step.
+``data``          no step reads an empty location, writes a chunk into the output slot of
+                  another chunk, combines a contribution twice, or reduces in a non-reducing
+                  collective.
+``race``          accesses of one location (GPU, buffer, offset) by different thread blocks are
+                  ordered (vector clocks: thread-block order, dependencies, send -> matching
+                  receive) when one is a reduction, or when a write changes what another
+                  access reads or writes.
+``postcondition`` at the end every output location holds what the collective requires
+                  (reductions: each rank's contribution exactly once).
+
+Chunks are MSCCL chunks (1/nchunksperloop of the larger buffer). Collectives and their
+buffers: allgather (i: own ``c`` chunks, o: ``n*c``; in-place: own chunks already in o),
+reduce_scatter/reducescatter (i: ``n*c`` contributions, o: ``c`` results; in-place: results in
+i), allreduce (i contributions, o results; in-place: i), alltoall (i[d*c+j] at s -> o[s*c+j]
+at d), broadcast and reduce (root given by ``root``, default 0).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import CollsynthError
+
+_COLLS = {"allgather", "reduce_scatter", "reducescatter", "allreduce", "alltoall",
+          "broadcast", "reduce"}
+_STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
+               "hasdep")
+# type -> (sends, receives, reads src, writes dst, reduces)
+_TYPES = {
+    "s": (True, False, True, False, False),
+    "r": (False, True, False, True, False),
+    "rcs": (True, True, False, True, False),
+    "rrs": (True, True, True, False, True),
+    "rrc": (False, True, True, True, True),
+    "rrcs": (True, True, True, True, True),
+    "cpy": (False, False, True, True, False),
+    "re": (False, False, True, True, True),
+    "nop": (False, False, False, False, False),
+}
+
+
+class XmlCheckError(CollsynthError):
+    """The XML breaks a rule; ``check`` names the rule."""
+
+    def __init__(self, message: str, *, check: str):
+        super().__init__(f"{check}: {message}")
+        self.check = check
+
+
+@dataclass
+class XmlCheckReport:
+    ok: bool
+    dialect: str
+    coll: str
+    ngpus: int
+    nchannels: int
+    nchunksperloop: int
+    inplace: bool
+    threadblocks: int
+    steps: int
+    transfers: int
+    checks: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _fail(check: str, msg: str):
+    raise XmlCheckError(msg, check=check)
+
+
+# ---------------------------------------------------------------------- strict mini-parser
+@dataclass
+class _Elem:
+    tag: str
+    attrs: dict
+    line: int
+    children: list = field(default_factory=list)
+
+
+_TOKEN = re.compile(r"<!--.*?-->|<[^>]*>|[^<]+", re.S)
+_ATTR = re.compile(r'([A-Za-z_][\w.-]*)="([^"<>]*)"')
+
+
+def _parse(text: str) -> _Elem:
+    if "\t" in text:
+        line = text[:text.index("\t")].count("\n") + 1
+        _fail("format", f"line {line}: tab character (MSCCL's parser allows only spaces and "
+                        f"newlines between elements)")
+    stripped = text.lstrip(" \r\n")
+    if stripped.startswith("<?"):
+        _fail("format", "XML declaration '<?xml ...?>' is not allowed (the first element must "
+                        "be <algo>)")
+    if not (stripped.startswith("<algo") or stripped.startswith("<!--")):
+        _fail("format", "the document must start with <algo> or a comment")
+    root = None
+    stack: list[_Elem] = []
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0)
+        line = text.count("\n", 0, m.start()) + 1
+        if tok.startswith("<!--"):
+            continue
+        if not tok.startswith("<"):
+            if tok.strip(" \r\n"):
+                _fail("format", f"line {line}: unexpected text {tok.strip()[:30]!r}")
+            continue
+        if tok.startswith("<?") or tok.startswith("<!"):
+            _fail("format", f"line {line}: {tok[:20]!r} is not allowed")
+        if "\n" in tok or "\r" in tok:
+            _fail("format", f"line {line}: a tag spans several lines (attributes must be on "
+                            f"the tag's line)")
+        if tok.startswith("</"):
+            tag = tok[2:-1].strip()
+            if not stack or stack[-1].tag != tag:
+                _fail("format", f"line {line}: unexpected closing tag </{tag}>")
+            stack.pop()
+            continue
+        body = tok[1:-1]
+        selfclose = body.endswith("/")
+        if selfclose:
+            body = body[:-1]
+        mt = re.match(r"([A-Za-z_][\w-]*)", body)
+        if not mt:
+            _fail("format", f"line {line}: malformed tag {tok[:30]!r}")
+        tag = mt.group(1)
+        rest = body[mt.end():]
+        attrs: dict = {}
+        i = 0
+        nslots = 0
+        while i < len(rest):
+            if rest[i] == " ":
+                j = i
+                while j < len(rest) and rest[j] == " ":
+                    j += 1
+                nslots += j - i - 1  # extra spaces create empty attribute slots
+                i = j
+                continue
+            ma = _ATTR.match(rest, i)
+            if not ma:
+                _fail("format", f"line {line}: <{tag}> has a malformed attribute near "
+                                f"{rest[i:i + 20]!r} (values must be in double quotes)")
+            if ma.group(1) in attrs:
+                _fail("format", f"line {line}: <{tag}> repeats attribute {ma.group(1)!r}")
+            attrs[ma.group(1)] = ma.group(2)
+            nslots += 1
+            i = ma.end()
+            if i < len(rest) and rest[i] != " ":
+                _fail("format", f"line {line}: attributes of <{tag}> must be separated by "
+                                f"spaces")
+        if nslots > 16:
+            _fail("format", f"line {line}: <{tag}> has more than 16 attribute slots")
+        el = _Elem(tag, attrs, line)
+        if stack:
+            stack[-1].children.append(el)
+            if len(stack[-1].children) > 1024:
+                _fail("format", f"line {line}: <{stack[-1].tag}> has more than 1024 children")
+        elif root is None:
+            root = el
+        else:
+            _fail("format", f"line {line}: a second top-level element <{tag}>")
+        if not selfclose:
+            stack.append(el)
+    if stack:
+        _fail("format", f"<{stack[-1].tag}> (line {stack[-1].line}) is never closed")
+    if root is None or root.tag != "algo":
+        _fail("format", "the top-level element must be <algo>")
+    return root
+
+
+def _int(el: _Elem, key: str, where: str, check: str = "structure") -> int:
+    if key not in el.attrs:
+        _fail(check, f"{where} lacks attribute {key!r}")
+    v = el.attrs[key]
+    if not re.fullmatch(r"-?\d+", v):
+        _fail(check, f"{where}: {key}={v!r} is not an integer")
+    return int(v)
+
+
+# ---------------------------------------------------------------------- model
+@dataclass
+class _St:
+    gpu: int
+    tb: int
+    i: int
+    type: str
+    srcbuf: str
+    srcoff: int
+    dstbuf: str
+    dstoff: int
+    cnt: int
+    depid: int
+    deps: int
+    hasdep: int
+    waits: list = field(default_factory=list)  # (tb, step)
+
+    def where(self) -> str:
+        return f"gpu {self.gpu} tb {self.tb} step {self.i} ({self.type})"
+
+
+@dataclass
+class _Tb:
+    gpu: int
+    id: int
+    send: int
+    recv: int
+    chan: int
+    steps: list
+
+
+def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
+                    root: int = 0, fifo_slots: int = 1) -> XmlCheckReport:
+    """Check MSCCL XML ``text``; raise :class:`XmlCheckError` at the first violation.
+
+    ``topology`` (optional, a collsynth Topology): ``ngpus`` must equal its rank count and every
+    send peer pair must have a direct route (through switches only) in it. ``dialect``:
+    ``msccl``/``executor`` or None (detect: ``outofplace`` or ``reducescatter`` -> executor).
+    ``root``: root rank of broadcast/reduce (not stored in MSCCL XML). ``fifo_slots``:
+    transfers a (sender, receiver, channel) connection buffers (1 = most conservative).
+    """
+    checks: list[str] = []
+    algo = _parse(text)
+    checks.append("format")
+    A = algo.attrs
+    if dialect is None:
+        dialect = "executor" if ("outofplace" in A or A.get("coll") == "reducescatter") \
+            else "msccl"
+    if dialect not in ("msccl", "executor"):
+        _fail("structure", f"unknown dialect {dialect!r}")
+    for key in ("proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace"):
+        if key not in A:
+            _fail("structure", f"<algo> lacks attribute {key!r}")
+    if dialect == "msccl" and "name" not in A:
+        _fail("structure", "<algo> lacks attribute 'name' (required by the msccl dialect)")
+    if dialect == "executor":
+        for key in ("outofplace", "minBytes", "maxBytes"):
+            if key not in A:
+                _fail("structure", f"<algo> lacks attribute {key!r} (required by the "
+                                   f"executor dialect)")
+    if A["proto"] not in ("Simple", "LL", "LL128"):
+        _fail("structure", f"<algo> proto={A['proto']!r} is not Simple, LL or LL128")
+    coll = A["coll"]
+    if coll not in _COLLS:
+        _fail("structure", f"<algo> coll={coll!r} is not supported by the checker")
+    if dialect == "msccl" and coll == "reducescatter":
+        _fail("structure", "coll='reducescatter' is the executor spelling; the msccl dialect "
+                           "needs 'reduce_scatter'")
+    if dialect == "executor" and coll == "reduce_scatter":
+        _fail("structure", "coll='reduce_scatter' is the old-fork spelling; the executor "
+                           "needs 'reducescatter'")
+    coll = "reducescatter" if coll == "reduce_scatter" else coll
+    nch = _int(algo, "nchannels", "<algo>")
+    ncpl = _int(algo, "nchunksperloop", "<algo>")
+    ngpus = _int(algo, "ngpus", "<algo>")
+    inplace = _int(algo, "inplace", "<algo>")
+    if inplace not in (0, 1):
+        _fail("structure", "<algo> inplace must be 0 or 1")
+    if dialect == "executor":
+        oop = _int(algo, "outofplace", "<algo>")
+        if oop not in (0, 1) or oop == inplace:
+            _fail("structure", "<algo> needs exactly one of inplace/outofplace set to 1 (the "
+                               "checker checks one mode)")
+        for key in ("minBytes", "maxBytes"):
+            if _int(algo, key, "<algo>") < 0:
+                _fail("structure", f"<algo> {key} is negative")
+    if not 1 <= nch <= 32:
+        _fail("structure", f"<algo> nchannels={nch} is not in 1..32")
+    if ngpus < 2 or ncpl < 1:
+        _fail("structure", "<algo> needs ngpus >= 2 and nchunksperloop >= 1")
+    if topology is not None and topology.num_ranks != ngpus:
+        _fail("structure", f"ngpus={ngpus} but the topology has {topology.num_ranks} ranks")
+    max_steps = 256 if dialect == "msccl" else 64
+    gpus: dict[int, tuple[dict, list[_Tb]]] = {}
+    for gel in algo.children:
+        if gel.tag != "gpu":
+            continue  # the runtime parsers ignore unknown elements
+        g = _int(gel, "id", "<gpu>")
+        if not 0 <= g < ngpus:
+            _fail("structure", f"<gpu id={g}> is not a rank in 0..{ngpus - 1}")
+        if g in gpus:
+            _fail("structure", f"gpu {g} appears twice")
+        bufs = {}
+        for b in ("i", "o", "s"):
+            bufs[b] = _int(gel, f"{b}_chunks", f"gpu {g}")
+            if bufs[b] < 0:
+                _fail("structure", f"gpu {g}: {b}_chunks is negative")
+        if dialect == "msccl":  # the old fork's consistency check
+            mi = ngpus if coll == "allgather" else 1
+            mo = ngpus if coll == "reducescatter" else 1
+            for b, mult in (("i", mi), ("o", mo)):
+                if bufs[b] > 0 and bufs[b] * mult != ncpl:
+                    _fail("structure", f"gpu {g}: {b}_chunks={bufs[b]} x {mult} is not "
+                                       f"nchunksperloop={ncpl} (rejected by the msccl fork)")
+        tbs: dict[int, _Tb] = {}
+        for tel in gel.children:
+            if tel.tag != "tb":
+                continue
+            tid = _int(tel, "id", f"gpu {g} <tb>")
+            w = f"gpu {g} tb {tid}"
+            if tid in tbs:
+                _fail("structure", f"{w}: thread block id used twice")
+            send = _int(tel, "send", w)
+            recv = _int(tel, "recv", w)
+            chan = _int(tel, "chan", w)
+            for label, p in (("send", send), ("recv", recv)):
+                if not -1 <= p < ngpus or p == g:
+                    _fail("structure", f"{w}: {label} peer {p} is not another rank")
+            if not 0 <= chan < nch:
+                _fail("structure", f"{w}: chan={chan} is not below nchannels={nch}")
+            steps = []
+            for sel in tel.children:
+                if sel.tag != "step":
+                    continue
+                idx = len(steps)
+                sw = f"gpu {g} tb {tid} step {idx}"
+                for key in _STEP_ATTRS:
+                    if key not in sel.attrs:
+                        _fail("structure", f"{sw} lacks attribute {key!r}")
+                vals = {k: _int(sel, k, sw) for k in ("s", "srcoff", "dstoff", "cnt", "depid",
+                                                      "deps", "hasdep")}
+                st = _St(g, tid, idx, sel.attrs["type"], sel.attrs["srcbuf"], vals["srcoff"],
+                         sel.attrs["dstbuf"], vals["dstoff"], vals["cnt"], vals["depid"],
+                         vals["deps"], vals["hasdep"])
+                if vals["s"] != idx:
+                    _fail("structure", f"{sw}: s={vals['s']} but the step is at position "
+                                       f"{idx} (dependency flags use the position)")
+                if st.type not in _TYPES:
+                    _fail("structure", f"{sw}: unknown step type {st.type!r}")
+                for b in (st.srcbuf, st.dstbuf):
+                    if b not in ("i", "o", "s"):
+                        _fail("structure", f"{sw}: unknown buffer {b!r}")
+                if st.hasdep not in (0, 1):
+                    _fail("structure", f"{sw}: hasdep must be 0 or 1")
+                sends, recvs, reads, writes, _ = _TYPES[st.type]
+                lo = 0 if st.type == "nop" else 1
+                if not lo <= st.cnt < 72:
+                    _fail("structure", f"{sw}: cnt={st.cnt} is not in {lo}..71")
+                if sends and send < 0:
+                    _fail("structure", f"{sw}: {st.type} sends but the thread block has no "
+                                       f"send peer")
+                if recvs and recv < 0:
+                    _fail("structure", f"{sw}: {st.type} receives but the thread block has no "
+                                       f"recv peer")
+                uses_src = reads or st.type == "s"
+                uses_dst = writes
+                for use, b, o, label in ((uses_src, st.srcbuf, st.srcoff, "src"),
+                                         (uses_dst, st.dstbuf, st.dstoff, "dst")):
+                    if use and not (0 <= o and o + st.cnt <= bufs[b]):
+                        _fail("structure", f"{sw}: {label} {b}[{o}..{o + st.cnt - 1}] is "
+                                           f"outside the {bufs[b]}-chunk {b} buffer")
+                steps.append(st)
+            if len(steps) > max_steps:
+                _fail("structure", f"{w} has {len(steps)} steps, more than the {dialect} "
+                                   f"limit of {max_steps}")
+            tbs[tid] = _Tb(g, tid, send, recv, chan, steps)
+        for k in range(len(tbs)):
+            if k not in tbs:
+                _fail("structure", f"gpu {g}: thread block {k} is missing (ids must be "
+                                   f"contiguous from 0)")
+        tbl = [tbs[k] for k in range(len(tbs))]
+        seen_s: dict = {}
+        seen_r: dict = {}
+        per_ch_s: dict = {}
+        per_ch_r: dict = {}
+        for tb in tbl:
+            if tb.send >= 0:
+                key = (tb.chan, tb.send)
+                if key in seen_s:
+                    _fail("structure", f"gpu {g}: thread blocks {seen_s[key]} and {tb.id} both "
+                                       f"send to {tb.send} on channel {tb.chan} (one thread "
+                                       f"block per (channel, peer) and direction)")
+                seen_s[key] = tb.id
+                per_ch_s[tb.chan] = per_ch_s.get(tb.chan, 0) + 1
+            if tb.recv >= 0:
+                key = (tb.chan, tb.recv)
+                if key in seen_r:
+                    _fail("structure", f"gpu {g}: thread blocks {seen_r[key]} and {tb.id} both "
+                                       f"receive from {tb.recv} on channel {tb.chan} (one "
+                                       f"thread block per (channel, peer) and direction)")
+                seen_r[key] = tb.id
+                per_ch_r[tb.chan] = per_ch_r.get(tb.chan, 0) + 1
+        for ch, k in sorted(per_ch_s.items()) + sorted(per_ch_r.items()):
+            if k > 32:
+                _fail("structure", f"gpu {g}: channel {ch} has {k} sending or receiving "
+                                   f"thread blocks, more than 32")
+        nodes = 2 + len(tbl) + sum(len(tb.steps) for tb in tbl)
+        if nodes > 4096:
+            _fail("structure", f"gpu {g}: {nodes} XML nodes, more than the parser's 4096")
+        gpus[g] = (bufs, tbl)
+    for g in range(ngpus):
+        if g not in gpus:
+            _fail("structure", f"gpu {g} is missing")
+    if topology is not None:
+        from ..topology.paths import RouteTable
+
+        rt = RouteTable(topology)
+        for g in range(ngpus):
+            for tb in gpus[g][1]:
+                if tb.send >= 0 and not rt.has_route(g, tb.send):
+                    _fail("structure", f"gpu {g} tb {tb.id} sends to {tb.send}, but the "
+                                       f"topology has no direct route between them")
+    checks.append("structure")
+    # ---- dependencies and nop chains
+    for g in range(ngpus):
+        tbl = gpus[g][1]
+        for tb in tbl:
+            pending: list = []
+            for st in tb.steps:
+                if st.depid != -1 or st.deps != -1:
+                    if not 0 <= st.depid < len(tbl):
+                        _fail("dependency", f"{st.where()}: depid={st.depid} is not a thread "
+                                            f"block of gpu {g}")
+                    if st.depid == tb.id:
+                        _fail("dependency", f"{st.where()}: depends on its own thread block")
+                    target = tbl[st.depid]
+                    if not 0 <= st.deps < len(target.steps):
+                        _fail("dependency", f"{st.where()}: deps={st.deps} is not a step of "
+                                            f"gpu {g} tb {st.depid}")
+                    t = target.steps[st.deps]
+                    if t.type == "nop":
+                        _fail("dependency", f"{st.where()}: depends on {t.where()}, a nop, "
+                                            f"which never publishes completion")
+                    if t.hasdep != 1:
+                        _fail("dependency", f"{st.where()}: depends on {t.where()}, which has "
+                                            f"hasdep=\"0\" (its completion is never published)")
+                if st.type == "nop":
+                    if st.depid < 0:
+                        _fail("dependency", f"{st.where()}: a nop without a dependency")
+                    pending.append((st.depid, st.deps))
+                    continue
+                if pending and st.depid < 0:
+                    _fail("dependency", f"{st.where()}: follows a chain of nops but has no "
+                                        f"dependency of its own")
+                st.waits = pending + ([(st.depid, st.deps)] if st.depid >= 0 else [])
+                pending = []
+            if pending:
+                _fail("dependency", f"gpu {g} tb {tb.id}: ends with nops")
+    checks.append("dependency")
+    # ---- pairing per (sender, receiver, channel)
+    sends: dict = {}
+    recvs: dict = {}
+    for g in range(ngpus):
+        for tb in gpus[g][1]:
+            for st in tb.steps:
+                s_, r_, *_ = _TYPES[st.type]
+                if s_:
+                    sends.setdefault((g, tb.send, tb.chan), []).append(st)
+                if r_:
+                    recvs.setdefault((tb.recv, g, tb.chan), []).append(st)
+    transfers = 0
+    for key in sorted(set(sends) | set(recvs)):
+        a, b, ch = key
+        ss, rr = sends.get(key, []), recvs.get(key, [])
+        for i, (x, y) in enumerate(zip(ss, rr)):
+            if x.cnt != y.cnt:
+                _fail("pairing", f"transfer {i} from gpu {a} to gpu {b} on channel {ch}: "
+                                 f"{x.where()} sends cnt={x.cnt} but {y.where()} receives "
+                                 f"cnt={y.cnt}")
+        if len(ss) != len(rr):
+            extra = (ss if len(ss) > len(rr) else rr)[min(len(ss), len(rr))]
+            _fail("pairing", f"gpu {a} sends {len(ss)} time(s) to gpu {b} on channel {ch} but "
+                             f"gpu {b} receives {len(rr)} time(s); first unmatched: "
+                             f"{extra.where()}")
+        transfers += len(ss)
+    checks.append("pairing")
+    _check_cycles(gpus, ngpus, sends, recvs)
+    checks.append("dependency-cycle")
+    _Exec(gpus, ngpus, coll, ncpl, bool(inplace), root, fifo_slots).run()
+    checks += ["deadlock", "data", "race", "postcondition"]
+    return XmlCheckReport(True, dialect, A["coll"], ngpus, nch, ncpl, bool(inplace),
+                          sum(len(gpus[g][1]) for g in range(ngpus)),
+                          sum(len(tb.steps) for g in range(ngpus) for tb in gpus[g][1]),
+                          transfers, checks)
+
+
+def _merge(vc: list, other: list) -> None:
+    for k, v in enumerate(other):
+        if v > vc[k]:
+            vc[k] = v
+
+
+def _check_cycles(gpus, ngpus, sends, recvs) -> None:
+    """Cycles in: previous step in the thread block, dependencies, the i-th send -> i-th recv."""
+    node_id: dict = {}
+    nodes: list[_St] = []
+    for g in range(ngpus):
+        for tb in gpus[g][1]:
+            for st in tb.steps:
+                node_id[(g, tb.id, st.i)] = len(nodes)
+                nodes.append(st)
+    preds: list[list[int]] = [[] for _ in nodes]
+    for g in range(ngpus):
+        for tb in gpus[g][1]:
+            for st in tb.steps:
+                v = node_id[(g, tb.id, st.i)]
+                if st.i > 0:
+                    preds[v].append(node_id[(g, tb.id, st.i - 1)])
+                if st.depid >= 0:
+                    preds[v].append(node_id[(g, st.depid, st.deps)])
+    for key, ss in sends.items():
+        for x, y in zip(ss, recvs.get(key, [])):
+            preds[node_id[(y.gpu, y.tb, y.i)]].append(node_id[(x.gpu, x.tb, x.i)])
+    # iterative DFS for a cycle
+    color = [0] * len(nodes)
+    for start in range(len(nodes)):
+        if color[start]:
+            continue
+        stack = [(start, 0)]
+        path = []
+        color[start] = 1
+        path.append(start)
+        while stack:
+            v, k = stack[-1]
+            if k < len(preds[v]):
+                stack[-1] = (v, k + 1)
+                u = preds[v][k]
+                if color[u] == 0:
+                    color[u] = 1
+                    path.append(u)
+                    stack.append((u, 0))
+                elif color[u] == 1:
+                    cyc = path[path.index(u):]
+                    desc = " <- ".join(nodes[i].where() for i in cyc[:6])
+                    _fail("dependency-cycle", f"{desc}{' ...' if len(cyc) > 6 else ''} "
+                                              f"(waits form a cycle)")
+            else:
+                color[v] = 2
+                path.pop()
+                stack.pop()
+
+
+class _Exec:
+    """Symbolic execution. Values: ("d", chunk id) or ("r", chunk id, contribution bitmask)."""
+
+    def __init__(self, gpus, ngpus, coll, ncpl, inplace, root, fifo_slots):
+        self.gpus, self.n, self.coll, self.ncpl = gpus, ngpus, coll, ncpl
+        self.inplace, self.root, self.slots = inplace, root, max(1, int(fifo_slots))
+        self.reduces = coll in ("reducescatter", "allreduce", "reduce")
+        n = ngpus
+        if coll in ("allgather", "reducescatter", "alltoall") and ncpl % n:
+            _fail("structure", f"nchunksperloop={ncpl} is not a multiple of ngpus={n} "
+                               f"for {coll}")
+        if coll in ("broadcast", "reduce") and not 0 <= root < n:
+            _fail("structure", f"root {root} is not a rank")
+        self.c = ncpl // n if coll in ("allgather", "reducescatter", "alltoall") else ncpl
+        self.mem = [dict() for _ in range(n)]
+        self.expect = [dict() for _ in range(n)]  # (buf, off) -> value
+        c = self.c
+        for r in range(n):
+            mem, exp = self.mem[r], self.expect[r]
+            if coll == "allgather":
+                for j in range(c):
+                    mem[("o" if inplace else "i", (r * c + j) if inplace else j)] = ("d", r * c + j)
+                for k in range(ncpl):
+                    exp[("o", k)] = ("d", k)
+            elif coll == "alltoall":
+                for d in range(n):
+                    for j in range(c):
+                        mem[("i", d * c + j)] = ("d", (r * n + d) * c + j)
+                for s in range(n):
+                    for j in range(c):
+                        exp[("o", s * c + j)] = ("d", (s * n + r) * c + j)
+            elif coll == "broadcast":
+                if r == root:
+                    for k in range(c):
+                        mem[("o" if inplace else "i", k)] = ("d", k)
+                for k in range(c):
+                    exp[("o", k)] = ("d", k)
+            else:  # reductions: contributions in i
+                full = (1 << n) - 1
+                for k in range(ncpl):
+                    mem[("i", k)] = ("r", k, 1 << r)
+                if coll == "allreduce":
+                    for k in range(ncpl):
+                        exp[("i" if inplace else "o", k)] = ("r", k, full)
+                elif coll == "reducescatter":
+                    for j in range(c):
+                        exp[("i", r * c + j) if inplace else ("o", j)] = ("r", r * c + j, full)
+                elif r == root:  # reduce
+                    for k in range(c):
+                        exp[("i" if inplace else "o", k)] = ("r", k, full)
+
+    def _desc(self, v) -> str:
+        if v is None:
+            return "nothing"
+        if v[0] == "d":
+            return f"chunk {v[1]}"
+        ranks = [i for i in range(self.n) if v[2] >> i & 1]
+        return f"chunk {v[1]} with contributions of rank(s) {ranks}"
+
+    def _hb(self, ident, vc) -> bool:
+        return vc[ident[0]] > ident[1]
+
+    def _access(self, g, loc, write=None, red=False) -> None:
+        """Race check: conflicting accesses to one location must be ordered (happens-before
+        through thread-block order, dependencies and send/receive matching)."""
+        ti, st, vc = self._cur
+        me = (ti, st.i)
+        state = self.loc_state.setdefault((g,) + loc, {"w": None, "r": []})
+        w = state["w"]
+        name = f"{loc[0]}[{loc[1]}] of gpu {g}"
+        if write is None:
+            if w is not None and w[3] and not self._hb(w, vc):
+                _fail("race", f"{st.where()} reads {name} while {w[2]} may still be writing "
+                              f"it (no dependency orders them)")
+            state["r"].append((ti, st.i, st.where()))
+            return
+        changed = self.mem[g].get(loc) != write
+        if w is not None and not self._hb(w, vc) and (changed or red or w[4]):
+            _fail("race", f"{st.where()} and {w[2]} both write {name} with no dependency "
+                          f"between them")
+        if changed:
+            for r in state["r"]:
+                if r[:2] != me and not self._hb(r, vc):
+                    _fail("race", f"{st.where()} writes {name} while {r[2]} may still be "
+                                  f"reading it (no dependency orders them)")
+        state["w"] = (ti, st.i, st.where(), changed, red)
+        state["r"] = []
+
+    def _read(self, st, g, buf, off):
+        self._access(g, (buf, off))
+        v = self.mem[g].get((buf, off))
+        if v is None:
+            _fail("data", f"{st.where()} reads {buf}[{off}] on gpu {g}, which holds no data "
+                          f"yet (missing chunk or missing dependency)")
+        return v
+
+    def _combine(self, st, a, b):
+        if a[0] != "r" or b[0] != "r":
+            _fail("data", f"{st.where()} reduces in a non-reducing collective ({self.coll})")
+        if a[1] != b[1]:
+            _fail("data", f"{st.where()} combines {self._desc(a)} with {self._desc(b)} "
+                          f"(different chunks; sends and receives out of order?)")
+        if a[2] & b[2]:
+            dup = [i for i in range(self.n) if (a[2] & b[2]) >> i & 1]
+            _fail("data", f"{st.where()} combines the contribution of rank(s) {dup} twice "
+                          f"(chunk {a[1]})")
+        return ("r", a[1], a[2] | b[2])
+
+    def run(self) -> None:
+        n, gpus = self.n, self.gpus
+        pc = {(g, tb.id): 0 for g in range(n) for tb in gpus[g][1]}
+        fifo: dict = {}
+        tb_list = [(g, tb) for g in range(n) for tb in gpus[g][1]]
+        tb_index = {(g, tb.id): k for k, (g, tb) in enumerate(tb_list)}
+        self.tb_list = tb_list
+        ntb = len(tb_list)
+        vcs = [[0] * ntb for _ in range(ntb)]  # vector clock of each thread block
+        done: dict = {}  # (g, tb, step) -> vector clock when the step completed
+        self.loc_state: dict = {}
+        remaining = sum(len(tb.steps) for _, tb in tb_list)
+        progress = True
+        while remaining and progress:
+            progress = False
+            for g, tb in tb_list:
+                while True:
+                    i = pc[(g, tb.id)]
+                    if i >= len(tb.steps):
+                        break
+                    st = tb.steps[i]
+                    if any(pc[(g, d)] <= s for d, s in st.waits):
+                        break
+                    sends, recvs, reads, writes, reduces = _TYPES[st.type]
+                    qin = fifo.setdefault((tb.recv, g, tb.chan), []) if recvs else None
+                    qout = fifo.setdefault((g, tb.send, tb.chan), []) if sends else None
+                    if recvs and not qin:
+                        break
+                    if sends and len(qout) >= self.slots:
+                        break
+                    ti = tb_index[(g, tb.id)]
+                    vc = vcs[ti]
+                    for d, s_ in st.waits:
+                        _merge(vc, done[(g, d, s_)])
+                    if recvs:
+                        _merge(vc, qin[0][1])
+                    vc[ti] = i
+                    self._cur = (ti, st, vc)
+                    self._step(st, g, qin, qout, sends, recvs, reads, writes, reduces)
+                    vc[ti] = i + 1
+                    done[(g, tb.id, i)] = list(vc)
+                    if sends:
+                        qout[-1] = (qout[-1], list(vc))
+                    pc[(g, tb.id)] = i + 1
+                    remaining -= 1
+                    progress = True
+        if remaining:
+            blocked = []
+            for g, tb in tb_list:
+                i = pc[(g, tb.id)]
+                if i < len(tb.steps):
+                    st = tb.steps[i]
+                    why = []
+                    for d, s in st.waits:
+                        if pc[(g, d)] <= s:
+                            why.append(f"tb {d} step {s}")
+                    if _TYPES[st.type][1] and not fifo.get((tb.recv, g, tb.chan)):
+                        why.append(f"data from gpu {tb.recv} chan {tb.chan}")
+                    if _TYPES[st.type][0] and len(fifo.get((g, tb.send, tb.chan), [])) \
+                            >= self.slots:
+                        why.append(f"a free slot to gpu {tb.send} chan {tb.chan}")
+                    blocked.append(f"{st.where()} waits for {', '.join(why)}")
+            _fail("deadlock", f"{len(blocked)} thread block(s) stuck, e.g. {blocked[0]}"
+                              + (f"; {blocked[1]}" if len(blocked) > 1 else ""))
+        for r in range(n):
+            for loc in sorted(self.expect[r]):
+                want = self.expect[r][loc]
+                got = self.mem[r].get(loc)
+                if got != want:
+                    _fail("postcondition", f"gpu {r} ends with {self._desc(got)} in "
+                                           f"{loc[0]}[{loc[1]}], expected {self._desc(want)} "
+                                           f"({self.coll})")
+
+    def _step(self, st, g, qin, qout, sends, recvs, reads, writes, reduces):
+        cnt = st.cnt
+        mem = self.mem[g]
+        if st.type == "nop":
+            return
+        vals = None
+        if recvs:
+            vals = qin.pop(0)[0]
+            if len(vals) != cnt:
+                _fail("pairing", f"{st.where()} receives {len(vals)} chunk(s), expected {cnt}")
+        if st.type in ("s",):
+            vals = [self._read(st, g, st.srcbuf, st.srcoff + k) for k in range(cnt)]
+        elif st.type == "cpy":
+            vals = [self._read(st, g, st.srcbuf, st.srcoff + k) for k in range(cnt)]
+        elif st.type == "re":
+            vals = [self._combine(st, self._read(st, g, st.dstbuf, st.dstoff + k),
+                                  self._read(st, g, st.srcbuf, st.srcoff + k))
+                    for k in range(cnt)]
+        elif reduces:  # rrc, rrs, rrcs
+            vals = [self._combine(st, v, self._read(st, g, st.srcbuf, st.srcoff + k))
+                    for k, v in enumerate(vals)]
+        if writes:
+            exp = self.expect[g]
+            for k, v in enumerate(vals):
+                loc = (st.dstbuf, st.dstoff + k)
+                want = exp.get(loc)
+                if want is not None and v[1] != want[1]:
+                    hint = (" (sends and receives out of order?)" if recvs else "")
+                    _fail("data", f"{st.where()} writes {self._desc(v)} into "
+                                  f"{loc[0]}[{loc[1]}] of gpu {g}, where chunk {want[1]} "
+                                  f"belongs{hint}")
+                self._access(g, loc, write=v, red=reduces)
+                mem[loc] = v
+        if sends:
+            qout.append(list(vals))

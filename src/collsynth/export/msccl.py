@@ -1,0 +1,683 @@
+"""Lower a schedule IR to MSCCL XML (see ``/work/shared/reference/msccl-xml.md`` §1).
+
+Layout decisions
+----------------
+
+**Order.** Operations are put in one linear extension ``L`` of the dependency DAG (ties by
+planned start time, then step, then op id). Every thread block lists its steps in ``L`` order and
+every (sender, receiver, channel) FIFO carries its transfers in ``L`` order, and every local
+dependency points to a step earlier in ``L``; running the operations one after the other in
+``L`` order is therefore a valid execution with one-slot FIFOs, so the program cannot deadlock.
+
+**Steps.** Operation ``X`` (``a -> g``) becomes a send half at ``a`` and a receive half at ``g``:
+``s`` and ``r`` (copy) or ``rrc`` (reduce: receive, combine with the local value, store).
+A receive of ``X`` at ``g`` is fused with a send ``Y`` from ``g`` of the same chunk when ``Y``
+depends on ``X`` and all of ``Y``'s dependencies come no later than ``X`` (``Y`` is then moved
+right after ``X`` in ``L``): ``rcs`` for a copy, ``rrcs`` for a reduce, ``rrs`` for a reduce
+whose partial result is not needed at ``g`` afterwards (``g`` is not a destination of the chunk
+and no later operation touches it there).
+
+**Buffers** (one MSCCL chunk per collective chunk; ``nchunksperloop`` is the number of chunks
+of the larger buffer):
+
+============== ============== ===================== =================================
+collective     nchunksperloop input of chunk c       output of chunk c
+============== ============== ===================== =================================
+allgather      n*C            i[c mod C] (in-place:  o[c]
+                              o[c])
+reducescatter  n*C            i[c] (contribution)    o[c mod C] at rank c//C (in-place: i[c])
+allreduce      n*C            i[c]                   o[c] (in-place: i[c])
+alltoall       n*C            i[d*C+j] at s          o[s*C+j] at d  (out-of-place only)
+broadcast      C              i[c] at root (ip: o)   o[c]
+reduce         C              i[c]                   o[c] at root (in-place: i[c])
+============== ============== ===================== =================================
+
+A rank that receives a chunk it is not a destination of (a relay; for reductions, a partial
+sum) keeps it in a scratch slot (``s``), one per (rank, chunk), numbered in order of first use.
+A destination that ends with its data still in the input buffer gets a final ``cpy``
+(out-of-place allgather/broadcast/alltoall's own chunk), appended to the GPU's shortest thread
+block (a local thread block ``send=-1 recv=-1`` only if the GPU has no other).
+
+**Channels and thread blocks.** Fused chains keep the channel of their first operation; an
+operation that starts a chain gets channel ``k mod K``, ``k`` being its position among the
+chain starts on its (sender, receiver) pair in ``L`` order. On each GPU and channel, each send
+peer and each receive peer gets exactly one thread block (so there is at most one thread block
+per (channel, peer, direction)); a fused step pins its receive peer and send peer to one thread
+block, other receive and send roles are paired in peer order. ``K`` is automatic (smallest
+power of two from 1 that keeps every thread block within the runtime's step limit) unless
+given. ``instances`` replicates the program: chunk ``x`` of instance ``t`` becomes ``x*N+t``,
+channel ``ch`` becomes ``ch + t*K``.
+
+**Dependencies.** For every (GPU, chunk), a read (send) waits for the latest earlier write; for
+reductions a write waits for the reads since the latest earlier write (or that write). Waits
+already implied by thread-block order, send -> receive matching (also across GPUs) and the
+waits kept so far are dropped (vector clocks along the global order); of several waits on one
+thread block the latest is kept; the first wait goes on the step, the others on ``nop`` steps
+just before it; waited-on steps get ``hasdep="1"``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..collective import CollKind, Collective
+from ..errors import CollsynthError
+from ..schedule.ir import OpKind, Schedule
+
+DIALECTS = ("msccl", "executor")
+PROTOS = ("Simple", "LL", "LL128")
+MAX_CHANNELS = 32
+MAX_TBS_PER_CHANNEL = 32
+MAX_STEPS = {"msccl": 256, "executor": 64}
+MAX_NODES = 4096
+MAX_CHILDREN = 1024
+
+_COLL_NAMES = {
+    CollKind.ALLGATHER: ("allgather", "allgather"),
+    CollKind.REDUCESCATTER: ("reduce_scatter", "reducescatter"),
+    CollKind.ALLREDUCE: ("allreduce", "allreduce"),
+    CollKind.ALLTOALL: ("alltoall", "alltoall"),
+    CollKind.BROADCAST: ("broadcast", "broadcast"),
+    CollKind.REDUCE: ("reduce", "reduce"),
+}
+
+
+@dataclass
+class _Step:
+    gpu: int
+    type: str
+    src: tuple[str, int]
+    dst: tuple[str, int]
+    recv_op: int = -1          # IR op received by this step (-1: none)
+    send_op: int = -1          # IR op sent by this step (-1: none)
+    chan: int = 0
+    waits: list = field(default_factory=list)  # earlier _Step objects
+    tb: object = None
+    index: int = -1            # index among the real steps of its TB
+    pos: int = -1              # "s" attribute (nops counted)
+    hasdep: bool = False
+
+
+@dataclass
+class _TB:
+    gpu: int
+    chan: int
+    send: int
+    recv: int
+    steps: list = field(default_factory=list)
+    id: int = -1
+
+
+def _layout(coll: Collective, inplace: bool):
+    """Per collective: nchunksperloop, buffer sizes and chunk locations."""
+    n, C, k = coll.num_ranks, coll.chunks_per_rank, coll.kind
+    if k not in _COLL_NAMES:
+        raise CollsynthError(f"MSCCL export does not support {k.value} collectives "
+                             f"(supported: {', '.join(x.value for x in _COLL_NAMES)})")
+    if k is CollKind.ALLTOALL and inplace:
+        raise CollsynthError("MSCCL export of an in-place alltoall is not supported")
+    if k is CollKind.ALLGATHER:
+        ncpl, ic, oc = n * C, (0 if inplace else C), n * C
+
+        def inloc(r, c):
+            return ("o", c) if inplace else ("i", c % C)
+
+        def outloc(r, c):
+            return ("o", c)
+    elif k is CollKind.REDUCESCATTER:
+        ncpl, ic, oc = n * C, n * C, (0 if inplace else C)
+
+        def inloc(r, c):
+            return ("i", c)
+
+        def outloc(r, c):
+            return ("i", c) if inplace else ("o", c % C)
+    elif k is CollKind.ALLREDUCE:
+        ncpl, ic, oc = n * C, n * C, (0 if inplace else n * C)
+
+        def inloc(r, c):
+            return ("i", c)
+
+        def outloc(r, c):
+            return ("i", c) if inplace else ("o", c)
+    elif k is CollKind.ALLTOALL:
+        ncpl, ic, oc = n * C, n * C, n * C
+
+        def inloc(r, c):
+            return ("i", ((c // C) % n) * C + c % C)
+
+        def outloc(r, c):
+            return ("o", ((c // C) // n) * C + c % C)
+    elif k is CollKind.BROADCAST:
+        ncpl, ic, oc = C, (0 if inplace else C), C
+
+        def inloc(r, c):
+            return ("o", c) if inplace else ("i", c)
+
+        def outloc(r, c):
+            return ("o", c)
+    else:  # reduce
+        ncpl, ic, oc = C, C, (0 if inplace else C)
+
+        def inloc(r, c):
+            return ("i", c)
+
+        def outloc(r, c):
+            return ("i", c) if inplace else ("o", c)
+    return ncpl, ic, oc, inloc, outloc
+
+
+def _linear_order(s: Schedule) -> np.ndarray:
+    n = s.num_ops
+    if s.start is not None:
+        t = np.where(np.isnan(s.start), np.inf, s.start)
+    else:
+        t = np.zeros(n)
+    st = s.step if s.step is not None else np.zeros(n, dtype=np.int64)
+    key = [(float(t[i]), int(st[i]), i) for i in range(n)]
+    indeg = np.diff(s.dep_ptr).astype(np.int64).tolist()
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for v in range(n):
+        for d in s.deps(v).tolist():
+            succ[d].append(v)
+    heap = [key[i] for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        u = heapq.heappop(heap)[2]
+        out.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, key[v])
+    if len(out) != n:
+        raise CollsynthError("cannot export: the schedule's dependencies form a cycle")
+    return np.array(out, dtype=np.int64)
+
+
+def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simple",
+                 instances: int = 1, min_bytes: int | None = None,
+                 max_bytes: int | None = None, inplace: bool = False,
+                 channels: int | None = None, max_tbs: int = 108,
+                 name: str | None = None, verify: bool = True) -> str:
+    """Lower ``schedule`` to MSCCL XML text (deterministic).
+
+    ``dialect``: ``msccl`` (old fork: ``reduce_scatter``, no ``outofplace``, 256 steps per
+    thread block) or ``executor`` (``reducescatter``, ``outofplace``/``minBytes``/``maxBytes``
+    required, 64 steps per thread block). ``channels``: channels per instance (``K`` above;
+    default automatic). ``max_tbs``: most thread blocks per GPU (co-residency; 108 = A100 SMs).
+    Raises :class:`CollsynthError` with a one-line message for what cannot be exported.
+    """
+    if dialect not in DIALECTS:
+        raise CollsynthError(f"unknown MSCCL dialect {dialect!r} (known: msccl, executor)")
+    if proto not in PROTOS:
+        raise CollsynthError(f"unknown MSCCL protocol {proto!r} (known: Simple, LL, LL128)")
+    if isinstance(instances, bool) or not isinstance(instances, (int, np.integer)) \
+            or not 1 <= instances <= MAX_CHANNELS:
+        raise CollsynthError(f"instances must be an integer in 1..{MAX_CHANNELS}, "
+                             f"got {instances!r}")
+    instances = int(instances)
+    for label, v in (("min_bytes", min_bytes), ("max_bytes", max_bytes)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                              or v < 0):
+            raise CollsynthError(f"{label} must be a non-negative integer, got {v!r}")
+    coll = schedule.collective
+    _layout(coll, inplace)  # early "unsupported" errors
+    if schedule.part_den is not None:
+        whole = (schedule.part_lo == 0) & (schedule.part_hi == schedule.part_den)
+        if not bool(np.all(whole)):
+            op = int(np.flatnonzero(~whole)[0])
+            raise CollsynthError(f"MSCCL export does not support byte-range operations "
+                                 f"({schedule.describe_op(op)} carries part of its chunk)")
+    if schedule.num_ops == 0:
+        raise CollsynthError("cannot export an empty schedule to MSCCL XML")
+    if verify:
+        from ..verify import ensure_verified
+
+        ensure_verified(schedule)
+    max_ch = MAX_CHANNELS // instances
+    if channels is not None:
+        if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) \
+                or channels < 1:
+            raise CollsynthError(f"channels must be a positive integer, got {channels!r}")
+        if channels * instances > MAX_CHANNELS:
+            raise CollsynthError(f"{channels} channels x {instances} instances exceed the "
+                                 f"{MAX_CHANNELS}-channel limit of MSCCL")
+        candidates = [int(channels)]
+    else:
+        candidates = []
+        k = 1
+        while k <= max_ch:
+            candidates.append(k)
+            k *= 2
+    plan = _Plan(schedule, inplace)
+    last_err = None
+    for k in candidates:
+        try:
+            return plan.emit(k, dialect, proto, instances, min_bytes, max_bytes, max_tbs, name)
+        except _TooManySteps as e:
+            last_err = e
+    assert last_err is not None
+    if channels is not None:
+        raise CollsynthError(f"cannot export: {last_err} with {candidates[-1]} channel(s) per "
+                             f"instance (try more channels, or fewer chunks)")
+    raise CollsynthError(f"cannot export: {last_err} even with {candidates[-1]} channel(s) "
+                         f"per instance (try fewer chunks)")
+
+
+class _TooManySteps(Exception):
+    pass
+
+
+class _Plan:
+    """Order, fusion and buffer locations (independent of the channel count)."""
+
+    def __init__(self, s: Schedule, inplace: bool):
+        self.s = s
+        self.coll = s.collective
+        self.inplace = inplace
+        self.reduces = self.coll.reduces
+        (self.ncpl, self.ic, self.oc, self.inloc, self.outloc) = _layout(self.coll, inplace)
+        self.src = s.src.tolist()
+        self.dst = s.dst.tolist()
+        self.chunk = s.chunk.tolist()
+        self.kind = s.kind.tolist()
+        self.deps = [s.deps(i).tolist() for i in range(s.num_ops)]
+        self.dests = {}
+        self._order_and_fuse()
+
+    def is_dest(self, r: int, c: int) -> bool:
+        d = self.dests.get(c)
+        if d is None:
+            d = self.dests[c] = frozenset(self.coll.destinations(c))
+        return r in d
+
+    def _order_and_fuse(self) -> None:
+        s = self.s
+        n = s.num_ops
+        L = _linear_order(s).tolist()
+        lpos = [0] * n
+        for p, op in enumerate(L):
+            lpos[op] = p
+        touching: dict[tuple[int, int], list[int]] = {}
+        senders: dict[tuple[int, int], list[int]] = {}
+        for op in L:
+            c = self.chunk[op]
+            touching.setdefault((self.src[op], c), []).append(op)
+            touching.setdefault((self.dst[op], c), []).append(op)
+            senders.setdefault((self.src[op], c), []).append(op)
+        dependents: dict[int, set[int]] = {}
+        for v in range(n):
+            for d in self.deps[v]:
+                dependents.setdefault(d, set()).add(v)
+        placed = [False] * n
+        order: list[int] = []
+        fused_next = [-1] * n   # X -> Y: X's receive is fused with Y's send
+        fused_type = [""] * n
+        for op in L:
+            if placed[op]:
+                continue
+            placed[op] = True
+            order.append(op)
+            x = op
+            while True:
+                g, c = self.dst[x], self.chunk[x]
+                y_pick = -1
+                for y in senders.get((g, c), ()):
+                    if placed[y] or y not in dependents.get(x, ()):
+                        continue
+                    if all(placed[d] for d in self.deps[y]):
+                        y_pick = y
+                        break
+                if y_pick < 0:
+                    break
+                y = y_pick
+                if self.kind[x] == OpKind.REDUCE:
+                    rest = [o for o in touching[(g, c)] if o != x and o != y]
+                    if not self.is_dest(g, c) and all(placed[o] for o in rest):
+                        t = "rrs"
+                    else:
+                        t = "rrcs"
+                else:
+                    t = "rcs"
+                fused_next[x] = y
+                fused_type[x] = t
+                placed[y] = True
+                order.append(y)
+                x = y
+        self.order = order
+        self.fused_next = fused_next
+        self.fused_type = fused_type
+        self.fused_prev = [-1] * n
+        for x, y in enumerate(fused_next):
+            if y >= 0:
+                self.fused_prev[y] = x
+
+    # ------------------------------------------------------------------ emit
+    def emit(self, K: int, dialect: str, proto: str, instances: int, min_bytes, max_bytes,
+             max_tbs: int, name: str | None) -> str:
+        s, coll = self.s, self.coll
+        nr = coll.num_ranks
+        order = self.order
+        src, dst, chunk = self.src, self.dst, self.chunk
+        n = s.num_ops
+        # ---- channels (fused successors inherit unless the thread-block pairing conflicts)
+        chan = [0] * n
+        fused_ok = [False] * n  # fused_ok[x]: x's receive really fused with its successor
+        heads: dict[tuple[int, int], int] = {}
+        pair_r: dict[tuple[int, int, int], int] = {}  # (gpu, ch, recv peer) -> send peer
+        pair_s: dict[tuple[int, int, int], int] = {}  # (gpu, ch, send peer) -> recv peer
+        for op in order:
+            p = self.fused_prev[op]
+            if p >= 0:
+                g, ch = src[op], chan[p]
+                a, b = src[p], dst[op]
+                if pair_r.get((g, ch, a), b) == b and pair_s.get((g, ch, b), a) == a:
+                    pair_r[(g, ch, a)] = b
+                    pair_s[(g, ch, b)] = a
+                    chan[op] = ch
+                    fused_ok[p] = True
+                    continue
+            key = (src[op], dst[op])
+            k = heads.get(key, 0)
+            heads[key] = k + 1
+            chan[op] = k % K
+        # ---- steps in global order, with buffer locations and conflict tracking
+        cur: dict[tuple[int, int], tuple[str, int]] = {}
+        work: dict[tuple[int, int], tuple[str, int]] = {}
+        scratch = [0] * nr
+        src_of = coll.chunk_source
+
+        def cur_loc(g, c):
+            key = (g, c)
+            if key in cur:
+                return cur[key]
+            if self.reduces or int(src_of[c]) == g:
+                return self.inloc(g, c)
+            raise CollsynthError(f"cannot export: rank {g} sends chunk {c} before holding it")
+
+        def work_loc(g, c):
+            key = (g, c)
+            w = work.get(key)
+            if w is None:
+                if self.is_dest(g, c):
+                    w = self.outloc(g, c)
+                else:
+                    w = ("s", scratch[g])
+                    scratch[g] += 1
+                work[key] = w
+            return w
+
+        last_write: dict[tuple[int, int], _Step] = {}
+        reads_since: dict[tuple[int, int], list[_Step]] = {}
+
+        def read_event(step, g, c):
+            w = last_write.get((g, c))
+            if w is not None:
+                step.waits.append(w)
+            reads_since.setdefault((g, c), []).append(step)
+
+        def write_event(step, g, c):
+            key = (g, c)
+            if self.reduces:
+                rs = reads_since.get(key)
+                if rs:
+                    step.waits.extend(rs)
+                elif key in last_write:
+                    step.waits.append(last_write[key])
+            last_write[key] = step
+            reads_since[key] = []
+
+        steps: list[_Step] = []
+        for op in order:
+            c = chunk[op]
+            if not (self.fused_prev[op] >= 0 and fused_ok[self.fused_prev[op]]):
+                a = src[op]
+                loc = cur_loc(a, c)
+                st = _Step(a, "s", loc, loc, send_op=op, chan=chan[op])
+                read_event(st, a, c)
+                steps.append(st)
+            g = dst[op]
+            y = self.fused_next[op] if fused_ok[op] else -1
+            is_red = self.kind[op] == OpKind.REDUCE
+            if y < 0:
+                if is_red:
+                    sl = cur_loc(g, c)
+                    w = work_loc(g, c)
+                    st = _Step(g, "rrc", sl, w, recv_op=op, chan=chan[op])
+                else:
+                    w = work_loc(g, c)
+                    st = _Step(g, "r", w, w, recv_op=op, chan=chan[op])
+                write_event(st, g, c)
+                cur[(g, c)] = w
+            else:
+                t = self.fused_type[op]
+                if t == "rcs":
+                    w = work_loc(g, c)
+                    st = _Step(g, "rcs", w, w, recv_op=op, send_op=y, chan=chan[op])
+                    write_event(st, g, c)
+                    cur[(g, c)] = w
+                elif t == "rrcs":
+                    sl = cur_loc(g, c)
+                    w = work_loc(g, c)
+                    st = _Step(g, "rrcs", sl, w, recv_op=op, send_op=y, chan=chan[op])
+                    write_event(st, g, c)
+                    cur[(g, c)] = w
+                else:  # rrs: nothing stored at g
+                    sl = cur_loc(g, c)
+                    st = _Step(g, "rrs", sl, sl, recv_op=op, send_op=y, chan=chan[op])
+                    read_event(st, g, c)
+            steps.append(st)
+        # final copies for destinations whose data is still in the input buffer
+        cpys: list[_Step] = []
+        post_r, post_c = coll.postcondition()
+        for r, c in sorted(zip(post_r.tolist(), post_c.tolist())):
+            loc = cur.get((r, c))
+            if loc is None:
+                if not self.reduces and int(src_of[c]) != r:
+                    raise CollsynthError(f"cannot export: rank {r} never receives chunk {c}")
+                loc = self.inloc(r, c)
+            out = self.outloc(r, c)
+            if loc != out:
+                st = _Step(r, "cpy", loc, out, chan=0)
+                if (r, c) in last_write:
+                    st.waits.append(last_write[(r, c)])
+                cpys.append(st)
+        # ---- thread blocks
+        tbs_of: list[dict] = [dict() for _ in range(nr)]  # key -> _TB
+        role_tb: dict[tuple, _TB] = {}
+        roles_r: dict[tuple[int, int], set[int]] = {}
+        roles_s: dict[tuple[int, int], set[int]] = {}
+        for st in steps:
+            if st.recv_op >= 0:
+                roles_r.setdefault((st.gpu, st.chan), set()).add(src[st.recv_op])
+            if st.send_op >= 0:
+                roles_s.setdefault((st.gpu, st.chan), set()).add(dst[st.send_op])
+        for (g, ch) in sorted(set(roles_r) | set(roles_s)):
+            rset = sorted(roles_r.get((g, ch), ()))
+            sset = sorted(roles_s.get((g, ch), ()))
+            pairs = []
+            free_r = [a for a in rset if (g, ch, a) not in pair_r]
+            free_s = [b for b in sset if (g, ch, b) not in pair_s]
+            for a in rset:
+                if (g, ch, a) in pair_r:
+                    pairs.append((a, pair_r[(g, ch, a)]))
+            for i in range(max(len(free_r), len(free_s))):
+                pairs.append((free_r[i] if i < len(free_r) else -1,
+                              free_s[i] if i < len(free_s) else -1))
+            for a, b in pairs:
+                tb = _TB(g, ch, b, a)
+                tbs_of[g][(ch, a, b)] = tb
+                if a >= 0:
+                    role_tb[(g, ch, "r", a)] = tb
+                if b >= 0:
+                    role_tb[(g, ch, "s", b)] = tb
+        for st in steps:
+            if st.recv_op >= 0:
+                tb = role_tb[(st.gpu, st.chan, "r", src[st.recv_op])]
+            else:
+                tb = role_tb[(st.gpu, st.chan, "s", dst[st.send_op])]
+            st.tb = tb
+            st.index = len(tb.steps)
+            tb.steps.append(st)
+        for st in cpys:
+            # a local copy needs no peer: append it to the GPU's shortest thread block (it
+            # reads data that is in place from the start), or to a local one if there is none
+            cands = sorted(tbs_of[st.gpu].items(), key=lambda kv: (len(kv[1].steps),
+                                                                 str(kv[0])))
+            if cands:
+                tb = cands[0][1]
+            else:
+                tb = tbs_of[st.gpu]["local"] = _TB(st.gpu, 0, -1, -1)
+            st.tb = tb
+            st.index = len(tb.steps)
+            tb.steps.append(st)
+        # ---- drop waits already implied by thread-block order, send -> receive matching and
+        # the waits kept so far (vector clocks over one valid execution: the global order)
+        all_tbs = [tb for g in range(nr) for tb in tbs_of[g].values()]
+        tix = {id(tb): k for k, tb in enumerate(all_tbs)}
+        T = len(all_tbs)
+        send_step = {st.send_op: st for st in steps if st.send_op >= 0}
+        gidx = {id(st): k for k, st in enumerate(steps + cpys)}
+        clock: dict[int, list[int]] = {}
+        for st in steps + cpys:
+            k = tix[id(st.tb)]
+            vc = list(clock[id(st.tb.steps[st.index - 1])]) if st.index else [0] * T
+            if st.recv_op >= 0:
+                _merge(vc, clock[id(send_step[st.recv_op])])
+            kept = []
+            for w in sorted(st.waits, key=lambda x: -gidx[id(x)]):
+                if vc[tix[id(w.tb)]] > w.index:
+                    continue
+                _merge(vc, clock[id(w)])
+                kept.append(w)
+            st.waits = kept
+            vc[k] = st.index + 1
+            clock[id(st)] = vc
+        # ---- ids, waits -> deps, positions
+        max_steps = MAX_STEPS[dialect]
+        gpu_tbs: list[list[_TB]] = []
+        for g in range(nr):
+            items = sorted(((k, tb) for k, tb in tbs_of[g].items() if k != "local"),
+                           key=lambda kv: kv[0])
+            lst = [tb for _, tb in items]
+            if "local" in tbs_of[g]:
+                lst.append(tbs_of[g]["local"])
+            for i, tb in enumerate(lst):
+                tb.id = i
+            gpu_tbs.append(lst)
+            if len(lst) * instances > max_tbs:
+                raise CollsynthError(f"cannot export: GPU {g} needs {len(lst) * instances} "
+                                     f"thread blocks, more than the limit of {max_tbs}")
+            for ch in range(K):
+                ns = sum(1 for tb in lst if tb.chan == ch and tb.send >= 0)
+                nrv = sum(1 for tb in lst if tb.chan == ch and tb.recv >= 0)
+                if max(ns, nrv) > MAX_TBS_PER_CHANNEL:
+                    raise CollsynthError(f"cannot export: GPU {g} needs {max(ns, nrv)} "
+                                         f"thread blocks on channel {ch}, more than "
+                                         f"{MAX_TBS_PER_CHANNEL}")
+        for g in range(nr):
+            for tb in gpu_tbs[g]:
+                p = 0
+                for st in tb.steps:
+                    best: dict[int, _Step] = {}
+                    for w in st.waits:
+                        if w.tb is tb:
+                            continue
+                        cur_w = best.get(w.tb.id)
+                        if cur_w is None or w.index > cur_w.index:
+                            best[w.tb.id] = w
+                    st.waits = [best[k] for k in sorted(best)]
+                    p += max(0, len(st.waits) - 1)
+                    st.pos = p
+                    p += 1
+                if p > max_steps:
+                    raise _TooManySteps(f"GPU {g} thread block {tb.id} needs {p} steps, more "
+                                        f"than the {dialect} limit of {max_steps}")
+                nodes = 2 + len(gpu_tbs[g]) * instances + instances * sum(
+                    len(t.steps) + sum(max(0, len(x.waits) - 1) for x in t.steps)
+                    for t in gpu_tbs[g])
+            if nodes > MAX_NODES:
+                raise CollsynthError(f"cannot export: GPU {g} would have {nodes} XML nodes, "
+                                     f"more than the parser's limit of {MAX_NODES}")
+        for g in range(nr):
+            for tb in gpu_tbs[g]:
+                for st in tb.steps:
+                    for w in st.waits:
+                        w.hasdep = True
+        nch = max((tb.chan for lst in gpu_tbs for tb in lst), default=0) + 1
+        return self._write(gpu_tbs, nch, dialect, proto, instances, min_bytes, max_bytes,
+                           name, scratch)
+
+    # ------------------------------------------------------------------ XML text
+    def _write(self, gpu_tbs, nch, dialect, proto, N, min_bytes, max_bytes, name,
+               scratch) -> str:
+        coll = self.coll
+        if nch * N > MAX_CHANNELS:
+            raise CollsynthError(f"cannot export: {nch} channel(s) x {N} instance(s) exceed "
+                                 f"the {MAX_CHANNELS}-channel limit of MSCCL")
+        cname = _COLL_NAMES[coll.kind][0 if dialect == "msccl" else 1]
+        if name is None:
+            algo = self.s.meta.get("algorithm")
+            name = "-".join(["collsynth"] + ([str(algo)] if algo else [])
+                            + [coll.kind.value, f"n{coll.num_ranks}"])
+        name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(name))[:63]
+        attrs = [("name", name), ("proto", proto), ("nchannels", nch * N),
+                 ("nchunksperloop", self.ncpl * N), ("ngpus", coll.num_ranks),
+                 ("coll", cname), ("inplace", int(self.inplace))]
+        if dialect == "executor":
+            attrs += [("outofplace", int(not self.inplace)),
+                      ("minBytes", 0 if min_bytes is None else int(min_bytes)),
+                      ("maxBytes", 0 if max_bytes is None else int(max_bytes))]
+        else:
+            if min_bytes is not None:
+                attrs.append(("minBytes", int(min_bytes)))
+            if max_bytes is not None:
+                attrs.append(("maxBytes", int(max_bytes)))
+        lines = ["<algo " + _attrs(attrs) + ">"]
+
+        def off(loc, t):
+            return loc[1] * N + t
+
+        for g in range(coll.num_ranks):
+            lst = gpu_tbs[g]
+            ntb = len(lst)
+            lines.append("  <gpu " + _attrs([("id", g), ("i_chunks", self.ic * N),
+                                            ("o_chunks", self.oc * N),
+                                            ("s_chunks", scratch[g] * N)]) + ">")
+            for t in range(N):
+                for tb in lst:
+                    lines.append("    <tb " + _attrs([
+                        ("id", tb.id + t * ntb), ("send", tb.send), ("recv", tb.recv),
+                        ("chan", tb.chan + t * nch)]) + ">")
+                    for st in tb.steps:
+                        deps = [(w.tb.id + t * ntb, w.pos) for w in st.waits]
+                        p0 = st.pos - max(0, len(deps) - 1)
+                        for i, (d_tb, d_s) in enumerate(deps[1:]):
+                            lines.append("      <step " + _attrs([
+                                ("s", p0 + i), ("type", "nop"), ("srcbuf", "i"),
+                                ("srcoff", -1), ("dstbuf", "o"), ("dstoff", -1), ("cnt", 0),
+                                ("depid", d_tb), ("deps", d_s), ("hasdep", 0)]) + "/>")
+                        d_tb, d_s = deps[0] if deps else (-1, -1)
+                        lines.append("      <step " + _attrs([
+                            ("s", st.pos), ("type", st.type), ("srcbuf", st.src[0]),
+                            ("srcoff", off(st.src, t)), ("dstbuf", st.dst[0]),
+                            ("dstoff", off(st.dst, t)), ("cnt", 1), ("depid", d_tb),
+                            ("deps", d_s), ("hasdep", int(st.hasdep))]) + "/>")
+                    lines.append("    </tb>")
+            lines.append("  </gpu>")
+        lines.append("</algo>")
+        return "\n".join(lines) + "\n"
+
+
+def _merge(vc: list[int], other: list[int]) -> None:
+    for k, v in enumerate(other):
+        if v > vc[k]:
+            vc[k] = v
+
+
+def _attrs(pairs) -> str:
+    return " ".join(f'{k}="{v}"' for k, v in pairs)
