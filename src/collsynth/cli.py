@@ -448,8 +448,8 @@ def _cmd_export_msccl(args: argparse.Namespace) -> int:
     from .schedule.io import load_schedule
 
     sched = load_schedule(args.schedule)
-    min_b = parse_size(args.min_bytes, "--min-bytes") if args.min_bytes else None
-    max_b = parse_size(args.max_bytes, "--max-bytes") if args.max_bytes else None
+    min_b = int(parse_size(args.min_bytes, "--min-bytes")) if args.min_bytes else None
+    max_b = int(parse_size(args.max_bytes, "--max-bytes")) if args.max_bytes else None
     if args.instances < 1:
         raise CollsynthError(f"--instances must be at least 1, got {args.instances}")
     xml = to_msccl_xml(sched, dialect=args.dialect, proto=args.proto, instances=args.instances,
