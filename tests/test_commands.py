@@ -130,7 +130,8 @@ def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
 def test_export_msccl_and_check_xml(tmp_path, capsys):
     sched = str(tmp_path / "ar.json")
     xml = str(tmp_path / "ar.xml")
-    assert main(["synth", "-t", "dgx1", "-c", "allreduce", "--algo", "spt", "-o", sched]) == 0
+    assert run(capsys, "synth", "-t", "dgx1", "-c", "allreduce", "--algo", "spt", "-o",
+               sched)[0] == 0
     code, out, err = run(capsys, "export", "msccl", sched, "--dialect", "executor",
                          "--min-bytes", "1KB", "--max-bytes", "1GB", "-o", xml, "--json")
     assert code == 0, err
