@@ -476,14 +476,10 @@ def _cmd_check_xml(args: argparse.Namespace) -> int:
     from .export import check_msccl_xml
     from .topology import load_topology
 
+    from .topology.io import read_text
+
     topo = load_topology(args.topology) if args.topology else None
-    try:
-        with open(args.xml, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise CollsynthError(f"file not found: {args.xml}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CollsynthError(f"cannot read {args.xml}: {e.__class__.__name__}") from None
+    text = read_text(args.xml)
     report = check_msccl_xml(text, topo, dialect=args.dialect, root=args.root)
     if args.json:
         _emit_json({"xml": args.xml, **report.to_dict()})

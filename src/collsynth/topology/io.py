@@ -141,18 +141,22 @@ def _format_of(path: str, fmt: str | None) -> str:
     return "yaml" if ext in (".yaml", ".yml") else "json"
 
 
-def read_structured(path: str) -> Any:
-    """Read a JSON or YAML file (by extension; JSON is tried first for unknown extensions)."""
+def read_text(path: str) -> str:
+    """A text file's content, or a one-line CollsynthError naming what went wrong."""
     try:
         with open(path, "r", encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except FileNotFoundError:
         raise CollsynthError(f"file not found: {path}") from None
     except IsADirectoryError:
         raise CollsynthError(f"{path} is a directory, not a file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise CollsynthError(f"cannot read {path}: {e.__class__.__name__}") from None
-    return parse_structured(text, path)
+
+
+def read_structured(path: str) -> Any:
+    """Read a JSON or YAML file (by extension; JSON is tried first for unknown extensions)."""
+    return parse_structured(read_text(path), path)
 
 
 def parse_structured(text: str, path: str = "input") -> Any:

@@ -240,13 +240,18 @@ def _synth(plan: _Plan, ops: Ops, coll: Collective) -> None:
         exchange(sends, REDUCE)
 
     rs_bits = plan.rs_bits()
-    if kind is CollKind.ALLGATHER:
+
+    def doubling_allgather() -> None:
+        """Recursive doubling over the bits in reverse: each step exchanges all holdings."""
         holdings = [list(region[q]) for q in range(p)]
         for b in reversed(rs_bits):
             sends = [(rank(part[q]), rank(part[q ^ (1 << b)]), list(holdings[q]))
                      for q in range(p)]
             exchange(sends, COPY)
             holdings = [holdings[q] + holdings[q ^ (1 << b)] for q in range(p)]
+
+    if kind is CollKind.ALLGATHER:
+        doubling_allgather()
         return
 
     # recursive halving
@@ -268,12 +273,7 @@ def _synth(plan: _Plan, ops: Ops, coll: Collective) -> None:
         exchange(sends, REDUCE, allowed_of)
         processed.append(b)
     if kind is CollKind.ALLREDUCE:
-        holdings = [list(region[q]) for q in range(p)]
-        for b in reversed(rs_bits):
-            sends = [(rank(part[q]), rank(part[q ^ (1 << b)]), list(holdings[q]))
-                     for q in range(p)]
-            exchange(sends, COPY)
-            holdings = [holdings[q] + holdings[q ^ (1 << b)] for q in range(p)]
+        doubling_allgather()
     if plan.folded:
         sends = []
         for a, f in plan.folded.items():
