@@ -91,6 +91,7 @@ class _Verifier:
         self.c: Collective = s.collective
         self.n_ops = s.num_ops
         self.checks: list[str] = []
+        self._anc: _Ancestry | None = None
 
     # ------------------------------------------------------------------ driver
     def run(self) -> VerifyReport:
@@ -250,27 +251,9 @@ class _Verifier:
 
     def is_ancestor(self, a: int, x: int) -> bool:
         """True if operation ``a`` must complete before ``x`` starts (transitively)."""
-        pos = self.pos
-        pa = pos[a]
-        if pa >= pos[x]:
-            return False
-        s = self.s
-        ptr, ids = s.dep_ptr, s.dep_ids
-        direct = ids[ptr[x]:ptr[x + 1]]
-        if (direct == a).any():
-            return True
-        seen = {x}
-        stack = [x]
-        while stack:
-            u = stack.pop()
-            for d in ids[ptr[u]:ptr[u + 1]]:
-                d = int(d)
-                if d == a:
-                    return True
-                if d not in seen and pos[d] > pa:
-                    seen.add(d)
-                    stack.append(d)
-        return False
+        if self._anc is None:
+            self._anc = _Ancestry(self.s, self.order, self.pos)
+        return self._anc.query(a, x)
 
     # ------------------------------------------------------------------ link order
     def check_link_order(self) -> None:
@@ -586,14 +569,31 @@ class _Verifier:
         value: dict[int, int] = {}
         writes: dict[int, list[int]] = {}
         reads: dict[int, list[int]] = {}
-        kinds = s.kind
-        is_ancestor = self.is_ancestor
+        copy_op = (s.kind == OpKind.COPY).tolist()
+        srcs, dsts = s.src.tolist(), s.dst.tolist()
+        seg_lo, seg_hi = self.op_seg_lo.tolist(), self.op_seg_hi.tolist()
+        anc = _Ancestry(s, self.order, self.pos)
+        self._anc = anc
+        posl, depthl = anc.pos.tolist(), anc.depth.tolist()
+        ptrl, idsl = anc.ptr.tolist(), anc.ids.tolist()
+        walk = anc.query
         redundant = 0
         for op in self.order.tolist():
-            src = int(s.src[op])
-            dst = int(s.dst[op])
-            is_copy = kinds[op] == OpKind.COPY
-            for seg in range(int(self.op_seg_lo[op]), int(self.op_seg_hi[op])):
+            src = srcs[op]
+            dst = dsts[op]
+            is_copy = copy_op[op]
+            direct = set(idsl[ptrl[op]:ptrl[op + 1]])
+            p_op, d_op = posl[op], depthl[op]
+
+            def is_ancestor(a: int, _x: int) -> bool:
+                # cheap answers first: a direct dependency, or one that cannot reach ``op``
+                if a in direct:
+                    return True
+                if posl[a] >= p_op or depthl[a] >= d_op:
+                    return False
+                return walk(a, op)
+
+            for seg in range(seg_lo[op], seg_hi[op]):
                 rk = src * nseg + seg
                 for w in writes.get(rk, ()):
                     if not is_ancestor(w, op):
@@ -614,10 +614,10 @@ class _Verifier:
                     if is_ancestor(w, op):
                         # a later reduce unordered with this one must still be ordered with
                         # an overwriting copy before it: keep such copies
-                        if not is_copy and kinds[w] == OpKind.COPY:
+                        if not is_copy and copy_op[w]:
                             keep.append(w)
                         continue
-                    if is_copy or kinds[w] == OpKind.COPY:
+                    if is_copy or copy_op[w]:
                         _fail("race", f"{s.describe_op(op)} and op {w} both write the data at "
                                       f"{t.rank_name(dst)} with no dependency between them "
                                       f"and one of them overwrites it", op)
@@ -658,6 +658,89 @@ class _Verifier:
 
 
 # ---------------------------------------------------------------------- helpers
+class _Ancestry:
+    """Reachability queries on the dependency DAG: is ``a`` a (transitive) dependency of ``x``?
+
+    A backwards walk from ``x`` that never enters an operation which cannot reach ``a``: one
+    placed before ``a`` in the topological order, or whose depth (longest dependency chain
+    above it) is not greater than ``a``'s. Depth pruning keeps the walk to a thin band of the
+    DAG, so the many negative queries of tree reductions (siblings reducing into one buffer)
+    end at once. The walk is compiled with numba; visited marks are stamped per query, so no
+    per-query allocation.
+    """
+
+    def __init__(self, s: Schedule, order: np.ndarray, pos: np.ndarray):
+        n = s.num_ops
+        self.ptr = np.ascontiguousarray(s.dep_ptr, dtype=np.int64)
+        self.ids = np.ascontiguousarray(s.dep_ids, dtype=np.int64)
+        self.pos = np.ascontiguousarray(pos, dtype=np.int64)
+        walk, depth_of = _ancestry_kernels()
+        self.depth = depth_of(np.ascontiguousarray(order, dtype=np.int64), self.ptr, self.ids)
+        self.mark = np.zeros(n, dtype=np.int64)
+        self.stack = np.empty(max(n, 1), dtype=np.int64)
+        self.stamp = 0
+        self._walk = walk
+
+    def query(self, a: int, x: int) -> bool:
+        self.stamp += 1
+        return bool(self._walk(a, x, self.pos, self.depth, self.ptr, self.ids, self.mark,
+                               self.stack, self.stamp))
+
+
+def _ancestry_walk(a, x, pos, depth, ptr, ids, mark, stack, stamp):
+    if pos[a] >= pos[x] or depth[a] >= depth[x]:
+        return False
+    pa = pos[a]
+    da = depth[a]
+    top = 0
+    stack[0] = x
+    top = 1
+    mark[x] = stamp
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        for j in range(ptr[u], ptr[u + 1]):
+            d = ids[j]
+            if d == a:
+                return True
+            if mark[d] != stamp and pos[d] > pa and depth[d] > da:
+                mark[d] = stamp
+                stack[top] = d
+                top += 1
+    return False
+
+
+def _dep_depth(order, ptr, ids):
+    n = len(order)
+    depth = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        x = order[i]
+        best = 0
+        for j in range(ptr[x], ptr[x + 1]):
+            v = depth[ids[j]] + 1
+            if v > best:
+                best = v
+        depth[x] = best
+    return depth
+
+
+_KERNELS: tuple | None = None
+
+
+def _ancestry_kernels():
+    """The walk and the depth pass, compiled with numba once per process (cached on disk)."""
+    global _KERNELS
+    if _KERNELS is None:
+        try:
+            from numba import njit
+        except ImportError:  # pragma: no cover - numba is a dependency
+            _KERNELS = (_ancestry_walk, _dep_depth)
+        else:
+            _KERNELS = (njit(cache=True, nogil=True)(_ancestry_walk),
+                        njit(cache=True, nogil=True)(_dep_depth))
+    return _KERNELS
+
+
 def _index(sorted_list: list[int], value: int) -> int:
     import bisect
 

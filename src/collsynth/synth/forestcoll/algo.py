@@ -11,12 +11,22 @@ Per size (departure from the paper, which fixes ``k`` and leaves pipelining to t
 with ``k`` and ``pipeline`` left to ``auto`` the synthesizer scans small ``k`` (1, 2, 4 and the
 optimum's) and pipeline depths and keeps the one with the smallest estimated time
 
-    T(k, P) = T_bw(k) * (1 + (h_k - 1) / P) + h_k * alpha_max
+    T(k, P) = T_bw(k) * (1 + (h_k - 1) / (FILL_SHARE * P)) + h_k * alpha_max
 
 where ``T_bw(k)`` is the exact bandwidth time with ``k`` trees per root (Algorithm 1/3),
 ``h_k`` the tallest tree (in transfers) and ``alpha_max`` the largest route alpha: the pipeline
-fill of the tallest tree plus its propagation delays. Chunks are kept under an operation budget
-so that 1000-GPU schedules stay tractable.
+fill of the tallest tree plus its propagation delays. A lone tree would fill in
+``(h - 1) / P`` of its time, but the trees of all roots share every link and the last pieces
+drain at full link speed once the others are done, so the fill is far smaller: ``FILL_SHARE``
+is calibrated on simulations (mi250:chassis=2, h = 13..15: the fill measured ``0.31/P`` to
+``0.45/P``, i.e. ``(h - 1) / (31..45 P)``; flatter trees on NVSwitch fabrics fill even less). Reductions up
+in-trees wait at every merge for the slowest child, and fill about three times as long
+(ReduceScatter on mi250:chassis=2: ``1.3/P``), hence ``FILL_SHARE_IN`` when in-trees are used.
+Besides the depths in ``PIPELINES`` the deepest pipeline the limits allow is tried. The simulator charges nothing per
+message, so this estimate always favours deeper pipelines; two limits keep them real: pieces are
+no smaller than ``MIN_PIECE`` bytes (a runtime pays a per-message cost that the alpha-beta model
+omits; NCCL's own pipeline slices are far larger), and the number of operations stays under
+``OP_BUDGET`` so that 1000-GPU schedules remain tractable to verify and simulate.
 """
 
 from __future__ import annotations
@@ -34,8 +44,15 @@ from ..options import int_option
 
 #: Largest number of operations the automatic pipeline depth aims for.
 OP_BUDGET = 1_500_000
+#: Smallest piece (bytes one operation carries) the automatic pipeline depth makes.
+MIN_PIECE = 4096
 #: Pipeline depths the size-aware choice considers.
-PIPELINES = (1, 2, 4, 8, 16, 32, 64)
+PIPELINES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: Trees per root the size-aware choice considers (besides the optimum's k).
+K_SCAN = (1, 2, 4, 8, 16)
+#: Calibrated share of the lone-tree pipeline fill that remains (see the module docstring).
+FILL_SHARE = 32
+FILL_SHARE_IN = 10
 
 
 def _trees(topology: Topology, kind: CollKind, k: int | None) -> tuple[TreeForm, dict]:
@@ -87,12 +104,17 @@ def _estimate(topology: Topology, collective: Collective, cand: dict, size: floa
     n = collective.num_ranks
     t_bw = float(cand["inv_x"]) * size / n
     h = cand["height"]
-    return t_bw * (1 + (h - 1) / pipeline) + h * cand["alpha"]
+    share = FILL_SHARE_IN if "in" in cand else FILL_SHARE
+    return t_bw * (1 + (h - 1) / (share * pipeline)) + h * cand["alpha"]
 
 
-def _max_pipeline(n: int, k: int, kind: CollKind) -> int:
+def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None) -> int:
+    """Deepest automatic pipeline: under the operation budget, pieces of >= ``MIN_PIECE``."""
     per_chunk = n * (n - 1) * (2 if kind is CollKind.ALLREDUCE else 1)
-    return max(1, OP_BUDGET // max(1, per_chunk * k))
+    cap = OP_BUDGET // max(1, per_chunk * k)
+    if size is not None:
+        cap = min(cap, int(size // (n * k * MIN_PIECE)))
+    return max(1, cap)
 
 
 @register("forestcoll", collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER,
@@ -120,15 +142,23 @@ def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeli
     elif k_opt_only or size is None:
         ks = [None]
     else:
-        ks = [None, 1, 2, 4]
+        # k beyond the optimum's gains nothing; a k whose single pipeline stage is already over
+        # the operation budget is only tried as the optimum's own (or k = 1)
+        per_chunk = n * (n - 1) * (2 if kind is CollKind.ALLREDUCE else 1)
+        ks = [None] + [kk for kk in K_SCAN if kk == 1 or kk * per_chunk <= OP_BUDGET]
     seen: set[int] = set()
+    k_opt = None
     for kk in ks:
+        if kk is not None and k_opt is not None and kk >= k_opt:
+            continue
         try:
             form, meta = _trees(topology, kind, kk)
         except CollsynthError:
             if kk is None or len(ks) == 1:
                 raise
             continue
+        if kk is None:
+            k_opt = meta["k"]
         if meta["k"] in seen:
             continue
         seen.add(meta["k"])
@@ -136,8 +166,9 @@ def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeli
         cands.append(meta)
     best = None
     for cand in cands:
-        p_cap = _max_pipeline(n, cand["k"], kind)
-        options = [p_val] if p_val is not None else [p for p in PIPELINES if p <= p_cap] or [1]
+        p_cap = _max_pipeline(n, cand["k"], kind, size)
+        options = [p_val] if p_val is not None else \
+            sorted({p for p in PIPELINES if p <= p_cap} | {min(p_cap, PIPELINES[-1])})
         for p in options:
             est = _estimate(topology, collective, cand, size or 1e9, p)
             if best is None or est < best[0] - 1e-15:
