@@ -16,7 +16,8 @@ from ..schedule.ir import Schedule
 from ..topology.model import Topology
 
 #: Modules that register algorithms when imported.
-_MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines", "collsynth.synth.forestcoll.algo")
+_MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines", "collsynth.synth.forestcoll.algo",
+            "collsynth.synth.mteg")
 
 
 @dataclass

@@ -1,0 +1,52 @@
+"""``mteg`` — MTEGCCA: multicast time-expanded graph + Takahashi–Matsuyama Steiner trees.
+
+Implements seed 002 (Liu et al., "Multicast time-expanded graph-based collective communication
+scheduling algorithm"):
+
+* §1.2 notions: slot length ``tau`` = one chunk on the fastest link (option ``slot``), link
+  length ``L(u,v) = ceil(alpha/tau) + ceil(chunk/(bw tau))`` slots, one chunk per link per slot;
+* §2.1 Algorithm 1, the MTEG (node-slot vertices, storage edges, transmission edges, virtual
+  terminals per (destination, source, chunk)) — built *implicitly* (:mod:`.model`);
+* §2.2 steps 1–5: decomposition (Broadcast / Multicast = one task; AllGather = one broadcast per
+  (source, chunk)), largest data first, a Takahashi–Matsuyama tree per task from the root's
+  slot-0 vertex on the residual graph, then the used (link, slot) resources are taken
+  (:mod:`.algo`, :mod:`.steiner`);
+* §3.2's observation that the plan bounds TE-CCL's epoch count: :func:`mteg_horizon`.
+
+Where it departs from the seed (see ``docs/mteg.md``):
+
+1. The graph is never materialised: vertices are search states, storage edges are "a GPU that
+   holds a chunk from slot h may send it at any t >= h", virtual terminals are the set of ranks
+   still missing the chunk, and the residual graph is a per-link list of busy slot intervals.
+   The horizon ``H`` is a search cut-off, doubled when a task cannot finish inside it; because
+   the search is exact earliest-arrival, growing and continuing equals rebuilding and re-routing.
+2. Transmission edges are per direct GPU-to-GPU *route*: every physical link between two GPUs,
+   and the collsynth routing rule's route through switches/routers (which are cut-through and
+   store nothing, so they are not vertices of the time-expanded graph). ``L`` of a route uses its
+   total alpha and bottleneck bandwidth. A transfer occupies, on each link of its route, only the
+   slots in which it transmits there (propagation occupies no link), offset by the alpha before
+   that hop; the seed removes the single edge ``(u_t, v_{t+L})``, which does not stop a slow link
+   (L > 1) from starting a second transfer while the first still transmits.
+3. Resources are taken as soon as a path joins its tree, not after the whole tree.
+4. TM's distance is the earliest arrival by default (a rank holding the chunk may wait for free);
+   ``nearest=cost`` uses the seed's own edge costs (storage edges 1 per slot, transmission ``L``)
+   of the edges a path adds to the tree. ``trees=concurrent`` grows all broadcast trees in one
+   heap instead of one after another.
+5. Besides Broadcast, AllGather and multicast (custom collectives), it plans the other copy-only
+   collectives (Gather, Scatter, AllToAll) as one task per chunk; it plans no reductions.
+
+Output: a timed IR (``start = slot * tau``, ``step = slot``, dependency on the op that delivered
+the chunk to the sender, a planned order on every used link), verified by the independent
+verifier. The simulator with ``release=True`` replays the plan exactly at unrounded durations;
+the slot plan exceeds it by at most the last transfer's rounding (< one slot for ``chunk/bw``
+plus one for ``alpha``).
+"""
+
+from __future__ import annotations
+
+from .algo import DEFAULT_SIZE, Plan, Task, decompose, lower, mteg_horizon, plan, synthesize
+from .model import Occupancy, SlotGraph
+from .steiner import Planner
+
+__all__ = ["DEFAULT_SIZE", "Occupancy", "Plan", "Planner", "SlotGraph", "Task", "decompose",
+           "lower", "mteg_horizon", "plan", "synthesize"]

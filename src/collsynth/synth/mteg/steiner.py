@@ -1,0 +1,348 @@
+"""Takahashi–Matsuyama Steiner trees on the implicit time-expanded graph (seed 002 §2.2 step 3).
+
+TM grows a tree from the root ``s_0`` by repeatedly attaching the unreached terminal nearest to
+the tree along a shortest path. In a time-expanded graph "nearest" is *earliest arrival*: every
+rank already in the tree holds the chunk from some slot ``h`` and may send it at any slot
+``t >= h`` (storage edges), so the distance from the tree is a multi-source earliest-arrival
+search over ``(rank, slot)`` states. Arrival is FIFO (leaving later never arrives earlier), so
+Dijkstra on ranks with labels "earliest slot holding the chunk" is exact.
+
+Two equivalent implementations (the tests check that they agree):
+
+* :meth:`Planner._multicast` — the general case (a subset of destinations: other ranks may relay
+  on the way): one search per attached terminal, stopping at the first unreached terminal.
+* :meth:`Planner._broadcast` — every other rank is a terminal, so the nearest terminal is always
+  one transmission edge away from the tree and TM becomes a Prim-like growth: one heap of
+  candidate edges leaving the tree, each re-validated lazily when popped (its departure can only
+  move later as slots are taken), ``O(E log E)`` per broadcast instead of one search per terminal.
+
+Ties are broken by (arrival slot, receiving rank, sending rank, edge id): deterministic.
+With ``nearest=cost`` the distance is the seed's edge cost of what a path adds to the tree
+(transmission ``L`` plus storage slots not yet in it), ties by arrival and then as above.
+
+Departure from the seed: the seed removes a finished tree's edges from ``G_M`` only after the
+whole tree is built (step 4). Here the (link, slot) resources of each path are taken as soon as
+the path joins the tree: two paths of the same tree may otherwise share a link at the same slot
+(routes through a switch share its links), which the seed's per-edge removal would not notice.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from ...errors import CollsynthError
+from .model import MAX_SLOTS, Occupancy, SlotGraph
+
+
+class Planner:
+    """Routes multicast tasks one after another on a shared residual MTEG."""
+
+    def __init__(self, graph: SlotGraph, horizon: int | None = None,
+                 nearest: str = "arrival"):
+        if nearest not in ("arrival", "cost"):
+            raise CollsynthError(f"mteg: nearest={nearest!r} is not arrival or cost")
+        self.g = graph
+        self.cost = nearest == "cost"
+        self.occ = Occupancy(len(graph.topology.links), graph.min_width)
+        longest = max(graph.e_len) if graph.e_len else 1
+        self.horizon = int(horizon) if horizon is not None else 4 * longest
+        self.initial_horizon = self.horizon
+        self.growths = 0
+        # the plan: one entry per transmission (an IR operation)
+        self.op_chunk: list[int] = []
+        self.op_edge: list[int] = []
+        self.op_slot: list[int] = []
+        self.op_parent: list[int] = []
+        self.finish = 0            # latest arrival slot
+
+    # ------------------------------------------------------------------ helpers
+    def _grow(self, needed: int) -> None:
+        """The current task cannot finish inside the horizon: double it until it fits."""
+        while self.horizon < needed:
+            if self.horizon >= MAX_SLOTS:
+                raise CollsynthError(f"mteg: horizon exceeds {MAX_SLOTS} slots (slot too short?)")
+            self.horizon *= 2
+            self.growths += 1
+
+    def _record(self, chunk: int, edge: int, slot: int, parent: int, arrival: int) -> int:
+        self.occ.book(self.g.e_occ[edge], slot)
+        self.op_chunk.append(chunk)
+        self.op_edge.append(edge)
+        self.op_slot.append(slot)
+        self.op_parent.append(parent)
+        if arrival > self.finish:
+            self.finish = arrival
+        return len(self.op_chunk) - 1
+
+    def _unreachable(self, chunk: int, src: int, missing) -> CollsynthError:
+        t = self.g.topology
+        r = min(missing)
+        return CollsynthError(f"mteg: chunk {chunk} cannot reach {t.rank_name(r)} from "
+                              f"{t.rank_name(src)} (no path of GPU-to-GPU routes)")
+
+    # ------------------------------------------------------------------ tasks
+    def route(self, chunk: int, src: int, dests, *, general: bool = False) -> None:
+        """Attach every rank of ``dests`` to a tree rooted at ``src``'s slot-0 vertex."""
+        dests = sorted(set(int(d) for d in dests) - {src})
+        if not dests:
+            return
+        if not general and len(dests) == self.g.n - 1:
+            if self.cost:
+                self._broadcast_cost(chunk, src)
+            else:
+                self._broadcast(chunk, src)
+        else:
+            self._multicast(chunk, src, dests)
+
+    def _broadcast(self, chunk: int, src: int) -> None:
+        g, occ = self.g, self.occ
+        e_dst, e_len, e_occ, out = g.e_dst, g.e_len, g.e_occ, g.out
+        earliest = occ.earliest
+        hold = [-1] * g.n
+        via = [-1] * g.n
+        hold[src] = 0
+        heap: list[tuple[int, int, int, int, int]] = []
+        push = heapq.heappush
+        pop = heapq.heappop
+
+        def expand(u: int) -> None:
+            h = hold[u]
+            for e in out[u]:
+                v = e_dst[e]
+                if hold[v] < 0:
+                    t = earliest(e_occ[e], h)
+                    push(heap, (t + e_len[e], v, u, e, t))
+
+        expand(src)
+        left = g.n - 1
+        while left:
+            if not heap:
+                raise self._unreachable(chunk, src, [r for r in range(g.n) if hold[r] < 0])
+            arr, v, u, e, t = pop(heap)
+            if hold[v] >= 0:
+                continue
+            t2 = earliest(e_occ[e], hold[u])
+            if t2 != t:                       # its slots were taken meanwhile: re-queue
+                push(heap, (t2 + e_len[e], v, u, e, t2))
+                continue
+            if arr > self.horizon:
+                self._grow(arr)
+            via[v] = self._record(chunk, e, t, via[u], arr)
+            hold[v] = arr
+            left -= 1
+            expand(v)
+
+    def _broadcast_cost(self, chunk: int, src: int) -> None:
+        """:meth:`_broadcast` with the seed's TEG edge cost as the distance (``nearest=cost``).
+
+        The tree holds, at rank ``u``, the vertices ``u_h .. u_last`` (arrival, then the storage
+        edges up to its latest departure so far), so leaving ``u`` at slot ``t`` costs
+        ``L + max(0, t - last_u)``: transmission plus the storage edges not yet in the tree.
+        Candidates are keyed (cost, arrival, receiver, sender, edge); a key can drop when
+        ``last_u`` grows, so ``u``'s candidates are then queued again, and an entry is accepted
+        only when its stored key is still exact.
+        """
+        g, occ = self.g, self.occ
+        e_dst, e_len, e_occ, out = g.e_dst, g.e_len, g.e_occ, g.out
+        earliest = occ.earliest
+        hold = [-1] * g.n
+        last = [-1] * g.n
+        via = [-1] * g.n
+        hold[src] = last[src] = 0
+        heap: list[tuple[int, int, int, int, int, int]] = []
+        push = heapq.heappush
+        pop = heapq.heappop
+
+        def expand(u: int) -> None:
+            h, lu = hold[u], last[u]
+            for e in out[u]:
+                v = e_dst[e]
+                if hold[v] < 0:
+                    t = earliest(e_occ[e], h)
+                    ln = e_len[e]
+                    push(heap, (ln + (t - lu if t > lu else 0), t + ln, v, u, e, t))
+
+        expand(src)
+        left = g.n - 1
+        while left:
+            if not heap:
+                raise self._unreachable(chunk, src, [r for r in range(g.n) if hold[r] < 0])
+            c, arr, v, u, e, t = pop(heap)
+            if hold[v] >= 0:
+                continue
+            t2 = earliest(e_occ[e], hold[u])
+            ln = e_len[e]
+            c2 = ln + (t2 - last[u] if t2 > last[u] else 0)
+            if (c2, t2) != (c, t):
+                push(heap, (c2, t2 + ln, v, u, e, t2))
+                continue
+            if arr > self.horizon:
+                self._grow(arr)
+            via[v] = self._record(chunk, e, t, via[u], arr)
+            hold[v] = last[v] = arr
+            left -= 1
+            if t > last[u]:
+                last[u] = t
+                expand(u)
+            expand(v)
+
+    def route_concurrent(self, tasks) -> None:
+        """Grow the trees of several full broadcasts together (option ``trees=concurrent``).
+
+        Instead of finishing one tree before starting the next (seed steps 3–5), one heap holds
+        the candidate edges of every tree and the globally nearest one is attached first
+        (ties: the task's planning order). Each tree is still TM's (a broadcast reaches its
+        nearest terminal first); only the interleaving of the trees differs. ``tasks`` are
+        ``(chunk, source)`` pairs in planning order.
+        """
+        g, occ = self.g, self.occ
+        e_dst, e_len, e_occ, out = g.e_dst, g.e_len, g.e_occ, g.out
+        earliest = occ.earliest
+        cost = self.cost
+        n = g.n
+        hold = [[-1] * n for _ in tasks]
+        last = [[-1] * n for _ in tasks]
+        via = [[-1] * n for _ in tasks]
+        heap: list[tuple[int, int, int, int, int, int, int]] = []
+        push = heapq.heappush
+        pop = heapq.heappop
+
+        def key(k: int, u: int, e: int, t: int) -> int:
+            """Primary key: arrival, or with ``nearest=cost`` the seed's edge cost."""
+            if cost:
+                lu = last[k][u]
+                return e_len[e] + (t - lu if t > lu else 0)
+            return t + e_len[e]
+
+        def expand(k: int, u: int) -> None:
+            hk = hold[k]
+            h = hk[u]
+            for e in out[u]:
+                v = e_dst[e]
+                if hk[v] < 0:
+                    t = earliest(e_occ[e], h)
+                    push(heap, (key(k, u, e, t), t + e_len[e], k, v, u, e, t))
+
+        for k, (_chunk, src) in enumerate(tasks):
+            hold[k][src] = last[k][src] = 0
+            expand(k, src)
+        left = len(tasks) * (n - 1)
+        while left:
+            if not heap:
+                k = next(i for i in range(len(tasks)) if min(hold[i]) < 0)
+                raise self._unreachable(tasks[k][0], tasks[k][1],
+                                        [r for r in range(n) if hold[k][r] < 0])
+            c, arr, k, v, u, e, t = pop(heap)
+            hk = hold[k]
+            if hk[v] >= 0:
+                continue
+            t2 = earliest(e_occ[e], hk[u])
+            c2 = key(k, u, e, t2)
+            if (c2, t2) != (c, t):
+                push(heap, (c2, t2 + e_len[e], k, v, u, e, t2))
+                continue
+            if arr > self.horizon:
+                self._grow(arr)
+            via[k][v] = self._record(tasks[k][0], e, t, via[k][u], arr)
+            hk[v] = last[k][v] = arr
+            left -= 1
+            if cost and t > last[k][u]:
+                last[k][u] = t
+                expand(k, u)
+            expand(k, v)
+
+    def _multicast(self, chunk: int, src: int, dests: list[int]) -> None:
+        hold = {src: 0}
+        last = {src: 0}
+        via = {src: -1}
+        remaining = set(dests)
+        while remaining:
+            target, best = self._nearest(chunk, src, hold, last, remaining)
+            path = []
+            v = target
+            while v not in hold:
+                _c, arr, u, e, t = best[v]
+                path.append((u, v, e, t, arr))
+                v = u
+            for u, v, e, t, arr in reversed(path):
+                via[v] = self._record(chunk, e, t, via[u], arr)
+                hold[v] = last[v] = arr
+                if t > last[u]:
+                    last[u] = t          # the storage edges up to t join the tree
+                remaining.discard(v)
+
+    def _nearest(self, chunk: int, src: int, hold: dict, last: dict, remaining: set):
+        """Multi-source search from the tree to the nearest unreached terminal.
+
+        Returns ``(terminal, best)`` with ``best[v] = (cost, arrival, parent, edge, departure)``.
+        The distance is the arrival slot, or with ``nearest=cost`` the seed's TEG edge cost:
+        transmission lengths plus the storage edges not yet in the tree (leaving tree rank ``u``
+        at ``t`` costs ``max(0, t - last_u)``, waiting at a relay costs every slot waited).
+        A* on that distance: the heuristic is the fewest slots to any unreached terminal on the
+        empty network (consistent, zero at terminals), so the first terminal popped is nearest;
+        at equal keys non-terminals are expanded first, so every parent that reaches it as near
+        is considered (ties as in Dijkstra: distance, arrival, node, parent, edge).
+        By arrival, arrivals beyond the horizon are pruned, and if that leaves no terminal the
+        horizon grows (exact: a pruned path is never the earliest). By cost, a later arrival
+        may be nearer, so nothing is pruned; the horizon grows when the chosen path ends past it.
+        """
+        g, occ = self.g, self.occ
+        e_dst, e_len, e_occ, out = g.e_dst, g.e_len, g.e_occ, g.out
+        cost = self.cost
+        rem = sorted(remaining)
+        hrow = g.static_slots[:, rem].min(axis=1)
+        if not np.isfinite(hrow[[v for v in hold]]).any():
+            raise self._unreachable(chunk, src, remaining)
+        heur = [int(x) if np.isfinite(x) else -1 for x in hrow.tolist()]   # -1: no path
+        term = remaining
+        while True:
+            # heap entries: (distance + heuristic, terminal?, distance, arrival, node)
+            heap = [(heur[v], 0, 0, h, v) if cost else (h + heur[v], 0, h, h, v)
+                    for v, h in hold.items() if heur[v] >= 0]
+            heapq.heapify(heap)
+            best: dict[int, tuple[int, int, int, int, int]] = {}
+            done: set[int] = set()
+            pruned = None
+            found = None             # distance of the nearest unreached terminal seen so far
+            while heap:
+                _f, _flag, dist, lab, v = heapq.heappop(heap)
+                if v in done:
+                    continue
+                done.add(v)
+                if v not in hold and v in term:
+                    if cost and lab > self.horizon:
+                        self._grow(lab)      # nearest by cost but beyond the horizon
+                    return v, best
+                intree = v in hold
+                for e in out[v]:
+                    w = e_dst[e]
+                    hw = heur[w]
+                    if hw < 0 or w in hold or w in done:
+                        continue
+                    ln = e_len[e]
+                    if found is not None and (dist if cost else lab) + ln + hw > found:
+                        continue             # cannot beat the terminal already seen
+                    t = occ.earliest(e_occ[e], lab)
+                    a = t + ln
+                    if a > self.horizon and not cost:
+                        pruned = a if pruned is None else min(pruned, a)
+                        continue
+                    if cost:
+                        lv = last[v] if intree else lab
+                        d = dist + ln + (t - lv if t > lv else 0)
+                    else:
+                        d = a
+                    if found is not None and d + hw > found:
+                        continue
+                    cur = best.get(w)
+                    if cur is None or (d, a, v, e) < cur[:4]:
+                        best[w] = (d, a, v, e, t)
+                        isterm = w in term
+                        heapq.heappush(heap, (d + hw, 1 if isterm else 0, d, a, w))
+                        if isterm and (found is None or d < found):
+                            found = d
+            if pruned is None:
+                raise self._unreachable(chunk, src, remaining)
+            self._grow(pruned)

@@ -1,0 +1,318 @@
+"""MTEGCCA (seed 002): the implicit multicast time-expanded graph and TM Steiner trees."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from collsynth.cli import main
+from collsynth.collective import Collective
+from collsynth.errors import CollsynthError
+from collsynth.sim import simulate
+from collsynth.synth import get, synthesize
+from collsynth.synth.mteg import Planner, SlotGraph, decompose, mteg_horizon, plan
+from collsynth.topology import TopologyBuilder, load_topology
+from collsynth.verify import ensure_verified
+
+GB = 1e9
+MiB = float(1 << 20)
+
+
+def figure2():
+    """A network in the spirit of seed 002 Figure 2: fast links take one slot, slow two.
+
+    A-B, B-C, C-H, D-E, E-F, F-G, G-H: 50 GB/s; A-D, A-F: 25 GB/s; no alpha. A 50 GB chunk
+    makes tau = 1 s.
+    """
+    b = TopologyBuilder("fig2")
+    ids = {x: b.compute(x) for x in "ABCDEFGH"}
+    for u, v in ("AB", "BC", "CH", "DE", "EF", "FG", "GH"):
+        b.bilink(ids[u], ids[v], 50 * GB, 0.0)
+    for u, v in ("AD", "AF"):
+        b.bilink(ids[u], ids[v], 25 * GB, 0.0)
+    return b.build()
+
+
+def ops_of(s):
+    """Operations as comparable tuples (sender, receiver, chunk, route, step)."""
+    return [(int(s.src[i]), int(s.dst[i]), int(s.chunk[i]), tuple(s.route(i).tolist()),
+             int(s.step[i])) for i in range(s.num_ops)]
+
+
+def check_timed(s, size):
+    """Verified; simulator agrees with the slot plan (see docs/mteg.md, 'Plan and simulator')."""
+    rep = ensure_verified(s)
+    assert "capacity" in rep.checks and "link-order" in rep.checks
+    m = s.meta["mteg"]
+    plan_s = m["plan_time_s"]
+    asap = simulate(s, size).time_s
+    replay = simulate(s, size, release=True).time_s
+    # held to the planned starts, the simulator replays the plan at exact durations
+    assert replay == pytest.approx(rep.planned_finish_s, rel=1e-9)
+    # the plan rounds the last transfer up to whole slots: at most one slot for chunk/bw plus
+    # the alpha rounding, both included in max_rounding_s
+    assert replay <= plan_s * (1 + 1e-9)
+    assert plan_s - replay <= m["max_rounding_s"] * (1 + 1e-9) + 1e-15
+    assert m["max_rounding_s"] < 2 * m["slot_s"]
+    # as soon as possible with the same link orders can only be earlier (links whose window
+    # order disagrees with the departure order carry no explicit order; none in these tests)
+    assert m["links_without_order"] == 0
+    assert asap <= replay * (1 + 1e-9)
+    return rep, asap, replay
+
+
+# ------------------------------------------------------------------------------ Figure 2
+def test_figure2_multicast_by_hand():
+    t = figure2()
+    A, B, C, F, H = (t.rank_of_node[t.index(x)] for x in "ABCFH")
+    coll = Collective.custom(8, [(A, [F, H])])
+    s = synthesize("mteg", t, coll, size=50 * GB)
+    m = s.meta["mteg"]
+    assert m["slot_s"] == pytest.approx(1.0)
+    # TM: F is nearest (A->F, 2 slots), then H via A->B->C->H (3 slots) beats F->G->H (4)
+    assert [(o[0], o[1], o[4]) for o in ops_of(s)] == [(A, F, 0), (A, B, 0), (B, C, 1),
+                                                       (C, H, 2)]
+    assert s.deps(0).tolist() == [] and s.deps(1).tolist() == []
+    assert s.deps(2).tolist() == [1] and s.deps(3).tolist() == [2]
+    assert s.start.tolist() == pytest.approx([0.0, 0.0, 1.0, 2.0])
+    assert m["plan_slots"] == 3 and m["plan_time_s"] == pytest.approx(3.0)
+    rep, asap, replay = check_timed(s, 50 * GB)
+    assert asap == pytest.approx(3.0) and replay == pytest.approx(3.0)
+    assert mteg_horizon(t, coll, 50 * GB) == (3, pytest.approx(3.0))
+
+
+def test_figure2_seed_edge_cost():
+    """With the seed's TEG edge cost, H joins through F (F_2 -> G_3 -> H_4 costs 2 from the
+    tree) rather than through B and C (A_0 -> ... -> H_3 costs 3): fewer transmissions, later."""
+    t = figure2()
+    A, F, G, H = (t.rank_of_node[t.index(x)] for x in "AFGH")
+    coll = Collective.custom(8, [(A, [F, H])])
+    s = synthesize("mteg", t, coll, size=50 * GB, nearest="cost")
+    assert [(o[0], o[1], o[4]) for o in ops_of(s)] == [(A, F, 0), (F, G, 2), (G, H, 3)]
+    assert s.meta["mteg"]["plan_slots"] == 4 and s.meta["mteg"]["nearest"] == "cost"
+    check_timed(s, 50 * GB)
+
+
+def test_figure2_contention_moves_second_chunk():
+    """Two chunks from A to H: the second cannot use A->B at slot 0 and leaves a slot later."""
+    t = figure2()
+    A, H = (t.rank_of_node[t.index(x)] for x in "AH")
+    coll = Collective.custom(8, [(A, [H]), (A, [H])])
+    s = synthesize("mteg", t, coll, size=100 * GB)      # 50 GB per chunk
+    check_timed(s, 100 * GB)
+    assert s.meta["mteg"]["plan_slots"] == 4
+    first_hops = sorted(int(s.step[i]) for i in range(s.num_ops) if s.src[i] == A)
+    assert first_hops == [0, 1]
+
+
+# ------------------------------------------------------------------------------ AllGather
+@pytest.mark.parametrize("spec, chunks", [("ring:n=8", 1), ("ring:n=6", 3), ("dgx1", 1),
+                                          ("dgx1", 2)])
+def test_allgather_verified_and_simulated(spec, chunks):
+    t = load_topology(spec)
+    coll = Collective.make("allgather", t.num_ranks, chunks)
+    s = synthesize("mteg", t, coll, size=MiB)
+    assert s.num_ops == t.num_ranks * chunks * (t.num_ranks - 1)   # a tree per broadcast
+    assert s.size == MiB and s.timed
+    check_timed(s, MiB)
+
+
+def test_allgather_through_switches():
+    for spec in ("ndv2:chassis=3", "star:n=6", "fat_tree:k=4"):
+        t = load_topology(spec)
+        coll = Collective.make("allgather", t.num_ranks)
+        s = synthesize("mteg", t, coll, size=4 * MiB)
+        check_timed(s, 4 * MiB)
+        assert int(np.diff(s.route_ptr).max()) >= 2
+
+
+def test_seed_slot_model_also_verifies():
+    t = load_topology("ndv2:chassis=3")
+    coll = Collective.make("allgather", t.num_ranks)
+    exact = synthesize("mteg", t, coll, size=MiB)
+    seed = synthesize("mteg", t, coll, size=MiB, occupancy="slot")
+    check_timed(seed, MiB)
+    assert seed.meta["mteg"]["occupancy"] == "slot"
+    assert exact.meta["mteg"]["plan_slots"] <= seed.meta["mteg"]["plan_slots"]
+
+
+def test_broadcasts_ordered_largest_first_then_rounds():
+    coll = Collective.custom(4, [(0, [1]), (1, [0, 2, 3]), (2, [0, 1])])
+    tasks = decompose(coll, 10.0)
+    assert [t.chunk for t in tasks] == [1, 2, 0]
+    ag = decompose(Collective.make("allgather", 3, 2), 1.0)
+    assert [(t.round, t.source) for t in ag] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    # AllToAll: a shift pattern, the first round aims at three different ranks
+    a2a = decompose(Collective.make("alltoall", 3), 1.0)
+    assert [(t.source, t.dests) for t in a2a[:3]] == [(0, (1,)), (1, (2,)), (2, (0,))]
+
+
+# ------------------------------------------------------------------------------ broadcast
+@pytest.mark.parametrize("spec", ["dgx1", "ndv2:chassis=3", "torus2d:w=3,h=3"])
+@pytest.mark.parametrize("nearest", ["arrival", "cost"])
+def test_broadcast_and_prim_equals_general_tm(spec, nearest):
+    t = load_topology(spec)
+    coll = Collective.make("broadcast", t.num_ranks, 4, root=1)
+    s = synthesize("mteg", t, coll, size=8 * MiB, nearest=nearest)
+    check_timed(s, 8 * MiB)
+    # the Prim-like broadcast growth is exactly TM with one search per terminal
+    g = SlotGraph(t, coll.chunk_bytes(8 * MiB))
+    fast, general = Planner(g, nearest=nearest), Planner(g, nearest=nearest)
+    for c in range(4):
+        fast.route(c, 1, range(t.num_ranks))
+        general.route(c, 1, range(t.num_ranks), general=True)
+    assert (fast.op_edge, fast.op_slot, fast.op_parent) == \
+        (general.op_edge, general.op_slot, general.op_parent)
+
+
+def test_multicast_subset_with_relays():
+    t = load_topology("ndv2:chassis=3")
+    coll = Collective.custom(t.num_ranks, [(3, [9, 17, 20]), (12, [0, 23]), (3, [22])])
+    s = synthesize("mteg", t, coll, size=3 * MiB)
+    check_timed(s, 3 * MiB)
+    # relays through ranks that are not destinations are allowed
+    assert set(s.dst.tolist()) - {9, 17, 20, 0, 23, 22}
+
+
+@pytest.mark.parametrize("kind", ["gather", "scatter", "alltoall"])
+def test_other_copy_collectives(kind):
+    t = load_topology("dgx1")
+    coll = Collective.make(kind, t.num_ranks)
+    check_timed(synthesize("mteg", t, coll, size=MiB), MiB)
+
+
+@pytest.mark.parametrize("nearest", ["arrival", "cost"])
+def test_concurrent_trees(nearest):
+    t = load_topology("ndv2:chassis=3")
+    n = t.num_ranks
+    coll = Collective.make("allgather", n, 2)
+    s = synthesize("mteg", t, coll, size=MiB, trees="concurrent", nearest=nearest)
+    check_timed(s, MiB)
+    assert s.meta["mteg"]["trees"] == "concurrent" and s.num_ops == n * 2 * (n - 1)
+    # full broadcasts grow together, then the multicasts one by one
+    mixed = Collective.custom(n, [(0, range(n)), (5, [1, 2]), (7, range(n))])
+    check_timed(synthesize("mteg", t, mixed, size=MiB, trees="concurrent", nearest=nearest), MiB)
+    # with a single broadcast there is nothing to interleave
+    one = Collective.make("broadcast", n, 1, root=4)
+    assert ops_of(synthesize("mteg", t, one, size=MiB, trees="concurrent", nearest=nearest)) \
+        == ops_of(synthesize("mteg", t, one, size=MiB, nearest=nearest))
+
+
+# ------------------------------------------------------------------------------ horizon
+def test_horizon_grows_and_changes_nothing():
+    t = load_topology("ndv2:chassis=2")
+    coll = Collective.make("allgather", t.num_ranks)
+    auto = synthesize("mteg", t, coll, size=MiB)
+    tiny = synthesize("mteg", t, coll, size=MiB, horizon="1")
+    m = tiny.meta["mteg"]
+    assert m["initial_horizon_slots"] == 1 and m["horizon_growths"] >= 5
+    assert m["horizon_slots"] >= m["plan_slots"] > m["horizon_slots"] // 2
+    assert ops_of(tiny) == ops_of(auto)
+    # the general (multicast) search grows it too
+    sub = Collective.custom(t.num_ranks, [(0, [15]), (5, [10, 12])])
+    a = synthesize("mteg", t, sub, size=MiB)
+    b = synthesize("mteg", t, sub, size=MiB, horizon=1)
+    assert b.meta["mteg"]["horizon_growths"] > 0 and ops_of(a) == ops_of(b)
+    # by cost nothing is pruned: the horizon only grows when the chosen path ends past it
+    for coll in (sub, Collective.make("allgather", t.num_ranks)):
+        a = synthesize("mteg", t, coll, size=MiB, nearest="cost")
+        b = synthesize("mteg", t, coll, size=MiB, nearest="cost", horizon=1)
+        assert b.meta["mteg"]["horizon_growths"] > 0 and ops_of(a) == ops_of(b)
+
+
+def test_mteg_horizon_bounds_epochs():
+    t = load_topology("ndv2:chassis=3")
+    coll = Collective.make("allgather", t.num_ranks)
+    slots, secs = mteg_horizon(t, coll, 8 * MiB)
+    s = synthesize("mteg", t, coll, size=8 * MiB, occupancy="slot")
+    assert slots == s.meta["mteg"]["plan_slots"]
+    exact = mteg_horizon(t, coll, 8 * MiB, occupancy="exact")
+    assert exact[0] == synthesize("mteg", t, coll, size=8 * MiB).meta["mteg"]["plan_slots"]
+    assert exact[0] <= slots
+    assert secs == pytest.approx(slots * s.meta["mteg"]["slot_s"])
+    # a caller's epoch length
+    slots2, secs2 = mteg_horizon(t, coll, 8 * MiB, tau=0.5e-6)
+    assert secs2 == pytest.approx(slots2 * 0.5e-6) and slots2 >= secs2 / 0.5e-6 - 1e-9
+    assert mteg_horizon(t, coll, 8 * MiB, tau="0.5us") == (slots2, pytest.approx(secs2))
+
+
+def test_slot_option_and_finer_slots():
+    t = load_topology("ring:n=8")
+    coll = Collective.make("allgather", 8)
+    coarse = synthesize("mteg", t, coll, size=MiB)
+    fine = synthesize("mteg", t, coll, size=MiB, slot="0.25us")
+    assert fine.meta["mteg"]["slot_s"] == pytest.approx(0.25e-6)
+    check_timed(fine, MiB)
+    # a finer grid wastes less on rounding alpha up to whole slots
+    assert fine.meta["mteg"]["plan_time_s"] < coarse.meta["mteg"]["plan_time_s"]
+
+
+# ------------------------------------------------------------------------------ misc
+def test_deterministic():
+    t = load_topology("ndv2:chassis=3")
+    coll = Collective.make("allgather", t.num_ranks, 2)
+    a = synthesize("mteg", t, coll, size=MiB)
+    b = synthesize("mteg", t, coll, size=MiB)
+    assert ops_of(a) == ops_of(b)
+    assert np.array_equal(a.start, b.start) and np.array_equal(a.dep_ids, b.dep_ids)
+    assert {k: v.tolist() for k, v in a.link_order.items()} == \
+        {k: v.tolist() for k, v in b.link_order.items()}
+
+
+def test_registered_and_size_aware():
+    a = get("mteg")
+    assert a.size_aware and set(a.options) == {"slot", "horizon", "occupancy", "trees", "nearest"}
+    t = load_topology("ring:n=4")
+    s = synthesize("mteg", t, Collective.make("allgather", 4))      # default size 1 MiB
+    assert s.size == MiB and s.meta["algorithm"] == "mteg"
+
+
+@pytest.mark.parametrize("opts, needle", [
+    ({"slot": "-1us"}, "slot"), ({"slot": "fast"}, "slot"), ({"slot": "0"}, "slot"),
+    ({"horizon": "0"}, "horizon"), ({"horizon": "many"}, "horizon"),
+    ({"occupancy": "fluid"}, "occupancy"), ({"bogus": "1"}, "bogus"),
+    ({"trees": "parallel"}, "trees"), ({"nearest": "closest"}, "nearest"),
+])
+def test_bad_options_one_line(opts, needle):
+    t = load_topology("ring:n=4")
+    with pytest.raises(CollsynthError) as e:
+        synthesize("mteg", t, Collective.make("allgather", 4), size=MiB, **opts)
+    msg = str(e.value)
+    assert "\n" not in msg and needle in msg
+
+
+def test_mixed_route_offsets_keep_a_consistent_order():
+    """A dragonfly mixes routes of different lengths through routers: links whose window order
+    disagrees with the departure order get no explicit order, and the schedule still verifies
+    and replays exactly."""
+    t = load_topology("dragonfly:a=4,p=1,h=1")
+    coll = Collective.make("allgather", t.num_ranks)
+    s = synthesize("mteg", t, coll, size=MiB)
+    assert s.meta["mteg"]["links_without_order"] > 0
+    rep = ensure_verified(s)
+    replay = simulate(s, MiB, release=True).time_s
+    assert replay == pytest.approx(rep.planned_finish_s, rel=1e-9)
+    assert replay <= s.meta["mteg"]["plan_time_s"] * (1 + 1e-9)
+
+
+def test_reductions_rejected_and_bad_size():
+    t = load_topology("ring:n=4")
+    with pytest.raises(CollsynthError, match="mteg"):
+        synthesize("mteg", t, Collective.make("allreduce", 4))
+    with pytest.raises(CollsynthError, match="size"):
+        plan(t, Collective.make("allgather", 4), size=-5)
+
+
+def test_cli_synth_with_slot(capsys, tmp_path):
+    out = str(tmp_path / "m.json")
+    rc = main(["synth", "-t", "dgx1", "-c", "allgather", "--algo", "mteg", "--size", "2MiB",
+               "--opt", "slot=0.5us", "-o", out, "--json"])
+    o, e = capsys.readouterr()
+    assert rc == 0 and e == "", e
+    assert json.loads(o)["verified"] is True
+    rc = main(["synth", "-t", "dgx1", "-c", "allgather", "--algo", "mteg",
+               "--opt", "slot=soon", "-o", out])
+    o, e = capsys.readouterr()
+    assert rc == 2 and len(e.strip().splitlines()) == 1 and "slot" in e
