@@ -1,0 +1,296 @@
+"""Shared pieces: commodities, epoch operations, epoch distances and the HiGHS driver."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...collective import CollKind, Collective
+from ...errors import CollsynthError
+from ...topology.model import Topology
+
+INF = np.iinfo(np.int64).max // 4
+
+
+@dataclass
+class EpochOp:
+    """A GPU-to-GPU transfer planned in epochs: the unit the MILP/LP solutions decode into."""
+
+    chunk: int
+    src: int                    # rank
+    dst: int                    # rank
+    route: tuple[int, ...]      # link ids (through switches only)
+    k0: int                     # epoch of the first hop
+    arrive: int                 # epoch from which the receiver may use it
+    dep: int = -1               # index of the EpochOp that delivered the data to src
+    part: tuple[int, int, int] | None = None
+
+
+@dataclass
+class Commodities:
+    """Multicast commodities of the MILP: one per chunk (source rank, destination ranks)."""
+
+    chunk: np.ndarray
+    src: np.ndarray
+    dests: list[np.ndarray]
+
+    @classmethod
+    def of(cls, collective: Collective) -> "Commodities":
+        srcs = collective.chunk_source
+        chunks, s_out, d_out = [], [], []
+        for c in range(collective.num_chunks):
+            s = int(srcs[c])
+            d = np.array([x for x in collective.destinations(c) if x != s], dtype=np.int64)
+            if len(d):
+                chunks.append(c)
+                s_out.append(s)
+                d_out.append(d)
+        return cls(np.array(chunks, dtype=np.int64), np.array(s_out, dtype=np.int64), d_out)
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+
+def unicast_demand(collective: Collective) -> tuple[np.ndarray, list[list[list[int]]]]:
+    """(dem[s, d] in chunks, chunk ids per (s, d)) for collectives whose chunks each have one
+    destination (AllToAll, Scatter, Gather, demand matrices)."""
+    n = collective.num_ranks
+    dem = np.zeros((n, n))
+    ids: list[list[list[int]]] = [[[] for _ in range(n)] for _ in range(n)]
+    srcs = collective.chunk_source
+    for c in range(collective.num_chunks):
+        s = int(srcs[c])
+        dsts = [x for x in collective.destinations(c) if x != s]
+        if len(dsts) > 1:
+            raise CollsynthError(f"teccl mode=lp needs one destination per chunk; chunk {c} of "
+                                 f"{collective.describe()} has {len(dsts)} (use mode=milp)")
+        if dsts:
+            dem[s, dsts[0]] += 1
+            ids[s][dsts[0]].append(c)
+    return dem, ids
+
+
+def epoch_distances(topology: Topology, delay: np.ndarray) -> np.ndarray:
+    """Fewest epochs from every node to every node along links with the given delays
+    (INF where unreachable). Delays may be 0 (cut-through switch hops)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    t = topology
+    n = t.num_nodes
+    w = delay.astype(np.float64) + 1e-6   # keep zero-delay links as edges
+    order = np.lexsort((w, t.link_dst, t.link_src))
+    src, dst, ww = t.link_src[order], t.link_dst[order], w[order]
+    keep = np.ones(len(order), dtype=bool)
+    keep[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    g = csr_matrix((ww[keep], (src[keep], dst[keep])), shape=(n, n))
+    dist = dijkstra(g, directed=True)
+    out = np.where(np.isfinite(dist), np.round(dist), INF)
+    return out.astype(np.int64)
+
+
+def to_gpu_distance(topology: Topology, delay: np.ndarray) -> np.ndarray:
+    """Fewest epochs from each node to reach some compute node (0 for compute nodes)."""
+    t = topology
+    r = np.where(t.kind_codes == 0, 0, INF).astype(np.int64)
+    sw_src = t.kind_codes[t.link_src] != 0
+    ls, ld, dd = t.link_src[sw_src], t.link_dst[sw_src], delay[sw_src]
+    for _ in range(t.num_nodes):
+        cand = np.where(r[ld] >= INF, INF, r[ld] + dd)
+        new = r.copy()
+        np.minimum.at(new, ls, cand)
+        if np.array_equal(new, r):
+            break
+        r = new
+    return r
+
+
+def ragged_arange(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(lo[i], lo[i] + counts[i])``."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    return np.arange(total, dtype=np.int64) + starts
+
+
+# ---------------------------------------------------------------------------------- HiGHS
+@dataclass
+class Model:
+    """A linear model in CSR form, built with numpy: columns then rows as triplets."""
+
+    cost: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    integer: np.ndarray          # bool per column
+    rows: np.ndarray             # triplet row ids
+    cols: np.ndarray
+    vals: np.ndarray
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+
+    @property
+    def num_cols(self) -> int:
+        return len(self.cost)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.row_lower)
+
+
+@dataclass
+class SolveInfo:
+    status: str                   # optimal, time_limit, infeasible, ...
+    has_solution: bool
+    x: np.ndarray | None
+    objective: float = float("nan")
+    dual_bound: float = float("nan")
+    gap: float = float("nan")
+    wall_s: float = 0.0
+    warm_start: str = "none"
+    extra: dict = field(default_factory=dict)
+
+
+def solve(model: Model, *, time_limit: float, gap: float, seed: int = 0,
+          start: np.ndarray | None = None, highs_options: dict | None = None,
+          log: bool = False) -> SolveInfo:
+    """Solve ``model`` with HiGHS (one thread, fixed seed: deterministic for the same input).
+
+    OR-Tools (imported by ForestColl's max-flow) ships its own ``libhighs.so.1``; once it is
+    loaded, highspy's extension cannot load in the same process (same library name, different
+    version). Then the solve runs in a helper process (``python -m
+    collsynth.synth.teccl._worker``, started once and reused) that imports highspy first.
+    """
+    kwargs = dict(model=model, time_limit=time_limit, gap=gap, seed=seed, start=start,
+                  highs_options=highs_options, log=log)
+    if _highspy_in_process():
+        return _solve_local(**kwargs)
+    return _worker_call(kwargs)
+
+
+_HIGHSPY_OK: bool | None = None
+_WORKER = None
+
+
+def _highspy_in_process() -> bool:
+    global _HIGHSPY_OK
+    if _HIGHSPY_OK is None:
+        try:
+            import highspy  # noqa: F401
+            _HIGHSPY_OK = True
+        except ImportError:
+            _HIGHSPY_OK = False
+    return _HIGHSPY_OK
+
+
+def _worker_call(kwargs: dict) -> SolveInfo:
+    import atexit
+    import pickle
+    import subprocess
+    import sys
+
+    global _WORKER
+    if _WORKER is None or _WORKER.poll() is not None:
+        _WORKER = subprocess.Popen([sys.executable, "-m", "collsynth.synth.teccl._worker"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        atexit.register(_stop_worker)
+    try:
+        pickle.dump(kwargs, _WORKER.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        _WORKER.stdin.flush()
+        kind, value = pickle.load(_WORKER.stdout)
+    except (EOFError, BrokenPipeError, OSError):
+        _stop_worker()
+        raise CollsynthError("the HiGHS helper process failed (is highspy installed?)") from None
+    if kind == "ok":
+        return value
+    raise CollsynthError(value)
+
+
+def _stop_worker() -> None:
+    global _WORKER
+    w, _WORKER = _WORKER, None
+    if w is not None and w.poll() is None:
+        try:
+            w.stdin.close()
+            w.wait(timeout=5)
+        except Exception:
+            w.kill()
+
+
+def _solve_local(model: Model, *, time_limit: float, gap: float, seed: int = 0,
+                 start: np.ndarray | None = None, highs_options: dict | None = None,
+                 log: bool = False) -> SolveInfo:
+    try:
+        import highspy
+    except ImportError as e:  # pragma: no cover - dependency declared in pyproject
+        raise CollsynthError(f"teccl needs the highspy package ({e})") from None
+    t0 = time.perf_counter()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", bool(log))
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("random_seed", int(seed))
+    h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
+    h.setOptionValue("mip_rel_gap", float(gap))
+    for k, v in (highs_options or {}).items():
+        if h.setOptionValue(k, v) != highspy.HighsStatus.kOk:
+            raise CollsynthError(f"HiGHS rejected option {k}={v!r}")
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_ = model.num_cols
+    lp.num_row_ = model.num_rows
+    lp.col_cost_ = model.cost.astype(np.float64)
+    lp.col_lower_ = np.where(np.isfinite(model.lower), model.lower, -inf).astype(np.float64)
+    lp.col_upper_ = np.where(np.isfinite(model.upper), model.upper, inf).astype(np.float64)
+    lp.row_lower_ = np.where(np.isfinite(model.row_lower), model.row_lower, -inf)
+    lp.row_upper_ = np.where(np.isfinite(model.row_upper), model.row_upper, inf)
+    order = np.lexsort((model.cols, model.rows))
+    r, c, v = model.rows[order], model.cols[order], model.vals[order]
+    start_ptr = np.zeros(model.num_rows + 1, dtype=np.int64)
+    np.add.at(start_ptr, r + 1, 1)
+    start_ptr = np.cumsum(start_ptr)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_ = model.num_cols
+    lp.a_matrix_.num_row_ = model.num_rows
+    lp.a_matrix_.start_ = start_ptr.astype(np.int32)
+    lp.a_matrix_.index_ = c.astype(np.int32)
+    lp.a_matrix_.value_ = v.astype(np.float64)
+    is_mip = bool(model.integer.any())
+    if is_mip:
+        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                           for i in model.integer.tolist()]
+    if h.passModel(lp) == highspy.HighsStatus.kError:
+        raise CollsynthError("HiGHS rejected the TE-CCL model")
+    warm = "none"
+    if start is not None and is_mip:
+        sol = highspy.HighsSolution()
+        sol.col_value = np.asarray(start, dtype=np.float64)
+        sol.value_valid = True
+        warm = "accepted" if h.setSolution(sol) != highspy.HighsStatus.kError else "rejected"
+    h.run()
+    ms = h.getModelStatus()
+    name = h.modelStatusToString(ms).lower()
+    info = h.getInfo()
+    has = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    status = {"optimal": "optimal", "infeasible": "infeasible",
+              "time limit reached": "time_limit",
+              "primal infeasible or unbounded": "infeasible"}.get(name, name.replace(" ", "_"))
+    x = np.array(h.getSolution().col_value) if has else None
+    out = SolveInfo(status, has, x, wall_s=time.perf_counter() - t0, warm_start=warm)
+    if has:
+        out.objective = float(info.objective_function_value)
+    if is_mip:
+        out.dual_bound = float(info.mip_dual_bound)
+        out.gap = float(info.mip_gap) if has else float("inf")
+    else:
+        out.gap = 0.0 if status == "optimal" else float("nan")
+    return out
+
+
+def check_supported(collective: Collective) -> None:
+    if collective.reduces:
+        raise CollsynthError(f"teccl does not support {collective.kind.value} (reductions)")
+    if collective.kind not in (CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.ALLTOALL,
+                               CollKind.GATHER, CollKind.SCATTER, CollKind.CUSTOM):
+        raise CollsynthError(f"teccl does not support {collective.kind.value}")

@@ -1,0 +1,279 @@
+"""From epoch ops to a timed schedule IR, and the greedy epoch placement used as warm start.
+
+**Timing.** Each transfer keeps its epoch as ``step`` and gets a start time by list scheduling
+in epoch order: it starts no earlier than the start of its epoch (``k0 * tau``), after the
+delivery it forwards, and late enough that every link of its route is free when its data
+reaches that link (cut-through: hop ``i`` starts ``sum of the alphas before it`` after the
+start). Links therefore serve their transfers one at a time, in epoch order, at full
+bandwidth — the plan satisfies the verifier's capacity rule by construction, and the per-link
+order is recorded as ``link_order``. Within the MILP's accounting every transfer fits in its
+epoch(s), so the plan never waits beyond them where the epoch model is exact (see
+``docs/teccl.md`` for where it is not: alpha rounding and switch hops with different alphas).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...collective import Collective
+from ...schedule.ir import Schedule, ScheduleBuilder
+from ...topology.model import Topology
+from .common import EpochOp
+from .epochs import EpochGrid
+
+
+def to_schedule(topology: Topology, collective: Collective, ops: list[EpochOp], tau: float,
+                size: float, meta: dict, alpha_ep: np.ndarray | None = None
+                ) -> tuple[Schedule, dict]:
+    """The timed IR of ``ops`` and its timing facts: ``plan_s`` (planned completion) and the
+    epoch rounding along dependency chains — ``rounding_down_s``: the most time the epoch
+    model misses on one chain (alphas at or below the threshold, counted as 0 epochs, and
+    transmission beyond the epochs a hop was given); ``rounding_up_s``: the most it adds
+    (alpha rounded up to whole epochs, transfers padded to whole epochs). Per transfer
+    ``up - down`` is its epochs times ``tau`` minus its alphas and transmission time."""
+    t = topology
+    cb = collective.chunk_bytes(size)
+    m = len(ops)
+    L = len(t.links)
+    H = max((len(o.route) for o in ops), default=1)
+    links = np.full((m, H), L, dtype=np.int64)        # padded with a dummy link L
+    before = np.zeros((m, H))
+    dur = np.zeros(m)
+    tot_alpha = np.zeros(m)
+    k0 = np.array([o.k0 for o in ops], dtype=np.int64)
+    for i, o in enumerate(ops):
+        r = list(o.route)
+        al = t.link_alpha[r]
+        links[i, :len(r)] = r
+        before[i, :len(r)] = np.concatenate(([0.0], np.cumsum(al)[:-1]))
+        tot_alpha[i] = float(al.sum())
+        frac = 1.0 if o.part is None else (o.part[1] - o.part[0]) / o.part[2]
+        dur[i] = frac * cb / float(t.link_bw[r].min())
+    free = np.full(L + 1, -np.inf)
+    finish = np.zeros(m)
+    start = np.zeros(m)
+    new_id = np.full(m, -1, dtype=np.int64)
+    order: list[int] = []
+    # epoch by epoch; within an epoch, always the transfer that can start first (so transfers
+    # sharing a switch interleave instead of queueing in id order)
+    for k in np.unique(k0).tolist():
+        pend = np.flatnonzero(k0 == k)
+        base = np.full(len(pend), k * tau)
+        for j, i in enumerate(pend.tolist()):
+            if ops[i].dep >= 0:
+                base[j] = max(base[j], finish[ops[i].dep])
+        alive = np.ones(len(pend), dtype=bool)
+        # busy time still to come on each link in this epoch (dummy link L: none)
+        load = np.zeros(L + 1)
+        np.add.at(load, links[pend], np.where(links[pend] < L, dur[pend][:, None], 0.0))
+        load[L] = 0.0
+        for _ in range(len(pend)):
+            idx = np.flatnonzero(alive)
+            cand = pend[idx]
+            est = np.maximum(base[idx], np.max(free[links[cand]] - before[cand], axis=1))
+            # among those that can start first, the one on the most loaded links (a
+            # largest-degree-first rule: transfers through a switch interleave like a
+            # bipartite edge colouring instead of queueing behind each other)
+            first = np.flatnonzero(est <= est.min() + 1e-12 * max(1.0, abs(est.min())))
+            crit = np.max(load[links[cand[first]]], axis=1)
+            j = int(idx[int(first[int(np.argmax(crit))])])
+            i = int(pend[j])
+            alive[j] = False
+            load[links[i]] -= np.where(links[i] < L, dur[i], 0.0)
+            st = max(base[j], float(np.max(free[links[i]] - before[i])))
+            start[i] = st
+            finish[i] = st + tot_alpha[i] + dur[i]
+            r = links[i][links[i] < L]
+            free[r] = st + before[i, :len(r)] + dur[i]
+            new_id[i] = len(order)
+            order.append(i)
+    b = ScheduleBuilder(t, collective, meta=meta)
+    b.size = float(size)
+    per_link: dict[int, list[int]] = {}
+    up = np.zeros(m)
+    down = np.zeros(m)
+    for new, i in enumerate(order):
+        o = ops[i]
+        r = list(o.route)
+        slack = (o.arrive - o.k0) * tau - (tot_alpha[i] + dur[i])
+        if alpha_ep is not None:
+            dropped = float(t.link_alpha[r][alpha_ep[r] == 0].sum())
+            tx_epochs = o.arrive - o.k0 - int(alpha_ep[r].sum())
+            miss = dropped + max(0.0, dur[i] - tx_epochs * tau)
+        else:
+            miss = max(0.0, -slack)
+        up[i] = (up[o.dep] if o.dep >= 0 else 0.0) + max(0.0, slack + miss)
+        down[i] = (down[o.dep] if o.dep >= 0 else 0.0) + miss
+        b.add(o.src, o.dst, o.chunk, route=list(o.route),
+              deps=[int(new_id[o.dep])] if o.dep >= 0 else [], start=float(start[i]),
+              step=o.k0, part=o.part)
+        for l in o.route:
+            per_link.setdefault(l, []).append(new)
+    for l in sorted(per_link):
+        b.set_link_order(l, per_link[l])
+    makespan = float(finish.max()) if m else 0.0
+    facts = {"plan_s": float(makespan),
+             "rounding_up_s": float(up.max()) if len(ops) else 0.0,
+             "rounding_down_s": float(down.max()) if len(ops) else 0.0}
+    return b.build(), facts
+
+
+def greedy_epochs(topology: Topology, grid: EpochGrid, schedule: Schedule
+                  ) -> tuple[list[EpochOp], int]:
+    """Place a heuristic schedule's operations (whole chunks) into epochs: each as early as its
+    input and the per-link window capacities allow. Two list orders are tried — the schedule's
+    own and by tree depth (every chunk's first hop before any second hop) — and the one that
+    finishes first is kept. The result is a feasible solution of the MILP (the warm start and
+    the horizon K)."""
+    n = schedule.num_ops
+    depth = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        deps = schedule.deps(i)
+        if len(deps):
+            depth[i] = depth[deps].max() + 1
+    best = None
+    for order in (np.arange(n), np.lexsort((np.arange(n), depth))):
+        ops, k = _greedy(topology, grid, schedule, order)
+        if best is None or k < best[1]:
+            best = (ops, k)
+    return best
+
+
+class _LinkUsage:
+    """Chunks started per link and epoch, with TE-CCL's sliding-window capacity check."""
+
+    def __init__(self, grid: EpochGrid, num_links: int):
+        self.win = grid.window
+        self.cap = grid.per_window
+        self.size = 256
+        self.usage = np.zeros((num_links, self.size), dtype=np.int64)
+
+    def _room(self, need: int) -> None:
+        if need >= self.size:
+            grow = max(self.size * 2, need + 1)
+            self.usage = np.pad(self.usage, ((0, 0), (0, grow - self.size)))
+            self.size = grow
+
+    def fits(self, route, k: int, offs) -> bool:
+        self._room(k + max(offs) + int(self.win[list(route)].max()) + 2)
+        for l, off in zip(route, offs):
+            kk = k + off
+            w = int(self.win[l])
+            if w == 1:
+                if self.usage[l, kk] + 1 > self.cap[l]:
+                    return False
+                continue
+            # every window [j-w+1, j] containing kk keeps room for one more chunk
+            lo0 = max(0, kk - w + 1)
+            c = np.concatenate(([0], np.cumsum(self.usage[l, lo0:kk + w])))
+            worst = max(c[j - lo0 + 1] - c[max(lo0, j - w + 1) - lo0] for j in range(kk, kk + w))
+            if worst + 1 > self.cap[l]:
+                return False
+        return True
+
+    def add(self, route, k: int, offs) -> None:
+        for l, off in zip(route, offs):
+            self.usage[l, k + off] += 1
+
+
+def _greedy(topology: Topology, grid: EpochGrid, schedule: Schedule, order: np.ndarray
+            ) -> tuple[list[EpochOp], int]:
+    t = topology
+    d = grid.delay
+    use = _LinkUsage(grid, len(t.links))
+    arrive = np.zeros(schedule.num_ops, dtype=np.int64)
+    ops: list[EpochOp] = []
+    pos = np.zeros(schedule.num_ops, dtype=np.int64)
+    for i in order.tolist():
+        pos[i] = len(ops)
+        route = [int(x) for x in schedule.route(i)]
+        deps = schedule.deps(i)
+        ready = int(arrive[deps].max()) if len(deps) else 0
+        offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
+        k = ready
+        while not use.fits(route, k, offs):
+            k += 1
+        use.add(route, k, offs)
+        arr = k + offs[-1] + int(d[route[-1]])
+        arrive[i] = arr
+        dep = int(pos[deps[0]]) if len(deps) else -1
+        ops.append(EpochOp(int(schedule.chunk[i]), int(schedule.src[i]), int(schedule.dst[i]),
+                           tuple(route), k, arr, dep))
+    return ops, int(arrive.max()) if len(arrive) else 0
+
+
+def flood_epochs(topology: Topology, grid: EpochGrid, collective: Collective,
+                 max_epochs: int) -> tuple[list[EpochOp], int] | None:
+    """Rarest-first flooding in the epoch model, for collectives where every rank needs every
+    chunk it does not hold (AllGather, Broadcast): epoch by epoch, every GPU-to-GPU direct
+    route (through switches only) with room on all its links sends the chunk its sender holds
+    that fewest ranks hold or expect, if the receiver neither holds nor expects it. Gives up
+    (None) past ``max_epochs``."""
+    from ...topology.paths import RouteTable
+
+    t = topology
+    n = t.num_ranks
+    d = grid.delay
+    srcs = collective.chunk_source
+    Q = collective.num_chunks
+    hops = []
+    rt = RouteTable(t)
+    for u in range(n):
+        for v, route in sorted(rt.direct(u).items()):
+            route = [int(x) for x in route]
+            offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
+            hops.append((u, int(v), route, offs, offs[-1] + int(d[route[-1]])))
+    if not hops:
+        return None
+    inf = np.iinfo(np.int64).max
+    held = np.full((Q, n), inf, dtype=np.int64)      # epoch from which rank holds chunk
+    held[np.arange(Q), srcs] = 0
+    held_op = np.full((Q, n), -1, dtype=np.int64)
+    count = np.ones(Q, dtype=np.int64)               # ranks holding or expecting
+    use = _LinkUsage(grid, len(t.links))
+    ops: list[EpochOp] = []
+    remaining = Q * n - Q
+    k = 0
+    while remaining > 0:
+        if k > max_epochs:
+            return None
+        start = k % len(hops)
+        for h in hops[start:] + hops[:start]:
+            u, v, route, offs, delay = h
+            while remaining > 0:
+                cand = np.flatnonzero((held[:, u] <= k) & (held[:, v] == inf))
+                if not len(cand) or not use.fits(route, k, offs):
+                    break
+                q = int(cand[np.argmin(count[cand])])
+                use.add(route, k, offs)
+                held[q, v] = k + delay
+                held_op[q, v] = len(ops)
+                count[q] += 1
+                remaining -= 1
+                ops.append(EpochOp(q, u, v, tuple(route), k, k + delay, int(held_op[q, u])))
+        k += 1
+    return ops, max(o.arrive for o in ops)
+
+
+def compact_epochs(topology: Topology, grid: EpochGrid, ops: list[EpochOp]
+                   ) -> tuple[list[EpochOp], int]:
+    """Move every transfer of a MILP solution to the earliest epoch its input and the window
+    capacities allow, in the solution's epoch order (same routes, same dependencies). A
+    time-limited solution can leave idle epochs that this removes; the caller keeps the
+    result only if it does not finish later."""
+    d = grid.delay
+    use = _LinkUsage(grid, len(topology.links))
+    order = sorted(range(len(ops)), key=lambda i: (ops[i].k0, i))
+    arrive = np.zeros(len(ops), dtype=np.int64)
+    out: list[EpochOp | None] = [None] * len(ops)
+    for i in order:
+        o = ops[i]
+        route = list(o.route)
+        offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
+        k = int(arrive[o.dep]) if o.dep >= 0 else 0
+        while not use.fits(route, k, offs):
+            k += 1
+        use.add(route, k, offs)
+        arrive[i] = k + offs[-1] + int(d[route[-1]])
+        out[i] = EpochOp(o.chunk, o.src, o.dst, o.route, k, int(arrive[i]), o.dep, o.part)
+    return out, int(arrive.max()) if len(ops) else 0

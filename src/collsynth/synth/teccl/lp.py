@@ -1,0 +1,276 @@
+"""The AllToAll / demand-matrix LP (TE-CCL's AllToAll LP, reference/teccl.md §4.5).
+
+The commodity is the *source* rank ``s`` (exact when nothing is copied: a source's flow
+decomposes into paths, each ending at one destination). Volumes are in chunks, continuous:
+
+* ``f[s, l, k] >= 0``: volume of ``s``'s data starting on link ``l`` in epoch ``k``;
+* ``P[s, v, k] >= 0``: volume GPU ``v`` still stores after epoch ``k``;
+* ``T[s, d, k] >= 0``: volume destination ``d`` consumes (keeps) in epoch ``k``.
+
+Rows: GPU conservation ``P[k] = P[k-1] + arrivals(k) - out(k) - T(k)`` (``P[-1]`` is the
+source's supply); switch conservation ``out(k) = arrivals(k)`` (no buffer); capacity
+``sum_s f[s, l, k] <= cap(l)``; demand ``sum_k T[s, d, k] = dem(s, d)``. A volume sent at
+``k`` is usable from ``k + alpha_ep + 1`` (``alpha_ep`` after a cut-through switch hop).
+
+The completion epoch ``K*`` is the smallest horizon with a feasible LP (found by growing then
+bisecting ``K``); the final LP at ``K*`` minimises the volume-weighted delivery epoch plus a
+small per-hop penalty (TE-CCL's ``-10/(k+1) t + 2/(K+1) f`` in spirit). Its flows are then
+decomposed into paths per source and rounded to chunk byte ranges ``[lo/den, hi/den)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...topology.model import Topology
+from .common import INF, EpochOp, Model, ragged_arange
+from .epochs import EpochGrid
+from .milp import _drop_loops
+
+_TOL = 1e-7
+
+
+@dataclass
+class LpLayout:
+    K: int
+    fs: np.ndarray
+    fl: np.ndarray
+    fk: np.ndarray
+    p_index: np.ndarray          # (ranks[src], ranks, K+1)
+    t_cols: dict                 # (s, d) -> first T column (K+1 consecutive)
+    model: Model
+
+
+def build(topology: Topology, grid: EpochGrid, dem: np.ndarray, K: int, dist: np.ndarray,
+          to_gpu: np.ndarray, objective: bool = True) -> LpLayout:
+    """The LP at horizon ``K`` (``objective=False``: a pure feasibility probe)."""
+    t = topology
+    n = t.num_ranks
+    srcs = np.flatnonzero(dem.sum(axis=1) > 0)
+    S = len(srcs)
+    d = grid.lp_delay
+    tail, head = t.link_src, t.link_dst
+    src_node = t.compute_nodes[srcs]
+    lo = dist[src_node][:, tail]
+    hi = K - d - np.where(to_gpu[head] >= INF, K + 1, to_gpu[head])
+    ok = (lo < INF) & (head[None, :] != src_node[:, None]) & (lo <= hi[None, :])
+    counts = np.where(ok, hi[None, :] - np.minimum(lo, K) + 1, 0)
+    ss, ll = np.nonzero(counts)
+    cnt = counts[ss, ll]
+    fs = np.repeat(ss, cnt).astype(np.int64)       # index into srcs
+    fl = np.repeat(ll, cnt).astype(np.int64)
+    fk = ragged_arange(lo[ss, ll], cnt)
+    nf = len(fs)
+    # P columns for every (source, GPU, epoch)
+    p_index = nf + np.arange(S * n * (K + 1), dtype=np.int64).reshape(S, n, K + 1)
+    ncol = nf + S * n * (K + 1)
+    t_cols = {}
+    t_first = []
+    for si, s in enumerate(srcs.tolist()):
+        for dd in np.flatnonzero(dem[s] > 0).tolist():
+            t_cols[(si, dd)] = ncol
+            t_first.append((si, dd, ncol))
+            ncol += K + 1
+    cost = np.zeros(ncol)
+    lower = np.zeros(ncol)
+    upper = np.full(ncol, np.inf)
+    upper[:nf] = np.minimum(grid.cap[fl], dem.sum())
+    # objective: delivery epoch (volume-weighted) + small per-hop penalty
+    cost[:nf] = 1e-3
+    for si, dd, c in t_first:
+        cost[c:c + K + 1] = np.arange(K + 1, dtype=np.float64) + 1.0
+    rows, cols, vals, rl, ru = [], [], [], [], []
+    nrow = 0
+
+    def add_block(r, c, v, lo_, up_, m):
+        nonlocal nrow
+        rows.append(np.asarray(r, dtype=np.int64) + nrow)
+        cols.append(np.asarray(c, dtype=np.int64))
+        vals.append(np.asarray(v, dtype=np.float64))
+        rl.append(np.broadcast_to(np.asarray(lo_, dtype=np.float64), (m,)))
+        ru.append(np.broadcast_to(np.asarray(up_, dtype=np.float64), (m,)))
+        nrow += m
+
+    # GPU conservation: row id = P column - nf ; P[k] - P[k-1] + out(k) + T(k) - arr(k) = supply
+    npc = S * n * (K + 1)
+    pcols = np.arange(nf, nf + npc)
+    pk = np.tile(np.arange(K + 1), S * n)
+    r1 = pcols - nf
+    prev = pk > 0
+    kinds = t.kind_codes
+    f_tail_gpu = kinds[tail[fl]] == 0
+    f_head_gpu = kinds[head[fl]] == 0
+    o = np.flatnonzero(f_tail_gpu)
+    o_rows = p_index[fs[o], t.rank_of_node[tail[fl[o]]], fk[o]] - nf
+    a = np.flatnonzero(f_head_gpu)
+    a_rows = p_index[fs[a], t.rank_of_node[head[fl[a]]], fk[a] + d[fl[a]]] - nf
+    t_rows, t_cs = [], []
+    for si, dd, c in t_first:
+        t_rows.append(p_index[si, dd, :] - nf)
+        t_cs.append(np.arange(c, c + K + 1))
+    t_rows = np.concatenate(t_rows) if t_rows else np.zeros(0, dtype=np.int64)
+    t_cs = np.concatenate(t_cs) if t_cs else np.zeros(0, dtype=np.int64)
+    rhs = np.zeros(npc)
+    for si, s in enumerate(srcs.tolist()):
+        rhs[p_index[si, s, 0] - nf] = dem[s].sum()
+    add_block(np.concatenate((r1, r1[prev], o_rows, a_rows, t_rows)),
+              np.concatenate((pcols, pcols[prev] - 1, o, a, t_cs)),
+              np.concatenate((np.ones(npc), -np.ones(int(prev.sum())), np.ones(len(o)),
+                              -np.ones(len(a)), np.ones(len(t_cs)))),
+              rhs, rhs, npc)
+    # switch conservation
+    so = np.flatnonzero(~f_tail_gpu)
+    si_ = np.flatnonzero(~f_head_gpu)
+    if len(so) or len(si_):
+        N = t.num_nodes
+        k_out = (fs[so] * N + tail[fl[so]]) * (K + 1) + fk[so]
+        k_in = (fs[si_] * N + head[fl[si_]]) * (K + 1) + fk[si_] + d[fl[si_]]
+        keys, inv = np.unique(np.concatenate((k_out, k_in)), return_inverse=True)
+        add_block(inv, np.concatenate((so, si_)),
+                  np.concatenate((np.ones(len(so)), -np.ones(len(si_)))), 0.0, 0.0, len(keys))
+    # capacity
+    ckey = fl * (K + 1) + fk
+    keys, inv = np.unique(ckey, return_inverse=True)
+    add_block(inv, np.arange(nf), np.ones(nf), -np.inf, grid.cap[keys // (K + 1)], len(keys))
+    # demand
+    m = len(t_first)
+    if m:
+        add_block(np.repeat(np.arange(m), K + 1), t_cs, np.ones(len(t_cs)),
+                  np.array([dem[srcs[si], dd] for si, dd, _ in t_first]),
+                  np.array([dem[srcs[si], dd] for si, dd, _ in t_first]), m)
+    if not objective:
+        cost[:] = 0.0
+    model = Model(cost, lower, upper, np.zeros(ncol, dtype=bool),
+                  np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                  np.concatenate(rl).astype(float), np.concatenate(ru).astype(float))
+    layout = LpLayout(K, fs, fl, fk, p_index, t_cols, model)
+    layout.srcs = srcs  # type: ignore[attr-defined]
+    return layout
+
+
+def decompose(layout: LpLayout, topology: Topology, grid: EpochGrid, x: np.ndarray,
+              chunk_ids: list[list[list[int]]], den: int) -> tuple[list[EpochOp], int, dict]:
+    """Paths per source, rounded to ``1/den`` chunk byte ranges, as epoch ops."""
+    t = topology
+    K = layout.K
+    srcs = layout.srcs  # type: ignore[attr-defined]
+    n = t.num_ranks
+    d = grid.lp_delay
+    kinds = t.kind_codes
+    N = t.num_nodes
+    nf = len(layout.fs)
+    fval = x[:nf]
+    ops: list[EpochOp] = []
+    stats = {"paths": 0, "dropped_volume": 0.0, "rounding_max": 0.0}
+    done = 0
+    for si, s in enumerate(srcs.tolist()):
+        # edges of this source's time-expanded network: from, to, amount, (kind, ...)
+        def nid(v, k):
+            return v * (K + 2) + k
+        SINK = N * (K + 2)
+        e_from, e_to, e_amt, e_info = [], [], [], []
+        sel = np.flatnonzero((layout.fs == si) & (fval > _TOL))
+        for i in sel.tolist():
+            l = int(layout.fl[i])
+            k = int(layout.fk[i])
+            e_from.append(nid(int(t.link_src[l]), k))
+            e_to.append(nid(int(t.link_dst[l]), k + int(d[l])))
+            e_amt.append(float(fval[i]))
+            e_info.append(("f", l, k))
+        for r in range(n):
+            v = int(t.compute_nodes[r])
+            pv = x[layout.p_index[si, r, :]]
+            for k in range(K):
+                if pv[k] > _TOL:
+                    e_from.append(nid(v, k))
+                    e_to.append(nid(v, k + 1))
+                    e_amt.append(float(pv[k]))
+                    e_info.append(("h", v, k))
+            c0 = layout.t_cols.get((si, r))
+            if c0 is not None:
+                tv = x[c0:c0 + K + 1]
+                for k in np.flatnonzero(tv > _TOL).tolist():
+                    e_from.append(nid(v, k))
+                    e_to.append(SINK + r)
+                    e_amt.append(float(tv[k]))
+                    e_info.append(("t", r, k))
+        amt = np.array(e_amt)
+        adj: dict[int, list[int]] = {}
+        for i, fr in enumerate(e_from):
+            adj.setdefault(fr, []).append(i)
+        root = nid(int(t.compute_nodes[s]), 0)
+        paths_by_dest: dict[int, list[tuple[float, list[tuple[int, int]]]]] = {}
+        for _ in range(4 * len(e_amt) + 4):
+            node = root
+            path: list[int] = []
+            while node < SINK:
+                cand = [i for i in adj.get(node, ()) if amt[i] > _TOL]
+                if not cand:
+                    break
+                i = max(cand, key=lambda j: (amt[j], -j))
+                path.append(i)
+                node = e_to[i]
+            if not path:
+                break
+            vol = float(min(amt[i] for i in path))
+            for i in path:
+                amt[i] -= vol
+            if node < SINK:
+                stats["dropped_volume"] += vol
+                continue
+            dest = node - SINK
+            hops = [(e_info[i][1], e_info[i][2]) for i in path if e_info[i][0] == "f"]
+            paths_by_dest.setdefault(dest, []).append((vol, hops))
+        # round to byte ranges and emit ops
+        for dest in sorted(paths_by_dest):
+            plist = paths_by_dest[dest]
+            ids = chunk_ids[s][dest]
+            total = len(ids)
+            cum = np.cumsum([v for v, _ in plist])
+            cum = cum * (total / cum[-1]) if cum[-1] > 0 else cum
+            bounds = np.round(cum * den).astype(np.int64)
+            bounds[-1] = total * den
+            stats["rounding_max"] = max(stats["rounding_max"],
+                                        float(np.max(np.abs(bounds / den - cum))))
+            prev_b = 0
+            for (vol, hops), b in zip(plist, bounds.tolist()):
+                lo_b, hi_b = prev_b, b
+                prev_b = b
+                if hi_b <= lo_b:
+                    continue
+                stats["paths"] += 1
+                transfers = _transfers(t, hops, d)
+                # split at chunk boundaries
+                c = lo_b // den
+                while lo_b < hi_b:
+                    end = min(hi_b, (c + 1) * den)
+                    part = (lo_b - c * den, end - c * den, den)
+                    prev_op = -1
+                    for (u, v, route, k0, arrive) in transfers:
+                        ops.append(EpochOp(ids[c], u, v, route, k0, arrive, prev_op,
+                                           part if part != (0, den, den) else None))
+                        prev_op = len(ops) - 1
+                        done = max(done, arrive)
+                    lo_b = end
+                    c += 1
+    return ops, done, stats
+
+
+def _transfers(t: Topology, hops: list[tuple[int, int]], d: np.ndarray):
+    """Group a path's link hops into GPU-to-GPU transfers (through switches)."""
+    out = []
+    cur: list[int] = []
+    k0 = 0
+    for l, k in hops:
+        if not cur:
+            k0 = k
+        cur.append(l)
+        if t.kind_codes[t.link_dst[l]] == 0:
+            u = int(t.rank_of_node[t.link_src[cur[0]]])
+            v = int(t.rank_of_node[t.link_dst[l]])
+            if u != v:  # a detour back to the sender moves nothing
+                out.append((u, v, _drop_loops(t, tuple(cur)), k0, k + int(d[l])))
+            cur = []
+    return out

@@ -1,0 +1,344 @@
+"""The multicast epoch MILP (TE-CCL's AllGather MILP, seed 004 §3-4, reference/teccl.md §4.4).
+
+One commodity per chunk ``q`` (source rank ``s_q``, destination ranks ``D_q``); epochs
+``0 .. K-1``. Columns:
+
+* ``f[q, l, k]`` in {0, 1} (into a switch: integer up to the link's window capacity, one copy
+  per destination behind the switch): chunk ``q`` starts crossing ``l`` in epoch ``k``. Only created
+  where it can matter: ``k`` no earlier than the fewest epochs from ``s_q`` to the link's tail,
+  the chunk can still reach a GPU by ``K``, and ``l`` does not enter ``s_q``.
+* ``H[q, v, k]`` in [0, 1] for GPUs ``v != s_q``, ``k = 0 .. K``: ``v`` holds ``q`` from the
+  start of epoch ``k`` (TE-CCL's buffer; ``H <= 1`` means a chunk arrives at most once). It is
+  integral whenever ``f`` is. ``H[q, d, k]`` for ``d`` in ``D_q`` is TE-CCL's demand-met.
+* ``u[k]`` in [0, 1] (makespan objective): epoch ``k`` is still needed.
+
+Rows:
+
+* buffer: ``H[q,v,k] = H[q,v,k-1] + sum of f[q,l,k'] into v with k' + delay(l) = k``;
+* GPU send with copy (TE-CCL: max over out-links <= buffer): ``f[q,l,k] <= U(l) H[q,tail(l),k]``;
+  the source sends freely;
+* switch (no buffer, forwards in the epoch a chunk arrives): ``sum_out f[q,·,k] <= sum of
+  arrivals at k`` — or, with ``switch_copy``, each out-link ``<=`` the arrivals;
+* capacity: ``sum over q and the last window(l) epochs of f[q,l,·] <= per_window(l)``;
+* destination: ``H[q,d,K] = 1`` for every ``d`` in ``D_q``;
+* makespan: ``u[k] + H[q,d,k] >= 1``.
+
+Objective ``makespan`` (default): minimise ``W * sum u + sum over demands and epochs of
+(1 - H)`` with ``W`` larger than the second sum — the completion epoch first (TE-CCL's
+``BINARY_USED_EPOCHS``), then every delivery as early as possible (TE-CCL's ``PAPER``
+reward). Objective ``paper``: only the second sum (TE-CCL's default ``PAPER`` objective).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...topology.model import Topology
+from .common import INF, Commodities, EpochOp, Model, ragged_arange
+from .epochs import EpochGrid
+
+
+@dataclass
+class MilpLayout:
+    K: int
+    fq: np.ndarray
+    fl: np.ndarray
+    fk: np.ndarray
+    h_index: np.ndarray          # (Q, ranks, K+1) column of H, -1 for the source
+    u0: int                      # first u column (or -1)
+    W: float
+    demand_q: np.ndarray
+    demand_d: np.ndarray         # ranks
+    model: Model
+
+
+def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: np.ndarray,
+          to_gpu: np.ndarray, switch_copy: bool = False, objective: str = "makespan"
+          ) -> MilpLayout:
+    t = topology
+    Q = len(com)
+    R = t.num_ranks
+    L = len(t.links)
+    src_node = t.compute_nodes[com.src]
+    tail, head = t.link_src, t.link_dst
+    d = grid.delay
+    # ---------------------------------------------------------------- flow columns
+    lo = dist[src_node][:, tail]                                     # (Q, L)
+    hi = K - d - np.where(to_gpu[head] >= INF, K + 1, to_gpu[head])  # (L,)
+    ok = (lo < INF) & (head[None, :] != src_node[:, None])
+    counts = np.where(ok, np.maximum(0, hi[None, :] - np.minimum(lo, K) + 1), 0)
+    counts = np.where(ok & (lo <= hi[None, :]), counts, 0)
+    qq, ll = np.nonzero(counts)
+    cnt = counts[qq, ll]
+    fq = np.repeat(qq, cnt).astype(np.int64)
+    fl = np.repeat(ll, cnt).astype(np.int64)
+    fk = ragged_arange(lo[qq, ll], cnt)
+    nf = len(fq)
+    # ---------------------------------------------------------------- buffer columns
+    h_index = np.full((Q, R, K + 1), -1, dtype=np.int64)
+    has_h = np.ones((Q, R), dtype=bool)
+    has_h[np.arange(Q), com.src] = False
+    nh = int(has_h.sum()) * (K + 1)
+    h_index[has_h] = nf + np.arange(nh, dtype=np.int64).reshape(-1, K + 1)
+    hq, hr = np.nonzero(has_h)
+    ncol = nf + nh
+    # earliest possible epoch: H is 0 before it
+    earliest = dist[src_node[hq], t.compute_nodes[hr]]               # per (q, r) pair
+    # demands
+    demand_q = np.concatenate([np.full(len(ds), q, dtype=np.int64)
+                               for q, ds in enumerate(com.dests)]) if Q else np.zeros(0, int)
+    demand_d = np.concatenate(com.dests) if Q else np.zeros(0, int)
+    nd = len(demand_q)
+    u0 = -1
+    W = 0.0
+    if objective == "makespan":
+        u0 = ncol
+        ncol += K
+        W = float(nd * K + 1)
+    cost = np.zeros(ncol)
+    lower = np.zeros(ncol)
+    upper = np.ones(ncol)
+    integer = np.zeros(ncol, dtype=bool)
+    integer[:nf] = True
+    # into a switch, one chunk may go several times in one epoch (a copy per destination
+    # behind the switch, since switches do not copy by default); into a GPU once at most
+    f_upper = np.where(t.kind_codes[head[fl]] != 0, grid.per_window[fl], 1).astype(np.float64)
+    upper[:nf] = f_upper
+    # H bounds: zero before the earliest arrival, one at K for demands
+    h_block = h_index[hq, hr]                                          # (pairs, K+1)
+    before = np.arange(K + 1)[None, :] < earliest[:, None]
+    upper[h_block[before]] = 0.0
+    dem_cols_K = h_index[demand_q, demand_d, K]
+    lower[dem_cols_K] = 1.0
+    # objective
+    dem_cols = h_index[demand_q, demand_d, :K] if K else np.zeros((nd, 0), dtype=np.int64)
+    if objective == "makespan":
+        cost[u0:u0 + K] = W
+        np.add.at(cost, dem_cols.ravel(), -1.0)
+    else:  # paper: reward demand met at the end of every epoch (H at k+1)
+        np.add.at(cost, h_index[demand_q, demand_d, 1:].ravel(), -1.0)
+    rows, cols, vals = [], [], []
+    rl, ru = [], []
+    nrow = 0
+
+    def add_block(r, c, v, lo_, up_, n):
+        nonlocal nrow
+        rows.append(np.asarray(r, dtype=np.int64) + nrow)
+        cols.append(np.asarray(c, dtype=np.int64))
+        vals.append(np.asarray(v, dtype=np.float64))
+        rl.append(np.broadcast_to(np.asarray(lo_, dtype=np.float64), (n,)))
+        ru.append(np.broadcast_to(np.asarray(up_, dtype=np.float64), (n,)))
+        nrow += n
+
+    # ---------------------------------------------------------------- buffer rows
+    # row id = H column - nf
+    hcols = np.arange(nf, nf + nh, dtype=np.int64)
+    hk = np.tile(np.arange(K + 1, dtype=np.int64), len(hq))
+    r1 = hcols - nf
+    prev = hk > 0
+    f_head_gpu = t.kind_codes[head[fl]] == 0
+    arr_rank = t.rank_of_node[head[fl]]
+    fa = np.flatnonzero(f_head_gpu)
+    arr_k = fk[fa] + d[fl[fa]]
+    arr_rows = h_index[fq[fa], arr_rank[fa], arr_k] - nf
+    add_block(np.concatenate((r1, r1[prev], arr_rows)),
+              np.concatenate((hcols, hcols[prev] - 1, fa)),
+              np.concatenate((np.ones(nh), -np.ones(int(prev.sum())), -np.ones(len(fa)))),
+              0.0, 0.0, nh)
+    # ---------------------------------------------------------------- GPU send rows
+    tail_gpu = t.kind_codes[tail[fl]] == 0
+    tail_rank = t.rank_of_node[tail[fl]]
+    fs = np.flatnonzero(tail_gpu & (tail_rank != com.src[fq]))
+    ns = len(fs)
+    add_block(np.concatenate((np.arange(ns), np.arange(ns))),
+              np.concatenate((fs, h_index[fq[fs], tail_rank[fs], fk[fs]])),
+              np.concatenate((np.ones(ns), -f_upper[fs])), -np.inf, 0.0, ns)
+    # ---------------------------------------------------------------- switch rows
+    f_tail_sw = np.flatnonzero(~tail_gpu)
+    f_head_sw = np.flatnonzero(~f_head_gpu)
+    if len(f_tail_sw) or len(f_head_sw):
+        S = t.num_nodes
+        key_out = (fq[f_tail_sw] * S + tail[fl[f_tail_sw]]) * (K + 1) + fk[f_tail_sw]
+        k_in = fk[f_head_sw] + d[fl[f_head_sw]]
+        key_in = (fq[f_head_sw] * S + head[fl[f_head_sw]]) * (K + 1) + np.minimum(k_in, K)
+        if not switch_copy:
+            keys, inv = np.unique(np.concatenate((key_out, key_in)), return_inverse=True)
+            no = len(key_out)
+            add_block(inv, np.concatenate((f_tail_sw, f_head_sw)),
+                      np.concatenate((np.ones(no), -np.ones(len(key_in)))),
+                      -np.inf, 0.0, len(keys))
+        else:
+            order = np.argsort(key_in, kind="stable")
+            ks = key_in[order]
+            start = np.searchsorted(ks, key_out, side="left")
+            end = np.searchsorted(ks, key_out, side="right")
+            cnt = end - start
+            no = len(key_out)
+            r_out = np.arange(no)
+            r_in = np.repeat(r_out, cnt)
+            c_in = f_head_sw[order[ragged_arange(start, cnt)]]
+            add_block(np.concatenate((r_out, r_in)), np.concatenate((f_tail_sw, c_in)),
+                      np.concatenate((np.ones(no), -np.ones(len(c_in)))), -np.inf, 0.0, no)
+    # ---------------------------------------------------------------- capacity rows
+    w = grid.window[fl]
+    reps = np.repeat(np.arange(nf), w)
+    offs = ragged_arange(np.zeros(nf, dtype=np.int64), w)
+    tk = fk[reps] + offs
+    keep = tk <= K   # a cut-through switch-to-GPU hop may use epoch K itself
+    reps, tk = reps[keep], tk[keep]
+    ckey = fl[reps] * (K + 1) + tk
+    keys, inv = np.unique(ckey, return_inverse=True)
+    add_block(inv, reps, np.ones(len(reps)), -np.inf,
+              grid.per_window[keys // (K + 1)].astype(float), len(keys))
+    # ---------------------------------------------------------------- makespan rows
+    if objective == "makespan" and K > 0:
+        n_mk = nd * K
+        rr = np.arange(n_mk)
+        ucol = u0 + np.tile(np.arange(K), nd)
+        add_block(np.concatenate((rr, rr)), np.concatenate((ucol, dem_cols.ravel())),
+                  np.ones(2 * n_mk), 1.0, np.inf, n_mk)
+    model = Model(cost, lower, upper, integer,
+                  np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                  np.concatenate(rl).astype(float), np.concatenate(ru).astype(float))
+    return MilpLayout(K, fq, fl, fk, h_index, u0, W, demand_q, demand_d, model)
+
+
+def warm_vector(layout: MilpLayout, topology: Topology, com: Commodities, grid: EpochGrid,
+                ops: list[EpochOp], q_of_chunk: dict[int, int]) -> np.ndarray | None:
+    """The column vector of an epoch-op solution (None when it does not fit the model)."""
+    t = topology
+    K = layout.K
+    x = np.zeros(layout.model.num_cols)
+    L = len(t.links)
+    key = (layout.fq * L + layout.fl) * (K + 1) + layout.fk
+    order = np.argsort(key)
+    skey = key[order]
+    last = 0
+    for op in ops:
+        q = q_of_chunk[op.chunk]
+        k = op.k0
+        for l in op.route:
+            kk = (q * L + l) * (K + 1) + k
+            i = np.searchsorted(skey, kk)
+            if i >= len(skey) or skey[i] != kk:
+                return None
+            x[order[i]] += 1.0
+            k += int(grid.delay[l])
+        if op.arrive > K:
+            return None
+        cols = layout.h_index[q, op.dst, op.arrive:]
+        if np.any(cols < 0):
+            return None
+        x[cols] = 1.0
+        last = max(last, op.arrive)
+    if layout.u0 >= 0:
+        x[layout.u0:layout.u0 + min(last, K)] = 1.0
+    return x
+
+
+def decode(layout: MilpLayout, topology: Topology, com: Commodities, grid: EpochGrid,
+           x: np.ndarray, switch_copy: bool = False) -> tuple[list[EpochOp], int]:
+    """Epoch ops of a MILP solution (flows that do not lead to a demand are pruned) and the
+    completion epoch."""
+    t = topology
+    mult = np.rint(x[:len(layout.fq)]).astype(np.int64)
+    on = np.repeat(np.arange(len(mult)), np.maximum(mult, 0))  # a flow of n: n copies
+    fq, fl, fk = layout.fq[on], layout.fl[on], layout.fk[on]
+    d = grid.delay
+    kinds = t.kind_codes
+    # switch out-flows waiting to be matched: (q, switch node, epoch) -> [link ids]
+    outs: dict[tuple[int, int, int], list[int]] = {}
+    for q, l, k in zip(fq.tolist(), fl.tolist(), fk.tolist()):
+        if kinds[t.link_src[l]] != 0:
+            outs.setdefault((q, int(t.link_src[l]), k), []).append(l)
+    for v in outs.values():
+        v.sort()
+    raw: list[tuple[int, int, int, tuple[int, ...], int, int]] = []  # q, u, v, route, k0, arrive
+    starts = [(q, l, k) for q, l, k in zip(fq.tolist(), fl.tolist(), fk.tolist())
+              if kinds[t.link_src[l]] == 0]
+    starts.sort(key=lambda z: (z[2], z[0], z[1]))
+
+    def extend(q, route, k, node):
+        """All GPU-to-GPU routes continuing ``route`` from switch ``node`` at epoch ``k``."""
+        key = (q, node, k)
+        avail = outs.get(key)
+        if not avail:
+            return []
+        take = list(avail) if switch_copy else [avail.pop(0)]
+        res = []
+        for l2 in take:
+            k2 = k + int(d[l2])
+            nxt = int(t.link_dst[l2])
+            r2 = route + (l2,)
+            if kinds[nxt] == 0:
+                res.append((r2, k2))
+            else:
+                res.extend(extend(q, r2, k2, nxt))
+        return res
+
+    for q, l, k in starts:
+        u = int(t.rank_of_node[t.link_src[l]])
+        nxt = int(t.link_dst[l])
+        if kinds[nxt] == 0:
+            paths = [((l,), k + int(d[l]))]
+        else:
+            paths = extend(q, (l,), k + int(d[l]), nxt)
+        for route, arrive in paths:
+            route = _drop_loops(t, route)
+            v = int(t.rank_of_node[t.link_dst[route[-1]]])
+            if v == u:
+                continue
+            raw.append((q, u, v, route, k, arrive))
+    return _link_and_prune(raw, com, t)
+
+
+def _drop_loops(t: Topology, route: tuple[int, ...]) -> tuple[int, ...]:
+    nodes = [int(t.link_src[route[0]])]
+    out: list[int] = []
+    for l in route:
+        nxt = int(t.link_dst[l])
+        if nxt in nodes:
+            i = nodes.index(nxt)
+            nodes = nodes[:i + 1]
+            out = out[:i]
+        else:
+            nodes.append(nxt)
+            out.append(l)
+    return tuple(out)
+
+
+def _link_and_prune(raw, com: Commodities, t: Topology) -> tuple[list[EpochOp], int]:
+    """Dependencies (the first delivery of the chunk to the sender) and pruning of transfers
+    that feed no destination."""
+    raw.sort(key=lambda z: (z[4], z[0], z[1], z[2], z[3]))
+    first: dict[tuple[int, int], int] = {}
+    ops: list[EpochOp] = []
+    for q, u, v, route, k0, arrive in raw:
+        chunk = int(com.chunk[q])
+        if (q, v) in first or v == int(com.src[q]):
+            continue  # a second arrival (or back to the source) is useless
+        dep = -1 if u == int(com.src[q]) else first.get((q, u), -2)
+        if dep == -2:
+            continue  # sender never received it (cannot happen in a feasible solution)
+        first[(q, v)] = len(ops)
+        ops.append(EpochOp(chunk, u, v, route, k0, arrive, dep))
+    need = np.zeros(len(ops), dtype=bool)
+    dests = {q: set(ds.tolist()) for q, ds in enumerate(com.dests)}
+    qof = {int(c): q for q, c in enumerate(com.chunk.tolist())}
+    for i in range(len(ops) - 1, -1, -1):
+        o = ops[i]
+        if o.dst in dests[qof[o.chunk]] or need[i]:
+            need[i] = True
+            if o.dep >= 0:
+                need[o.dep] = True
+    keep = np.flatnonzero(need)
+    remap = {int(old): new for new, old in enumerate(keep.tolist())}
+    out = []
+    for old in keep.tolist():
+        o = ops[old]
+        o.dep = remap[o.dep] if o.dep >= 0 else -1
+        out.append(o)
+    done = max((o.arrive for o in out), default=0)
+    return out, done

@@ -1,0 +1,301 @@
+"""TE-CCL epoch MILP/LP (``--algo teccl``): hand-derived optima, growing K, verification,
+simulator agreement, the AllToAll LP, TE-CCL files and the CLI.
+
+Hand derivations use alpha = 0 (or alpha a whole number of epochs) so that the epoch model is
+exact; ``M`` is the collective size, every link 50 GB/s unless said otherwise, and the fast
+epoch is one chunk on a 50 GB/s link.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from collsynth.cli import main
+from collsynth.collective import Collective
+from collsynth.errors import CollsynthError
+from collsynth.sim import simulate
+from collsynth.synth import synthesize
+from collsynth.synth.teccl import make_grid, sample_alphas
+from collsynth.synth.teccl.io import read_teccl_input, teccl_output
+from collsynth.topology import TopologyBuilder, load_topology
+from collsynth.verify import ensure_verified
+
+GB = 1e9
+BW = 50 * GB
+FAST = {"gap": 0, "time_limit": 20}
+
+
+def run_teccl(spec_or_topo, kind, size, chunks=1, **opts):
+    topo = load_topology(spec_or_topo) if isinstance(spec_or_topo, str) else spec_or_topo
+    coll = Collective.make(kind, topo.num_ranks, chunks)
+    sched = synthesize("teccl", topo, coll, size=size, **{**FAST, **opts})
+    ensure_verified(sched)
+    return sched, sched.meta["teccl"], simulate(sched, size).time_s
+
+
+def assert_agrees(m, sim):
+    """Simulator vs MILP estimate: within one epoch plus the epoch model's rounding."""
+    est, tau = m["estimate_s"], m["tau_s"]
+    assert sim <= m["plan_s"] * (1 + 1e-9) + 1e-15
+    assert sim <= est + m["rounding_down_s"] + 1e-9 * est
+    assert sim >= est - tau - m["rounding_up_s"] - 1e-9 * est
+
+
+# ------------------------------------------------------------------------ hand-derived optima
+@pytest.mark.parametrize("spec,kind,n,epochs", [
+    # line of 3: the end chunks cross two links, one per epoch -> 2 epochs
+    ("line:n=3,alpha=0", "allgather", 3, 2),
+    # ring of 4: 3 chunks arrive over 2 in-links (>= 2 epochs), the opposite one is 2 hops
+    ("ring:n=4,alpha=0", "allgather", 4, 2),
+    # star through one switch: each GPU's single downlink carries 3 chunks -> 3 epochs
+    ("star:n=4,alpha=0", "allgather", 4, 3),
+])
+def test_small_allgather_optimum(spec, kind, n, epochs):
+    size = n * GB  # 1 GB chunks: tau = 20 ms
+    sched, m, sim = run_teccl(spec, kind, size)
+    tau = GB / BW
+    assert m["tau_s"] == pytest.approx(tau)
+    assert m["status"] == "optimal" and m["proven_optimal"]
+    assert sched.meta["status"] == "optimal" and sched.meta["gap"] <= 1e-9
+    assert m["epochs_required"] == epochs
+    assert m["estimate_s"] == pytest.approx(epochs * tau)
+    assert sim == pytest.approx(epochs * tau)   # alpha 0: the epoch model is exact
+    assert_agrees(m, sim)
+
+
+def test_star_with_alpha_of_one_epoch():
+    # alpha = tau on every link: the first chunk reaches a GPU after 1 (send) + 1 + 1 (alphas)
+    # epochs, and its downlink still has to carry 2 more -> 5 epochs.
+    size = 4e6                     # 1 MB chunks, tau = 20 us
+    sched, m, sim = run_teccl("star:n=4,alpha=20us", "allgather", size)
+    assert m["alpha_epochs" if "alpha_epochs" in m else "max_alpha_epochs"] == 1
+    assert m["epochs_required"] == 5 and m["proven_optimal"]
+    assert sim == pytest.approx(5 * 20e-6)
+
+
+def test_dgx1_broadcast_three_epochs():
+    # DGX-1 (alpha 0), broadcast of one chunk from GPU 0: GPU 6's neighbours are 2, 7 (50 GB/s)
+    # and 4, 5 (25 GB/s); none of them holds the chunk early enough for epoch 2 (0-2 is a
+    # 25 GB/s link: 2 epochs; 7 is two hops away), so 3 epochs = 3 M / 50 GB/s is optimal.
+    size = 1 * GB
+    sched, m, sim = run_teccl("dgx1:alpha=0", "broadcast", size)
+    assert m["proven_optimal"] and m["epochs_required"] == 3
+    assert sim == pytest.approx(3 * size / BW)
+    assert_agrees(m, sim)
+
+
+def test_slow_link_spans_several_epochs():
+    # gpu0 -50- gpu1 -25- gpu2: the 25 GB/s link needs 2 fast epochs per chunk and must carry
+    # chunks 0 and 1 to gpu2 -> 4 epochs = 2 chunks / 25 GB/s.
+    b = TopologyBuilder("line-slow")
+    g = [b.compute(f"gpu{i}") for i in range(3)]
+    b.bilink(g[0], g[1], BW, 0.0)
+    b.bilink(g[1], g[2], BW / 2, 0.0)
+    topo = b.build()
+    size = 3 * GB
+    grid = make_grid(topo, GB, "fast")
+    assert grid.beta_ep.tolist() == [0, 0, 1, 1] and grid.per_window.tolist() == [1, 1, 1, 1]
+    sched, m, sim = run_teccl(topo, "allgather", size)
+    assert m["epochs_required"] == 4 and m["proven_optimal"]
+    assert sim == pytest.approx(2 * GB / (BW / 2))
+
+
+def test_epoch_grid_alpha_and_modes():
+    topo = load_topology("dgx1")   # 50 / 25 GB/s, alpha 0.7 us
+    g = make_grid(topo, 1e6, "fast")          # alpha / tau = 0.7us / 20us <= 0.1: 0 epochs
+    assert g.tau == pytest.approx(1e6 / BW) and g.alpha_ep.max() == 0
+    g = make_grid(topo, 1e5, "fast")          # 0.7us / 2us: ceil(0.35) = 1 epoch
+    assert g.alpha_ep.min() == 1 and g.delay.tolist() == [2 if b == BW else 3
+                                                          for b in topo.link_bw.tolist()]
+    assert make_grid(topo, 1e6, "slow").tau == pytest.approx(1e6 / (25 * GB))
+    assert make_grid(topo, 1e6, "1us", multiplier=2).tau == pytest.approx(2e-6)
+    # alpha check: min alpha / tau > 200 raises tau to min alpha / 200
+    small = make_grid(topo, 10.0, "fast")
+    assert small.tau == pytest.approx(0.7e-6 / 200) and small.note
+    with pytest.raises(CollsynthError):
+        make_grid(topo, 1e6, "sideways")
+
+
+# ------------------------------------------------------------------------ K and heterogeneity
+def test_infeasible_horizon_grows():
+    # K = 1 is below the fewest epochs the line needs; K = 2 is found by growing.
+    sched, m, sim = run_teccl("line:n=3,alpha=0", "allgather", 3 * GB, epochs=1)
+    assert m["horizons"][0]["K"] == 1 and "infeasible" in m["horizons"][0]["status"]
+    assert m["epochs_required"] == 2
+    # star: K = 2 reaches every GPU in time but lacks downlink capacity -> the solver proves
+    # it infeasible, and K grows to 3.
+    sched, m, sim = run_teccl("star:n=4,alpha=0", "allgather", 4 * GB, epochs=2)
+    assert [h["status"] for h in m["horizons"]] == ["infeasible", "optimal"]
+    assert m["epochs_required"] == 3
+
+
+def test_heterogeneous_alpha_agreement_and_determinism():
+    topo = sample_alphas(load_topology("dgx1"), seed=3, low=1e-6, high=30e-6)
+    assert np.array_equal(topo.link_alpha,
+                          sample_alphas(load_topology("dgx1"), 3, 1e-6, 30e-6).link_alpha)
+    assert len(set(topo.link_alpha.tolist())) > 8
+    size = 8e6
+    s1, m, sim = run_teccl(topo, "allgather", size)
+    assert m["status"] == "optimal" and m["max_alpha_epochs"] >= 2
+    assert m["heuristic"]["epochs"] >= m["epochs_required"]
+    assert {"spt_epochs", "flood_epochs"} <= set(m["heuristic"])
+    assert_agrees(m, sim)
+    s2, _, _ = run_teccl(topo, "allgather", size)
+    for col in ("src", "dst", "chunk", "start", "step", "route_links"):
+        assert np.array_equal(getattr(s1, col), getattr(s2, col))
+
+
+def test_time_limit_returns_best_found():
+    # a tiny time limit still returns a verified schedule (at worst the warm start)
+    sched, m, sim = run_teccl("ndv2:chassis=2", "allgather", 16e6, time_limit=0.05,
+                              gap=1e-4, max_nonzeros=0)
+    assert sched.meta["status"] in ("optimal", "time_limit", "time_limit_heuristic")
+    assert m["epochs_required"] <= m["heuristic"]["epochs"]
+    assert "gap" in sched.meta
+    # a model too large for the time limit is not even handed to HiGHS
+    sched, m, sim = run_teccl("ndv2:chassis=2", "allgather", 16e6, max_nonzeros=1)
+    assert sched.meta["status"] == "skipped_heuristic" and "skipped" in m["horizons"][-1]["status"]
+    assert m["epochs_required"] == m["heuristic"]["epochs"]
+
+
+def test_switch_copy_option_runs():
+    sched, m, sim = run_teccl("star:n=4,alpha=0", "allgather", 4 * GB, switch_copy="true")
+    assert m["switch_copy"] is True and m["epochs_required"] <= 3
+
+
+def test_paper_objective():
+    sched, m, sim = run_teccl("ring:n=4,alpha=0", "allgather", 4 * GB, objective="paper")
+    assert m["objective"] == "paper" and m["epochs_required"] == 2
+
+
+# ------------------------------------------------------------------------ LP and demands
+def test_alltoall_lp_ring():
+    # ring of 4, 1 GB per (source, destination) chunk: each node sends 4 chunk-hops (two
+    # neighbours, one two-hop) over 2 out-links, and the 8 links carry 16 chunk-hops -> 2.
+    sched, m, sim = run_teccl("ring:n=4,alpha=0", "alltoall", 4 * GB)
+    assert m["mode"] == "lp" and m["status"] == "optimal"
+    assert m["epochs_required"] == 2
+    assert sim == pytest.approx(2 * GB / BW)
+    assert_agrees(m, sim)
+
+
+def test_alltoall_lp_switch_and_parts():
+    sched, m, sim = run_teccl("star:n=4,alpha=0", "alltoall", 4e6, chunks=2, parts=4)
+    assert m["mode"] == "lp" and m["epochs_required"] == 6   # 6 chunks per downlink
+    assert m["decomposition"]["dropped_volume"] < 1e-6
+    assert_agrees(m, sim)
+
+
+def test_demand_matrix_milp_and_lp():
+    topo = load_topology("ring:n=4,alpha=0")
+    coll = Collective.from_demand_matrix([[0, 2, 0, 1], [0, 0, 0, 0], [1, 0, 0, 0],
+                                          [0, 0, 1, 0]])
+    for mode in ("milp", "lp"):
+        s = synthesize("teccl", topo, coll, size=4 * GB, mode=mode, **FAST)
+        ensure_verified(s)
+        assert s.meta["teccl"]["mode"] == mode
+        assert_agrees(s.meta["teccl"], simulate(s, 4 * GB).time_s)
+
+
+def test_bad_options():
+    topo = load_topology("ring:n=4")
+    coll = Collective.make("allgather", 4)
+    for bad in ({"gap": "x"}, {"time_limit": 0}, {"objective": "fastest"},
+                {"mode": "qp"}, {"epochs": "1.5"}, {"switch_copy": "maybe"},
+                {"highs": "nocolon"}):
+        with pytest.raises(CollsynthError):
+            synthesize("teccl", topo, coll, size=1e6, **bad)
+    with pytest.raises(CollsynthError):
+        synthesize("teccl", topo, Collective.make("alltoall", 4).__class__.make(
+            "allgather", 4), size=1e6, mode="lp")
+
+
+# ------------------------------------------------------------------------ files and CLI
+TECCL_INPUT = {
+    "TopologyParams": {"name": "DGX1", "chassis": 1, "chunk_size": 0.001, "alpha": [0, 0]},
+    "GurobiParams": {"time_limit": 0.005, "mip_gap": 0.0, "mip_focus": 1, "heuristics": 0.3},
+    "InstanceParams": {"collective": 1, "num_chunks": 1, "epoch_type": 1, "num_epochs": -1,
+                       "objective_type": 1, "alpha_threshold": 0.1},
+}
+
+
+def test_read_teccl_input(tmp_path):
+    p = tmp_path / "in.json"
+    p.write_text(json.dumps(TECCL_INPUT))
+    inp = read_teccl_input(str(p))
+    assert inp.topology.num_ranks == 8 and inp.collective.kind.value == "allgather"
+    assert inp.size == pytest.approx(8 * 1e6)
+    assert inp.options["time_limit"] == pytest.approx(18.0) and inp.options["gap"] == 0.0
+    assert inp.options["highs"] == {"mip_heuristic_effort": 0.3}
+    assert inp.options["objective"] == "makespan" and inp.options["epoch"] == "fast"
+    assert any("mip_focus" in n for n in inp.notes)
+    bad = dict(TECCL_INPUT, InstanceParams={"collective": 1, "epoch_type": 7})
+    p.write_text(json.dumps(bad))
+    with pytest.raises(CollsynthError):
+        read_teccl_input(str(p))
+
+
+def test_cli_teccl_input_output(capsys, tmp_path):
+    inp = tmp_path / "in.json"
+    inp.write_text(json.dumps(TECCL_INPUT))
+    out, te = tmp_path / "s.json", tmp_path / "te.json"
+    rc = main(["synth", "--teccl-input", str(inp), "-o", str(out), "--teccl-output", str(te)])
+    assert rc == 0, capsys.readouterr().err
+    data = json.loads(te.read_text())
+    for key in ("1-Epoch_Duration", "2-Expected_Epoch_Duration", "3-Epochs_Required",
+                "4-Collective_Finish_Time", "5-Algo_Bandwidth", "6-Demand_Met", "7-Flows",
+                "8-Chunk paths", "Solver_Time"):
+        assert key in data
+    assert data["3-Epochs_Required"] == 3          # DGX-1 AllGather: 7 chunks in at 150 GB/s
+    assert data["1-Epoch_Duration"] == pytest.approx(1e6 / BW)
+    assert len(data["7-Flows"]) == 56 and len(data["8-Chunk paths"]) == 56
+    assert all(re.fullmatch(r"Chunk 0 from \d+ traveled over \d+->\d+ in epoch \d+", f)
+               for f in data["7-Flows"])
+    assert all(k.startswith("Demand at ") for k in data["8-Chunk paths"])
+    assert main(["verify", str(out)]) == 0
+    capsys.readouterr()
+
+
+def test_cli_opts_and_lp_output(capsys, tmp_path):
+    out, te = tmp_path / "s.json", tmp_path / "te.json"
+    rc = main(["synth", "-t", "star:n=4,alpha=0", "-c", "alltoall", "--algo", "teccl",
+               "--opt", "epoch=slow", "--opt", "gap=0.3", "--opt", "time_limit=10",
+               "--size", "4MB", "-o", str(out), "--teccl-output", str(te)])
+    assert rc == 0, capsys.readouterr().err
+    data = json.loads(te.read_text())
+    assert "6-Demand_Met" not in data and "with volume" in data["7-Flows"][0]
+    assert "via switches" in data["7-Flows"][0]
+    rc = main(["synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "teccl",
+               "--opt", "epoch=2us", "-o", str(out)])
+    assert rc == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--opt", "epoch=sideways"], "epoch"),
+    (["--opt", "gap=-1"], "gap"),
+    (["--opt", "nosuch=1"], "nosuch"),
+    (["--teccl-output", "X"], None),
+])
+def test_cli_bad_option_exit_2(capsys, tmp_path, argv, needle):
+    base = ["synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "teccl",
+            "-o", str(tmp_path / "s.json")]
+    if argv[0] == "--teccl-output":
+        base = ["synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "ring",
+                "-o", str(tmp_path / "s.json"), "--teccl-output", str(tmp_path / "x.json")]
+        argv = []
+    rc = main(base + argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    if needle:
+        assert needle in err
+
+
+def test_teccl_output_needs_teccl_schedule():
+    s = synthesize("spt", load_topology("ring:n=4"), Collective.make("allgather", 4))
+    with pytest.raises(CollsynthError):
+        teccl_output(s)
