@@ -1,0 +1,231 @@
+"""``collsynth run``: execute schedule files on a real distributed engine.
+
+``mpiexec -n N collsynth run S.json [S2.json ...] --size SIZE [--backend mpi|torch] [--iters I]
+[--warmup W] [--check] [--seed S] [--timeout T] [--dtype float32|float64|int32] [--json]``, or
+``collsynth run ... --launch N`` to start itself under ``mpiexec`` with the right flags.
+
+Exit status: 0 ok; 2 bad input (one line, printed by rank 0 only); 3 the run failed (a timeout
+names the rank and the stuck operation; a failed ``--check`` names the rank and chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from ..errors import CollsynthError
+from ..units import fmt_bandwidth, fmt_size, fmt_time, parse_size, parse_time
+
+RUN_FAILED = 3
+
+
+def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "run", help="execute schedules with MPI or torch.distributed",
+        description="Every rank interprets its part of the schedule with non-blocking "
+                    "point-to-point messages (numpy buffers, reductions in numpy), honouring "
+                    "dependencies and per-link order; reports the time per iteration next to "
+                    "the engine's own collective. Start with `mpiexec -n N collsynth run ...` "
+                    "or add `--launch N`.")
+    p.add_argument("schedules", nargs="+", metavar="SCHEDULE.json",
+                   help="schedule file(s); several run one after another in one launch")
+    p.add_argument("--size", "-s", required=True, help="collective size, e.g. 1MB (nccl-tests "
+                   "convention)")
+    p.add_argument("--backend", choices=("mpi", "torch"), default="mpi",
+                   help="mpi (mpi4py) or torch (torch.distributed: gloo on CPU, NCCL on GPUs)")
+    p.add_argument("--iters", type=int, default=5, help="timed iterations (median reported)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
+    p.add_argument("--check", action="store_true",
+                   help="compare the result with the engine's own collective on seeded data")
+    p.add_argument("--seed", type=int, default=0, help="seed of the input data")
+    p.add_argument("--timeout", default="30s",
+                   help="fail (never hang) when one iteration takes longer (default 30s)")
+    p.add_argument("--dtype", default="float32",
+                   help="element type of reductions: float32, float64 or int32")
+    p.add_argument("--no-reference", action="store_true",
+                   help="do not time the engine's own collective")
+    p.add_argument("--launch", "--np", type=int, metavar="N", dest="launch",
+                   help="re-run this command under mpiexec with N ranks")
+    p.add_argument("--inject", action="append", metavar="FAULT", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="rank 0 prints one JSON object")
+    p.set_defaults(func=cmd_run)
+    return p
+
+
+def _env_rank() -> int:
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "RANK"):
+        v = os.environ.get(name)
+        if v is not None and v.strip().isdigit():
+            return int(v)
+    return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from .launcher import mpiexec_command, run_argv
+
+    scheds = _validate(args)[0]  # bad input: one line here, before starting mpiexec
+    need = scheds[0][1].collective.num_ranks
+    if args.launch != need:
+        raise CollsynthError(f"--launch {args.launch}: the schedule needs {need} ranks")
+    import importlib.util
+
+    module = {"mpi": "mpi4py", "torch": "torch"}[args.backend]
+    if importlib.util.find_spec(module) is None:
+        _make_backend(args.backend, 1.0)  # raises the backend's one-line "needs ..." error
+
+    argv = run_argv(args.schedules, args.size, backend=args.backend, iters=args.iters,
+                    warmup=args.warmup, check=args.check, seed=args.seed,
+                    timeout=parse_time(args.timeout, "--timeout"), dtype=args.dtype,
+                    reference=not args.no_reference, json_out=args.json,
+                    inject=args.inject or ())
+    cmd = mpiexec_command(args.launch, argv)
+    try:
+        return subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode
+    except OSError as e:
+        raise CollsynthError(f"cannot start {cmd[0]}: {e.strerror or e}") from None
+
+
+def _validate(args: argparse.Namespace):
+    from ..schedule.io import load_schedule
+    from .check import parse_dtype
+    from .driver import Inject
+
+    if args.iters < 1:
+        raise CollsynthError(f"--iters must be at least 1, got {args.iters}")
+    if args.warmup < 0:
+        raise CollsynthError(f"--warmup must be at least 0, got {args.warmup}")
+    size = parse_size(args.size, "--size")
+    timeout = parse_time(args.timeout, "--timeout")
+    if not timeout > 0:
+        raise CollsynthError(f"--timeout {args.timeout!r} must be positive")
+    dtype = parse_dtype(args.dtype)
+    inject = Inject.parse(args.inject)
+    scheds = [(path, load_schedule(path)) for path in args.schedules]
+    ranks = {s.collective.num_ranks for _, s in scheds}
+    if len(ranks) > 1:
+        raise CollsynthError(f"the schedules need different numbers of ranks "
+                             f"({', '.join(map(str, sorted(ranks)))}); run them separately")
+    from .check import element_dtype
+    from .plan import chunk_bytes_for
+
+    for path, s in scheds:
+        try:
+            chunk_bytes_for(s, size, element_dtype(s.collective, dtype).itemsize)
+        except CollsynthError as e:
+            raise CollsynthError(f"--size {args.size}: {path}: {e}") from None
+    return scheds, size, timeout, dtype, inject
+
+
+def _verify_all(scheds) -> str | None:
+    from ..verify import check_schedule
+
+    for path, sched in scheds:
+        rep = check_schedule(sched)
+        if not rep.ok:
+            return f"{path} does not verify: {rep.error}"
+    return None
+
+
+def _make_backend(name: str, timeout: float):
+    if name == "mpi":
+        from .mpi_backend import MPIBackend
+
+        return MPIBackend()
+    if name == "torch":
+        from .torch_backend import TorchBackend
+
+        return TorchBackend(timeout=timeout)
+    raise CollsynthError(f"unknown --backend {name!r} (known: mpi, torch)")
+
+
+def _print_report(info: dict) -> None:
+    print(f"collsynth run: {info['ranks']} ranks ({info['backend']}), size "
+          f"{fmt_size(info['size'])}, {info['iters']} iteration(s) after {info['warmup']} "
+          f"warm-up")
+    for r in info["runs"]:
+        line = (f"  {r['algorithm'] or 'schedule'} {r['collective']['kind']} on "
+                f"{r['topology']} ({r['ops']} ops, {r['schedule']}): "
+                f"{fmt_time(r['time_s'])} per iteration")
+        if r.get("algbw"):
+            line += f", algbw {fmt_bandwidth(r['algbw'])}, busbw {fmt_bandwidth(r['busbw'])}"
+        if r.get("reference_time_s") is not None:
+            line += f"; {r['reference']}: {fmt_time(r['reference_time_s'])}"
+        if r["check"] == "passed":
+            line += f"; check passed (against {r['reference']})"
+        elif r["check"] == "failed":
+            line += f"; CHECK FAILED: {r['check_error']}"
+        print(line)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.launch is not None:
+        return _launch(args)
+    quiet = _env_rank() != 0
+    try:
+        scheds, size, timeout, dtype, inject = _validate(args)
+        backend = _make_backend(args.backend, timeout)
+        need = scheds[0][1].collective.num_ranks
+        if backend.size != need:
+            hint = (f" (start it with `mpiexec -n {need} collsynth run ...` or add "
+                    f"`--launch {need}`)" if backend.size == 1 else "")
+            raise CollsynthError(f"the schedule needs {need} ranks but {backend.size} "
+                                 f"{'is' if backend.size == 1 else 'are'} running{hint}")
+    except CollsynthError:
+        if quiet:
+            return 2  # every rank found the same problem; rank 0 prints it
+        raise
+    quiet = backend.rank != 0
+    # the verifier runs on rank 0 only (it is the slow part of starting); all ranks learn
+    # its verdict, so a schedule that does not verify stops every rank with status 2
+    problem = None
+    if not quiet:
+        problem = _verify_all(scheds)
+    from .interp import RunTimeout
+
+    try:
+        verdicts = backend.allgather_obj(problem, time.monotonic() + timeout + 600.0)
+    except RunTimeout as e:
+        print(f"collsynth: error: {e}", file=sys.stderr, flush=True)
+        backend.abort(RUN_FAILED)
+        return RUN_FAILED
+    if verdicts[0] is not None:
+        if quiet:
+            return 2
+        raise CollsynthError(verdicts[0])
+    from .driver import run_on_backend
+
+    runs = []
+    try:
+        for path, sched in scheds:
+            summ = run_on_backend(sched, backend, size, name=path, iters=args.iters,
+                                  warmup=args.warmup, check=args.check, seed=args.seed,
+                                  timeout=timeout, dtype=dtype,
+                                  reference=not args.no_reference, inject=inject)
+            runs.append(summ.to_dict())
+    except RunTimeout as e:
+        print(f"collsynth: error: {e}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        time.sleep(min(2.0, max(1.0, timeout / 4)))  # let the other ranks say where they stand
+        backend.abort(RUN_FAILED)
+        return RUN_FAILED
+    failed = [r for r in runs if r["check"] == "failed"]
+    info = {"backend": backend.name, "ranks": backend.size, "size": int(size),
+            "iters": args.iters, "warmup": args.warmup, "seed": args.seed, "dtype": str(dtype),
+            "ok": not failed, "runs": runs}
+    if not quiet:
+        if args.json:
+            sys.stdout.write(json.dumps(info) + "\n")
+        else:
+            _print_report(info)
+        sys.stdout.flush()
+        if failed:
+            print(f"collsynth: error: check failed: {failed[0]['schedule']}: "
+                  f"{failed[0]['check_error']}", file=sys.stderr, flush=True)
+    if hasattr(backend, "close"):
+        backend.close()
+    return RUN_FAILED if failed else 0

@@ -1,0 +1,307 @@
+"""Per-rank programs: what one rank sends, receives and waits for (see docs/runtime.md).
+
+A schedule's operations and dependencies are global. :func:`build_rank_plan` turns them into
+the part that one rank executes, with only *local* waiting conditions:
+
+* a global execution order ``order``: a topological order of the dependencies plus the planned
+  per-link orders (by level, then op id, so every rank computes the same one);
+* for each operation ``i`` that involves rank ``r`` (as sender or receiver), its *local
+  frontier* ``P_r(i)``: the operations involving ``r`` that are reached from ``deps(i)`` by
+  walking back through operations that do not involve ``r``. Rank ``r`` posts the send of ``i``
+  (sender) or applies the received data of ``i`` (receiver) only once every operation in
+  ``P_r(i)`` has completed locally (a send: its request completed; a receive: its data applied).
+  By induction this makes every ``r``-local ancestor of ``i`` complete first, which is all that
+  can influence the bytes ``r`` sends or the order of writes into ``r``'s buffer;
+* message tags: the operations between one ordered pair of ranks are numbered in ``order``;
+  the tag is that number modulo the backend's tag limit. Operations whose tags collide are posted
+  in that order (sends and receives alike), so non-overtaking matching stays unambiguous.
+* per-link order: among the operations this rank sends, one that follows another in a link's
+  planned order is posted after it.
+
+Buffer layout: every rank keeps one working byte buffer with one slot per chunk it touches
+(holds initially, sends, receives or must end with). Inputs are loaded into it, operations read
+and write byte ranges of it, outputs are read from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+
+import numpy as np
+
+from ..collective import CollKind, Collective
+from ..errors import CollsynthError
+from ..schedule.ir import OpKind, Schedule
+
+
+# ---------------------------------------------------------------------- collective layout
+def input_chunks(coll: Collective, rank: int) -> list[int]:
+    """Global chunk ids of ``rank``'s input buffer, in buffer order."""
+    n, c, k = coll.num_ranks, coll.chunks_per_rank, coll.kind
+    if coll.reduces:
+        return list(range(coll.num_chunks))
+    if k in (CollKind.ALLGATHER, CollKind.GATHER):
+        return list(range(rank * c, (rank + 1) * c))
+    if k is CollKind.BROADCAST:
+        return list(range(c)) if rank == coll.root else []
+    if k is CollKind.SCATTER:
+        return list(range(n * c)) if rank == coll.root else []
+    if k is CollKind.ALLTOALL:
+        return list(range(rank * n * c, (rank + 1) * n * c))
+    return [ch for ch, (s, _) in enumerate(coll.custom_chunks) if s == rank]
+
+
+def output_chunks(coll: Collective, rank: int) -> list[int]:
+    """Global chunk ids of ``rank``'s output buffer, in buffer order."""
+    n, c, k = coll.num_ranks, coll.chunks_per_rank, coll.kind
+    if k in (CollKind.ALLGATHER, CollKind.ALLREDUCE):
+        return list(range(n * c))
+    if k is CollKind.BROADCAST:
+        return list(range(c))
+    if k in (CollKind.REDUCESCATTER, CollKind.SCATTER):
+        return list(range(rank * c, (rank + 1) * c))
+    if k is CollKind.REDUCE:
+        return list(range(c)) if rank == coll.root else []
+    if k is CollKind.GATHER:
+        return list(range(n * c)) if rank == coll.root else []
+    if k is CollKind.ALLTOALL:
+        return [s * n * c + rank * c + j for s in range(n) for j in range(c)]
+    return [ch for ch, (s, d) in enumerate(coll.custom_chunks) if rank in d]
+
+
+# ---------------------------------------------------------------------- sizes
+def size_quantum(sched: Schedule, elem: int) -> int:
+    """Smallest number of bytes that every valid ``size`` is a multiple of.
+
+    Chunk bytes must be whole elements and every byte range boundary ``lo/den`` of a chunk must
+    fall on an element boundary.
+    """
+    q = int(elem)
+    if sched.part_den is not None and sched.num_ops:
+        bounds = np.unique(np.concatenate([
+            np.stack([sched.part_lo, sched.part_den], axis=1),
+            np.stack([sched.part_hi, sched.part_den], axis=1)]), axis=0)
+        for num, den in bounds.tolist():
+            if den <= 0:
+                continue
+            m = den * elem
+            need = m // gcd(int(num), m) if num else 1
+            q = q * need // gcd(q, need)
+    return q * sched.collective.size_units
+
+
+def chunk_bytes_for(sched: Schedule, size: float, elem: int) -> int:
+    """Bytes per chunk for ``size``; a one-line error when ``size`` does not fit the schedule."""
+    quantum = size_quantum(sched, elem)
+    if not size > 0 or size != int(size) or int(size) % quantum:
+        shown = f"{int(size)}" if size == int(size) else f"{size:g}"
+        below = int(size) // quantum * quantum
+        near = f"{below} or {below + quantum}" if below > 0 else f"{quantum}"
+        raise CollsynthError(
+            f"size {shown} B does not fit this schedule: it needs a positive multiple of "
+            f"{quantum} B ({sched.collective.size_units} chunks, byte ranges and {elem}-byte "
+            f"elements), e.g. {near}")
+    return int(size) // sched.collective.size_units
+
+
+# ---------------------------------------------------------------------- order
+def execution_order(sched: Schedule) -> np.ndarray:
+    """A topological order of dependencies plus planned link orders.
+
+    Operations are sorted by *level* (0 for an operation with no predecessor, else one more
+    than the highest level of its predecessors), then by op id; computed in waves with numpy.
+    """
+    n = sched.num_ops
+    pred_src = [np.asarray(sched.dep_ids, dtype=np.int64)]          # predecessor
+    pred_dst = [np.repeat(np.arange(n, dtype=np.int64), np.diff(sched.dep_ptr))]
+    if sched.link_order:
+        for _, seq in sorted(sched.link_order.items()):
+            seq = np.asarray(seq, dtype=np.int64)
+            if len(seq) > 1:
+                pred_src.append(seq[:-1])
+                pred_dst.append(seq[1:])
+    a = np.concatenate(pred_src)
+    b = np.concatenate(pred_dst)
+    indeg = np.bincount(b, minlength=n).astype(np.int64)
+    by_src = np.argsort(a, kind="stable")
+    succ = b[by_src]
+    succ_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(a, minlength=n), out=succ_ptr[1:])
+    level = np.full(n, -1, dtype=np.int64)
+    wave = np.flatnonzero(indeg == 0)
+    depth = 0
+    seen = 0
+    while len(wave):
+        level[wave] = depth
+        seen += len(wave)
+        lo, hi = succ_ptr[wave], succ_ptr[wave + 1]
+        counts = hi - lo
+        if counts.sum():
+            idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+            targets = succ[idx]
+            np.subtract.at(indeg, targets, 1)
+            cand = np.unique(targets)
+            wave = cand[indeg[cand] == 0]
+        else:
+            wave = wave[:0]
+        depth += 1
+    if seen != n:
+        raise CollsynthError("the schedule's dependencies and link orders form a cycle")
+    return np.lexsort((np.arange(n), level)).astype(np.int64)
+
+
+# ---------------------------------------------------------------------- per-rank plan
+@dataclass
+class RankPlan:
+    """Everything one rank needs to execute its part of a schedule (local indices ``j``).
+
+    Local operations are numbered in the global execution order. Waiting conditions:
+
+    * ``done_pre[j]``: local ops whose local completion op ``j`` waits for (its frontier);
+    * ``post_pre[j]``: local sends that must be *posted* before send ``j`` (link order and
+      colliding tags);
+    * ``recv_pre[j]``: the local receive that must have *arrived* before receive ``j`` is
+      posted (colliding tags), or -1.
+    """
+
+    rank: int
+    num_ranks: int
+    chunk_bytes: int
+    elem: int
+    ops: np.ndarray          # global op id per local op
+    is_send: np.ndarray      # bool
+    peer: np.ndarray         # the other rank
+    offset: np.ndarray       # byte offset in the working buffer
+    nbytes: np.ndarray       # bytes moved
+    reduce: np.ndarray       # bool: receiver combines (sum) instead of overwriting
+    tag: np.ndarray
+    done_pre: list[list[int]]
+    post_pre: list[list[int]]
+    recv_pre: np.ndarray
+    slots: dict[int, int]    # global chunk id -> slot number in the working buffer
+    input_chunks: list[int]
+    output_chunks: list[int]
+
+    @property
+    def num_local(self) -> int:
+        return int(len(self.ops))
+
+    @property
+    def buffer_bytes(self) -> int:
+        return len(self.slots) * self.chunk_bytes
+
+
+def _op_range(sched: Schedule, op: int, chunk_bytes: int) -> tuple[int, int]:
+    if sched.part_den is None:
+        return 0, chunk_bytes
+    lo, hi, den = int(sched.part_lo[op]), int(sched.part_hi[op]), int(sched.part_den[op])
+    return chunk_bytes * lo // den, chunk_bytes * hi // den
+
+
+def build_rank_plan(sched: Schedule, rank: int, chunk_bytes: int, elem: int,
+                    tag_limit: int, order: np.ndarray | None = None) -> RankPlan:
+    coll = sched.collective
+    n_ops = sched.num_ops
+    if not 0 <= rank < coll.num_ranks:
+        raise CollsynthError(f"rank {rank} is not a rank of the schedule (0..{coll.num_ranks - 1})")
+    if tag_limit < 1:
+        raise CollsynthError(f"tag limit must be at least 1, got {tag_limit}")
+    if order is None:
+        order = execution_order(sched)
+    src, dst = sched.src, sched.dst
+    local_mask = (src == rank) | (dst == rank)
+
+    # frontier sets, computed in execution order (deps come first); tuples are shared
+    # between operations whenever possible, so long chains cost no copying
+    ptr = sched.dep_ptr.tolist()
+    flat = sched.dep_ids.tolist()
+    is_local = local_mask.tolist()
+    empty: tuple[int, ...] = ()
+    frontier: list[tuple[int, ...]] = [empty] * n_ops   # F_r(x)
+    pre_global: dict[int, tuple[int, ...]] = {}
+    for x in order.tolist():
+        a, b = ptr[x], ptr[x + 1]
+        if b == a:
+            acc = empty
+        elif b == a + 1:
+            acc = frontier[flat[a]]
+        else:
+            parts = [frontier[d] for d in flat[a:b]]
+            parts = [t for t in parts if t]
+            if not parts:
+                acc = empty
+            elif len(parts) == 1 or all(t is parts[0] for t in parts):
+                acc = parts[0]
+            else:
+                acc = tuple(set().union(*parts))
+        if is_local[x]:
+            pre_global[x] = acc
+            frontier[x] = (x,)
+        else:
+            frontier[x] = acc
+
+    local_ops = [int(x) for x in order.tolist() if local_mask[x]]
+    index = {op: j for j, op in enumerate(local_ops)}
+    L = len(local_ops)
+
+    # chunk slots: chunks touched, held initially or required at the end
+    ins = input_chunks(coll, rank)
+    outs = output_chunks(coll, rank)
+    touched = set(ins) | set(outs) | {int(sched.chunk[op]) for op in local_ops}
+    slots = {ch: i for i, ch in enumerate(sorted(touched))}
+
+    ops = np.array(local_ops, dtype=np.int64)
+    is_send = src[ops] == rank if L else np.zeros(0, dtype=bool)
+    peer = np.where(is_send, dst[ops], src[ops]) if L else np.zeros(0, dtype=np.int64)
+    offset = np.zeros(L, dtype=np.int64)
+    nbytes = np.zeros(L, dtype=np.int64)
+    for j, op in enumerate(local_ops):
+        lo, hi = _op_range(sched, op, chunk_bytes)
+        offset[j] = slots[int(sched.chunk[op])] * chunk_bytes + lo
+        nbytes[j] = hi - lo
+    reduce = (sched.kind[ops] == OpKind.REDUCE) if L else np.zeros(0, dtype=bool)
+
+    # tags: per ordered pair, sequence number in execution order (every rank agrees)
+    tag = np.zeros(L, dtype=np.int64)
+    recv_pre = np.full(L, -1, dtype=np.int64)
+    post_pre: list[list[int]] = [[] for _ in range(L)]
+    # sequence number of every op within its ordered pair, in execution order
+    nr = coll.num_ranks
+    pair = (src[order] * nr + dst[order]).astype(np.int64)
+    by_pair = np.argsort(pair, kind="stable")
+    sorted_pair = pair[by_pair]
+    first = np.searchsorted(sorted_pair, sorted_pair, side="left")
+    seq_in_order = np.empty(n_ops, dtype=np.int64)
+    seq_in_order[by_pair] = np.arange(n_ops) - first
+    seq_of_op = np.empty(n_ops, dtype=np.int64)
+    seq_of_op[order] = seq_in_order
+    pair_seq = {op: int(seq_of_op[op]) for op in local_ops}
+    last_with_tag: dict[tuple[int, int, int], int] = {}
+    for j, op in enumerate(local_ops):
+        k = pair_seq[op]
+        t = k % tag_limit
+        tag[j] = t
+        key = (int(src[op]), int(dst[op]), t)
+        prev = last_with_tag.get(key)
+        if prev is not None:
+            if is_send[j]:
+                post_pre[j].append(prev)
+            else:
+                recv_pre[j] = prev
+        last_with_tag[key] = j
+
+    # per-link order among this rank's own sends
+    if sched.link_order:
+        for _, seq in sorted(sched.link_order.items()):
+            mine = [index[int(o)] for o in seq if int(o) in index and src[int(o)] == rank]
+            for a, b in zip(mine[:-1], mine[1:]):
+                if a not in post_pre[b]:
+                    post_pre[b].append(a)
+
+    done_pre = [sorted(index[p] for p in pre_global[op]) for op in local_ops]
+    return RankPlan(rank=rank, num_ranks=coll.num_ranks, chunk_bytes=int(chunk_bytes),
+                    elem=int(elem), ops=ops, is_send=is_send.astype(bool), peer=peer,
+                    offset=offset, nbytes=nbytes, reduce=reduce.astype(bool), tag=tag,
+                    done_pre=done_pre, post_pre=post_pre, recv_pre=recv_pre, slots=slots,
+                    input_chunks=ins, output_chunks=outs)
