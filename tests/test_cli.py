@@ -241,14 +241,21 @@ def test_list_text(capsys):
     assert rc == 0 and err == "" and "ring" in out and "spt" in out
 
 
-def test_demo_json(capsys):
-    rc, out, err = run(capsys, "demo", "--json")
+def test_demo_json(capsys, tmp_path):
+    rc, out, err = run(capsys, "demo", "--json", "--out", str(tmp_path / "demo"))
     assert rc == 0 and err == ""
     data = one_json(out)
     rows = data["rows"]
     assert len(rows) >= 2
     assert all(r["verified"] is True and r["ops"] > 0 for r in rows)
     assert {r["collective"] for r in rows} == {"allgather", "allreduce"}
+    # the demo ends by exporting the per-size winners and running the 1 MB one under MPI
+    windows = data["tune"]["windows"]
+    assert windows and windows[0]["min_bytes"] == 0 and windows[-1]["max_bytes"] is None
+    assert all(os.path.exists(w["xml"]) and os.path.exists(w["schedule"]) for w in windows)
+    run_info = data["run"]
+    assert run_info["check"] == "passed" and run_info["ranks"] == 16
+    assert run_info["algorithm"] in {w["algo"] for w in windows}
 
 
 @pytest.mark.parametrize("argv", [[], ["topo"], ["topo", "show"], ["topo", "export"], ["list"],

@@ -199,8 +199,29 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     from .topology import load_topology
     from .verify import ensure_verified
 
-    topo = load_topology(args.topology)
-    coll = _make_collective(args, topo)
+    teccl_in = None
+    if args.teccl_input:
+        from .synth.teccl.io import read_teccl_input
+
+        if args.topology or args.collective:
+            raise CollsynthError("--teccl-input gives the topology and collective; drop "
+                                 "--topology/--collective")
+        if args.algo not in ("spt", "teccl"):  # spt is the default
+            raise CollsynthError(f"--teccl-input needs --algo teccl, not {args.algo}")
+        args.algo = "teccl"
+        teccl_in = read_teccl_input(args.teccl_input)
+        topo, coll = teccl_in.topology, teccl_in.collective
+    else:
+        if not args.topology or not args.collective:
+            missing = ", ".join(name for name, v in (("--topology/-t", args.topology),
+                                                     ("--collective/-c", args.collective))
+                                if not v)
+            raise CollsynthError(f"collsynth synth: the following arguments are required: "
+                                 f"{missing} (or --teccl-input)")
+        topo = load_topology(args.topology)
+        coll = _make_collective(args, topo)
+    if args.teccl_output and args.algo != "teccl":
+        raise CollsynthError(f"--teccl-output needs --algo teccl, not {args.algo}")
     from .synth import parse_options
 
     opts = parse_options((args.opt or []) + ([f"k={args.k}"] if args.k is not None else []),
@@ -212,8 +233,12 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     size = parse_size(args.size, "--size") if args.size is not None else None
     if size is not None and size <= 0:
         raise CollsynthError(f"--size {args.size!r} must be positive")
+    algo_opts = opts.get(args.algo, {})
+    if teccl_in is not None:
+        size = teccl_in.size if size is None else size
+        algo_opts = {**teccl_in.options, **algo_opts}
     t0 = time.perf_counter()
-    sched = synthesize(args.algo, topo, coll, size=size, **opts.get(args.algo, {}))
+    sched = synthesize(args.algo, topo, coll, size=size, **algo_opts)
     synth_s = time.perf_counter() - t0
     if size is not None and sched.size is None:
         from dataclasses import replace
@@ -223,6 +248,10 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     report = ensure_verified(sched)
     verify_s = time.perf_counter() - t1
     save_schedule(sched, args.output)
+    if args.teccl_output:
+        from .synth.teccl.io import write_teccl_output
+
+        write_teccl_output(sched, args.teccl_output)
     info = {"output": args.output, "algorithm": args.algo, "topology": topo.name,
             "collective": sched.collective.to_dict(), "ops": sched.num_ops,
             "synth_time_s": synth_s, "verify_time_s": verify_s, "verified": report.ok,
@@ -352,10 +381,12 @@ def _progress(total: int, enabled: bool):
     return prog
 
 
-def _run_compare(topo, coll, sizes, algo_spec, show_progress: bool, options=None):
+def _run_compare(topo, coll, sizes, algo_spec, show_progress: bool, options=None, run=None):
+    """Resolve ``algo_spec`` and run ``run`` (default: compare) with a progress bar."""
     from .report.compare import compare, resolve_algos
 
     algos, best_only = resolve_algos(algo_spec, coll)
+    run = run or compare
     bar = _progress(len(algos), show_progress)
     with bar as prog:
         if prog is not None:
@@ -365,8 +396,50 @@ def _run_compare(topo, coll, sizes, algo_spec, show_progress: bool, options=None
                 prog.update(task, advance=1, description=f"done: {name}")
         else:
             step = None
-        result = compare(topo, coll, sizes, algos, on_step=step, options=options)
+        result = run(topo, coll, sizes, algos, on_step=step, options=options)
     return result, best_only
+
+
+# ---------------------------------------------------------------------------------- tune
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from .report.tune import tune
+    from .synth import parse_options
+    from .topology import load_topology
+    from .units import parse_size_list
+
+    topo = load_topology(args.topology)
+    coll = _make_collective(args, topo)
+    sizes = parse_size_list(args.sizes, "--sizes")
+    if any(x <= 0 for x in sizes):
+        raise CollsynthError("--sizes must all be positive")
+    if args.instances < 1:
+        raise CollsynthError(f"--instances must be at least 1, got {args.instances}")
+    run = partial(tune, out_dir=args.output, dialect=args.dialect, proto=args.proto,
+                  instances=args.instances)
+    result, _ = _run_compare(topo, coll, sizes, args.algos,
+                             show_progress=not args.json and not args.no_progress,
+                             options=parse_options(args.opt), run=run)
+    if args.json:
+        _emit_json(result.to_dict())
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"{result.collective} on {result.topology}: one MSCCL XML per window "
+                        f"({result.dialect} dialect)")
+    for col in ("window", "algo", "sizes", "x bound", "file", "note"):
+        table.add_column(col, justify="right" if col == "x bound" else "left")
+    for w in result.windows:
+        hi = "..." if w.max_bytes is None else fmt_size(w.max_bytes)
+        table.add_row(f"[{fmt_size(w.min_bytes)}, {hi})", w.algo,
+                      ", ".join(fmt_size(x) for x in w.sizes),
+                      ", ".join(f"{r:.3g}" for r in w.ratio_to_bound), w.xml, w.note)
+    con = _console()
+    con.print(table)
+    con.print(f"wrote {len(result.windows)} XML file(s) (each checked by the independent XML "
+              f"checker), their schedules and {os.path.join(args.output, 'tune.json')}")
+    return 0
 
 
 def _print_comparison(result, best_only: bool) -> None:
@@ -495,6 +568,11 @@ DEMO_TOPOLOGIES = ("dgx1", "ndv2:chassis=2", "dgx2:chassis=2", "mi250:chassis=2"
 
 
 DEMO_COMPARE = ("dgx_a100:nodes=2", "allgather", (1e3, 1e6, 1e9))
+#: The demo's comparison: the baselines and the fast synthesizers (the MILP is left to compare).
+DEMO_ALGOS = ("ring", "tree", "hier_ring", "rd", "direct", "bruck", "sph", "spt", "forestcoll",
+              "mteg")
+#: The size whose winner the demo runs under MPI.
+DEMO_RUN_SIZE = 1e6
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -523,15 +601,35 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     spec, kind, sizes = DEMO_COMPARE
     topo = load_topology(spec)
     coll = Collective.make(kind, topo.num_ranks, 1)
-    result, _ = _run_compare(topo, coll, sizes, "all", show_progress=not args.json)
+    from functools import partial
+
+    from .report.tune import tune
+
+    tuned, _ = _run_compare(topo, coll, sizes, ",".join(DEMO_ALGOS), show_progress=not args.json,
+                            run=partial(tune, out_dir=args.out))
+    result = tuned.comparison
     if args.plot:
         from .report.plots import plot_algbw
 
         plot_algbw(result, args.plot)
+    run_info = None
+    if not args.no_run:
+        from .runtime import launch
+        from .runtime.plan import size_quantum
+        from .schedule.io import load_schedule
+
+        win = next(w for w in tuned.windows if DEMO_RUN_SIZE in w.sizes)
+        q = size_quantum(load_schedule(win.schedule), 1)
+        run_size = max(q, int(round(DEMO_RUN_SIZE / q)) * q)
+        rep = launch(win.schedule, run_size, topo.num_ranks, check=True, iters=3)
+        run_info = {"schedule": win.schedule, "xml": win.xml, "algorithm": win.algo,
+                    "size_bytes": run_size, "ranks": topo.num_ranks, **rep.runs[0]}
     if args.json:
         _emit_json({"demo": "zoo topologies with spt schedules verified independently, then "
-                            f"compare on {spec} {kind}", "rows": rows,
-                    "compare": result.to_dict()})
+                            f"compare on {spec} {kind}, export the winners to MSCCL XML and "
+                            f"run the {fmt_size(DEMO_RUN_SIZE)} winner under MPI",
+                    "rows": rows, "compare": result.to_dict(), "tune": tuned.to_dict(),
+                    "run": run_info})
         return 0
     from rich.table import Table
 
@@ -550,11 +648,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                       fmt_time(r["verify_time_s"]))
     con.print(table)
     con.print(f"{len(rows)} schedules synthesized and verified.\n")
-    con.print(f"[bold]collsynth demo[/bold] 2/2: compare every applicable algorithm on {spec} "
-              f"{kind} (simulated; 'x bound' = time / best lower bound)")
+    con.print(f"[bold]collsynth demo[/bold] 2/3: compare algorithms on {spec} {kind} "
+              f"(simulated; 'x bound' = time / best lower bound)")
     _print_comparison(result, best_only=False)
     if args.plot:
         con.print(f"wrote {args.plot}")
+    con.print(f"\n[bold]collsynth demo[/bold] 3/3: the fastest exportable schedule per size as "
+              f"MSCCL XML (checked independently), in {args.out}/")
+    for w in tuned.windows:
+        hi = "..." if w.max_bytes is None else fmt_size(w.max_bytes)
+        con.print(f"  [{fmt_size(w.min_bytes)}, {hi}): {w.algo:10s} -> {w.xml}"
+                  + (f"  ({w.note})" if w.note else ""))
+    if run_info is not None:
+        con.print(f"Ran {run_info['algorithm']} ({fmt_size(run_info['size_bytes'])}, "
+                  f"{run_info['ranks']} ranks) under mpiexec with --check: the result matches "
+                  f"MPI's own {kind} ({run_info.get('check')}); "
+                  f"{fmt_time(run_info['time_s'])} per iteration, MPI's own "
+                  f"{fmt_time(run_info['reference_time_s'])} (processes on this machine, not "
+                  f"GPUs)")
     return 0
 
 
@@ -616,6 +727,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "schedule for it, and it is recorded in the schedule")
     syn.add_argument("-o", "--output", required=True, help="schedule file to write (JSON)")
     syn.add_argument("--json", action="store_true", help="print one JSON object")
+    syn.add_argument("--teccl-input", metavar="FILE.json",
+                     help="a TE-CCL input file: topology, collective, size and solver "
+                          "parameters (implies --algo teccl; --opt overrides its values)")
+    syn.add_argument("--teccl-output", metavar="FILE.json",
+                     help="also write TE-CCL-style output keys (--algo teccl)")
+    for action in syn._actions:  # --teccl-input supplies the topology and collective
+        if action.dest in ("topology", "collective"):
+            action.required = False
     syn.set_defaults(func=_cmd_synth)
 
     ver = sub.add_parser("verify", help="check that a schedule implements its collective",
@@ -671,6 +790,26 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--json", action="store_true", help="print one JSON object")
     cmp_.set_defaults(func=_cmd_compare)
 
+    tun = sub.add_parser("tune", help="pick the best schedule per size and export MSCCL XML",
+                         description="Simulate every applicable algorithm (or --algos) at every "
+                                     "size, and write one checked MSCCL XML per winning "
+                                     "schedule with its minBytes/maxBytes window, the schedules "
+                                     "and a summary (tune.json) to DIR.")
+    _add_problem_args(tun)
+    tun.add_argument("--sizes", default="1KB,32KB,1MB,32MB,1GB",
+                     help="comma-separated sizes (default 1KB,32KB,1MB,32MB,1GB)")
+    tun.add_argument("--algos", default="all",
+                     help="comma-separated algorithms or 'all' (every applicable one)")
+    tun.add_argument("--opt", action="append", metavar="[ALGO.]KEY=VALUE",
+                     help="algorithm option (repeatable), as for compare")
+    tun.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    tun.add_argument("--dialect", choices=("msccl", "executor"), default="msccl")
+    tun.add_argument("--proto", choices=("Simple", "LL", "LL128"), default="Simple")
+    tun.add_argument("--instances", type=int, default=1, help="MSCCL instances (default 1)")
+    tun.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tun.add_argument("--json", action="store_true", help="print one JSON object")
+    tun.set_defaults(func=_cmd_tune)
+
     ben = sub.add_parser("bench", help="run a benchmark suite",
                          description="Run a benchmark suite (quick, paper, scale, sim) and write "
                                      "OUT/SUITE.json and OUT/SUITE.md.")
@@ -710,8 +849,16 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--json", action="store_true", help="print one JSON object")
     chk.set_defaults(func=_cmd_check_xml)
 
+    from .runtime.cli_run import add_run_parser
+
+    add_run_parser(sub)
+
     demo = sub.add_parser("demo", help="run the built-in example end to end")
     demo.add_argument("--plot", metavar="FILE.png", help="also plot the comparison")
+    demo.add_argument("--out", default="collsynth-demo", metavar="DIR",
+                      help="where the exported XML and schedules go (default collsynth-demo)")
+    demo.add_argument("--no-run", action="store_true",
+                      help="skip the MPI run at the end")
     demo.add_argument("--json", action="store_true", help="print one JSON object")
     demo.set_defaults(func=_cmd_demo)
     return p

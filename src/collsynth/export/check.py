@@ -123,9 +123,11 @@ def _parse(text: str) -> _Elem:
         _fail("format", "the document must start with <algo> or a comment")
     root = None
     stack: list[_Elem] = []
+    line, counted = 1, 0  # line number of the token, counted incrementally (linear time)
     for m in _TOKEN.finditer(text):
         tok = m.group(0)
-        line = text.count("\n", 0, m.start()) + 1
+        line += text.count("\n", counted, m.start())
+        counted = m.start()
         if tok.startswith("<!--"):
             continue
         if not tok.startswith("<"):

@@ -234,6 +234,7 @@ def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simpl
                                  f"({schedule.describe_op(op)} carries part of its chunk)")
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL XML")
+    _check_step_floor(schedule, dialect, instances if channels is None else None, channels)
     if verify:
         from ..verify import ensure_verified
 
@@ -266,6 +267,41 @@ def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simpl
                              f"instance (try more channels, or fewer chunks)")
     raise CollsynthError(f"cannot export: {last_err} even with {candidates[-1]} channel(s) "
                          f"per instance (try fewer chunks)")
+
+
+def step_floor(s: Schedule, dialect: str = "msccl", instances: int = 1,
+               channels: int | None = None) -> tuple[int, int, int, int]:
+    """``(floor, limit, g, p)``: the fewest steps some thread block must hold (transfers from
+    GPU ``g`` to ``p`` spread over every channel) and the dialect's step limit."""
+    net = s.src != s.dst
+    limit = MAX_STEPS[dialect]
+    if not bool(np.any(net)):
+        return 0, limit, 0, 0
+    n = s.topology.num_ranks
+    pairs = s.src[net].astype(np.int64) * n + s.dst[net]
+    counts = np.bincount(pairs, minlength=n * n)
+    worst = int(np.argmax(counts))
+    nch = channels if channels is not None else MAX_CHANNELS // max(1, instances)
+    g, p = divmod(worst, n)
+    return -(-int(counts[worst]) // nch), limit, g, p
+
+
+def _check_step_floor(s: Schedule, dialect: str, instances: int | None,
+                      channels: int | None) -> None:
+    """Fail fast when no channel count can fit the step limit.
+
+    A thread block has one send peer and one receive peer, and a GPU has at most one thread
+    block per (channel, peer, direction); one step sends or receives at most once. So the
+    transfers from GPU ``g`` to peer ``p`` need at least ``ceil(count / channels)`` steps in
+    some thread block -- checked before the (much slower) full lowering.
+    """
+    nch = channels if channels is not None else MAX_CHANNELS // max(1, instances or 1)
+    floor, limit, g, p = step_floor(s, dialect, instances or 1, channels)
+    if floor > limit:
+        raise CollsynthError(f"cannot export: GPU {g} sends to GPU {p} so often that a thread "
+                             f"block needs at least {floor} steps with {nch} channel(s), more "
+                             f"than the {dialect} limit of {limit} (try fewer chunks or a "
+                             f"smaller pipeline)")
 
 
 class _TooManySteps(Exception):

@@ -83,11 +83,14 @@ def resolve_algos(spec: str | Sequence[str], collective: Collective) -> tuple[li
 def compare(topology: Topology, collective: Collective, sizes: Sequence[float],
             algos: Sequence[str], *, skip_failures: bool = True,
             on_step: Callable[[str], None] | None = None,
-            options: dict[str, dict[str, str]] | None = None) -> Comparison:
+            options: dict[str, dict[str, str]] | None = None,
+            keep: dict[tuple[str, float], Schedule] | None = None) -> Comparison:
     """Synthesize, verify and simulate each algorithm at each size.
 
     An algorithm that cannot handle this topology (it raises a CollsynthError) is listed in
     ``skipped`` with its reason when ``skip_failures``; otherwise the error propagates.
+    With ``keep`` (a dict), the verified schedule used for each ``(algorithm, size)`` is stored
+    there (one object shared by all sizes when the algorithm is not size-aware).
     """
     result = Comparison(topology.name, collective.describe(), [float(s) for s in sizes])
     bounds = {s: bound(topology, collective, s) for s in result.sizes}
@@ -111,6 +114,8 @@ def compare(topology: Topology, collective: Collective, sizes: Sequence[float],
                     result.skipped.append({"algo": name, "reason": str(e)})
                     break
             sched, synth_s = cache[key]
+            if keep is not None:
+                keep[(name, size)] = sched
             sim = simulate(sched, size)
             b = bounds[size]
             result.rows.append(Row(

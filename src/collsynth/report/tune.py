@@ -1,0 +1,193 @@
+"""Per-size selection (``collsynth tune``): the fastest verified schedule for every size window,
+exported to MSCCL XML with its ``minBytes``/``maxBytes`` window.
+
+Every applicable algorithm (or a given list) is synthesized, verified and simulated at every
+size (:func:`collsynth.report.compare.compare`). For each size the fastest schedule wins; its
+window reaches halfway (geometrically) to the neighbouring sizes, the first window starts at 0
+and the last one is open. Neighbouring sizes won by the same schedule object (an algorithm that
+does not adapt to the size) share one file. A winner the exporter cannot express (for instance
+a schedule with more steps than a thread block may hold) gives way to the next fastest
+schedule for that size; the summary says so. Every file is checked by the independent XML
+checker before it is written.
+
+Window semantics differ by dialect (../shared/reference/msccl-xml.md §1): the old fork selects
+``min <= n < max`` (so the open end is written as 2^40), the executor ``min <= n <= max`` with
+``maxBytes=0`` meaning no limit (so a closed window is written with ``max - 1``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable, Sequence
+
+from ..collective import Collective
+from ..errors import CollsynthError
+from ..export import check_msccl_xml, to_msccl_xml
+from ..export.msccl import step_floor
+from ..schedule.io import save_schedule
+from ..schedule.ir import Schedule
+from ..sim import simulate
+from ..synth import load_all, options_for, synthesize
+from ..topology.model import Topology
+from ..units import fmt_size, fmt_time
+from .compare import Comparison, Row, compare
+
+#: The open upper end of the last window in the old fork's dialect.
+OPEN_MAX = 1 << 40
+
+
+@dataclass
+class Window:
+    algo: str
+    sizes: list[float]
+    min_bytes: int
+    max_bytes: int | None      # None: open-ended
+    time_s: list[float]
+    ratio_to_bound: list[float]
+    xml: str
+    schedule: str
+    note: str = ""
+
+
+@dataclass
+class TuneResult:
+    topology: str
+    collective: str
+    dialect: str
+    windows: list[Window] = field(default_factory=list)
+    comparison: Comparison | None = None
+
+    def to_dict(self) -> dict:
+        return {"topology": self.topology, "collective": self.collective,
+                "dialect": self.dialect, "windows": [asdict(w) for w in self.windows],
+                "comparison": self.comparison.to_dict() if self.comparison else None}
+
+
+def _edges(sizes: list[float]) -> list[int]:
+    """Window boundaries between consecutive sizes (geometric midpoints, whole bytes)."""
+    return [int(math.ceil(math.sqrt(a * b))) for a, b in zip(sizes, sizes[1:])]
+
+
+def _shallower(row: Row, sched: Schedule, topology: Topology, collective: Collective,
+               size: float, options, dialect: str, proto: str, instances: int):
+    """For a pipelined schedule the exporter cannot express (too many steps), the same
+    algorithm with shallower pipelines (halving) until one exports: (row, schedule, xml,
+    depth), the row with the variant's own simulated time."""
+    algo = load_all()[row.algo]
+    if "pipeline" not in algo.options or "pipeline" in options_for(row.algo, options or {}):
+        return None
+    depth = int((sched.meta.get(row.algo) or {}).get("pipeline") or 0)
+    opts = options_for(row.algo, options or {})
+    floor, limit, _, _ = step_floor(sched, dialect, instances)
+    if floor > limit:  # steps grow with the depth: jump close to a depth that fits
+        depth = max(2, 2 * (1 << int(math.log2(max(1.0, depth * limit / floor)))))
+    while depth > 1:
+        depth //= 2
+        try:
+            alt = synthesize(row.algo, topology, collective, size=size, pipeline=depth, **opts)
+            xml = to_msccl_xml(alt, dialect=dialect, proto=proto, instances=instances)
+        except CollsynthError:
+            continue
+        sim = simulate(alt, size)
+        return (replace(row, time_s=sim.time_s, algbw_GBps=sim.algbw / 1e9,
+                        busbw_GBps=sim.busbw / 1e9,
+                        ratio_to_bound=sim.time_s / row.bound_time_s if row.bound_time_s > 0
+                        else float("inf"), ops=alt.num_ops), alt, xml, depth)
+    return None
+
+
+def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
+         algos: Sequence[str], out_dir: str, *, dialect: str = "msccl", proto: str = "Simple",
+         instances: int = 1, options: dict[str, dict[str, str]] | None = None,
+         on_step: Callable[[str], None] | None = None) -> TuneResult:
+    sizes = sorted({float(s) for s in sizes})
+    if not sizes:
+        raise CollsynthError("tune needs at least one size")
+    keep: dict[tuple[str, float], Schedule] = {}
+    comp = compare(topology, collective, sizes, algos, on_step=on_step, options=options,
+                   keep=keep)
+    if not comp.rows:
+        why = "; ".join(f"{s['algo']}: {s['reason']}" for s in comp.skipped[:3])
+        raise CollsynthError(f"no algorithm produced a schedule ({why})")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise CollsynthError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    edges = _edges(sizes)
+    lows = [0] + edges
+    highs: list[int | None] = edges + [None]
+    # per size: candidates fastest first; pick the first one the exporter can express
+    picks: list[tuple[object, str, str]] = []   # (row, xml text, note)
+    exported: dict[int, str] = {}               # id(schedule) -> xml text (export once)
+    for size in sizes:
+        cands = sorted((r for r in comp.rows if r.size_bytes == size),
+                       key=lambda r: (r.time_s, r.algo))
+        note, chosen = "", None
+        while cands:
+            r = cands.pop(0)
+            sched = keep[(r.algo, size)]
+            try:
+                if id(sched) not in exported:
+                    exported[id(sched)] = to_msccl_xml(sched, dialect=dialect, proto=proto,
+                                                       instances=instances)
+            except CollsynthError as e:
+                note += f"{r.algo}: {e}; "
+                alt = _shallower(r, sched, topology, collective, size, options, dialect, proto,
+                                 instances)
+                if alt is not None:  # try it where its (slower) simulated time ranks it
+                    row, alt_sched, xml, depth = alt
+                    note += f"{r.algo} re-made with pipeline={depth} ({fmt_time(row.time_s)}); "
+                    keep[(r.algo, size)] = alt_sched
+                    exported[id(alt_sched)] = xml
+                    cands.append(row)
+                    cands.sort(key=lambda x: (x.time_s, x.algo))
+                continue
+            chosen = r
+            break
+        if chosen is None:
+            raise CollsynthError(f"no schedule for {fmt_size(size)} can be exported to MSCCL XML "
+                                 f"({note.rstrip('; ')})")
+        picks.append((chosen, exported[id(keep[(chosen.algo, size)])], note.rstrip("; ")))
+    result = TuneResult(topology.name, collective.describe(), dialect, comparison=comp)
+    i = 0
+    while i < len(sizes):
+        row, _, note = picks[i]
+        sched = keep[(row.algo, sizes[i])]
+        j = i
+        while j + 1 < len(sizes) and keep[(picks[j + 1][0].algo, sizes[j + 1])] is sched:
+            j += 1
+        lo, hi = lows[i], highs[j]
+        if dialect == "executor":
+            min_b, max_b = lo, (0 if hi is None else hi - 1)
+        else:
+            min_b, max_b = lo, (OPEN_MAX if hi is None else hi)
+        xml = to_msccl_xml(sched, dialect=dialect, proto=proto, instances=instances,
+                           min_bytes=min_b, max_bytes=max_b)
+        root = collective.root if collective.rooted else 0
+        check_msccl_xml(xml, topology, dialect=dialect, root=root or 0)
+        tag = f"{collective.kind.value}_{row.algo}_{lo}"
+        xml_path = os.path.join(out_dir, f"{tag}.xml")
+        sched_path = os.path.join(out_dir, f"{tag}.json")
+        try:
+            with open(xml_path, "w", encoding="utf-8") as f:
+                f.write(xml)
+        except OSError as e:
+            raise CollsynthError(f"cannot write {xml_path}: {e.strerror or e}") from None
+        save_schedule(sched, sched_path)
+        rows = [picks[q][0] for q in range(i, j + 1)]
+        result.windows.append(Window(
+            algo=row.algo, sizes=sizes[i:j + 1], min_bytes=lo, max_bytes=hi,
+            time_s=[r.time_s for r in rows], ratio_to_bound=[r.ratio_to_bound for r in rows],
+            xml=xml_path, schedule=sched_path,
+            note="; ".join(picks[q][2] for q in range(i, j + 1) if picks[q][2])))
+        i = j + 1
+    summary = os.path.join(out_dir, "tune.json")
+    try:
+        with open(summary, "w", encoding="utf-8") as f:
+            json.dump(result.to_dict(), f, indent=1)
+    except OSError as e:
+        raise CollsynthError(f"cannot write {summary}: {e.strerror or e}") from None
+    return result
