@@ -670,6 +670,55 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------- parser
+def _cmd_wan_replan(args: argparse.Namespace) -> int:
+    """SCALE-CCL re-planning under measured link statistics (issue 8)."""
+    from .collective import Collective
+    from .schedule.io import save_schedule
+    from .synth.scale import LinkStats, replan
+    from .topology import load_topology
+
+    topo = load_topology(args.topology)
+    stats = LinkStats.load(args.stats, topo)
+    if args.subchunks < 1:
+        raise CollsynthError(f"--subchunks {args.subchunks} must be at least 1")
+    size = parse_size(args.size, "--size") if args.size is not None else None
+    root = args.root
+    if root is not None and not 0 <= root < topo.num_ranks:
+        raise CollsynthError(f"--root {root} is not a rank of {topo.name!r}")
+    coll = Collective.make(args.collective, topo.num_ranks, 1, root)
+    t0 = time.perf_counter()
+    sched = replan(topo, stats, coll, subchunks=args.subchunks, size=size, verify=False)
+    replan_s = time.perf_counter() - t0
+    from .verify import ensure_verified
+
+    report = ensure_verified(sched)
+    save_schedule(sched, args.output)
+    info = {"output": args.output, "algorithm": "scale", "topology": topo.name,
+            "collective": sched.collective.to_dict(), "ops": sched.num_ops,
+            "subchunks": args.subchunks, "size": sched.size, "replan_time_s": replan_s,
+            "planned_time_s": sched.meta["scale"]["plan_time_s"], "verified": report.ok}
+    if args.json:
+        _emit_json(info)
+    else:
+        print(f"wrote {args.output}: {sched.num_ops} ops, planned completion "
+              f"{fmt_time(info['planned_time_s'])}, re-planned in {fmt_time(replan_s)} (verified)")
+    return 0
+
+
+def _cmd_wan_stats(args: argparse.Namespace) -> int:
+    """Write the link statistics of a topology (its own values, empty queues) as a template."""
+    from .synth.scale import LinkStats
+    from .topology import load_topology
+
+    topo = load_topology(args.topology)
+    stats = LinkStats.from_topology(topo)
+    if args.perturb is not None:
+        stats = stats.perturbed(args.perturb, args.spread, args.spread)
+    stats.save(args.output, topo)
+    print(f"wrote {args.output}: statistics of {len(topo.links)} links of {topo.name}")
+    return 0
+
+
 def _add_problem_args(p: argparse.ArgumentParser, chunks: bool = True) -> None:
     """--topology, --collective, --root, --chunks and --demand (synth, bound, compare)."""
     p.add_argument("--topology", "-t", required=True, metavar="SPEC",
@@ -811,9 +860,9 @@ def build_parser() -> argparse.ArgumentParser:
     tun.set_defaults(func=_cmd_tune)
 
     ben = sub.add_parser("bench", help="run a benchmark suite",
-                         description="Run a benchmark suite (quick, paper, scale, sim) and write "
+                         description="Run a benchmark suite (quick, paper, scale, quality, sim) and write "
                                      "OUT/SUITE.json and OUT/SUITE.md.")
-    ben.add_argument("suite", help="quick, paper, scale or sim")
+    ben.add_argument("suite", help="quick, paper, scale, quality or sim")
     ben.add_argument("--repeat", type=int, default=3, help="timing repeats (median)")
     ben.add_argument("--out", default="bench/results", help="results folder")
     ben.add_argument("--json", action="store_true", help="print one JSON object")
@@ -852,6 +901,34 @@ def build_parser() -> argparse.ArgumentParser:
     from .runtime.cli_run import add_run_parser
 
     add_run_parser(sub)
+
+    wan = sub.add_parser("wan", help="WAN tools: SCALE-CCL re-planning from link statistics",
+                         description="Multi-datacenter tools (SCALE-CCL, seed 000).")
+    wsub = wan.add_subparsers(dest="wan_command", metavar="ACTION", parser_class=_Parser)
+    wsub.required = True
+    rep = wsub.add_parser("replan", help="re-plan a schedule under link statistics",
+                          description="Re-plan with SCALE-CCL under measured link statistics "
+                                      "(bandwidth, delay, queue per link), verify, write JSON.")
+    rep.add_argument("--topology", "-t", required=True, metavar="SPEC",
+                     help="zoo NAME[:key=value,...] or a topology file")
+    rep.add_argument("--stats", required=True, metavar="STATS.json",
+                     help="link statistics (see docs/scale.md; `collsynth wan stats` writes one)")
+    rep.add_argument("--collective", "-c", default="allgather",
+                     help="allgather (default) or broadcast")
+    rep.add_argument("--root", type=int, default=None, help="root rank for broadcast")
+    rep.add_argument("--subchunks", type=int, default=8, help="subchunks per chunk (default 8)")
+    rep.add_argument("--size", help="data size (default 1MiB)")
+    rep.add_argument("-o", "--output", required=True, help="schedule file to write (JSON)")
+    rep.add_argument("--json", action="store_true", help="print one JSON object")
+    rep.set_defaults(func=_cmd_wan_replan)
+    wst = wsub.add_parser("stats", help="write a topology's link statistics (a template)")
+    wst.add_argument("--topology", "-t", required=True, metavar="SPEC")
+    wst.add_argument("--perturb", type=int, metavar="SEED",
+                     help="multiply bandwidths and delays by seeded random factors")
+    wst.add_argument("--spread", type=float, default=0.3,
+                     help="perturbation: factors uniform in [1-spread, 1+spread] (default 0.3)")
+    wst.add_argument("-o", "--output", required=True, help="statistics file to write (JSON)")
+    wst.set_defaults(func=_cmd_wan_stats)
 
     demo = sub.add_parser("demo", help="run the built-in example end to end")
     demo.add_argument("--plot", metavar="FILE.png", help="also plot the comparison")
