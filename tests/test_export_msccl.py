@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from collsynth.collective import Collective
@@ -249,9 +250,9 @@ def test_unsupported_inputs():
     for r in range(4):
         for d in range(4):
             if d != r:
-                b.add(r, d, r, part=(0, 1, 2))
-                b.add(r, d, r, part=(1, 2, 2))
-    with pytest.raises(CollsynthError, match="byte-range"):
+                b.add(r, d, r, part=(0, 1, 128))
+                b.add(r, d, r, part=(1, 128, 128))
+    with pytest.raises(CollsynthError, match="sub-chunks per chunk"):
         to_msccl_xml(b.build())
     big = synthesize("forestcoll", topo("dgx1"), Collective.make("allreduce", 8, 1))
     with pytest.raises(CollsynthError) as e:
@@ -452,3 +453,28 @@ def test_checker_topology_and_old_fork_rules():
     # old fork: i_chunks x ngpus must equal nchunksperloop for allgather
     bad = xml.replace('i_chunks="1"', 'i_chunks="2"', 1)
     _reject(bad, "star:n=4", "structure", "gpu 0", "i_chunks=2")
+
+
+def test_byte_ranges_export_as_refined_chunks():
+    # halves and a relay of the second half: chunk c becomes sub-chunks 2c, 2c+1 in the XML
+    star = topo("star:n=4")
+    coll = Collective.make("allgather", 4, 1)
+    b = ScheduleBuilder(star, coll)
+    for r in range(4):
+        for d in range(4):
+            if d != r:
+                b.add(r, d, r, part=(0, 1, 2))
+        nxt = (r + 1) % 4
+        first = b.add(r, nxt, r, part=(1, 2, 2))
+        for d in range(4):
+            if d not in (r, nxt):
+                b.add(nxt, d, r, part=(1, 2, 2), deps=[first])
+    s = b.build()
+    xml = to_msccl_xml(s)
+    assert 'nchunksperloop="8"' in xml
+    check_msccl_xml(xml, star)
+    # a byte-range AllToAll from the TE-CCL LP exports and checks as well
+    t = topo("dgx1")
+    a2a = synthesize("teccl", t, Collective.make("alltoall", 8, 1), size=1e6)
+    if a2a.has_parts and not bool(np.all((a2a.part_lo == 0) & (a2a.part_hi == a2a.part_den))):
+        check_msccl_xml(to_msccl_xml(a2a), t)

@@ -87,7 +87,7 @@ def test_tree_batches_are_lowered_as_unit_trees():
     assert all(t.mult == 1 for t in unit.trees)
     for kind, limit in (("allgather", 1.07), ("reducescatter", 1.10)):
         coll = Collective.make(kind, 32)
-        s = synthesize("forestcoll", topo, coll, size=1e9)
+        s = synthesize("forestcoll", topo, coll, size=1e9, k=4, pipeline=64)
         verify(s)
         ratio = simulate(s, 1e9).time_s / bound(topo, coll, 1e9).time_s
         assert 1 - 1e-9 <= ratio <= limit

@@ -289,7 +289,7 @@ def test_mixed_route_offsets_keep_a_consistent_order():
     and replays exactly."""
     t = load_topology("dragonfly:a=4,p=1,h=1")
     coll = Collective.make("allgather", t.num_ranks)
-    s = synthesize("mteg", t, coll, size=MiB)
+    s = synthesize("mteg", t, coll, size=MiB, trees="sequential", nearest="arrival")
     assert s.meta["mteg"]["links_without_order"] > 0
     rep = ensure_verified(s)
     replay = simulate(s, MiB, release=True).time_s
@@ -316,3 +316,13 @@ def test_cli_synth_with_slot(capsys, tmp_path):
                "--opt", "slot=soon", "-o", out])
     o, e = capsys.readouterr()
     assert rc == 2 and len(e.strip().splitlines()) == 1 and "slot" in e
+
+
+def test_auto_keeps_the_earliest_variant():
+    t = load_topology("ndv2:chassis=2")
+    coll = Collective.make("allgather", t.num_ranks)
+    auto = synthesize("mteg", t, coll, size=8 * MiB)
+    slots = [synthesize("mteg", t, coll, size=8 * MiB, trees=g, nearest=n)
+             .meta["mteg"]["plan_slots"]
+             for g in ("sequential", "concurrent") for n in ("arrival", "cost")]
+    assert auto.meta["mteg"]["plan_slots"] == min(slots)

@@ -52,11 +52,13 @@ def test_windows_cover_all_sizes_and_pick_the_fastest(tmp_path, dialect):
 
 
 def test_unexportable_pipeline_is_remade_shallower(tmp_path):
-    # ForestColl at 1 GB on DGX-1 pipelines too deeply for MSCCL's thread-block limits; tune
+    # ForestColl at 1 GB on DGX-1 (k = 2 to keep it small) pipelines too deeply for MSCCL's
+    # step limits; tune
     # re-synthesizes it with a shallower pipeline (and simulates that variant honestly)
     topo = load_topology("dgx1")
     coll = Collective.make("allgather", topo.num_ranks)
-    res = tune(topo, coll, [1 * GB], ["forestcoll"], str(tmp_path))
+    res = tune(topo, coll, [1 * GB], ["forestcoll"], str(tmp_path),
+               options={"forestcoll": {"k": "2"}})
     (w,) = res.windows
     assert w.algo == "forestcoll" and "re-made with pipeline=" in w.note
     original = [r for r in res.comparison.rows if r.algo == "forestcoll"][0]

@@ -12,6 +12,9 @@ Suites:
   1KB..1GB.
 * ``scale`` — 64 to 1024 GPUs (ring on rail-optimised and torus fabrics; ForestColl on DGX A100
   to 1024 GPUs and on MI250): synthesis, verification and simulation time and quality.
+* ``quality`` — ForestColl on every zoo fabric (defaults, plus mi250:chassis=2), AllGather,
+  ReduceScatter and AllReduce at 1KB, 1MB, 1GB: time against the bound, the chosen k and
+  pipeline depth, tree height.
 * ``sim`` — simulator throughput (transfer-hops simulated per second) and the 1024-GPU ring
   AllGather with 8 chunks per rank.
 """
@@ -90,6 +93,18 @@ def _cases_scale() -> list[Case]:
     return cases
 
 
+#: Every zoo fabric at its defaults, plus the two-chassis MI250 (the hardest case found).
+QUALITY_TOPOLOGIES = ("a800_clos", "dgx1", "dgx2", "dgx_a100", "dragonfly", "fat_tree", "full",
+                      "h800_rails", "hypercube", "line", "mesh2d", "mi250", "mi250:chassis=2",
+                      "ndv2", "random_regular", "ring", "star", "torus2d", "torus3d", "wan")
+
+
+def _cases_quality() -> list[Case]:
+    return [Case(topo, coll, "forestcoll", (1 * KB, 1 * MB, 1 * GB))
+            for coll in ("allgather", "reducescatter", "allreduce")
+            for topo in QUALITY_TOPOLOGIES]
+
+
 def _cases_sim() -> list[Case]:
     return [Case("ring:n=1024", "allgather", "ring", (1 * GB,), chunks=8),
             Case("h800_rails:servers=128", "allgather", "ring", (1 * GB,), chunks=8)]
@@ -97,6 +112,7 @@ def _cases_sim() -> list[Case]:
 
 SUITES: dict[str, Callable[[], list[Case]]] = {
     "quick": _cases_quick, "paper": _cases_paper, "scale": _cases_scale, "sim": _cases_sim,
+    "quality": _cases_quality,
 }
 
 
@@ -134,8 +150,18 @@ def run_case(case: Case, repeat: int) -> list[dict]:
             "time_s": sim.time_s, "algbw_GBps": sim.algbw / 1e9, "busbw_GBps": sim.busbw / 1e9,
             "bound_time_s": b.time_s, "bound_kind": b.kind,
             "ratio_to_bound": sim.time_s / b.time_s,
+            **_algo_info(sched),
         })
     return rows
+
+
+def _algo_info(sched) -> dict:
+    """Per-size choices a size-aware algorithm recorded (ForestColl: k, pipeline, height)."""
+    fc = sched.meta.get("forestcoll")
+    if not fc:
+        return {}
+    return {"k": fc.get("k"), "pipeline": fc.get("pipeline"),
+            "tree_height": fc.get("tree_height")}
 
 
 def _markdown(suite: str, rows: list[dict]) -> str:
@@ -146,13 +172,20 @@ def _markdown(suite: str, rows: list[dict]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     from .units import fmt_size, fmt_time
 
+    choices = any("k" in r for r in ok)
+    if choices:
+        lines[2] = lines[2][:-1] + " k | P | height |"
+        lines[3] += "---|---|---|"
     for r in ok:
         mh = r["sim_hops_per_s"] / 1e6 if r["sim_hops_per_s"] else float("nan")
-        lines.append(f"| {r['topology']} | {r['gpus']} | {r['collective']} | {r['algo']} | "
-                     f"{fmt_size(r['size_bytes'])} | {fmt_time(r['time_s'])} | "
-                     f"{r['algbw_GBps']:.4g} | {r['ratio_to_bound']:.3g} | "
-                     f"{r['synth_time_s']:.3g} | {r['verify_time_s']:.3g} | "
-                     f"{r['sim_wall_s']:.3g} | {mh:.3g} |")
+        line = (f"| {r['topology']} | {r['gpus']} | {r['collective']} | {r['algo']} | "
+                f"{fmt_size(r['size_bytes'])} | {fmt_time(r['time_s'])} | "
+                f"{r['algbw_GBps']:.4g} | {r['ratio_to_bound']:.4g} | "
+                f"{r['synth_time_s']:.3g} | {r['verify_time_s']:.3g} | "
+                f"{r['sim_wall_s']:.3g} | {mh:.3g} |")
+        if choices:
+            line += f" {r.get('k', '')} | {r.get('pipeline', '')} | {r.get('tree_height', '')} |"
+        lines.append(line)
     skipped = [r for r in rows if r.get("status") == "skipped"]
     if skipped:
         lines += ["", "Skipped:", ""]

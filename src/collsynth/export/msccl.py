@@ -65,7 +65,7 @@ import numpy as np
 
 from ..collective import CollKind, Collective
 from ..errors import CollsynthError
-from ..schedule.ir import OpKind, Schedule
+from ..schedule.ir import OpKind, Schedule, ScheduleBuilder
 
 DIALECTS = ("msccl", "executor")
 PROTOS = ("Simple", "LL", "LL128")
@@ -229,9 +229,7 @@ def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simpl
     if schedule.part_den is not None:
         whole = (schedule.part_lo == 0) & (schedule.part_hi == schedule.part_den)
         if not bool(np.all(whole)):
-            op = int(np.flatnonzero(~whole)[0])
-            raise CollsynthError(f"MSCCL export does not support byte-range operations "
-                                 f"({schedule.describe_op(op)} carries part of its chunk)")
+            schedule = refine_parts(schedule)
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL XML")
     _check_step_floor(schedule, dialect, instances if channels is None else None, channels)
@@ -249,10 +247,13 @@ def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simpl
                                  f"{MAX_CHANNELS}-channel limit of MSCCL")
         candidates = [int(channels)]
     else:
+        # fewer channels than the busiest (GPU, peer) pair's transfers / step limit cannot fit
+        floor1, limit, _, _ = step_floor(schedule, dialect, channels=1)
         candidates = []
         k = 1
         while k <= max_ch:
-            candidates.append(k)
+            if k * limit >= floor1 or k * 2 > max_ch:
+                candidates.append(k)
             k *= 2
     plan = _Plan(schedule, inplace)
     last_err = None
@@ -267,6 +268,58 @@ def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simpl
                              f"instance (try more channels, or fewer chunks)")
     raise CollsynthError(f"cannot export: {last_err} even with {candidates[-1]} channel(s) "
                          f"per instance (try fewer chunks)")
+
+
+#: Most sub-chunks one chunk may be cut into when byte ranges are refined for export.
+MAX_REFINE = 64
+
+
+def refine_parts(s: Schedule) -> Schedule:
+    """The same schedule with byte ranges turned into whole chunks, for formats without them.
+
+    With ``D`` the least common multiple of the byte-range denominators, every chunk becomes
+    ``D`` consecutive chunks (chunk ``c`` -> ``c*D .. c*D + D - 1``: every built-in collective
+    numbers its chunks with the per-rank index innermost, so this is ``with_chunks(C*D)``), and
+    an operation on ``[lo/den, hi/den)`` of chunk ``c`` becomes one operation per sub-chunk it
+    covers, with its route and kind. Each depends on every piece of every operation the
+    original depended on, so no ordering is lost. The result is verified by the caller.
+    """
+    coll = s.collective
+    if coll.kind is CollKind.CUSTOM:
+        raise CollsynthError("MSCCL export does not support byte-range operations on a custom "
+                             "collective")
+    den = s.part_den.astype(np.int64)
+    D = int(np.lcm.reduce(np.unique(den)))
+    if D > MAX_REFINE:
+        op = int(np.argmax(den))
+        raise CollsynthError(f"cannot export: byte ranges of 1/{D} of a chunk (e.g. "
+                             f"{s.describe_op(op)}) would need {D} sub-chunks per chunk, more "
+                             f"than {MAX_REFINE}")
+    scale = D // den
+    a = s.part_lo.astype(np.int64) * scale
+    cnt = s.part_hi.astype(np.int64) * scale - a
+    n = s.num_ops
+    first = np.zeros(n + 1, dtype=np.int64)
+    first[1:] = np.cumsum(cnt)
+    orig = np.repeat(np.arange(n), cnt)
+    j = np.arange(int(first[-1])) - first[orig]
+    new_chunk = s.chunk[orig] * D + a[orig] + j
+    rlen = np.diff(s.route_ptr)[orig]
+    route_ptr = np.zeros(len(orig) + 1, dtype=np.int64)
+    route_ptr[1:] = np.cumsum(rlen)
+    route_links = np.concatenate([s.route(int(o)) for o in orig]) if len(orig) else \
+        np.zeros(0, dtype=np.int64)
+    deps: list[list[int]] = []
+    for o in orig.tolist():
+        deps.append([x for d in s.deps(o).tolist() for x in range(first[d], first[d + 1])])
+    dep_ptr = np.zeros(len(orig) + 1, dtype=np.int64)
+    dep_ptr[1:] = np.cumsum([len(x) for x in deps])
+    dep_ids = np.array([x for xs in deps for x in xs], dtype=np.int64)
+    b = ScheduleBuilder(s.topology, coll.with_chunks(coll.chunks_per_rank * D), meta=s.meta)
+    b.add_many(s.src[orig], s.dst[orig], new_chunk, route_ptr=route_ptr,
+               route_links=route_links, dep_ptr=dep_ptr, dep_ids=dep_ids, kind=s.kind[orig],
+               step=None if s.step is None else s.step[orig])
+    return b.build()
 
 
 def step_floor(s: Schedule, dialect: str = "msccl", instances: int = 1,
@@ -571,6 +624,11 @@ class _Plan:
             st.tb = tb
             st.index = len(tb.steps)
             tb.steps.append(st)
+        for g in range(nr):  # co-residency, before the (costly) clocks below
+            if len(tbs_of[g]) * instances > max_tbs:
+                raise CollsynthError(f"cannot export: GPU {g} needs "
+                                     f"{len(tbs_of[g]) * instances} thread blocks, more than "
+                                     f"the limit of {max_tbs}")
         # ---- drop waits already implied by thread-block order, send -> receive matching and
         # the waits kept so far (vector clocks over one valid execution: the global order)
         all_tbs = [tb for g in range(nr) for tb in tbs_of[g].values()]
@@ -578,17 +636,18 @@ class _Plan:
         T = len(all_tbs)
         send_step = {st.send_op: st for st in steps if st.send_op >= 0}
         gidx = {id(st): k for k, st in enumerate(steps + cpys)}
-        clock: dict[int, list[int]] = {}
+        clock: dict[int, np.ndarray] = {}
         for st in steps + cpys:
             k = tix[id(st.tb)]
-            vc = list(clock[id(st.tb.steps[st.index - 1])]) if st.index else [0] * T
+            vc = clock[id(st.tb.steps[st.index - 1])].copy() if st.index else \
+                np.zeros(T, dtype=np.int32)
             if st.recv_op >= 0:
-                _merge(vc, clock[id(send_step[st.recv_op])])
+                np.maximum(vc, clock[id(send_step[st.recv_op])], out=vc)
             kept = []
             for w in sorted(st.waits, key=lambda x: -gidx[id(x)]):
                 if vc[tix[id(w.tb)]] > w.index:
                     continue
-                _merge(vc, clock[id(w)])
+                np.maximum(vc, clock[id(w)], out=vc)
                 kept.append(w)
             st.waits = kept
             vc[k] = st.index + 1
@@ -707,12 +766,6 @@ class _Plan:
             lines.append("  </gpu>")
         lines.append("</algo>")
         return "\n".join(lines) + "\n"
-
-
-def _merge(vc: list[int], other: list[int]) -> None:
-    for k, v in enumerate(other):
-        if v > vc[k]:
-            vc[k] = v
 
 
 def _attrs(pairs) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -66,6 +67,17 @@ class TuneResult:
                 "comparison": self.comparison.to_dict() if self.comparison else None}
 
 
+def _with_window(xml: str, min_bytes: int, max_bytes: int) -> str:
+    """``xml`` (exported with placeholder ``minBytes``/``maxBytes``) with the window set: the
+    same text the exporter writes for that window, without lowering the schedule again."""
+    m = re.match(r"\s*(<!--.*?-->\s*)*<algo\b[^>]*>", xml, re.S)
+    if m is None:
+        raise CollsynthError("exported XML does not start with an <algo> element")
+    head = re.sub(r'\bminBytes="\d+"', f'minBytes="{int(min_bytes)}"', m.group(0), count=1)
+    head = re.sub(r'\bmaxBytes="\d+"', f'maxBytes="{int(max_bytes)}"', head, count=1)
+    return head + xml[m.end():]
+
+
 def _edges(sizes: list[float]) -> list[int]:
     """Window boundaries between consecutive sizes (geometric midpoints, whole bytes)."""
     return [int(math.ceil(math.sqrt(a * b))) for a, b in zip(sizes, sizes[1:])]
@@ -88,7 +100,8 @@ def _shallower(row: Row, sched: Schedule, topology: Topology, collective: Collec
         depth //= 2
         try:
             alt = synthesize(row.algo, topology, collective, size=size, pipeline=depth, **opts)
-            xml = to_msccl_xml(alt, dialect=dialect, proto=proto, instances=instances)
+            xml = to_msccl_xml(alt, dialect=dialect, proto=proto, instances=instances,
+                               min_bytes=0, max_bytes=0)
         except CollsynthError:
             continue
         sim = simulate(alt, size)
@@ -132,7 +145,8 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
             try:
                 if id(sched) not in exported:
                     exported[id(sched)] = to_msccl_xml(sched, dialect=dialect, proto=proto,
-                                                       instances=instances)
+                                                       instances=instances, min_bytes=0,
+                                                       max_bytes=0)
             except CollsynthError as e:
                 note += f"{r.algo}: {e}; "
                 alt = _shallower(r, sched, topology, collective, size, options, dialect, proto,
@@ -164,8 +178,7 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
             min_b, max_b = lo, (0 if hi is None else hi - 1)
         else:
             min_b, max_b = lo, (OPEN_MAX if hi is None else hi)
-        xml = to_msccl_xml(sched, dialect=dialect, proto=proto, instances=instances,
-                           min_bytes=min_b, max_bytes=max_b)
+        xml = _with_window(picks[i][1], min_b, max_b)
         root = collective.root if collective.rooted else 0
         check_msccl_xml(xml, topology, dialect=dialect, root=root or 0)
         tag = f"{collective.kind.value}_{row.algo}_{lo}"

@@ -7,8 +7,9 @@ out-trees' ``k`` through Algorithm 3). Trees are lowered by
 :func:`collsynth.schedule.trees.lower`: every root's data is cut into ``k * pipeline`` chunks;
 a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees (see :func:`_unit_trees`).
 
-Per size (departure from the paper, which fixes ``k`` and leaves pipelining to the runtime):
-with ``k`` and ``pipeline`` left to ``auto`` the synthesizer scans small ``k`` (1, 2, 4 and the
+Without a size the schedule is the paper's: the optimum's ``k`` and no pipelining (one chunk
+per tree; pipelining is left to the runtime). Per size (departure from the paper): with ``k``
+and ``pipeline`` left to ``auto`` the synthesizer scans small ``k`` (1, 2, 4 and the
 optimum's) and pipeline depths and keeps the one with the smallest estimated time
 
     T(k, P) = T_bw(k) * (1 + (h_k - 1) / (FILL_SHARE * P)) + h_k * alpha_max
@@ -167,8 +168,12 @@ def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeli
     best = None
     for cand in cands:
         p_cap = _max_pipeline(n, cand["k"], kind, size)
-        options = [p_val] if p_val is not None else \
-            sorted({p for p in PIPELINES if p <= p_cap} | {min(p_cap, PIPELINES[-1])})
+        if p_val is not None:
+            options = [p_val]
+        elif size is None:  # no size: the paper's schedule, pipelining left to the runtime
+            options = [1]
+        else:
+            options = sorted({p for p in PIPELINES if p <= p_cap} | {min(p_cap, PIPELINES[-1])})
         for p in options:
             est = _estimate(topology, collective, cand, size or 1e9, p)
             if best is None or est < best[0] - 1e-15:

@@ -243,17 +243,46 @@ def lower(p: Plan) -> Schedule:
                               "automatically while a broadcast cannot be routed",
                    "occupancy": "exact (default: a link is busy exactly while it transmits) or "
                                 "slot (whole slots: the seed's one transfer per (link, slot))",
-                   "trees": "sequential (default, the seed: one broadcast tree after another) "
-                            "or concurrent (all broadcast trees grown together, nearest first)",
-                   "nearest": "arrival (default: TM attaches the earliest-arriving terminal) or "
-                              "cost (the seed's TEG edge cost: transmission plus storage slots "
-                              "added to the tree)"},
+                   "trees": "sequential (the seed: one broadcast tree after another), "
+                            "concurrent (all broadcast trees grown together, nearest first) or "
+                            "auto (default: both, the plan that finishes first)",
+                   "nearest": "arrival (TM attaches the earliest-arriving terminal), cost (the "
+                              "seed's TEG edge cost: transmission plus storage slots added to "
+                              "the tree) or auto (default: both, the plan that finishes "
+                              "first)"},
           size_aware=True)
 def synthesize(topology: Topology, collective: Collective, *, size: float | None = None,
                slot: Any = None, horizon: Any = None, occupancy: Any = None,
                trees: Any = None, nearest: Any = None) -> Schedule:
-    """MTEGCCA: Steiner trees on a multicast time-expanded graph (seed 002)."""
-    return lower(plan(topology, collective, size, slot, horizon, occupancy, trees, nearest))
+    """MTEGCCA: Steiner trees on a multicast time-expanded graph (seed 002).
+
+    With ``trees``/``nearest`` left to ``auto`` every combination is planned and the plan with
+    the earliest completion (in slots; ties keep the seed's own variant, sequential + arrival)
+    is lowered: a departure from the seed, which has one variant; planning is cheap next to
+    lowering and verification, and no variant wins everywhere (concurrent trees on NDv2,
+    cost-based attachment on DGX-2 and MI250 at large sizes, the seed's elsewhere).
+    """
+    return lower(best_plan(topology, collective, size, slot, horizon, occupancy, trees,
+                           nearest))
+
+
+def best_plan(topology: Topology, collective: Collective, size: float | None = None,
+              slot: Any = None, horizon: Any = None, occupancy: Any = None,
+              trees: Any = None, nearest: Any = None) -> Plan:
+    """:func:`plan` for every variant ``auto`` stands for; the earliest-finishing plan."""
+    best = None
+    for g in _variants(trees, ("sequential", "concurrent")):
+        for n in _variants(nearest, ("arrival", "cost")):
+            p = plan(topology, collective, size, slot, horizon, occupancy, g, n)
+            if best is None or p.planner.finish < best.planner.finish:
+                best = p
+    return best
+
+
+def _variants(value: Any, choices: tuple[str, ...]) -> tuple[str, ...]:
+    if value is None or str(value).strip().lower() == "auto":
+        return choices
+    return (str(value),)
 
 
 def mteg_horizon(topology: Topology, collective: Collective, size: float | None = None,
@@ -268,5 +297,5 @@ def mteg_horizon(topology: Topology, collective: Collective, size: float | None 
     ``ceil(alpha/tau) + ceil(chunk/(bw tau))`` slots after it leaves), which an epoch-based
     solver can reproduce epoch by epoch; ``"exact"`` gives the (tighter) plan ``synth`` uses.
     """
-    p = plan(topology, collective, size, tau, occupancy=occupancy)
+    p = best_plan(topology, collective, size, tau, occupancy=occupancy)
     return int(p.slots), float(p.seconds)
