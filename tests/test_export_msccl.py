@@ -254,7 +254,7 @@ def test_unsupported_inputs():
                 b.add(r, d, r, part=(1, 128, 128))
     with pytest.raises(CollsynthError, match="sub-chunks per chunk"):
         to_msccl_xml(b.build())
-    big = synthesize("forestcoll", topo("dgx1"), Collective.make("allreduce", 8, 1))
+    big = synthesize("forestcoll", topo("dgx1"), Collective.make("allreduce", 8, 1), pipeline=64)
     with pytest.raises(CollsynthError) as e:
         to_msccl_xml(big, dialect="executor")
     assert "\n" not in str(e.value)
