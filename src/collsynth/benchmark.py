@@ -11,7 +11,8 @@ Suites:
 * ``paper`` — the papers' platforms (NDv2 x2, DGX-A100 x2, MI250 x2), AllGather and AllReduce,
   1KB..1GB.
 * ``scale`` — 64 to 1024 GPUs (ring on rail-optimised and torus fabrics; ForestColl on DGX A100
-  to 1024 GPUs and on MI250): synthesis, verification and simulation time and quality.
+  to 1024 GPUs, on MI250 to 8 chassis, on an 8x8 torus and a k=8 fat tree): synthesis,
+  verification and simulation time and quality.
 * ``quality`` — ForestColl on every zoo fabric (defaults, plus mi250:chassis=2), AllGather,
   ReduceScatter and AllReduce at 1KB, 1MB, 1GB: time against the bound, the chosen k and
   pipeline depth, tree height.
@@ -88,8 +89,10 @@ def _cases_scale() -> list[Case]:
         cases.append(Case(f"torus2d:w={side},h={side}", "allgather", "ring", (1 * GB,)))
     for nodes in (2, 8, 32, 128):          # 16 .. 1024 GPUs
         cases.append(Case(f"dgx_a100:nodes={nodes}", "allgather", "forestcoll", (1 * GB,)))
-    for chassis in (2, 4):
+    for chassis in (2, 4, 8):               # 32 .. 128 GCDs (16 and 32 chassis: see the notes)
         cases.append(Case(f"mi250:chassis={chassis}", "allgather", "forestcoll", (1 * GB,)))
+    for spec in ("torus2d:w=8,h=8", "fat_tree:k=8"):
+        cases.append(Case(spec, "allgather", "forestcoll", (1 * GB,)))
     return cases
 
 
