@@ -406,14 +406,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     from .report.tune import tune
     from .synth import parse_options
-    from .topology import load_topology
-    from .units import parse_size_list
 
-    topo = load_topology(args.topology)
-    coll = _make_collective(args, topo)
-    sizes = parse_size_list(args.sizes, "--sizes")
-    if any(x <= 0 for x in sizes):
-        raise CollsynthError("--sizes must all be positive")
+    topo, coll, sizes = _problem_and_sizes(args)
     if args.instances < 1:
         raise CollsynthError(f"--instances must be at least 1, got {args.instances}")
     run = partial(tune, out_dir=args.output, dialect=args.dialect, proto=args.proto,
@@ -462,7 +456,8 @@ def _print_comparison(result, best_only: bool) -> None:
         con.print(f"skipped {sk['algo']}: {sk['reason']}")
 
 
-def _cmd_compare(args: argparse.Namespace) -> int:
+def _problem_and_sizes(args: argparse.Namespace):
+    """Topology, collective and ``--sizes`` (all positive) of compare and tune."""
     from .topology import load_topology
     from .units import parse_size_list
 
@@ -471,6 +466,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     sizes = parse_size_list(args.sizes, "--sizes")
     if any(x <= 0 for x in sizes):
         raise CollsynthError("--sizes must all be positive")
+    return topo, coll, sizes
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    topo, coll, sizes = _problem_and_sizes(args)
     from .synth import parse_options
 
     result, best_only = _run_compare(topo, coll, sizes, args.algos,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import CollsynthError
+from ..units import parse_size
 
 
 def int_option(value: Any, name: str, algo: str, minimum: int = 1) -> int | None:
@@ -22,3 +24,13 @@ def int_option(value: Any, name: str, algo: str, minimum: int = 1) -> int | None
     if iv < minimum:
         raise CollsynthError(f"{algo} option {name}={iv} must be at least {minimum}")
     return iv
+
+
+def size_option(size: Any, algo: str, default: float) -> float:
+    """The message size in bytes a size-aware synthesizer plans for (``default`` if none)."""
+    if size is None:
+        return float(default)
+    s = parse_size(size, f"{algo} size")
+    if not (math.isfinite(s) and s > 0):
+        raise CollsynthError(f"{algo} size {size!r} must be a positive number of bytes")
+    return float(s)

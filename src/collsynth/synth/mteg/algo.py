@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +11,9 @@ from ...collective import CollKind, Collective
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule, ScheduleBuilder
 from ...topology.model import Topology
-from ...units import parse_size, parse_time
+from ...units import parse_time
 from .. import register
-from ..options import int_option
+from ..options import int_option, size_option
 from .model import SlotGraph
 from .steiner import Planner
 
@@ -115,15 +114,6 @@ def _parse_slot(value: Any) -> float | None:
     return tau
 
 
-def _parse_size(size: Any) -> float:
-    if size is None:
-        return DEFAULT_SIZE
-    s = parse_size(size, "mteg size")
-    if not (math.isfinite(s) and s > 0):
-        raise CollsynthError(f"mteg size {size!r} must be a positive number of bytes")
-    return float(s)
-
-
 @dataclass
 class Plan:
     """A finished slot plan (before lowering to the IR)."""
@@ -156,7 +146,7 @@ def plan(topology: Topology, collective: Collective, size: float | None = None,
     if collective.num_ranks != topology.num_ranks:
         raise CollsynthError(f"collective has {collective.num_ranks} ranks but topology "
                              f"{topology.name!r} has {topology.num_ranks} compute nodes")
-    nbytes = _parse_size(size)
+    nbytes = size_option(size, "mteg", DEFAULT_SIZE)
     tau = _parse_slot(slot)
     h0 = int_option(horizon, "horizon", "mteg", minimum=1)
     mode = "exact" if occupancy is None else str(occupancy).strip().lower()

@@ -14,9 +14,8 @@ from ...collective import CollKind, Collective
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
-from ...units import parse_size
 from .. import register
-from ..options import int_option
+from ..options import int_option, size_option
 from .stats import LinkStats
 
 #: Data size planned for when none is given.
@@ -586,15 +585,6 @@ def lower(p: Plan) -> Schedule:
         size=p.size, meta=meta)
 
 
-def _parse_size(size: Any) -> float:
-    if size is None:
-        return DEFAULT_SIZE
-    s = parse_size(size, "scale size")
-    if not (math.isfinite(s) and s > 0):
-        raise CollsynthError(f"scale size {size!r} must be a positive number of bytes")
-    return float(s)
-
-
 def plan(topology: Topology, collective: Collective, subchunks: Any = None,
          size: Any = None, stats: LinkStats | None = None) -> Plan:
     """Run the SCALE-CCL loop (no IR). ``stats`` replaces the topology's bandwidths and delays
@@ -602,7 +592,7 @@ def plan(topology: Topology, collective: Collective, subchunks: Any = None,
     c = int_option(subchunks, "subchunks", "scale", minimum=1) or DEFAULT_SUBCHUNKS
     if c > 4096:
         raise CollsynthError(f"scale option subchunks={c} is above 4096")
-    nbytes = _parse_size(size)
+    nbytes = size_option(size, "scale", DEFAULT_SIZE)
     free0 = None
     if stats is not None:
         topology = stats.apply(topology)
