@@ -16,7 +16,8 @@ chunk is what each GPU contributes, the collective's size is 24 chunks):
   bandwidth and delay times a seeded factor in [0.7, 1.3]) vs re-planning, ``sph`` and ``ring``.
 
 Run from the repository root: ``python bench/scale_bench.py`` (writes
-``bench/results/scale_ccl.json`` and ``bench/results/scale_ccl.md``); ``--quick`` runs a subset.
+``bench/results/scale_ccl.json`` and ``bench/results/scale_ccl.md``); ``--quick`` runs a subset;
+``--replan-only`` re-runs only the re-planning measurement and merges it into those files.
 """
 
 from __future__ import annotations
@@ -212,13 +213,37 @@ def _md(results: dict) -> str:
     return "\n".join(L)
 
 
+def _replan_only(out_dir: str) -> int:
+    """Re-run the re-planning measurement and merge it into ``scale_ccl.json``/``.md`` (the
+    other sections are kept as they are)."""
+    path = os.path.join(out_dir, "scale_ccl.json")
+    try:
+        with open(path) as f:
+            results = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"--replan-only needs an earlier full run's {path}: {e}", file=sys.stderr)
+        return 1
+    results["replan"] = run_replan()
+    for k, v in results["replan"].items():
+        print(f"replan {k}: median {v['median_s'] * 1e3:.1f} ms, p90 {v['p90_s'] * 1e3:.1f} ms")
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out_dir, "scale_ccl.md"), "w") as f:
+        f.write(_md(results))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small subset")
     ap.add_argument("--teccl-time-limit", type=float, default=5.0)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--replan-only", action="store_true",
+                    help="only the re-planning measurement, merged into existing results")
     args = ap.parse_args(argv)
     t_all = time.perf_counter()
+    if args.replan_only:
+        return _replan_only(args.out)
     configs = []
     chunks = [1, 64] if args.quick else CHUNKS_MB
     for ch in chunks:                                   # §5.1 Table 1: 150 km, c = 1, 2, 4, 8

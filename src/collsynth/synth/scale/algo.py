@@ -180,14 +180,18 @@ class Planner:
                 self.dneed[kd * S + low.bit_length() - 1] += 1
                 w ^= low
         self.dneed_bits = list(self.dwant)
-        self.via: dict[tuple[int, int], int] = {}   # (rank, sub) -> op that delivered it
+        self.via = [-1] * (n * S)            # [rank * S + sub] -> op that delivered it
         m = len(topology.links)
         self.free = [0.0] * m if link_free0 is None else [float(x) for x in link_free0]
         self.bw = topology.link_bw.tolist()
         self.alpha = topology.link_alpha.tolist()
         self.delta = (self.sub_bytes / topology.link_bw).tolist()
         self.inflight = [0] * n              # receptions in progress per rank (buffer term)
-        self.heap: list[tuple] = []
+        self.heap: list[tuple] = []         # (time, type, seq, link or op) completion events
+        # start events (transmission and reception start) change no state: they are counted
+        # when scheduled and kept here only as times, because they still make rounds (a round
+        # takes every event within ``eps`` of the earliest one)
+        self.starts: list[float] = []
         self.seq = 0
         self.plan = Plan(topology, collective, k, self.size)
         self.events = {name: 0 for name in EVENT_NAMES.values()}
@@ -209,10 +213,46 @@ class Planner:
         self._why: Any = ANY
         self.watch: dict[int, set[int]] = {}     # router link -> GPU links waiting for it
         self.blocked_any: set[int] = set()       # GPU links waiting for any router link
+        self.ev = [0, 0, 0, 0]                   # events processed, by type
+        self.ss_calls = 0
+        self._tables()
 
     def sub_of(self, internal: int) -> tuple[int, int]:
         """(chunk, subchunk index) of an internal subchunk id."""
         return internal % self.nch, internal // self.nch
+
+    def _tables(self) -> None:
+        """Per-link and per-node lookup tables for the hot loop (plain lists and bit masks,
+        built once per planner so decisions do not chase attributes or build sets)."""
+        rank_of, is_gpu, dom = self.rank_of, self.is_gpu, self.dom
+        self.lsrc_rank = [rank_of[s] for s in self.link_src]     # sender rank (GPU links)
+        self.ldst_rank = [rank_of[d] for d in self.link_dst]
+        self.ldst_gpu = [is_gpu[d] for d in self.link_dst]
+        # Algorithm 1's queues towards every node: their sender ranks, and each GPU link's
+        # position among the queues of its destination
+        self.qranks = [[self.lsrc_rank[q] for q in qs] for qs in self.gpu_in]
+        self.qpos = [-1] * len(self.link_src)
+        for qs in self.gpu_in:
+            for i, q in enumerate(qs):
+                self.qpos[q] = i
+        p = self.plan
+        self._op_add = (p.op_src.append, p.op_dst.append, p.op_sub.append, p.op_route.append,
+                        p.op_start.append, p.op_finish.append, p.op_dep.append)
+        # what schedule_links reads, in one tuple (these lists are only ever updated in place)
+        self._decide_tables = (self.free, self.has, self.cov, self.want, self.dneed_bits,
+                               self.dom, self.lsrc_rank, self.ldst_rank, self.ldst_gpu,
+                               self.qranks, self.qpos, self.link_dst)
+        # datacenter sets as bit masks (bit kd)
+        link_dmask = [sum(1 << kd for kd in ds) for ds in self.link_doms]
+        self.out_dmask = [[(l2, link_dmask[l2]) for l2 in self.out_links[x]]
+                          for x in range(len(self.reach_doms))]
+        # out-links of every node as (link, head node, is GPU, its datacenter or -1), and
+        # split into datacenter entries (link, datacenter) and hops on (link, head node)
+        heads = [(l2, v, is_gpu[v], dom[rank_of[v]] if is_gpu[v] else -1)
+                 for l2, v in enumerate(self.link_dst)]
+        self.hops = [[heads[l2] for l2 in self.out_links[x]] for x in range(len(self.reach_doms))]
+        self.gpu_hops = [[(l2, kd) for l2, _v, g, kd in hs if g] for hs in self.hops]
+        self.net_hops = [[(l2, v) for l2, v, g, _kd in hs if not g] for hs in self.hops]
 
     # ------------------------------------------------------------------ events
     def push(self, t: float, kind: int, a: int) -> None:
@@ -223,14 +263,31 @@ class Planner:
         wall0 = _time.perf_counter()
         now = 0.0
         heap = self.heap
+        heappop = heapq.heappop
         # queued traffic (re-planning input) completes its transmission when the queue drains
         for lid, f in enumerate(self.free):
             if f > 0:
                 self.push(f, TX_END, lid)
         self.schedule_all(now)
         kicks = 0
+        rounds = 0
+        eps = self.eps
+        ev = self.ev
+        p = self.plan
+        op_dst, op_sub = p.op_dst, p.op_sub
+        is_gpu, link_src, gpu_out = self.is_gpu, self.link_src, self.net.gpu_out
+        has, via, inflight, S = self.has, self.via, self.inflight, self.S
+        watch, blocked_any = self.watch, self.blocked_any
+        starts = self.starts
         while True:
             if not heap:
+                if starts:      # only start events left: rounds of nothing to decide
+                    now = starts[0]
+                    lim = now + (eps if now <= 1.0 else eps * now)
+                    while starts and starts[0] <= lim:
+                        heappop(starts)
+                    rounds += 1
+                    continue
                 if any(w & ~c for w, c in zip(self.want, self.cov)):
                     # nothing in flight yet something is missing: retry from the last time
                     kicks += 1
@@ -243,54 +300,51 @@ class Planner:
                     continue
                 break
             now = heap[0][0]
-            lim = now + self.eps * max(1.0, now)
+            if starts and starts[0] < now:
+                now = starts[0]
+            lim = now + (eps if now <= 1.0 else eps * now)
+            while starts and starts[0] <= lim:
+                heappop(starts)
+            # ``triggered``: link -> None (reconsider everything) or the bit set of subchunks
+            # that became sendable on it (a link idle before a reception had nothing else
+            # worth sending). All co-timed events are processed together, then the decisions
+            # are taken.
             triggered: dict[int, int | None] = {}
-            # all co-timed events are processed together, then the decisions are taken
             while heap and heap[0][0] <= lim:
-                _t, kind, _s, a = heapq.heappop(heap)
-                self.handle(kind, a, triggered)
-            self.decisions["rounds"] += 1
+                _t, kind, _s, a = heappop(heap)
+                ev[kind] += 1       # a completion (starts are counted when scheduled)
+                if kind == TX_END:
+                    if is_gpu[link_src[a]]:
+                        triggered[a] = None
+                    else:
+                        for l in watch.pop(a, ()):
+                            triggered[l] = None
+                        if blocked_any:
+                            for l in blocked_any:
+                                triggered[l] = None
+                            blocked_any.clear()
+                elif kind == RX_END:
+                    v, b = op_dst[a], op_sub[a]
+                    bit = 1 << b
+                    has[v] |= bit
+                    via[v * S + b] = a
+                    inflight[v] -= 1
+                    for l in gpu_out[v]:
+                        h = triggered.get(l, 0)
+                        if h is not None:
+                            triggered[l] = h | bit
+            rounds += 1
             if triggered:
                 self.schedule_links(triggered, now)
-        p = self.plan
+        self.events = {EVENT_NAMES[k]: ev[k] for k in (TX_START, TX_END, RX_START, RX_END)}
+        self.decisions["rounds"] += rounds
+        self.decisions["ss_calls"] += self.ss_calls
+        self.ss_calls = 0
         p.events = dict(self.events)
         p.decisions = dict(self.decisions)
         p.plan_s = max(p.op_finish) if p.op_finish else 0.0
         p.wall_s = _time.perf_counter() - wall0
         return p
-
-    def handle(self, kind: int, a: int, triggered: dict) -> None:
-        # ``triggered``: link -> None (reconsider everything) or the bit set of subchunks that
-        # became sendable on it (a link idle before a reception had nothing else worth sending)
-        if kind == TX_END:
-            self.events["transmission completion"] += 1
-            s = self.link_src[a]
-            if self.is_gpu[s]:
-                triggered[a] = None
-            else:
-                for l in self.watch.pop(a, ()):
-                    triggered[l] = None
-                for l in self.blocked_any:
-                    triggered[l] = None
-                self.blocked_any.clear()
-        elif kind == RX_END:
-            self.events["reception completion"] += 1
-            p = self.plan
-            v, b = p.op_dst[a], p.op_sub[a]
-            bit = 1 << b
-            self.has[v] |= bit
-            self.via[(v, b)] = a
-            self.inflight[v] -= 1
-            for l in self.net.gpu_out[v]:
-                if l in triggered:
-                    if triggered[l] is not None:
-                        triggered[l] |= bit
-                else:
-                    triggered[l] = bit
-        elif kind == TX_START:
-            self.events["transmission start"] += 1
-        else:
-            self.events["reception start"] += 1
 
     # ------------------------------------------------------------------ decisions
     def schedule_all(self, t: float) -> None:
@@ -298,18 +352,46 @@ class Planner:
 
     def schedule_links(self, triggered: dict, t: float) -> None:
         """Decisions after a round of events: every idle GPU out-link that was touched runs
-        Subchunk Scheduling (links in id order)."""
-        lim = t + self.eps * max(1.0, t)
-        free = self.free
+        Subchunk Scheduling (links in id order). Links into a GPU are served inline (the
+        common case); links into a router go through :meth:`serve_link`."""
+        lim = t + (self.eps if t <= 1.0 else self.eps * t)
+        (free, has, cov, want, dneed_bits, dom, lsrc_rank, ldst_rank, ldst_gpu, qranks, qpos,
+         link_dst) = self._decide_tables
+        calls = 0
         for lid in sorted(triggered):
             if free[lid] > lim:
                 continue
             hint = triggered[lid]
-            u = self.rank_of[self.link_src[lid]]
-            if not ((self.has[u] if hint is None else hint & self.has[u])
-                    & self.useful_static(lid)):
-                continue
-            self.serve_link(u, lid, t)
+            u = lsrc_rank[lid]
+            hu = has[u]
+            if ldst_gpu[lid]:
+                # neighbour memory table of GPU v: what it (or, for multicast relays,
+                # someone in its datacenter) wants, minus what it holds or is receiving
+                v = ldst_rank[lid]
+                useful = (want[v] | dneed_bits[dom[v]]) & ~cov[v]
+                row = hu & useful
+                if not (row if hint is None else hint & row):
+                    continue
+                calls += 1
+                # Algorithm 1 (see pick): a subchunk no other queue towards v holds goes first
+                qr = qranks[link_dst[lid]]
+                once = twice = 0
+                for r in qr:
+                    j = has[r] & useful
+                    twice |= once & j
+                    once |= j
+                uniq = row & ~twice
+                if uniq:
+                    b = (uniq & -uniq).bit_length() - 1
+                else:
+                    b = self.pick(row, [has[r] & useful for r in qr], lid, qpos[lid], t)
+                if b >= 0:
+                    self.commit(u, (lid,), b, t)
+            else:
+                if not ((hu if hint is None else hint & hu) & self.useful_static(lid)):
+                    continue
+                self.serve_link(u, lid, t)
+        self.ss_calls += calls
 
     def useful_static(self, lid: int) -> int:
         """Subchunks worth sending over ``lid`` ignoring link availability beyond it."""
@@ -317,8 +399,9 @@ class Planner:
         if self.is_gpu[d]:
             return self.useful_gpu(self.rank_of[d])
         out = 0
+        dwant, dcov = self.dwant, self.dcov
         for kd in self.reach_doms[d]:
-            out |= self.dwant[kd] & ~self.dcov[kd]
+            out |= dwant[kd] & ~dcov[kd]
         return out
 
     def useful_gpu(self, v: int) -> int:
@@ -332,27 +415,31 @@ class Planner:
         datacenter that lacks them can be entered now along its best path (LWNF). ``held``
         (what the sender holds) allows a quick refusal when no free first hop leads to a
         datacenter lacking any of it."""
-        needy = [kd for kd in self.reach_doms[x] if self.dwant[kd] & ~self.dcov[kd] & held]
+        dwant, dcov = self.dwant, self.dcov
+        needy = 0
+        for kd in self.reach_doms[x]:
+            if dwant[kd] & ~dcov[kd] & held:
+                needy |= 1 << kd
         if not needy:
             self._why = None            # nothing to send that way: only a reception helps
             return 0
-        lim = ta + self.eps * max(1.0, ta)
-        first = set()
+        lim = ta + (self.eps if ta <= 1.0 else self.eps * ta)
+        first = 0
         busy = []
-        free, link_doms = self.free, self.link_doms
-        for l2 in self.out_links[x]:
+        free = self.free
+        for l2, dmask in self.out_dmask[x]:
             if free[l2] <= lim:
-                first |= link_doms[l2]
-            elif not link_doms[l2].isdisjoint(needy):
+                first |= dmask
+            elif dmask & needy:
                 busy.append(l2)
-        if first.isdisjoint(needy):
+        if not first & needy:
             self._why = busy            # wait for one of these first hops to free
             return 0
         self._why = ANY
         _labels, ok = self.reach_now(x, ta)
         out = 0
         for kd in ok:
-            out |= self.dwant[kd] & ~self.dcov[kd]
+            out |= dwant[kd] & ~dcov[kd]
         return out
 
     def reach_now(self, x: int, ta: float):
@@ -364,57 +451,82 @@ class Planner:
         hit = self._reach_cache.get(key)
         if hit is not None:
             return hit
-        is_gpu, dom, rank_of = self.is_gpu, self.dom, self.rank_of
-        free_at, delta, alpha, dst = self.free, self.delta, self.alpha, self.link_dst
+        free_at, delta, alpha = self.free, self.delta, self.alpha
+        gpu_hops, net_hops = self.gpu_hops, self.net_hops
+        eps = self.eps
         labels: dict[int, tuple[float, float, tuple[int, ...], bool]] = {}
         heap = [(0.0, x, ta, (), True)]
-        best: dict[int, tuple[float, bool]] = {}
+        heappop, heappush = heapq.heappop, heapq.heappush
+        # per datacenter: the least entry cost, and whether some entry at that cost needs no
+        # waiting (order-independent: min cost, any free among the ties)
+        nd = self.net.ndom
+        best_c = [math.inf] * nd
+        best_f = [False] * nd
         while heap:
-            cost, y, ty, chain, free = heapq.heappop(heap)
+            cost, y, ty, chain, free = heappop(heap)
             if y in labels:
                 continue
             labels[y] = (cost, ty, chain, free)
-            lim = ty + self.eps * max(1.0, ty)
-            for l2 in self.out_links[y]:
-                v = dst[l2]
+            lim = ty + (eps if ty <= 1.0 else eps * ty)
+            for l2, kd in gpu_hops[y]:         # entries into datacenters
                 fa = free_at[l2]
-                wait = fa - ty if fa > lim else 0.0
-                c2 = cost + wait + delta[l2] + alpha[l2]
-                f2 = free and wait == 0.0
-                if is_gpu[v]:
-                    kd = dom[rank_of[v]]
-                    old = best.get(kd)
-                    if old is None or c2 < old[0] or (c2 == old[0] and f2 and not old[1]):
-                        best[kd] = (c2, f2)
-                elif v not in labels:
-                    heapq.heappush(heap, (c2, v, ty + alpha[l2], chain + (l2,), f2))
-        ok = sorted(kd for kd, (_c, f) in best.items() if f)
+                if fa > lim:                    # must wait: never a free entry
+                    c2 = cost + (fa - ty) + delta[l2] + alpha[l2]
+                    if c2 < best_c[kd]:
+                        best_c[kd] = c2
+                        best_f[kd] = False
+                else:                           # (cost + 0.0 == cost: same sum as waiting 0)
+                    c2 = cost + delta[l2] + alpha[l2]
+                    old = best_c[kd]
+                    if c2 < old:
+                        best_c[kd] = c2
+                        best_f[kd] = free
+                    elif free and c2 == old:
+                        best_f[kd] = True
+            for l2, v in net_hops[y]:           # on to further switches/routers
+                if v not in labels:
+                    fa = free_at[l2]
+                    wait = fa - ty if fa > lim else 0.0
+                    heappush(heap, (cost + wait + delta[l2] + alpha[l2], v, ty + alpha[l2],
+                                    chain + (l2,), free and wait == 0.0))
+        ok = [kd for kd in range(nd) if best_f[kd]]
         out = (labels, ok)
         self._reach_cache[key] = out
         return out
 
     def serve_link(self, u: int, lid: int, t: float) -> None:
-        """Subchunk Scheduling (Algorithm 1) for the queue of link ``lid`` out of GPU ``u``;
-        starts the chosen transmission (through routers: LWNF picks each next hop)."""
+        """Subchunk Scheduling (Algorithm 1) for the queue of link ``lid`` out of GPU ``u``
+        into a switch/router ``d``; starts the chosen transmission, LWNF picking each next hop
+        (links into a GPU are served by :meth:`schedule_links` directly).
+
+        P = the GPUs with a queue towards d (its GPU predecessors); the concurrent receivers D
+        are the datacenters d can enter now that still lack the subchunk (:meth:`useful_net`);
+        J[(s, d)] = what s holds of that (:meth:`pick`). A subchunk LWNF cannot place is
+        excluded and the next one tried (at most 4 attempts)."""
         d = self.link_dst[lid]
-        gpu_dst = self.is_gpu[d]
+        ta = t + self.alpha[lid]
+        has = self.has
+        qranks, mine = self.qranks[d], self.qpos[lid]
         excluded = 0
         self._why = ANY
         for _attempt in range(4):
-            b = self.select(u, lid, d, gpu_dst, t, excluded)
+            self.ss_calls += 1
+            held = has[u] & ~excluded
+            useful = self.useful_net(d, ta, held)
+            row = held & useful
+            if not row:
+                break
+            rows = [has[r] & useful for r in qranks]
+            rows[mine] = row
+            b = self.pick(row, rows, lid, mine, t)
             if b < 0:
                 break
-            if gpu_dst:
-                self.commit(u, (lid,), b, t)
-                return
             chain = self.forward(lid, b, t)
             if chain is not None:
                 self.commit(u, chain, b, t)
                 return
             excluded |= 1 << b
             self._why = ANY
-        if gpu_dst:
-            return      # re-examined at its own transmission completion or a reception
         # a link into a router that sent nothing waits for router links to free: for the
         # busy first hops it needs when known, else for any router link
         why = self._why
@@ -424,23 +536,12 @@ class Planner:
             for l2 in why:
                 self.watch.setdefault(l2, set()).add(lid)
 
-    def select(self, u: int, lid: int, d: int, gpu_dst: bool, t: float, excluded: int) -> int:
-        """Algorithm 1: the subchunk the queue (u, d) sends now, or -1.
-
-        P = the GPUs with a queue towards d (its GPU predecessors), D = {d} for a GPU d; for a
-        router d the concurrent receivers are the datacenters it can enter now that still lack
-        the subchunk (:meth:`useful_net`). J[(s, d)] = what s holds of that; subchunks in
-        several queues go, one by one in queue order, to the queue with the lowest
+    def pick(self, row: int, rows: list[int], lid: int, mine: int, t: float) -> int:
+        """Algorithm 1 given the queues J towards one destination (``rows``, what each
+        predecessor holds of what is useful; ``row`` = ``rows[mine]``, the queue of ``lid``):
+        the first subchunk only this queue holds, else the first duplicate that goes to this
+        queue. Duplicates go, one by one in queue order, to the queue with the lowest
         ``T + delta`` (T = the link's backlog plus the unique subchunks queued before)."""
-        self.decisions["ss_calls"] += 1
-        useful = self.useful_gpu(self.rank_of[d]) if gpu_dst else \
-            self.useful_net(d, t + self.alpha[lid], self.has[u] & ~excluded)
-        row = self.has[u] & useful & ~excluded
-        if not row:
-            return -1
-        qlinks = self.gpu_in[d]
-        rank_of, src, has = self.rank_of, self.link_src, self.has
-        rows = [row if q == lid else has[rank_of[src[q]]] & useful for q in qlinks]
         once = twice = 0
         for r in rows:
             twice |= once & r
@@ -451,7 +552,7 @@ class Planner:
         self.decisions["ss_duplicates"] += 1
         self._why = ANY
         uniq_all = once & ~twice
-        mine = qlinks.index(lid)
+        qlinks = self.gpu_in[self.link_dst[lid]]
         delta = [self.delta[q] for q in qlinks]
         T = [max(self.free[q] - t, 0.0) + delta[i] * (rows[i] & uniq_all).bit_count()
              for i, q in enumerate(qlinks)]
@@ -486,22 +587,23 @@ class Planner:
             return None
         ch, _j = self.sub_of(b)
         chunk_bits = sum(1 << (j * self.nch + ch) for j in range(self.k))
+        free_at, delta, alpha, cov, inflight = (self.free, self.delta, self.alpha, self.cov,
+                                                self.inflight)
         best, best_f, best_chain = -1, math.inf, ()
         for y in sorted(labels):
             cost, ty, chain, free = labels[y]
             if not free:
                 continue
-            lim = ty + self.eps * max(1.0, ty)
-            for l2 in self.out_links[y]:
-                v = self.link_dst[l2]
-                if not self.is_gpu[v] or self.free[l2] > lim:
+            lim = ty + (self.eps if ty <= 1.0 else self.eps * ty)
+            for l2, v, v_gpu, kd in self.hops[y]:
+                if not v_gpu or free_at[l2] > lim:
                     continue
                 r = self.rank_of[v]
-                if self.dom[r] not in dmiss or self.cov[r] & bit:
+                if kd not in dmiss or cov[r] & bit:
                     continue
-                q = self.inflight[r] * self.delta[l2]
-                prog = (self.cov[r] & chunk_bits).bit_count() / self.k * self.delta[l2]
-                f = cost + self.delta[l2] + self.alpha[l2] + W_QUEUE * q + W_PROGRESS * prog
+                q = inflight[r] * delta[l2]
+                prog = (cov[r] & chunk_bits).bit_count() / self.k * delta[l2]
+                f = cost + delta[l2] + alpha[l2] + W_QUEUE * q + W_PROGRESS * prog
                 if f < best_f:
                     best, best_f, best_chain = l2, f, chain
         if best < 0:
@@ -510,43 +612,63 @@ class Planner:
         return (lid,) + best_chain + (best,)
 
     def commit(self, u: int, route: tuple[int, ...], b: int, t: float) -> None:
-        if len(route) > 1:      # only links out of switches/routers change what they reach
-            self._reach_cache.clear()
-        p = self.plan
-        op = len(p.op_src)
-        v = self.rank_of[self.link_dst[route[-1]]]
-        bw = self.bw
-        dur = self.sub_bytes / min(bw[l] for l in route)
-        s = t
-        push = self.push
-        for l in route:
-            self.free[l] = s + dur
-            if s == t:      # the first hop starts now, with this round's decisions
-                self.events["transmission start"] += 1
-            else:
-                push(s, TX_START, l)
-            push(s + dur, TX_END, l)
-            s += self.alpha[l]
-            push(s, RX_START, self.link_dst[l])
+        """Start operation ``route`` (GPU ``u`` sends subchunk ``b`` at ``t``): reserve its
+        links, schedule its events, record it and update the neighbour memory table."""
+        op = len(self.plan.op_src)
+        last = route[-1]
+        v = self.ldst_rank[last]
+        heap, heappush, alpha, free = self.heap, heapq.heappush, self.alpha, self.free
+        ev, starts = self.ev, self.starts
+        seq = self.seq
+        if len(route) == 1:     # GPU -> GPU: one hop, starting now
+            dur = self.sub_bytes / self.bw[last]
+            free[last] = t + dur
+            seq += 1
+            heappush(heap, (t + dur, TX_END, seq, last))
+            s = t + alpha[last]
+            heappush(starts, s)             # reception start
+            ev[TX_START] += 1
+            ev[RX_START] += 1
+        else:
+            self._reach_cache.clear()   # only links out of switches/routers change their reach
+            bw = self.bw
+            dur = self.sub_bytes / min(bw[l] for l in route)
+            s = t
+            for l in route:
+                free[l] = s + dur
+                ev[TX_START] += 1
+                if s != t:      # the first hop starts now, with this round's decisions
+                    heappush(starts, s)
+                seq += 1
+                heappush(heap, (s + dur, TX_END, seq, l))
+                s += alpha[l]
+                heappush(starts, s)         # reception start
+                ev[RX_START] += 1
         fin = s + dur
-        push(fin, RX_END, op)
-        p.op_src.append(u)
-        p.op_dst.append(v)
-        p.op_sub.append(b)
-        p.op_route.append(route)
-        p.op_start.append(t)
-        p.op_finish.append(fin)
-        p.op_dep.append(self.via.get((u, b), -1))
+        seq += 1
+        heappush(heap, (fin, RX_END, seq, op))
+        self.seq = seq
+        S = self.S
+        add_src, add_dst, add_sub, add_route, add_start, add_finish, add_dep = self._op_add
+        add_src(u)
+        add_dst(v)
+        add_sub(b)
+        add_route(route)
+        add_start(t)
+        add_finish(fin)
+        add_dep(self.via[u * S + b])
         self.inflight[v] += 1
         bit = 1 << b
-        if not self.cov[v] & bit:
-            self.cov[v] |= bit
+        cov = self.cov
+        if not cov[v] & bit:
+            cov[v] |= bit
             kd = self.dom[v]
             self.dcov[kd] |= bit
             if self.want[v] & bit:
-                i = kd * self.S + b
-                self.dneed[i] -= 1
-                if self.dneed[i] == 0:
+                i = kd * S + b
+                dneed = self.dneed
+                dneed[i] -= 1
+                if dneed[i] == 0:
                     self.dneed_bits[kd] &= ~bit
 
 
