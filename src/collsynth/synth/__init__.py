@@ -17,7 +17,8 @@ from ..topology.model import Topology
 
 #: Modules that register algorithms when imported.
 _MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines", "collsynth.synth.forestcoll.algo",
-            "collsynth.synth.mteg", "collsynth.synth.teccl", "collsynth.synth.scale")
+            "collsynth.synth.mteg", "collsynth.synth.teccl", "collsynth.synth.scale",
+            "collsynth.synth.syccl")
 
 
 @dataclass

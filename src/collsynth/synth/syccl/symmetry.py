@@ -1,0 +1,220 @@
+"""Structural symmetry detection for SyCCL: the island and rail dimensions of a fabric.
+
+Works on the topology alone (node kinds, links, bandwidths); zoo names and node attributes are
+not consulted.
+
+* **Island dimension.** A switch whose every neighbour (in and out) is a compute node, and
+  that does not reach every GPU (then it is a flat network), is an *island switch* (an
+  NVSwitch); GPUs linked directly to each other are also in one island.
+  Islands are the connected components of "shares an island switch / has a direct GPU link".
+  Every island must have the same size ``m >= 2``, every GPU the same island bandwidth (in and
+  out), and every pair inside an island must be one hop apart through the island (a direct link
+  or a shared island switch).
+* **Rail dimension.** Inside every island GPUs are numbered by rank order (local index j). The
+  rail group j is GPU j of every island. The candidate mapping "island s -> island s' by local
+  index" is then *verified*: every GPU must have the same network signature (bandwidths of its
+  non-island links and how many GPUs share each network neighbour), the sharing pattern of
+  network neighbours must be the same local indices in every island, and every pair of a rail
+  group must have a network route (not through an island switch) of the same hop count and
+  that count must be the fewest hops between any two GPUs of different islands.
+
+A fabric failing any check raises :class:`CollsynthError` with a one-line reason (SyCCL's
+stated limitation: no isomorphic groups, no decomposition). Fabrics whose symmetric mapping is
+not rank order inside islands are refused too (a limitation of this first version; a full
+automorphism search would lift it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...errors import CollsynthError
+from ...topology.model import Topology
+from ...topology.paths import RouteTable
+
+
+def _fail(msg: str) -> None:
+    raise CollsynthError(f"syccl: {msg}; the fabric is not symmetric enough for SyCCL's "
+                         f"decomposition (use ring, hier_ring or teccl)")
+
+
+@dataclass
+class Fabric:
+    """The detected dimensions. ``islands[s][j]`` is the rank of GPU j of island s."""
+
+    islands: list[list[int]]
+    island_bw: float            # per GPU ingress bandwidth inside its island (bytes/s)
+    net_bw: float               # per GPU share of network bandwidth (bytes/s)
+    island_routes: dict = field(default_factory=dict)   # (a, b) -> tuple of links
+    net_routes: dict = field(default_factory=dict)      # (a, b) -> tuple of links
+
+    @property
+    def servers(self) -> int:
+        return len(self.islands)
+
+    @property
+    def island_size(self) -> int:
+        return len(self.islands[0])
+
+    @property
+    def rails(self) -> list[list[int]]:
+        return [[isl[j] for isl in self.islands] for j in range(self.island_size)]
+
+    def describe(self) -> dict:
+        return {"islands": self.servers, "island_size": self.island_size,
+                "island_bw": self.island_bw, "net_bw": self.net_bw,
+                "ratio": self.island_bw / self.net_bw if self.net_bw else None}
+
+
+def detect(topology: Topology) -> Fabric:
+    t = topology
+    n = t.num_ranks
+    rank_of = {t.node_of_rank(r): r for r in range(n)}
+    nbrs: dict[int, set[int]] = {}
+    for lk in t.links:
+        nbrs.setdefault(lk.src, set()).add(lk.dst)
+        nbrs.setdefault(lk.dst, set()).add(lk.src)
+    island_sw = {x for x in range(t.num_nodes) if not t.is_compute(x) and len(nbrs.get(x, ())) >= 2
+                 and all(t.is_compute(y) for y in nbrs[x]) and len(nbrs[x]) < n}
+    # union-find over ranks
+    parent = list(range(n))
+
+    def find(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    island_link = [False] * len(t.links)
+    for lk in t.links:
+        if lk.src in island_sw or lk.dst in island_sw:
+            island_link[lk.id] = True
+        elif t.is_compute(lk.src) and t.is_compute(lk.dst):
+            island_link[lk.id] = True
+            union(rank_of[lk.src], rank_of[lk.dst])
+    for x in sorted(island_sw):
+        members = sorted(rank_of[y] for y in nbrs[x])
+        for r in members[1:]:
+            union(members[0], r)
+    comps: dict[int, list[int]] = {}
+    for r in range(n):
+        comps.setdefault(find(r), []).append(r)
+    islands = [sorted(v) for _, v in sorted(comps.items())]
+    sizes = sorted({len(i) for i in islands})
+    if len(sizes) > 1:
+        _fail(f"islands have unequal sizes {sizes}")
+    m = sizes[0]
+    if m < 2:
+        _fail("no NVSwitch/NVLink island (no switch with only GPU neighbours, no GPU-GPU link)")
+    if len(islands) < 2:
+        _fail("a single island has no rail dimension")
+    # island bandwidth and one-hop routes inside islands
+    in_bw = [0.0] * n
+    out_bw = [0.0] * n
+    out_links: dict[int, list] = {}
+    for lk in t.links:
+        if not island_link[lk.id]:
+            continue
+        out_links.setdefault(lk.src, []).append(lk)
+        if t.is_compute(lk.src):
+            out_bw[rank_of[lk.src]] += lk.bw
+        if t.is_compute(lk.dst):
+            in_bw[rank_of[lk.dst]] += lk.bw
+    if len({round(b, 3) for b in in_bw}) > 1 or len({round(b, 3) for b in out_bw}) > 1:
+        _fail("GPUs have unequal island bandwidths")
+    island_routes: dict[tuple[int, int], tuple[int, ...]] = {}
+    for isl in islands:
+        for a in isl:
+            na = t.node_of_rank(a)
+            for b in isl:
+                if a == b:
+                    continue
+                nb = t.node_of_rank(b)
+                best = None
+                for l1 in sorted(out_links.get(na, []), key=lambda k: (-k.bw, k.id)):
+                    if l1.dst == nb:
+                        best = (l1.id,)
+                        break
+                if best is None:
+                    for l1 in sorted(out_links.get(na, []), key=lambda k: (-k.bw, k.id)):
+                        if l1.dst in island_sw:
+                            l2 = next((k for k in sorted(out_links.get(l1.dst, []),
+                                                         key=lambda k: (-k.bw, k.id))
+                                       if k.dst == nb), None)
+                            if l2 is not None:
+                                best = (l1.id, l2.id)
+                                break
+                if best is None:
+                    _fail(f"{t.rank_name(a)} and {t.rank_name(b)} are in one island but not "
+                          f"one hop apart through it")
+                island_routes[(a, b)] = best
+    # network signature per GPU: (bw of each non-island out/in link, sharers of its neighbour)
+    sig = []
+    share = []
+    for r in range(n):
+        x = t.node_of_rank(r)
+        outs = sorted((lk.bw, len([y for y in nbrs[lk.dst] if t.is_compute(y)]))
+                      for lk in t.links if lk.src == x and not island_link[lk.id])
+        ins = sorted(lk.bw for lk in t.links if lk.dst == x and not island_link[lk.id])
+        sig.append((tuple(outs), tuple(ins)))
+        share.append(sorted(lk.dst for lk in t.links if lk.src == x and not island_link[lk.id]))
+    if len(set(sig)) > 1:
+        _fail("GPUs have unequal network attachments")
+    if not sig[0][0]:
+        _fail("GPUs have no network links outside their islands")
+    # sharing pattern of network neighbours by local index, equal across islands
+    patterns = set()
+    for isl in islands:
+        by_nb: dict[int, list[int]] = {}
+        for j, r in enumerate(isl):
+            for y in share[r]:
+                by_nb.setdefault(y, []).append(j)
+        patterns.add(tuple(sorted(tuple(v) for v in by_nb.values())))
+    if len(patterns) > 1:
+        _fail("islands share their network ports in different patterns")
+    # per-GPU network capacity: each non-island out link, divided among the GPUs sharing the
+    # neighbour when the neighbour's onward (non-GPU) capacity is smaller
+    x0 = t.node_of_rank(islands[0][0])
+    net_bw = 0.0
+    for lk in t.links:
+        if lk.src != x0 or island_link[lk.id]:
+            continue
+        y = lk.dst
+        if t.is_compute(y):
+            net_bw += lk.bw
+            continue
+        sharers = len([z for z in nbrs[y] if t.is_compute(z)])
+        onward = sum(k.bw for k in t.links if k.src == y and not t.is_compute(k.dst))
+        net_bw += min(lk.bw, onward / sharers) if onward > 0 else lk.bw
+    # network routes within rail groups: same hop count, fewest among cross-island pairs
+    rt = RouteTable(t)
+    isl_of = {r: s for s, isl in enumerate(islands) for r in isl}
+    fewest = None
+    for r in (islands[0][0],):
+        for q in range(n):
+            if isl_of[q] != isl_of[r]:
+                f = rt.find(r, q)
+                if f is not None and (fewest is None or len(f) < fewest):
+                    fewest = len(f)
+    net_routes: dict[tuple[int, int], tuple[int, ...]] = {}
+    for j in range(m):
+        group = [isl[j] for isl in islands]
+        for a in group:
+            for b in group:
+                if a == b:
+                    continue
+                route = rt.find(a, b)
+                if route is None:
+                    _fail(f"no network route {t.rank_name(a)} -> {t.rank_name(b)}")
+                if any(island_link[k] for k in route):
+                    _fail(f"route {t.rank_name(a)} -> {t.rank_name(b)} crosses an island")
+                if len(route) != fewest:
+                    _fail(f"rail pair {t.rank_name(a)} -> {t.rank_name(b)} is {len(route)} hops, "
+                          f"not the fewest ({fewest})")
+                net_routes[(a, b)] = tuple(int(k) for k in route)
+    return Fabric(islands, in_bw[0], net_bw, island_routes, net_routes)
