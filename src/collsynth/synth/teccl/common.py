@@ -117,6 +117,33 @@ def ragged_arange(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- HiGHS
+class RowBlocks:
+    """Constraint rows gathered block by block (COO triplets plus row bounds), row ids offset
+    as blocks are added; :meth:`model` turns them into a :class:`Model`."""
+
+    def __init__(self) -> None:
+        self.rows: list = []
+        self.cols: list = []
+        self.vals: list = []
+        self.lo: list = []
+        self.up: list = []
+        self.nrow = 0
+
+    def add(self, r, c, v, lo, up, m: int) -> None:
+        """``m`` rows: entries ``(r + offset, c, v)``, bounds ``lo <= row <= up``."""
+        self.rows.append(np.asarray(r, dtype=np.int64) + self.nrow)
+        self.cols.append(np.asarray(c, dtype=np.int64))
+        self.vals.append(np.asarray(v, dtype=np.float64))
+        self.lo.append(np.broadcast_to(np.asarray(lo, dtype=np.float64), (m,)))
+        self.up.append(np.broadcast_to(np.asarray(up, dtype=np.float64), (m,)))
+        self.nrow += m
+
+    def model(self, cost, lower, upper, integer) -> "Model":
+        return Model(cost, lower, upper, integer, np.concatenate(self.rows),
+                     np.concatenate(self.cols), np.concatenate(self.vals),
+                     np.concatenate(self.lo).astype(float), np.concatenate(self.up).astype(float))
+
+
 @dataclass
 class Model:
     """A linear model in CSR form, built with numpy: columns then rows as triplets."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...topology.model import Topology
-from .common import INF, EpochOp, Model, ragged_arange
+from .common import INF, EpochOp, Model, RowBlocks, ragged_arange
 from .epochs import EpochGrid
 from .milp import _drop_loops
 
@@ -81,17 +81,8 @@ def build(topology: Topology, grid: EpochGrid, dem: np.ndarray, K: int, dist: np
     cost[:nf] = 1e-3
     for si, dd, c in t_first:
         cost[c:c + K + 1] = np.arange(K + 1, dtype=np.float64) + 1.0
-    rows, cols, vals, rl, ru = [], [], [], [], []
-    nrow = 0
-
-    def add_block(r, c, v, lo_, up_, m):
-        nonlocal nrow
-        rows.append(np.asarray(r, dtype=np.int64) + nrow)
-        cols.append(np.asarray(c, dtype=np.int64))
-        vals.append(np.asarray(v, dtype=np.float64))
-        rl.append(np.broadcast_to(np.asarray(lo_, dtype=np.float64), (m,)))
-        ru.append(np.broadcast_to(np.asarray(up_, dtype=np.float64), (m,)))
-        nrow += m
+    blocks = RowBlocks()
+    add_block = blocks.add
 
     # GPU conservation: row id = P column - nf ; P[k] - P[k-1] + out(k) + T(k) - arr(k) = supply
     npc = S * n * (K + 1)
@@ -142,9 +133,7 @@ def build(topology: Topology, grid: EpochGrid, dem: np.ndarray, K: int, dist: np
                   np.array([dem[srcs[si], dd] for si, dd, _ in t_first]), m)
     if not objective:
         cost[:] = 0.0
-    model = Model(cost, lower, upper, np.zeros(ncol, dtype=bool),
-                  np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                  np.concatenate(rl).astype(float), np.concatenate(ru).astype(float))
+    model = blocks.model(cost, lower, upper, np.zeros(ncol, dtype=bool))
     layout = LpLayout(K, fs, fl, fk, p_index, t_cols, model)
     layout.srcs = srcs  # type: ignore[attr-defined]
     return layout
@@ -158,7 +147,6 @@ def decompose(layout: LpLayout, topology: Topology, grid: EpochGrid, x: np.ndarr
     srcs = layout.srcs  # type: ignore[attr-defined]
     n = t.num_ranks
     d = grid.lp_delay
-    kinds = t.kind_codes
     N = t.num_nodes
     nf = len(layout.fs)
     fval = x[:nf]

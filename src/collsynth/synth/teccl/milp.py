@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...topology.model import Topology
-from .common import INF, Commodities, EpochOp, Model, ragged_arange
+from .common import INF, Commodities, EpochOp, Model, RowBlocks, ragged_arange
 from .epochs import EpochGrid
 
 
@@ -60,7 +60,6 @@ def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: n
     t = topology
     Q = len(com)
     R = t.num_ranks
-    L = len(t.links)
     src_node = t.compute_nodes[com.src]
     tail, head = t.link_src, t.link_dst
     d = grid.delay
@@ -119,18 +118,8 @@ def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: n
         np.add.at(cost, dem_cols.ravel(), -1.0)
     else:  # paper: reward demand met at the end of every epoch (H at k+1)
         np.add.at(cost, h_index[demand_q, demand_d, 1:].ravel(), -1.0)
-    rows, cols, vals = [], [], []
-    rl, ru = [], []
-    nrow = 0
-
-    def add_block(r, c, v, lo_, up_, n):
-        nonlocal nrow
-        rows.append(np.asarray(r, dtype=np.int64) + nrow)
-        cols.append(np.asarray(c, dtype=np.int64))
-        vals.append(np.asarray(v, dtype=np.float64))
-        rl.append(np.broadcast_to(np.asarray(lo_, dtype=np.float64), (n,)))
-        ru.append(np.broadcast_to(np.asarray(up_, dtype=np.float64), (n,)))
-        nrow += n
+    blocks = RowBlocks()
+    add_block = blocks.add
 
     # ---------------------------------------------------------------- buffer rows
     # row id = H column - nf
@@ -199,9 +188,7 @@ def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: n
         ucol = u0 + np.tile(np.arange(K), nd)
         add_block(np.concatenate((rr, rr)), np.concatenate((ucol, dem_cols.ravel())),
                   np.ones(2 * n_mk), 1.0, np.inf, n_mk)
-    model = Model(cost, lower, upper, integer,
-                  np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                  np.concatenate(rl).astype(float), np.concatenate(ru).astype(float))
+    model = blocks.model(cost, lower, upper, integer)
     return MilpLayout(K, fq, fl, fk, h_index, u0, W, demand_q, demand_d, model)
 
 
