@@ -125,6 +125,17 @@ def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "tiny.md").read_text().startswith("# bench suite")
     code, _, err = run(capsys, "bench", "nosuch", "--out", str(tmp_path))
     assert code == 2
+    # --only re-runs the matching cases and keeps the other rows, in suite order
+    first = saved["rows"][0]
+    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "--out", str(tmp_path),
+                       "--json", "--only", "spt")
+    assert code == 0
+    again = json.loads((tmp_path / "tiny.json").read_text())
+    assert [r["algo"] for r in again["rows"]] == ["ring", "spt", "spt"]
+    assert again["rows"][0] == first                       # the ring row was kept as it was
+    assert again["summary"]["only"] == {"pattern": "spt", "cases_run": 1}
+    code, _, err = run(capsys, "bench", "tiny", "--out", str(tmp_path), "--only", "nope")
+    assert code == 2 and "matches --only" in err
 
 
 def test_export_msccl_and_check_xml(tmp_path, capsys):

@@ -441,3 +441,75 @@ def test_symmetry_scales():
     assert info["symmetry"]["group_order"] == 128
     assert info["congestion"]["ok"] and info["congestion"]["meets_bound"]
     assert len(form.trees) == 256 and info["timings_s"]["total"] < 30
+
+
+def test_automorphisms_from_derived_attributes():
+    """Shifts are found although other attributes derive from the shifted one: a torus
+    node's linear index (``local``) changes with ``x``; an MI250 GCD's ``package`` is
+    ``local // 2`` and the xGMI wiring is invariant under ``local -> local + 8``."""
+    from collsynth.synth.forestcoll import automorphisms
+    topo = load_topology("torus2d:w=4,h=4")
+    P, _ = automorphisms(topo)
+    assert len(P) == 16                       # all translations: one orbit of ranks
+    assert len({int(P[g][0]) for g in range(16)}) == 16
+    topo = load_topology("mi250:chassis=2")
+    P, _ = automorphisms(topo)
+    assert len(P) == 4                        # chassis swap x (local + 8)
+    names = {topo.nodes[int(P[g][topo.index("c0.gpu0")])].name for g in range(4)}
+    assert names == {"c0.gpu0", "c0.gpu8", "c1.gpu0", "c1.gpu8"}
+
+
+@pytest.mark.parametrize("spec,k", [("torus2d:w=8,h=8", None), ("torus3d", None),
+                                    ("mi250:chassis=4,inter=teccl", None)])
+def test_symmetric_trees_on_torus_and_mi250(spec, k):
+    """Tori (translations) and the TE-CCL MI250 model (chassis x local+8) take the symmetric
+    path; the trees hold exactly the optimum and schedule a verified AllGather."""
+    topo = load_topology(spec)
+    form, opt, info = forestcoll_trees(topo, k, symmetry=True)
+    assert "rejected" not in info["symmetry"], info["symmetry"]
+    assert info["congestion"]["ok"] and info["congestion"]["meets_bound"]
+    assert info["congestion"]["inv_x"] == forestcoll_trees(topo, k, symmetry=False)[1].inv_x
+    n = topo.num_ranks
+    assert all(sum(t.mult for t in form.trees if t.root == r) == opt.k for r in range(n))
+    verify(lower(topo, Collective.make("allgather", n), form, pipeline=1))
+
+
+# ------------------------------------------------------------------ Appendix E AllReduce LP
+def test_allreduce_lp_hand_derived():
+    """Full mesh of N nodes, b per link and direction: RS + AG trees take 2M/(N b), and so
+    does the LP (x_v = b/2 each, half of every link for each direction of the trees). On a
+    4-node line the LP beats RS + AG (30 ms) and meets the middle link's cut M/b: roots sit
+    at the ends in unequal numbers, as Appendix E's point (i) allows."""
+    from collsynth.synth.forestcoll import allreduce_lp
+    M = 1e9
+    t = load_topology("full:n=4")
+    b = t.links[0].bw
+    assert M * allreduce_lp(t)["inv_X"] == pytest.approx(2 * M / (4 * b), rel=1e-7)
+    t = load_topology("line:n=4")
+    b = t.links[0].bw
+    got = allreduce_lp(t)
+    assert got["exact"] and M * got["inv_X"] == pytest.approx(M / b, rel=1e-7)
+    rs_ag = optimal_allgather(t).time(M) + optimal_allgather(transpose(t)).time(M)
+    assert rs_ag == pytest.approx(1.5 * M / b, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_allreduce_lp_between_min_cut_and_trees(seed):
+    """On random graphs (with and without switches) the LP time lies between the min-cut
+    bound (any AllReduce) and ForestColl's RS + AG tree time (one of the LP's solutions)."""
+    from collsynth.bound.cut import cut_bounds
+    from collsynth.synth.forestcoll import allreduce_lp
+    rng = random.Random(100 + seed)
+    t = rand_topo(rng, rng.randint(3, 6), rng.randint(0, 2), True)
+    M = 1e9
+    lp = M * allreduce_lp(t)["inv_X"]
+    cut = cut_bounds(t, Collective.make("allreduce", t.num_ranks), M)[0]
+    rs_ag = optimal_allgather(t).time(M) + optimal_allgather(transpose(t)).time(M)
+    assert cut.detail["bandwidth_time_s"] * (1 - 1e-7) <= lp <= rs_ag * (1 + 1e-7)
+
+
+def test_allreduce_lp_refuses_big_problems():
+    from collsynth.errors import CollsynthError
+    from collsynth.synth.forestcoll import allreduce_lp
+    with pytest.raises(CollsynthError, match="variables"):
+        allreduce_lp(load_topology("dgx_a100:nodes=8"))

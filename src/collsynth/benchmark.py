@@ -11,7 +11,8 @@ Suites:
 * ``paper`` — the papers' platforms (NDv2 x2, DGX-A100 x2, MI250 x2), AllGather and AllReduce,
   1KB..1GB.
 * ``scale`` — 64 to 1024 GPUs (ring on rail-optimised and torus fabrics; ForestColl on DGX A100
-  to 1024 GPUs, on MI250 to 8 chassis, on an 8x8 torus and a k=8 fat tree): synthesis,
+  to 1024 GPUs, on MI250 to 8 chassis (ForestColl's wiring) and to 32 chassis (TE-CCL's), on
+  8x8 and 16x16 tori, the 4x4x4 torus and a k=8 fat tree): synthesis,
   verification and simulation time and quality.
 * ``quality`` — ForestColl on every zoo fabric (defaults, plus mi250:chassis=2), AllGather,
   ReduceScatter and AllReduce at 1KB, 1MB, 1GB: time against the bound, the chosen k and
@@ -91,7 +92,10 @@ def _cases_scale() -> list[Case]:
         cases.append(Case(f"dgx_a100:nodes={nodes}", "allgather", "forestcoll", (1 * GB,)))
     for chassis in (2, 4, 8):               # 32 .. 128 GCDs (16 and 32 chassis: see the notes)
         cases.append(Case(f"mi250:chassis={chassis}", "allgather", "forestcoll", (1 * GB,)))
-    for spec in ("torus2d:w=8,h=8", "fat_tree:k=8"):
+    for chassis in (8, 16, 32):             # TE-CCL's MI250 model: 128 .. 512 GCDs
+        cases.append(Case(f"mi250:chassis={chassis},inter=teccl", "allgather", "forestcoll",
+                          (1 * GB,)))
+    for spec in ("torus2d:w=8,h=8", "torus2d:w=16,h=16", "torus3d", "fat_tree:k=8"):
         cases.append(Case(spec, "allgather", "forestcoll", (1 * GB,)))
     return cases
 
@@ -155,7 +159,26 @@ def run_case(case: Case, repeat: int) -> list[dict]:
             "ratio_to_bound": sim.time_s / b.time_s,
             **_algo_info(sched),
         })
+    if case.algo == "forestcoll" and case.collective == "allreduce":
+        _add_tree_lp(topo, rows)
     return rows
+
+
+def _add_tree_lp(topo, rows: list[dict]) -> None:
+    """ForestColl's Appendix E LP: the best in-tree + out-tree AllReduce time (exact without
+    switches, a relaxation with them), next to the simulated time; skipped when too big."""
+    from .synth.forestcoll import allreduce_lp
+
+    try:
+        lp = allreduce_lp(topo)
+    except CollsynthError:
+        return
+    for r in rows:
+        if r.get("status") == "ok":
+            t = r["size_bytes"] * lp["inv_X"]
+            r["tree_lp_time_s"] = t
+            r["tree_lp_exact"] = lp["exact"]
+            r["ratio_to_tree_lp"] = r["time_s"] / t
 
 
 def _algo_info(sched) -> dict:
@@ -179,6 +202,10 @@ def _markdown(suite: str, rows: list[dict]) -> str:
     if choices:
         lines[2] = lines[2][:-1] + " k | P | height |"
         lines[3] += "---|---|---|"
+    tree_lp = any("ratio_to_tree_lp" in r for r in ok)
+    if tree_lp:
+        lines[2] = lines[2][:-1] + " x tree LP |"
+        lines[3] += "---|"
     for r in ok:
         mh = r["sim_hops_per_s"] / 1e6 if r["sim_hops_per_s"] else float("nan")
         line = (f"| {r['topology']} | {r['gpus']} | {r['collective']} | {r['algo']} | "
@@ -188,7 +215,16 @@ def _markdown(suite: str, rows: list[dict]) -> str:
                 f"{r['sim_wall_s']:.3g} | {mh:.3g} |")
         if choices:
             line += f" {r.get('k', '')} | {r.get('pipeline', '')} | {r.get('tree_height', '')} |"
+        if tree_lp:
+            x = r.get("ratio_to_tree_lp")
+            line += (f" {x:.4g}{'' if r.get('tree_lp_exact') else '*'} |" if x is not None
+                     else "  |")
         lines.append(line)
+    if tree_lp:
+        lines += ["", "`x tree LP`: simulated time over ForestColl's Appendix E AllReduce LP "
+                  "(best in-tree + out-tree scheme, bandwidth only); `*`: topology with "
+                  "switches, where the LP is relaxed through them (a lower bound for tree "
+                  "schemes, not always reachable). Empty: LP too big."]
     skipped = [r for r in rows if r.get("status") == "skipped"]
     if skipped:
         lines += ["", "Skipped:", ""]
@@ -197,21 +233,58 @@ def _markdown(suite: str, rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _case_key(row_or_case) -> tuple:
+    get = row_or_case.get if isinstance(row_or_case, dict) else \
+        (lambda k: getattr(row_or_case, k))
+    return (get("topology"), get("collective"), get("algo"))
+
+
+def _merge(path: str, suite: str, cases: list[Case], all_cases: list[Case],
+           rows: list[dict]) -> list[dict]:
+    """Rows of the cases just run replace theirs in the results file at ``path``; the other
+    cases' rows are kept; rows come out in the suite's case order."""
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return rows
+    if old.get("suite") != suite:
+        return rows
+    ran = {_case_key(c) for c in cases}
+    kept = [r for r in old.get("rows", []) if _case_key(r) not in ran]
+    order = {_case_key(c): i for i, c in enumerate(all_cases)}
+    merged = kept + rows
+    merged.sort(key=lambda r: order.get(_case_key(r), len(order)))   # stable within a case
+    return merged
+
+
 def run_suite(suite: str, out_dir: str = "bench/results", repeat: int = 3,
-              progress: Callable[[str], None] | None = None) -> dict:
+              progress: Callable[[str], None] | None = None, only: str | None = None) -> dict:
+    """Run ``suite`` and write ``OUT/SUITE.json`` and ``.md``. ``only``: run just the cases
+    whose ``"algo collective topology"`` contains this text, and merge their rows into the
+    existing results file (the other cases' rows are kept)."""
     if suite not in SUITES:
         raise CollsynthError(f"unknown bench suite {suite!r} (known: {', '.join(SUITES)})")
-    cases = SUITES[suite]()
+    all_cases = SUITES[suite]()
+    cases = all_cases
+    if only is not None:
+        cases = [c for c in all_cases if only in f"{c.algo} {c.collective} {c.topology}"]
+        if not cases:
+            raise CollsynthError(f"no case of bench suite {suite!r} matches --only {only!r}")
     rows: list[dict] = []
     t0 = time.perf_counter()
     for case in cases:
         if progress:
             progress(f"{case.algo} {case.collective} on {case.topology}")
         rows.extend(run_case(case, repeat))
+    if only is not None:
+        rows = _merge(os.path.join(out_dir, f"{suite}.json"), suite, cases, all_cases, rows)
     ok = [r for r in rows if r.get("status") == "ok"]
-    summary: dict[str, Any] = {"cases": len(cases), "rows": len(ok),
+    summary: dict[str, Any] = {"cases": len(all_cases), "rows": len(ok),
                                "skipped": len(rows) - len(ok),
                                "wall_s": time.perf_counter() - t0}
+    if only is not None:
+        summary["only"] = {"pattern": only, "cases_run": len(cases)}
     rates = [r["sim_hops_per_s"] for r in ok if r.get("sim_hops_per_s")]
     if rates:
         summary["median_sim_hops_per_s"] = statistics.median(rates)

@@ -501,7 +501,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     con = _console()
     quiet = args.json
     res = run_suite(args.suite, out_dir=args.out, repeat=args.repeat,
-                    progress=None if quiet else (lambda msg: con.print(f"[dim]{msg}[/dim]")))
+                    progress=None if quiet else (lambda msg: con.print(f"[dim]{msg}[/dim]")),
+                    only=args.only)
     if args.json:
         _emit_json(res)
         return 0
@@ -866,6 +867,9 @@ def build_parser() -> argparse.ArgumentParser:
     ben.add_argument("--repeat", type=int, default=3, help="timing repeats (median)")
     ben.add_argument("--out", default="bench/results", help="results folder")
     ben.add_argument("--json", action="store_true", help="print one JSON object")
+    ben.add_argument("--only", metavar="TEXT", default=None,
+                     help="run only the cases whose 'algo collective topology' contains TEXT "
+                          "and merge their rows into the existing results")
     ben.set_defaults(func=_cmd_bench)
 
     exp_ = sub.add_parser("export", help="export a schedule to a runtime format",

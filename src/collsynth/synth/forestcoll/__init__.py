@@ -46,6 +46,7 @@ from ...topology.model import Topology, TopologyBuilder
 from . import _flow
 from .optimality import (Optimum, at_scale, fixed_k, integer_bandwidths, optimal_allgather,
                          simplest_between)
+from .allreduce_lp import allreduce_lp
 from .packing import pack_trees
 from .splitting import LogicalTopology, remove_switches
 from .symmetry import automorphisms, symmetric_trees
@@ -56,7 +57,7 @@ SYMMETRY_MIN_RANKS = 32
 __all__ = ["Optimum", "LogicalTopology", "optimal_allgather", "fixed_k", "remove_switches",
            "pack_trees", "forestcoll_trees", "transpose", "simplest_between",
            "integer_bandwidths", "route_trees", "tree_congestion", "automorphisms",
-           "symmetric_trees", "SYMMETRY_MIN_RANKS"]
+           "symmetric_trees", "SYMMETRY_MIN_RANKS", "allreduce_lp"]
 
 
 def transpose(topo: Topology) -> Topology:

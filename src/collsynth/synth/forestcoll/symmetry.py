@@ -4,11 +4,14 @@ Large zoo fabrics (``dgx_a100:nodes=128``: 1024 GPUs) are highly symmetric: perm
 chassis, or shifting GPU/NIC indices inside every chassis, maps links to links of the same
 bandwidth and alpha. ForestColl's public code exploits such automorphisms; here:
 
-1. :func:`automorphisms` derives a group ``G`` of automorphisms from node attributes: the
-   cyclic chassis shift ``chassis -> chassis + 1`` and the smallest within-chassis index shift
-   ``local -> local + d`` that is an automorphism (every other attribute kept). Each candidate
-   permutation is *verified*: it must map the multiset of links ``(src, dst, bw, alpha, cls,
-   lanes)`` onto itself. ``G`` is used only if it acts freely on the ranks (every rank orbit has
+1. :func:`automorphisms` derives a group ``G`` of automorphisms from node attributes: for every
+   non-negative integer attribute (``chassis`` first, then ``local``, ``x``, ``y``, ...), the
+   smallest cyclic shift ``a -> a + d`` that is an automorphism, matching the other attributes
+   (or all but one of them, or none of the other integer ones: attributes derived from the
+   shifted one, such as a torus node's linear index, or an MI250 GCD's package when
+   ``local -> local + 8``). Each candidate permutation is *verified*: it must map the multiset
+   of links ``(src, dst, bw, alpha, cls, lanes)`` onto itself. Generators are added one by one
+   and kept only while the generated group acts freely on the ranks (every rank orbit has
    ``|G|`` elements).
 2. :func:`symmetric_trees` builds spanning out-trees only for one root per rank orbit, directly on
    the original topology (tree edges are rank-to-rank routes whose inner nodes are switches), and
@@ -16,12 +19,20 @@ bandwidth and alpha. ForestColl's public code exploits such automorphisms; here:
    representative tree using link ``l`` puts ``|G| / |orbit(l)|`` trees on every link of the
    orbit once the images are added, so a representative may use ``l`` only while
    ``load(orbit) + |G| / |orbit| <= caps[l]`` (``caps`` of the :class:`~.optimality.Optimum`).
-   Trees grow round-robin, one edge per turn, by a multi-source breadth-first search from the
-   tree's members (shallowest first) through switches on links with room left, so trees come
-   out short (``round_robin=None`` retries a stuck construction growing one tree after the
-   other).
+   Trees grow round-robin, one edge per turn, each time reaching the nearest non-member from
+   the tree's members through switches on links with room left: first by fewest hops
+   (breadth-first, short trees); if that gets stuck, by the cheapest path with link cost
+   ``max cap / cap`` (scarce links such as a chassis' NIC uplinks cost more, so a tree spreads
+   inside a chassis before it crosses the network again: this is what makes the 3-D torus
+   and the TE-CCL MI250 model work).
+3. *Enter-once learning.* When a tree gets stuck, the part of the fabric it cannot reach
+   (unreached GPUs and the switches that serve only them, split into connected pieces) was
+   used up by trees that entered it more than once; it and its images become "enter once"
+   sets (a tree with a member inside may not take a link into it again) and the construction
+   restarts (``max_restarts``, default 3).
 
-The construction is a greedy heuristic: it may get stuck although a packing exists; it then
+The construction is a greedy heuristic: it may get stuck although a packing exists (the
+default MI250 model, whose GCD packages are exactly tight cuts, still does); it then
 returns None and :func:`~collsynth.synth.forestcoll.forestcoll_trees` runs the exact pipeline
 (edge splitting + Algorithm 5). When it succeeds, the trees meet the optimum exactly: ``k``
 trees per root, every link carries at most ``caps[e]`` trees (re-checked by
@@ -30,6 +41,7 @@ trees per root, every link carries at most ``caps[e]`` trees (re-checked by
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from typing import Any
 
@@ -59,60 +71,81 @@ def _link_perm(topo: Topology, p: list[int]) -> list[int] | None:
     return out
 
 
-def _attr_perm(topo: Topology, attr: str, shift: int) -> list[int] | None:
+def _attr_perm(topo: Topology, attr: str, shift: int, ignore: frozenset = frozenset()
+               ) -> list[int] | None:
     """Node permutation shifting integer attribute ``attr`` by ``shift`` (mod its range per
-    node kind/role), all other attributes kept; None if some image does not exist."""
+    node kind/role); every other attribute is kept except those in ``ignore`` (attributes
+    derived from ``attr``, such as a torus node's linear index when its ``x`` shifts), which
+    are not matched. None if some image does not exist or is not unique."""
     nodes = topo.nodes
-    key_of = {}
     ranges: dict[tuple, int] = {}
     for nd in nodes:
         a = nd.attrs
-        grp = (nd.kind, a.get("role"))
         if attr in a:
-            if not isinstance(a[attr], int) or a[attr] < 0:
+            if not isinstance(a[attr], int) or isinstance(a[attr], bool) or a[attr] < 0:
                 return None
+            grp = (nd.kind, a.get("role"))
             ranges[grp] = max(ranges.get(grp, 0), a[attr] + 1)
-        key_of[(nd.kind, tuple(sorted((k, repr(v)) for k, v in a.items())))] = nd
+
+    def key(kind, a) -> tuple:
+        return (kind, tuple(sorted((k, repr(v)) for k, v in a.items() if k not in ignore)))
+
+    index: dict[tuple, int] = {}
+    for i, nd in enumerate(nodes):
+        kk = key(nd.kind, nd.attrs)
+        index[kk] = -1 if kk in index else i      # -1: ambiguous
     p = []
     for i, nd in enumerate(nodes):
         a = nd.attrs
         if attr not in a:
+            if any(k in a for k in ignore):
+                return None
             p.append(i)
             continue
         b = dict(a)
         b[attr] = (a[attr] + shift) % ranges[(nd.kind, a.get("role"))]
-        img = key_of.get((nd.kind, tuple(sorted((k, repr(v)) for k, v in b.items()))))
-        if img is None:
+        img = index.get(key(nd.kind, b), -1)
+        if img < 0:
             return None
-        p.append(topo.index(img.name) if hasattr(topo, "index") else nodes.index(img))
-    if sorted(p) != list(range(len(nodes))):
+        p.append(img)
+    if len(set(p)) != len(p):
         return None
     return p
 
 
-def automorphisms(topo: Topology, max_order: int | None = None
-                  ) -> tuple[np.ndarray, np.ndarray] | None:
-    """A verified automorphism group acting freely on the ranks (see the module doc).
-
-    Returns ``(node_perms, link_perms)`` (one row per group element, the identity first) or
-    None if no nontrivial such group is found (or it has more than ``max_order`` elements;
-    default: as many as fit in about 400 MB of permutation tables).
-    """
-    if max_order is None:
-        max_order = max(2, 50_000_000 // max(1, topo.num_nodes + len(topo.links)))
+def _generators(topo: Topology) -> list[list[int]]:
+    """Candidate generators: for every non-negative integer node attribute, the smallest shift
+    that is a verified automorphism, matching all other attributes, or all but one, or all but
+    the other integer ones (derived indices)."""
+    int_attrs: list[str] = []
+    for nd in topo.nodes:
+        for k, v in nd.attrs.items():
+            if isinstance(v, int) and not isinstance(v, bool) and k not in int_attrs:
+                int_attrs.append(k)
+    ident = list(range(topo.num_nodes))
     gens = []
-    p = _attr_perm(topo, "chassis", 1)
-    if p is not None and p != list(range(len(p))) and _link_perm(topo, p) is not None:
-        gens.append(p)
-    ranges = [nd.attrs["local"] for nd in topo.nodes if isinstance(nd.attrs.get("local"), int)]
-    if ranges:
-        for d in range(1, max(ranges) + 1):
-            p = _attr_perm(topo, "local", d)
-            if p is not None and p != list(range(len(p))) and _link_perm(topo, p) is not None:
-                gens.append(p)
+    for attr in sorted(int_attrs, key=lambda a: (a != "chassis", a)):
+        hi = max(nd.attrs[attr] for nd in topo.nodes if isinstance(nd.attrs.get(attr), int))
+        others = [b for b in int_attrs if b != attr]
+        ignores = [frozenset()] + [frozenset([b]) for b in others]
+        if len(others) > 1:
+            ignores.append(frozenset(others))
+        found = None
+        for d in range(1, hi + 1):
+            for ign in ignores:
+                p = _attr_perm(topo, attr, d, ign)
+                if p is not None and p != ident and _link_perm(topo, p) is not None:
+                    found = p
+                    break
+            if found is not None:
                 break
-    if not gens:
-        return None
+        if found is not None and found not in gens:
+            gens.append(found)
+    return gens
+
+
+def _closure(topo: Topology, gens: list[list[int]], max_order: int
+             ) -> tuple[np.ndarray, np.ndarray] | None:
     glinks = [np.array(_link_perm(topo, g), dtype=np.int64) for g in gens]
     garr = [np.array(g, dtype=np.int64) for g in gens]
     ident = np.arange(topo.num_nodes, dtype=np.int64)
@@ -132,16 +165,184 @@ def automorphisms(topo: Topology, max_order: int | None = None
                 q.append(len(nodes_l) - 1)
                 if len(nodes_l) > max_order:
                     return None
+    return np.array(nodes_l, dtype=np.int64), np.array(links_l, dtype=np.int64)
+
+
+def automorphisms(topo: Topology, max_order: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """A verified automorphism group acting freely on the ranks (see the module doc).
+
+    Returns ``(node_perms, link_perms)`` (one row per group element, the identity first) or
+    None if no nontrivial such group is found (or it has more than ``max_order`` elements;
+    default: as many as fit in about 400 MB of permutation tables). Generators are tried in a
+    fixed order and a generator is dropped when adding it makes the group too large or not
+    free on the ranks.
+    """
+    if max_order is None:
+        max_order = max(2, 50_000_000 // max(1, topo.num_nodes + len(topo.links)))
     comp = topo.compute_nodes.tolist()
-    P = np.array(nodes_l, dtype=np.int64)
-    # free on ranks: no non-identity element fixes a compute node
-    if (P[1:][:, comp] == np.array(comp)[None, :]).any():
-        return None
-    L = np.array(links_l, dtype=np.int64)
-    return P, L
+    comp_arr = np.array(comp, dtype=np.int64)
+    kept: list[list[int]] = []
+    best = None
+    for g in _generators(topo):
+        got = _closure(topo, kept + [g], max_order)
+        if got is None:
+            continue
+        P, _ = got
+        # free on ranks: no non-identity element fixes a compute node
+        if len(P) > 1 and (P[1:][:, comp_arr] == comp_arr[None, :]).any():
+            continue
+        kept.append(g)
+        best = got
+    return best
 
 
-def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = True
+
+def _nearest(t, out_links, orbit, oload, inc, caps, dst, is_comp, enter_mask):
+    """Multi-source breadth-first search from the tree's members (in insertion order) through
+    switches on links with room left: the first compute non-member reached and the links."""
+    prev: dict[int, int] = {}
+    q = deque(t["order"])
+    visited = set(t["order"])
+    entered = t["entered"]
+    while q:
+        x = q.popleft()
+        for l in out_links[x]:
+            if oload[orbit[l]] + inc[l] > caps[l] or enter_mask[l] & entered:
+                continue
+            y = dst[l]
+            if y in visited:
+                continue
+            visited.add(y)
+            prev[y] = l
+            if is_comp[y]:
+                return y, prev
+            q.append(y)
+    return None, prev
+
+
+def _cheapest(t, out_links, orbit, oload, inc, caps, dst, is_comp, weight, enter_mask):
+    """Multi-source Dijkstra from the tree's members through switches on links with room left,
+    link cost ``weight[l]`` (scarce, low-capacity links cost more), ties to shallow members."""
+    members = t["members"]
+    entered = t["entered"]
+    prev: dict[int, int] = {}
+    dist: dict[int, float] = {}
+    heap = []
+    for m in t["order"]:
+        d0 = members[m] * 1e-3
+        dist[m] = d0
+        heap.append((d0, m))
+    heapq.heapify(heap)
+    done = set()
+    while heap:
+        d, x = heapq.heappop(heap)
+        if x in done:
+            continue
+        done.add(x)
+        if is_comp[x] and x not in members:
+            return x, prev
+        for l in out_links[x]:
+            o = orbit[l]
+            if oload[o] + inc[l] > caps[l] or enter_mask[l] & entered:
+                continue
+            y = dst[l]
+            if y in members:
+                continue
+            nd = d + weight[l]
+            if nd < dist.get(y, 1e300):
+                dist[y] = nd
+                prev[y] = l
+                heapq.heappush(heap, (nd, y))
+    return None, prev
+
+
+def _stuck_set(topo: Topology, reach: set[int], is_comp: list[bool]) -> list[frozenset[int]]:
+    """The set a stuck tree cannot enter: the unreachable compute nodes plus every switch
+    whose compute neighbours are all unreachable (a NIC of those GPUs; not a switch, like a
+    spine, that touches no GPU)."""
+    out = {v for v in range(topo.num_nodes) if is_comp[v] and v not in reach}
+    nbrs: dict[int, set[int]] = {}
+    for l in topo.links:
+        if not is_comp[l.src] and is_comp[l.dst]:
+            nbrs.setdefault(l.src, set()).add(l.dst)
+        if is_comp[l.src] and not is_comp[l.dst]:
+            nbrs.setdefault(l.dst, set()).add(l.src)
+    for w, cs in nbrs.items():
+        if cs <= out:
+            out.add(w)
+    # weakly connected components inside the set (a set in two chassis is two sets)
+    parent = {v: v for v in out}
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for l in topo.links:
+        if l.src in out and l.dst in out:
+            a, b = find(l.src), find(l.dst)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    comps: dict[int, set[int]] = {}
+    for v in out:
+        comps.setdefault(find(v), set()).add(v)
+    return [frozenset(c) for _, c in sorted(comps.items())]
+
+
+def _grow(reps, k, n, out_links, orbit, oload, inc, caps, ocap, dst, is_comp, weight,
+          round_robin, node_mask, enter_mask, topo):
+    """One greedy construction of the representative trees; returns the trees, or the set of
+    nodes a stuck tree cannot reach (all links into it full or forbidden), or None."""
+    trees = [{"root": r, "members": {r: 0}, "order": [r], "edges": [], "entered": node_mask[r]}
+             for r in reps for _ in range(k)]
+    active = list(range(len(trees)))
+    while active:
+        nxt = []
+        for ti in active:
+            t = trees[ti]
+            members = t["members"]
+            if weight is not None:
+                found, prev = _cheapest(t, out_links, orbit, oload, inc, caps, dst, is_comp,
+                                        weight, enter_mask)
+            else:
+                found, prev = _nearest(t, out_links, orbit, oload, inc, caps, dst, is_comp,
+                                       enter_mask)
+            if found is None:
+                return None, _stuck_set(topo, set(t["order"]) | set(prev), is_comp)
+            route = []
+            y = found
+            while y not in members:
+                l = prev[y]
+                route.append(l)
+                y = topo.links[l].src
+            route.reverse()
+            need: dict[int, int] = {}
+            for l in route:
+                need[orbit[l]] = need.get(orbit[l], 0) + inc[l]
+            if any(oload[o] + d > ocap[o] for o, d in need.items()):
+                return None, None
+            for o, d in need.items():
+                oload[o] += d
+            members[found] = members[y] + 1
+            t["order"].append(found)
+            t["edges"].append((y, found, tuple(route)))
+            t["entered"] |= node_mask[found]
+            if len(members) < n:
+                if round_robin:
+                    nxt.append(ti)
+                else:
+                    nxt.insert(0, ti)
+                    break
+        if not round_robin:
+            nxt += [x for x in active if x not in nxt and len(trees[x]["members"]) < n]
+        active = nxt
+    return trees, None
+
+
+def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = True,
+                    weighted: bool | None = None, max_restarts: int = 3
                     ) -> tuple[list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]],
                                dict[str, Any]] | None:
     """Trees for every root from trees for one root per orbit (see the module doc), or None.
@@ -150,17 +351,14 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
     trees) or one tree after the other (False); None tries round-robin first, then one after
     the other. One after the other succeeds more often (h800_rails) but its trees simulated
     worse there (1.19x the bound against 1.03x for the exact pipeline), so it is not the
-    default.
+    default. ``weighted``: paths by fewest hops (False) or cheapest capacity-weighted cost
+    (True); None (default) tries hops first, then weighted. ``max_restarts``: restarts per
+    attempt after learning "enter once" sets.
     """
     if group is None:
         group = automorphisms(topo)
     if group is None:
         return None
-    if round_robin is None:
-        got = symmetric_trees(topo, opt, group, True)
-        if got is None:
-            got = symmetric_trees(topo, opt, group, False)
-        return got
     P, L = group
     G = len(P)
     k = int(opt.k)
@@ -189,72 +387,63 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
     ocap = [0] * len(osize)
     for l in range(nl):
         ocap[orbit[l]] = caps[l]   # an automorphism keeps bandwidth, hence caps
-    oload = [0] * len(osize)
+    cmax = max(caps) if caps else 1
+    weight = [cmax / c if c > 0 else 0.0 for c in caps]
     out_links: list[list[int]] = [[] for _ in range(topo.num_nodes)]
     for l in topo.links:
         if caps[l.id] > 0:
             out_links[l.src].append(l.id)
     dst = topo.link_dst.tolist()
+    src = topo.link_src.tolist()
     n = len(comp)
-    # one tree of multiplicity 1 per (rep, j), j < k
-    trees = [{"root": r, "members": {r: 0}, "order": [r], "edges": []}
-             for r in reps for _ in range(k)]
-    steps = 0
-    active = list(range(len(trees)))
-    while active:
-        nxt = []
-        for ti in active:
-            t = trees[ti]
-            members = t["members"]
-            # multi-source BFS from members (shallowest first) through switches
-            prev: dict[int, int] = {}
-            q = deque(t["order"])
-            visited = set(t["order"])
-            found = None
-            while q and found is None:
-                x = q.popleft()
-                for l in out_links[x]:
-                    o = orbit[l]
-                    if oload[o] + inc[l] > caps[l]:
-                        continue
-                    y = dst[l]
-                    if y in visited:
-                        continue
-                    visited.add(y)
-                    prev[y] = l
-                    if is_comp[y]:
-                        found = y
-                        break
-                    q.append(y)
-            if found is None:
+    nn = topo.num_nodes
+
+    def attempt(rr: bool, w: bool):
+        # learned "enter once" sets (see the module doc), closed under the group
+        learned: list[frozenset[int]] = []
+        known: set[frozenset[int]] = set()
+        node_mask = [0] * nn
+        enter_mask = [0] * nl
+        restarts = 0
+        while True:
+            trees, stuck = _grow(reps, k, n, out_links, orbit, [0] * len(osize), inc, caps,
+                                 ocap, dst, is_comp, weight if w else None, rr, node_mask,
+                                 enter_mask, topo)
+            if trees is not None:
+                return trees, len(learned), restarts
+            if stuck is None or restarts >= max_restarts:
                 return None
-            route = []
-            y = found
-            while y not in members:
-                l = prev[y]
-                route.append(l)
-                y = topo.links[l].src
-            route.reverse()
-            need: dict[int, int] = {}
-            for l in route:
-                need[orbit[l]] = need.get(orbit[l], 0) + inc[l]
-            if any(oload[o] + d > ocap[o] for o, d in need.items()):
+            restarts += 1
+            progress = False
+            for stuck_set in stuck:
+                for g in range(G):
+                    img = frozenset(int(x) for x in P[g][sorted(stuck_set)])
+                    if img in known:
+                        continue
+                    progress = True
+                    known.add(img)
+                    bit = 1 << len(learned)
+                    learned.append(img)
+                    for v in img:
+                        node_mask[v] |= bit
+                    for l in range(nl):
+                        if dst[l] in img and src[l] not in img:
+                            enter_mask[l] |= bit
+            if not progress:
                 return None
-            for o, d in need.items():
-                oload[o] += d
-            members[found] = members[y] + 1
-            t["order"].append(found)
-            t["edges"].append((y, found, tuple(route)))
-            steps += 1
-            if len(members) < n:
-                if round_robin:
-                    nxt.append(ti)
-                else:
-                    nxt.insert(0, ti)
-                    break
-        if not round_robin:
-            nxt += [x for x in active if x not in nxt and len(trees[x]["members"]) < n]
-        active = nxt
+
+    got = None
+    for rr in ((True, False) if round_robin is None else (round_robin,)):
+        for w in ((False, True) if weighted is None else (weighted,)):
+            got = attempt(rr, w)
+            if got is not None:
+                break
+        if got is not None:
+            break
+    if got is None:
+        return None
+    trees, n_learned, restarts = got
+    steps = sum(len(t["edges"]) for t in trees)
     # images under the group; identical trees of a root merge into one batch
     batches: dict[tuple[int, tuple], int] = {}
     rank_arr = np.asarray(rank, dtype=np.int64)
@@ -274,6 +463,6 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
     routed = [(root, m, list(edges)) for (root, edges), m in batches.items()]
     routed.sort(key=lambda x: (x[0], -x[1]))
     info = {"group_order": G, "representatives": len(reps), "link_orbits": len(osize),
-            "round_robin": round_robin,
-            "steps": steps}
+            "round_robin": rr, "weighted": w, "learned_sets": n_learned,
+            "restarts": restarts, "steps": steps}
     return routed, info
