@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 
@@ -68,6 +69,7 @@ def run_one(spec: str, size: float, repeat: int, chunks: int = 1,
         "synth_s": best, "verify_s": verify_s, "ops": sched.num_ops,
         "slot_s": m["slot_s"], "plan_slots": m["plan_slots"], "plan_time_s": m["plan_time_s"],
         "horizon_slots": m["horizon_slots"], "horizon_growths": m["horizon_growths"],
+        "trees": m["trees"], "nearest": m["nearest"], "negotiation": m["negotiation"],
         "sim_time_s": asap.time_s, "sim_release_time_s": replay.time_s,
         "bound_time_s": b.time_s, "bound_kind": b.kind,
         "ratio_to_bound": asap.time_s / b.time_s,
@@ -103,11 +105,27 @@ def versus_teccl(path: str) -> list[dict]:
         topo = load_topology(spec)
         if topo.name != r["topology"]:
             continue
-        coll = Collective.make(r["collective"], topo.num_ranks)
+        chunks = int(r.get("chunks") or 1)
+        m = re.search(r"(\d+) chunks/GPU", r.get("note") or "")
+        if m:
+            chunks = int(m.group(1))
+        coll = Collective.make(r["collective"], topo.num_ranks, chunks)
         size = float(r["size_bytes"])
         row = {"system": r["system"], "topology": spec, "collective": r["collective"],
-               "size_bytes": size, "teccl_status": r.get("status"), "teccl_sim_s": r["sim_s"],
-               "teccl_solver_s": r.get("solver_time_s"), "bound_s": r.get("bound_s")}
+               "size_bytes": size, "chunks": chunks, "teccl_status": r.get("status"),
+               "teccl_sim_s": r["sim_s"], "teccl_solver_s": r.get("solver_time_s"),
+               "bound_s": r.get("bound_s")}
+        # the default (every option auto: variants, slot refinement, negotiation)
+        t0 = time.perf_counter()
+        sched = synthesize("mteg", topo, coll, size=size)
+        synth = time.perf_counter() - t0
+        ensure_verified(sched)
+        row["mteg_auto_sim_s"] = simulate(sched, size).time_s
+        row["mteg_auto_synth_s"] = synth
+        row["mteg_auto_choice"] = {k: sched.meta["mteg"][k] for k in ("trees", "nearest",
+                                                                       "slot_s")}
+        row["mteg_auto_negotiation"] = sched.meta["mteg"]["negotiation"]
+        # the seed's variants one by one (slot and negotiation still auto)
         for nearest in ("arrival", "cost"):
             for trees in ("sequential", "concurrent"):
                 t0 = time.perf_counter()
@@ -148,23 +166,33 @@ def to_markdown(rows: list[dict], header: dict, vs: list[dict] | None = None) ->
     if vs:
         lines += ["## Against TE-CCL", "",
                   "TE-CCL's simulated times and solver status from `bench/results/teccl.json` "
-                  "(its own benchmark, 10 s HiGHS limit); MTEGCCA (1 chunk per rank) re-run here "
-                  "at the same sizes. `ratio` = MTEGCCA sim / TE-CCL sim.", "",
-                  "| system | collective | size | TE-CCL status | TE-CCL sim | TE-CCL solver s "
-                  "| mteg sim | ratio | synth s | concurrent | ratio | nearest=cost | ratio "
+                  "(its own benchmark, 10 s HiGHS limit); MTEGCCA re-run here at the same sizes "
+                  "and chunks per rank (`C`). `ratio` = MTEGCCA sim / TE-CCL sim. `mteg (auto)` "
+                  "is the default (`collsynth synth --algo mteg`: every variant, slot "
+                  "refinement and negotiation; `choice` = trees, nearest, slot of the plan it "
+                  "kept); the other columns fix `trees`/`nearest` (slot and negotiation "
+                  "still auto).", "",
+                  "| system | collective | C | size | TE-CCL status | TE-CCL sim "
+                  "| TE-CCL solver s | mteg (auto) sim | ratio | synth s | choice "
+                  "| sequential | ratio | concurrent | ratio | nearest=cost | ratio "
                   "| cost + concurrent | ratio |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+                  "---|"]
         for r in vs:
             te = r["teccl_sim_s"]
             solver = r["teccl_solver_s"]
-            cells = [r["system"], r["collective"], fmt_size(r["size_bytes"]), r["teccl_status"],
-                     fmt_time(te), "n/a" if solver is None else f"{solver:.1f}"]
-            for i, name in enumerate(("sequential", "concurrent", "cost_sequential",
-                                      "cost_concurrent")):
+            ch = r["mteg_auto_choice"]
+            neg = r["mteg_auto_negotiation"]
+            choice = (f"{ch['trees'][:3]}/{ch['nearest'][:4]}/{fmt_time(ch['slot_s'])}"
+                      + (f"/neg {neg['best_round']}" if neg["best_round"] else ""))
+            cells = [r["system"], r["collective"], r.get("chunks", 1),
+                     fmt_size(r["size_bytes"]), r["teccl_status"],
+                     fmt_time(te), "n/a" if solver is None else f"{solver:.1f}",
+                     fmt_time(r["mteg_auto_sim_s"]), f"{r['mteg_auto_sim_s'] / te:.2f}",
+                     f"{r['mteg_auto_synth_s']:.3f}", choice]
+            for name in ("sequential", "concurrent", "cost_sequential", "cost_concurrent"):
                 x = r[f"mteg_{name}_sim_s"]
                 cells += [fmt_time(x), f"{x / te:.2f}"]
-                if i == 0:
-                    cells.append(f"{r['mteg_sequential_synth_s']:.3f}")
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -189,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     vs = versus_teccl(os.path.join(os.path.dirname(__file__), "results", "teccl.json"))
     for r in vs:
         print(f"vs TE-CCL {r['system']:10s} {r['collective']:9s} "
-              f"{fmt_size(r['size_bytes']):>6s}: teccl {fmt_time(r['teccl_sim_s'])} "
-              f"mteg {fmt_time(r['mteg_sequential_sim_s'])} "
+              f"{fmt_size(r['size_bytes']):>6s} C={r['chunks']}: "
+              f"teccl {fmt_time(r['teccl_sim_s'])} "
+              f"mteg auto {fmt_time(r['mteg_auto_sim_s'])} ({r['mteg_auto_synth_s']:.2f}s) "
+              f"sequential {fmt_time(r['mteg_sequential_sim_s'])} "
               f"concurrent {fmt_time(r['mteg_concurrent_sim_s'])} "
               f"cost {fmt_time(r['mteg_cost_sequential_sim_s'])} "
               f"cost+concurrent {fmt_time(r['mteg_cost_concurrent_sim_s'])}", flush=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +116,40 @@ def _parse_slot(value: Any) -> float | None:
     return tau
 
 
+def asap_seconds(graph: SlotGraph, planner: Planner) -> float:
+    """Completion of a plan executed as soon as possible (an estimate, in seconds).
+
+    The plan's transfers in planned order (departure slot, then plan order; a parent always
+    departs earlier), each hop starting as soon as its chunk is there and its link has finished
+    the transfer before it: the model of ``docs/simulator.md`` (a hop transmits for
+    ``chunk / its bw``, the next hop is requested ``alpha`` later, a transfer is complete
+    when its last byte has propagated). Whole slots round every transfer up, so at coarse
+    slots a plan can run much earlier than its slots say; :func:`best_plan` and the
+    negotiation compare plans by this time.
+    """
+    hops = graph.e_hops
+    free = [0.0] * len(graph.topology.links)
+    op_edge, op_parent = planner.op_edge, planner.op_parent
+    done = [0.0] * len(op_edge)
+    finish = 0.0
+    for i in sorted(range(len(op_edge)), key=planner.op_slot.__getitem__):
+        par = op_parent[i]
+        req = done[par] if par >= 0 else 0.0
+        comp = 0.0
+        for l, a, tx, tail in hops[op_edge[i]]:
+            f = free[l]
+            st = req if req > f else f
+            end = st + tx
+            free[l] = end
+            if end + tail > comp:
+                comp = end + tail
+            req = st + a
+        done[i] = comp
+        if comp > finish:
+            finish = comp
+    return finish
+
+
 @dataclass
 class Plan:
     """A finished slot plan (before lowering to the IR)."""
@@ -125,6 +161,8 @@ class Plan:
     collective: Collective
     trees: str = "sequential"
     nearest: str = "arrival"
+    negotiation: dict | None = None
+    _asap: tuple | None = None
 
     @property
     def tau(self) -> float:
@@ -138,10 +176,24 @@ class Plan:
     def seconds(self) -> float:
         return self.planner.finish * self.graph.tau
 
+    @property
+    def asap(self) -> float:
+        """:func:`asap_seconds` of the plan (cached)."""
+        if self._asap is None or self._asap[0] is not self.planner:
+            self._asap = (self.planner, asap_seconds(self.graph, self.planner))
+        return self._asap[1]
+
+    def better_than(self, other: Plan) -> bool:
+        """Strictly earlier as soon as possible (relative 1e-12), then in the slot plan."""
+        a, b = self.asap, other.asap
+        if abs(a - b) > 1e-12 * max(a, b):
+            return a < b
+        return self.seconds < other.seconds * (1 - 1e-12)
+
 
 def plan(topology: Topology, collective: Collective, size: float | None = None,
          slot: Any = None, horizon: Any = None, occupancy: Any = None,
-         trees: Any = None, nearest: Any = None) -> Plan:
+         trees: Any = None, nearest: Any = None, negotiate: Any = None) -> Plan:
     """Run MTEGCCA's planning (no IR): the slot plan for ``size`` bytes."""
     if collective.num_ranks != topology.num_ranks:
         raise CollsynthError(f"collective has {collective.num_ranks} ranks but topology "
@@ -158,10 +210,23 @@ def plan(topology: Topology, collective: Collective, size: float | None = None,
     near = "arrival" if nearest is None else str(nearest).strip().lower()
     if near not in ("arrival", "cost"):
         raise CollsynthError(f"mteg option nearest={nearest!r} is not arrival or cost")
+    rounds = _parse_negotiate(negotiate)
     cb = collective.chunk_bytes(nbytes)
     graph = SlotGraph(topology, cb, tau, exact=mode == "exact")
     tasks = decompose(collective, cb, spread_order(topology))
-    planner = Planner(graph, h0, near)
+    planner = _route_all(graph, tasks, h0, near, grow, None)
+    p = Plan(graph, planner, tasks, nbytes, collective, grow, near)
+    if rounds is None:
+        rounds = negotiation_rounds(graph, tasks)
+    if rounds > 0:
+        _negotiate(p, h0, rounds)
+    return p
+
+
+def _route_all(graph: SlotGraph, tasks: list[Task], h0: int | None, near: str, grow: str,
+               penalty: dict[int, dict[int, float]] | None) -> Planner:
+    """One pass of seed steps 3–5: every task's tree, in planning order."""
+    planner = Planner(graph, h0, near, penalty)
     rest = tasks
     if grow == "concurrent":
         full = [t for t in tasks if len(t.dests) == graph.n - 1]
@@ -169,7 +234,150 @@ def plan(topology: Topology, collective: Collective, size: float | None = None,
         planner.route_concurrent([(t.chunk, t.source) for t in full])
     for task in rest:
         planner.route(task.chunk, task.source, task.dests)
-    return Plan(graph, planner, tasks, nbytes, collective, grow, near)
+    return planner
+
+
+#: ``negotiate=auto``: at most this many re-planning rounds ...
+NEGOTIATE_MAX_ROUNDS = 16
+#: ... and at most this much work in all (rounds x tasks x transmission edges; one unit is
+#: a few microseconds of planning): DGX-1, NDv2 x2 and MI250 get every round, NDv2 x4 four,
+#: DGX-2 x2 one, 10-chassis NDv2 (80 tasks x 410 edges) none.
+NEGOTIATE_WORK = 20_000
+#: ``negotiate``: stop after this many rounds without a better plan.
+NEGOTIATE_PATIENCE = 6
+
+
+def negotiation_rounds(graph: SlotGraph, tasks: list[Task]) -> int:
+    """Rounds ``negotiate=auto`` stands for: a work budget, so synthesis stays fast."""
+    work = max(1, len(tasks) * len(graph.edges))
+    return max(0, min(NEGOTIATE_MAX_ROUNDS, NEGOTIATE_WORK // work))
+
+
+def _parse_negotiate(value: Any) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
+        return None
+    if isinstance(value, str) and value.strip().lower() in ("off", "no", "none"):
+        return 0
+    return int_option(value, "negotiate", "mteg", minimum=0)
+
+
+def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
+    """Negotiated re-planning (option ``negotiate``; not in the seed).
+
+    Greedy trees take the earliest-arriving edges for themselves: on DGX-1 every broadcast
+    sends its chunk over all four of its source's links at slot 0, the two slow NVLinks
+    included, and the slow links are then busy when the last chunks need them (4 chunk times
+    where the TE-CCL MILP needs 3). Each round looks at the transfers that arrive last; for
+    each, at every in-edge of its receiver that could have delivered the chunk earlier (its
+    sender held the chunk early enough), the transfers of *other* trees whose windows stood in
+    the way get a penalty of one chunk time (on the fastest link) added to their edge's key
+    in their own tree, and every tree is planned again on an empty residual graph. Penalties
+    accumulate (the history of "negotiated congestion" routers); a tree then prefers another
+    edge when its penalised one is contended, as long as the alternative is not later by more
+    than the penalty. The plan that completes first as soon as possible is kept
+    (:meth:`Plan.better_than`; ties: the earliest round, so the seed's plan when nothing
+    improves). Stops early after ``NEGOTIATE_PATIENCE`` rounds without a better plan, when a
+    round adds no penalty, or when the plan reaches the empty-network latency bound. Penalties
+    act on full broadcasts only (the Prim-like paths and ``trees=concurrent``); multicasts to
+    subsets are re-planned unchanged, and a collective without full broadcasts is not
+    re-planned at all.
+    Deterministic: penalties are a function of the previous plan alone.
+    """
+    g = p.graph
+    if not any(len(t.dests) == g.n - 1 for t in p.tasks):
+        return                    # penalties steer full broadcasts only: nothing would change
+    source = {t.chunk: t.source for t in p.tasks}
+    floor = _latency_floor(g, p.tasks)
+    step = max(g.chunk_bytes / float(g.topology.link_bw.max()) / g.tau, 1.0)
+    into: list[list[int]] = [[] for _ in range(g.n)]
+    e_src = [e.src for e in g.edges]
+    for e in g.edges:
+        into[e.dst].append(e.id)
+    penalty: dict[int, dict[int, float]] = {}
+    best = p.planner
+    first = best.finish
+    used = best_round = 0
+    first_s = p.asap
+    best_p = p
+    cur = best
+    while (used < rounds and cur.finish > floor
+           and used - best_round < NEGOTIATE_PATIENCE):
+        if not _add_penalties(cur, g, source, into, e_src, penalty, step):
+            break
+        cur = _route_all(g, p.tasks, h0, p.nearest, p.trees, penalty)
+        used += 1
+        cand = Plan(g, cur, p.tasks, p.size, p.collective, p.trees, p.nearest)
+        if cand.better_than(best_p):
+            best_p, best, best_round = cand, cur, used
+    p.planner = best
+    p._asap = best_p._asap
+    p.negotiation = {"rounds": used, "best_round": best_round, "first_slots": first,
+                     "best_slots": best.finish, "first_asap_s": first_s,
+                     "best_asap_s": p.asap}
+
+
+def _latency_floor(g: SlotGraph, tasks: list[Task]) -> int:
+    """Fewest slots any plan needs: the farthest destination of a task on the empty network
+    (a small Dijkstra per source; the problems negotiation runs on are small)."""
+    dist_of: dict[int, list[float]] = {}
+    floor = 0
+    for t in tasks:
+        dist = dist_of.get(t.source)
+        if dist is None:
+            dist = [math.inf] * g.n
+            dist[t.source] = 0
+            heap = [(0, t.source)]
+            while heap:
+                d, u = heapq.heappop(heap)
+                if d > dist[u]:
+                    continue
+                for e in g.out[u]:
+                    v, nd = g.e_dst[e], d + g.e_len[e]
+                    if nd < dist[v]:
+                        dist[v] = nd
+                        heapq.heappush(heap, (nd, v))
+            dist_of[t.source] = dist
+        far = max(dist[d] for d in t.dests)
+        if math.isfinite(far):
+            floor = max(floor, int(far))
+    return floor
+
+
+def _add_penalties(pl: Planner, g: SlotGraph, source: dict[int, int], into: list[list[int]],
+                   e_src: list[int], penalty: dict[int, dict[int, float]],
+                   step: float) -> bool:
+    """One negotiation round's penalties (see :func:`_negotiate`); False if none was added."""
+    e_len, e_occ = g.e_len, g.e_occ
+    n_ops = len(pl.op_edge)
+    arrival = [pl.op_slot[i] + e_len[pl.op_edge[i]] for i in range(n_ops)]
+    hold: dict[tuple[int, int], int] = {}
+    windows: dict[int, list[tuple[float, float, int]]] = {}
+    for i in range(n_ops):
+        e, t = pl.op_edge[i], pl.op_slot[i]
+        hold[(pl.op_chunk[i], g.e_dst[e])] = arrival[i]
+        for l, a, w in e_occ[e]:
+            windows.setdefault(l, []).append((t + a, t + a + w, i))
+    added = False
+    for i in range(n_ops):
+        if arrival[i] < pl.finish:
+            continue
+        chunk = pl.op_chunk[i]
+        v = g.e_dst[pl.op_edge[i]]
+        for e in into[v]:
+            u = e_src[e]
+            h = 0 if u == source.get(chunk) else hold.get((chunk, u))
+            if h is None or h + e_len[e] >= arrival[i]:
+                continue                  # this edge could not have delivered it earlier
+            last = arrival[i] - e_len[e]  # departures in [h, last) would have been earlier
+            for l, a, w in e_occ[e]:
+                lo, hi = h + a, last + a + w
+                for s0, s1, j in windows.get(l, ()):
+                    if s1 > lo and s0 < hi and pl.op_chunk[j] != chunk:
+                        d = penalty.setdefault(pl.op_chunk[j], {})
+                        ej = pl.op_edge[j]
+                        d[ej] = d.get(ej, 0.0) + step
+                        added = True
+    return added
 
 
 def lower(p: Plan) -> Schedule:
@@ -220,6 +428,11 @@ def lower(p: Plan) -> Schedule:
             "transmission_edges": len(edges),
             "max_rounding_s": float(max(rounding)) if rounding else 0.0,
             "links_without_order": unordered,
+            "asap_s": p.asap,
+            "negotiation": p.negotiation or {"rounds": 0, "best_round": 0,
+                                             "first_slots": pl.finish,
+                                             "best_slots": pl.finish,
+                                             "first_asap_s": p.asap, "best_asap_s": p.asap},
         }})
     return b.build()
 
@@ -228,7 +441,9 @@ def lower(p: Plan) -> Schedule:
           summary="MTEGCCA (seed 002): Takahashi–Matsuyama Steiner trees per broadcast on an "
                   "implicit multicast time-expanded graph; timed, conflict-free slots",
           options={"slot": "slot length tau (a time, e.g. 0.5us); default auto: one chunk on "
-                           "the fastest link",
+                           "the fastest link (the seed's), and on small problems where whole "
+                           "slots round transfers up a lot also a 4x finer slot; the plan "
+                           "that finishes first",
                    "horizon": "initial horizon H in slots: auto or an integer; doubled "
                               "automatically while a broadcast cannot be routed",
                    "occupancy": "exact (default: a link is busy exactly while it transmits) or "
@@ -239,11 +454,14 @@ def lower(p: Plan) -> Schedule:
                    "nearest": "arrival (TM attaches the earliest-arriving terminal), cost (the "
                               "seed's TEG edge cost: transmission plus storage slots added to "
                               "the tree) or auto (default: both, the plan that finishes "
-                              "first)"},
+                              "first)",
+                   "negotiate": "re-planning rounds with penalties on contended edges (not "
+                                "in the seed): an integer, 0/off, or auto (default: up to 16, "
+                                "fewer on large problems); the earliest plan is kept"},
           size_aware=True)
 def synthesize(topology: Topology, collective: Collective, *, size: float | None = None,
                slot: Any = None, horizon: Any = None, occupancy: Any = None,
-               trees: Any = None, nearest: Any = None) -> Schedule:
+               trees: Any = None, nearest: Any = None, negotiate: Any = None) -> Schedule:
     """MTEGCCA: Steiner trees on a multicast time-expanded graph (seed 002).
 
     With ``trees``/``nearest`` left to ``auto`` every combination is planned and the plan with
@@ -251,22 +469,62 @@ def synthesize(topology: Topology, collective: Collective, *, size: float | None
     is lowered: a departure from the seed, which has one variant; planning is cheap next to
     lowering and verification, and no variant wins everywhere (concurrent trees on NDv2,
     cost-based attachment on DGX-2 and MI250 at large sizes, the seed's elsewhere).
+    Each variant is improved by negotiated re-planning (``negotiate``, default ``auto``).
     """
     return lower(best_plan(topology, collective, size, slot, horizon, occupancy, trees,
-                           nearest))
+                           nearest, negotiate))
 
 
 def best_plan(topology: Topology, collective: Collective, size: float | None = None,
               slot: Any = None, horizon: Any = None, occupancy: Any = None,
-              trees: Any = None, nearest: Any = None) -> Plan:
-    """:func:`plan` for every variant ``auto`` stands for; the earliest-finishing plan."""
+              trees: Any = None, nearest: Any = None, negotiate: Any = None) -> Plan:
+    """:func:`plan` for every variant ``auto`` stands for; the earliest-finishing plan.
+
+    With ``slot`` left to ``auto`` the variants are planned with the seed's slot (one chunk on
+    the fastest link) and, when that slot rounds the transfers up a lot (:func:`slot_waste` above
+    ``REFINE_WASTE``) and the problem is small (``REFINE_WORK``), again with slots
+    ``REFINE`` times shorter. Plans are compared by their as-soon-as-possible completion
+    (:func:`asap_seconds`; whole slots round every transfer up, so the slot plan is a poor
+    judge between slot lengths), then by the slot plan's. Ties keep the earlier candidate:
+    seed slot, sequential, arrival.
+    """
     best = None
-    for g in _variants(trees, ("sequential", "concurrent")):
-        for n in _variants(nearest, ("arrival", "cost")):
-            p = plan(topology, collective, size, slot, horizon, occupancy, g, n)
-            if best is None or p.planner.finish < best.planner.finish:
-                best = p
+    first = None
+
+    def run(tau: Any) -> None:
+        nonlocal best, first
+        for g in _variants(trees, ("sequential", "concurrent")):
+            for n in _variants(nearest, ("arrival", "cost")):
+                p = plan(topology, collective, size, tau, horizon, occupancy, g, n, negotiate)
+                if first is None:
+                    first = p
+                if best is None or p.better_than(best):
+                    best = p
+
+    run(slot)
+    if _parse_slot(slot) is None:
+        g0 = first.graph
+        work = len(first.tasks) * len(g0.edges)
+        if slot_waste(g0) > REFINE_WASTE and work <= REFINE_WORK:
+            run(g0.tau / REFINE)
     return best
+
+
+#: ``slot=auto`` also plans with slots this many times shorter than the seed's ...
+REFINE = 4
+#: ... when the seed's slot inflates the transfers by more than this fraction in all ...
+REFINE_WASTE = 0.1
+#: ... and the problem is small (tasks x transmission edges at most this).
+REFINE_WORK = 20_000
+
+
+def slot_waste(graph: SlotGraph) -> float:
+    """How much whole slots inflate the transfers: ``sum(L tau - exact) / sum(exact)`` over
+    the transmission edges (``exact`` = alpha + chunk / bottleneck bandwidth)."""
+    exact = sum(e.exact_s for e in graph.edges)
+    if exact <= 0:
+        return 0.0
+    return sum(e.length * graph.tau - e.exact_s for e in graph.edges) / exact
 
 
 def _variants(value: Any, choices: tuple[str, ...]) -> tuple[str, ...]:

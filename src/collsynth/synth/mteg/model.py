@@ -115,12 +115,28 @@ class SlotGraph:
         self.e_len = [e.length for e in edges]
         self.e_occ = [e.occ for e in edges]
         self._static: np.ndarray | None = None
+        self._hops: list[tuple[tuple[int, float, float, float], ...]] | None = None
         widths = [math.inf] * len(t.links)
         for e in edges:
             for l, _a, w in e.occ:
                 if w < widths[l]:
                     widths[l] = w
         self.min_width = [w if math.isfinite(w) else 0.0 for w in widths]
+
+    @property
+    def e_hops(self) -> list[tuple[tuple[int, float, float, float], ...]]:
+        """Per edge, per hop ``(link, alpha, chunk / bw, alpha from this hop to the end)`` in
+        seconds: the exact (unslotted) timing of a transfer, for :func:`algo.asap_seconds`."""
+        if self._hops is None:
+            t = self.topology
+            out = []
+            for e in self.edges:
+                alphas = [float(t.link_alpha[l]) for l in e.route]
+                tails = [sum(alphas[i:]) for i in range(len(alphas))]
+                out.append(tuple((int(l), a, self.chunk_bytes / float(t.link_bw[l]), tl)
+                                 for l, a, tl in zip(e.route, alphas, tails)))
+            self._hops = out
+        return self._hops
 
     @property
     def static_slots(self) -> np.ndarray:

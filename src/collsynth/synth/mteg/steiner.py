@@ -19,6 +19,8 @@ Two equivalent implementations (the tests check that they agree):
 Ties are broken by (arrival slot, receiving rank, sending rank, edge id): deterministic.
 With ``nearest=cost`` the distance is the seed's edge cost of what a path adds to the tree
 (transmission ``L`` plus storage slots not yet in it), ties by arrival and then as above.
+Negotiated re-planning (``algo._negotiate``, not in the seed) adds a per-(chunk, edge) penalty
+to the key of the full-broadcast paths (Prim-like and concurrent); bookings are unaffected.
 
 Departure from the seed: the seed removes a finished tree's edges from ``G_M`` only after the
 whole tree is built (step 4). Here the (link, slot) resources of each path are taken as soon as
@@ -40,11 +42,15 @@ class Planner:
     """Routes multicast tasks one after another on a shared residual MTEG."""
 
     def __init__(self, graph: SlotGraph, horizon: int | None = None,
-                 nearest: str = "arrival"):
+                 nearest: str = "arrival", penalty: dict[int, dict[int, float]] | None = None):
         if nearest not in ("arrival", "cost"):
             raise CollsynthError(f"mteg: nearest={nearest!r} is not arrival or cost")
         self.g = graph
         self.cost = nearest == "cost"
+        # negotiation (algo._negotiate): extra key, in slots, of edge e in chunk c's broadcast
+        # tree, ``penalty[c][e]``; it changes which candidate edge a tree takes, never the
+        # slots a transfer books
+        self.penalty = penalty or {}
         self.occ = Occupancy(len(graph.topology.links), graph.min_width)
         longest = max(graph.e_len) if graph.e_len else 1
         self.horizon = int(horizon) if horizon is not None else 4 * longest
@@ -103,9 +109,11 @@ class Planner:
         hold = [-1] * g.n
         via = [-1] * g.n
         hold[src] = 0
-        heap: list[tuple[int, int, int, int, int]] = []
+        heap: list[tuple[float, int, int, int, int]] = []
         push = heapq.heappush
         pop = heapq.heappop
+        pen = self.penalty.get(chunk)
+        pget = pen.get if pen else None
 
         def expand(u: int) -> None:
             h = hold[u]
@@ -113,20 +121,23 @@ class Planner:
                 v = e_dst[e]
                 if hold[v] < 0:
                     t = earliest(e_occ[e], h)
-                    push(heap, (t + e_len[e], v, u, e, t))
+                    k = t + e_len[e]
+                    push(heap, (k if pget is None else k + pget(e, 0), v, u, e, t))
 
         expand(src)
         left = g.n - 1
         while left:
             if not heap:
                 raise self._unreachable(chunk, src, [r for r in range(g.n) if hold[r] < 0])
-            arr, v, u, e, t = pop(heap)
+            _k, v, u, e, t = pop(heap)
             if hold[v] >= 0:
                 continue
             t2 = earliest(e_occ[e], hold[u])
             if t2 != t:                       # its slots were taken meanwhile: re-queue
-                push(heap, (t2 + e_len[e], v, u, e, t2))
+                k = t2 + e_len[e]
+                push(heap, (k if pget is None else k + pget(e, 0), v, u, e, t2))
                 continue
+            arr = t + e_len[e]
             if arr > self.horizon:
                 self._grow(arr)
             via[v] = self._record(chunk, e, t, via[u], arr)
@@ -151,9 +162,11 @@ class Planner:
         last = [-1] * g.n
         via = [-1] * g.n
         hold[src] = last[src] = 0
-        heap: list[tuple[int, int, int, int, int, int]] = []
+        heap: list[tuple[float, int, int, int, int, int]] = []
         push = heapq.heappush
         pop = heapq.heappop
+        pen = self.penalty.get(chunk) or {}
+        pget = pen.get
 
         def expand(u: int) -> None:
             h, lu = hold[u], last[u]
@@ -162,7 +175,8 @@ class Planner:
                 if hold[v] < 0:
                     t = earliest(e_occ[e], h)
                     ln = e_len[e]
-                    push(heap, (ln + (t - lu if t > lu else 0), t + ln, v, u, e, t))
+                    push(heap, (ln + (t - lu if t > lu else 0) + pget(e, 0), t + ln, v, u, e,
+                                t))
 
         expand(src)
         left = g.n - 1
@@ -174,7 +188,7 @@ class Planner:
                 continue
             t2 = earliest(e_occ[e], hold[u])
             ln = e_len[e]
-            c2 = ln + (t2 - last[u] if t2 > last[u] else 0)
+            c2 = ln + (t2 - last[u] if t2 > last[u] else 0) + pget(e, 0)
             if (c2, t2) != (c, t):
                 push(heap, (c2, t2 + ln, v, u, e, t2))
                 continue
@@ -209,12 +223,16 @@ class Planner:
         push = heapq.heappush
         pop = heapq.heappop
 
-        def key(k: int, u: int, e: int, t: int) -> int:
-            """Primary key: arrival, or with ``nearest=cost`` the seed's edge cost."""
+        pens = [self.penalty.get(chunk) or {} for chunk, _src in tasks]
+
+        def key(k: int, u: int, e: int, t: int) -> float:
+            """Primary key: arrival, or with ``nearest=cost`` the seed's edge cost (plus the
+            negotiation penalty of the edge in tree ``k``, if any)."""
+            p = pens[k].get(e, 0) if pens[k] else 0
             if cost:
                 lu = last[k][u]
-                return e_len[e] + (t - lu if t > lu else 0)
-            return t + e_len[e]
+                return e_len[e] + (t - lu if t > lu else 0) + p
+            return t + e_len[e] + p
 
         def expand(k: int, u: int) -> None:
             hk = hold[k]
