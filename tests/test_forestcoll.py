@@ -513,3 +513,28 @@ def test_allreduce_lp_refuses_big_problems():
     from collsynth.synth.forestcoll import allreduce_lp
     with pytest.raises(CollsynthError, match="variables"):
         allreduce_lp(load_topology("dgx_a100:nodes=8"))
+
+
+def test_tight_sets_are_exactly_tight():
+    """On mi250:chassis=2 the bottleneck is a GCD package: the smallest tight set around every
+    GCD is its package, whose entering capacity equals what the outside trees need."""
+    from collsynth.synth.forestcoll.symmetry import _tight_sets
+    topo = load_topology("mi250:chassis=2")
+    opt = optimal_allgather(topo)
+    comp = [int(v) for v in topo.compute_nodes]
+    sets = _tight_sets(topo, opt, comp)
+    assert len(sets) == len(comp)
+    n = len(comp)
+    for x in sets:
+        names = sorted(topo.nodes[v].name for v in x)
+        chassis, gcd = names[0].split(".gpu")
+        assert names == sorted([f"{chassis}.gpu{int(gcd)}", f"{chassis}.gpu{int(gcd) + 1}"])
+        entering = sum(opt.caps[l.id] for l in topo.links if l.dst in x and l.src not in x)
+        assert entering == opt.k * (n - len(x))
+    # started with them, the symmetric greedy packs the optimum where it got stuck without
+    from collsynth.synth.forestcoll import automorphisms, symmetric_trees, tree_congestion
+    group = automorphisms(topo)
+    assert symmetric_trees(topo, opt, group) is None
+    routed, info = symmetric_trees(topo, opt, group, tight=True)
+    cong = tree_congestion(topo, opt, routed)
+    assert cong["ok"] and cong["inv_x"] == opt.inv_x

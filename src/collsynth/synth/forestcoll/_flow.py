@@ -99,6 +99,14 @@ class FlowNet:
         self._flow, self._cut = _dinic(self.n, self.tails, self.heads, self.caps, source, sink)
         return self._flow
 
+    def sink_side(self) -> list[int] | None:
+        """Nodes that reach the sink in the residual network of the last ``solve`` (the
+        smallest sink side of a minimum cut), or None when the exact-integer fallback solved
+        it (it records only the source side)."""
+        if not self._big and self._solver is not None:
+            return [int(v) for v in self._solver.get_sink_side_min_cut()]
+        return None
+
     def source_side(self) -> list[int]:
         """Nodes on the source side of a minimum cut of the last ``solve``."""
         if not self._big and self._solver is not None:

@@ -2,8 +2,9 @@
 
 AllGather uses the packed out-trees, ReduceScatter the in-trees built on the transposed topology
 (§4.6), AllReduce both (reduce up the in-trees, then broadcast down the out-trees; Appendix E's
-LP is not used, so the two tree sets split each root's data alike: the in-trees use the
-out-trees' ``k`` through Algorithm 3). Trees are lowered by
+LP does not shape the trees, so the two tree sets split each root's data alike: the in-trees
+use the out-trees' ``k`` through Algorithm 3; the LP is solved as a check by
+:func:`~collsynth.synth.forestcoll.allreduce_lp` and reported by ``bench quality``). Trees are lowered by
 :func:`collsynth.schedule.trees.lower`: every root's data is cut into ``k * pipeline`` chunks;
 a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees (see :func:`_unit_trees`).
 

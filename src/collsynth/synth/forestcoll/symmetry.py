@@ -25,14 +25,22 @@ bandwidth and alpha. ForestColl's public code exploits such automorphisms; here:
    ``max cap / cap`` (scarce links such as a chassis' NIC uplinks cost more, so a tree spreads
    inside a chassis before it crosses the network again: this is what makes the 3-D torus
    and the TE-CCL MI250 model work).
-3. *Enter-once learning.* When a tree gets stuck, the part of the fabric it cannot reach
-   (unreached GPUs and the switches that serve only them, split into connected pieces) was
-   used up by trees that entered it more than once; it and its images become "enter once"
-   sets (a tree with a member inside may not take a link into it again) and the construction
-   restarts (``max_restarts``, default 3).
+3. *Enter-once sets.* A tree that has a member inside such a set may not take a link into it
+   again. With ``tight=True`` they start as the *tight sets* of the packing condition
+   (:func:`_tight_sets`: one max-flow per representative root gives the smallest set ``X``
+   around it with ``rho(X) = k |Vc - X|``; every tree rooted outside must enter it exactly once
+   and no tree twice, so the rule is necessary for any optimal packing). On
+   ``mi250:chassis=2`` these are the GCD packages and the greedy then succeeds where it got
+   stuck without; but with the optimum's ``k = 83`` the operation budget allows only an
+   18-deep pipeline, and the per-size choice, whose fill model underestimates such shallow
+   pipelines, then picked it over the exact pipeline's ``k = 16`` trees: 1.04x the bound at
+   1 GB instead of 1.014x. So it is off by default. When a tree gets stuck, the part of the fabric it cannot reach (unreached GPUs and the
+   switches that serve only them, split into connected pieces) was used up by trees that
+   entered it more than once; it and its images are added (a heuristic, not a necessary
+   condition) and the construction restarts (``max_restarts``, default 3).
 
 The construction is a greedy heuristic: it may get stuck although a packing exists (the
-default MI250 model, whose GCD packages are exactly tight cuts, still does); it then
+default MI250 model from 4 chassis, and with ``k = 1``, still does); it then
 returns None and :func:`~collsynth.synth.forestcoll.forestcoll_trees` runs the exact pipeline
 (edge splitting + Algorithm 5). When it succeeds, the trees meet the optimum exactly: ``k``
 trees per root, every link carries at most ``caps[e]`` trees (re-checked by
@@ -291,6 +299,33 @@ def _stuck_set(topo: Topology, reach: set[int], is_comp: list[bool]) -> list[fro
     return [frozenset(c) for _, c in sorted(comps.items())]
 
 
+def _tight_sets(topo: Topology, opt, reps: list[int]) -> list[frozenset[int]]:
+    """Tight sets of the packing condition, one per representative root ``v`` where one
+    exists: the smallest node set ``X`` containing ``v`` whose entering capacity equals what the
+    trees rooted outside it need (``rho(X) = k |Vc - X|``, Theorem 1's condition with equality).
+    Every tree rooted outside such a set must enter it exactly once and no other tree may enter
+    it, so these are sound "enter once" sets. One max-flow per representative."""
+    from ._flow import FlowNet
+
+    comp = np.asarray(topo.compute_nodes, dtype=np.int64)
+    n, k, s = len(comp), int(opt.k), topo.num_nodes
+    tails = np.concatenate([topo.link_src.astype(np.int64), np.full(n, s, dtype=np.int64)])
+    heads = np.concatenate([topo.link_dst.astype(np.int64), comp])
+    caps = np.concatenate([np.asarray(opt.caps, dtype=np.int64), np.full(n, k, dtype=np.int64)])
+    net = FlowNet(s + 1, tails, heads, caps)
+    out = []
+    for v in reps:
+        if net.solve(s, v) != k * n:
+            continue
+        side = net.sink_side()
+        if side is None:
+            return []
+        x = frozenset(side) - {s}
+        if sum(1 for u in x if topo.kind_codes[u] == 0) < n:
+            out.append(x)
+    return out
+
+
 def _grow(reps, k, n, out_links, orbit, oload, inc, caps, ocap, dst, is_comp, weight,
           round_robin, node_mask, enter_mask, topo):
     """One greedy construction of the representative trees; returns the trees, or the set of
@@ -342,7 +377,8 @@ def _grow(reps, k, n, out_links, orbit, oload, inc, caps, ocap, dst, is_comp, we
 
 
 def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = True,
-                    weighted: bool | None = None, max_restarts: int = 3
+                    weighted: bool | None = None, max_restarts: int = 3,
+                    seed_sets: list[frozenset[int]] | None = None, tight: bool = False
                     ) -> tuple[list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]],
                                dict[str, Any]] | None:
     """Trees for every root from trees for one root per orbit (see the module doc), or None.
@@ -353,7 +389,8 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
     worse there (1.19x the bound against 1.03x for the exact pipeline), so it is not the
     default. ``weighted``: paths by fewest hops (False) or cheapest capacity-weighted cost
     (True); None (default) tries hops first, then weighted. ``max_restarts``: restarts per
-    attempt after learning "enter once" sets.
+    attempt after learning "enter once" sets; ``seed_sets``: "enter once" sets to start with;
+    ``tight``: also start with the tight sets (off by default, see the module doc).
     """
     if group is None:
         group = automorphisms(topo)
@@ -395,6 +432,9 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
             out_links[l.src].append(l.id)
     dst = topo.link_dst.tolist()
     src = topo.link_src.tolist()
+    in_links: list[list[int]] = [[] for _ in range(topo.num_nodes)]
+    for l in range(nl):
+        in_links[dst[l]].append(l)
     n = len(comp)
     nn = topo.num_nodes
 
@@ -405,7 +445,11 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
         node_mask = [0] * nn
         enter_mask = [0] * nl
         restarts = 0
+        pending = list(tight_sets) + list(seed_sets or [])
         while True:
+            if pending:
+                learn(pending, learned, known, node_mask, enter_mask)
+                pending = []
             trees, stuck = _grow(reps, k, n, out_links, orbit, [0] * len(osize), inc, caps,
                                  ocap, dst, is_comp, weight if w else None, rr, node_mask,
                                  enter_mask, topo)
@@ -414,24 +458,30 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
             if stuck is None or restarts >= max_restarts:
                 return None
             restarts += 1
-            progress = False
-            for stuck_set in stuck:
-                for g in range(G):
-                    img = frozenset(int(x) for x in P[g][sorted(stuck_set)])
-                    if img in known:
-                        continue
-                    progress = True
-                    known.add(img)
-                    bit = 1 << len(learned)
-                    learned.append(img)
-                    for v in img:
-                        node_mask[v] |= bit
-                    for l in range(nl):
-                        if dst[l] in img and src[l] not in img:
-                            enter_mask[l] |= bit
-            if not progress:
+            if not learn(stuck, learned, known, node_mask, enter_mask):
                 return None
 
+    def learn(sets, learned, known, node_mask, enter_mask) -> bool:
+        progress = False
+        for stuck_set in sets:
+            if len(stuck_set) < 2:      # a tree enters a single node once anyway
+                continue
+            for g in range(G):
+                img = frozenset(int(x) for x in P[g][sorted(stuck_set)])
+                if img in known:
+                    continue
+                progress = True
+                known.add(img)
+                bit = 1 << len(learned)
+                learned.append(img)
+                for v in img:
+                    node_mask[v] |= bit
+                    for l in in_links[v]:
+                        if src[l] not in img:
+                            enter_mask[l] |= bit
+        return progress
+
+    tight_sets = _tight_sets(topo, opt, reps) if tight else []
     got = None
     for rr in ((True, False) if round_robin is None else (round_robin,)):
         for w in ((False, True) if weighted is None else (weighted,)):
