@@ -32,6 +32,10 @@ EVENT_NAMES = {TX_START: "transmission start", TX_END: "transmission completion"
 
 ANY = "any"   # a refusal that any router link freeing may lift
 
+#: A link busy for less than this fraction of the current time past a stream's start is
+#: float rounding of equal times (a few hundred ulps at most), not a wait (:meth:`Planner.commit`).
+NOISE = 1e-13
+
 #: LWNF weights: f = link term + W_QUEUE * buffer term + W_PROGRESS * progress term (seconds).
 W_QUEUE = 1.0
 W_PROGRESS = 1.0
@@ -115,10 +119,22 @@ class Plan:
     op_start: list[float] = field(default_factory=list)
     op_finish: list[float] = field(default_factory=list)
     op_dep: list[int] = field(default_factory=list)
+    # routes as CSR arrays (the compiled loop's output; ``op_route`` is then left empty and
+    # :meth:`routes` builds the tuples on demand)
+    route_ptr: np.ndarray | None = None
+    route_links: np.ndarray | None = None
     events: dict = field(default_factory=dict)
     decisions: dict = field(default_factory=dict)
     plan_s: float = 0.0
     wall_s: float = 0.0
+    engine: str = "python"
+
+    def routes(self) -> list[tuple[int, ...]]:
+        """The route (link ids) of every operation."""
+        if self.route_ptr is None:
+            return list(self.op_route)
+        ptr, links = self.route_ptr.tolist(), self.route_links.tolist()
+        return [tuple(links[ptr[i]:ptr[i + 1]]) for i in range(len(ptr) - 1)]
 
 
 class Planner:
@@ -613,14 +629,22 @@ class Planner:
 
     def commit(self, u: int, route: tuple[int, ...], b: int, t: float) -> None:
         """Start operation ``route`` (GPU ``u`` sends subchunk ``b`` at ``t``): reserve its
-        links, schedule its events, record it and update the neighbour memory table."""
+        links, schedule its events, record it and update the neighbour memory table.
+
+        A link counts as free within ``eps`` of the round's time (co-timed events), so a hop
+        may find its link still busy for up to ``eps``; the operation then starts that much
+        later (all its hops shifted alike), never overlapping the previous stream. Overlaps
+        below ``NOISE`` (relative) are float rounding of equal times, not waits: left alone."""
         op = len(self.plan.op_src)
         last = route[-1]
         v = self.ldst_rank[last]
         heap, heappush, alpha, free = self.heap, heapq.heappush, self.alpha, self.free
         ev, starts = self.ev, self.starts
         seq = self.seq
+        noise = NOISE
         if len(route) == 1:     # GPU -> GPU: one hop, starting now
+            if free[last] - t > noise * t:
+                t = free[last]
             dur = self.sub_bytes / self.bw[last]
             free[last] = t + dur
             seq += 1
@@ -633,6 +657,15 @@ class Planner:
             self._reach_cache.clear()   # only links out of switches/routers change their reach
             bw = self.bw
             dur = self.sub_bytes / min(bw[l] for l in route)
+            s = t
+            shift = 0.0
+            for l in route:
+                late = free[l] - s
+                if late > shift and late > noise * s:
+                    shift = late
+                s += alpha[l]
+            if shift > 0.0:
+                t = t + shift
             s = t
             for l in route:
                 free[l] = s + dur
@@ -682,18 +715,22 @@ def lower(p: Plan) -> Schedule:
     k = p.subchunks
     nch = p.collective.num_chunks
     sub = np.asarray(p.op_sub, dtype=np.int64)
-    route_len = np.fromiter((len(r) for r in p.op_route), dtype=np.int64, count=n_ops)
-    route_ptr = np.zeros(n_ops + 1, dtype=np.int64)
-    np.cumsum(route_len, out=route_ptr[1:])
-    route_links = np.fromiter((l for r in p.op_route for l in r), dtype=np.int64,
-                              count=int(route_ptr[-1]))
+    if p.route_ptr is not None:
+        route_ptr = np.asarray(p.route_ptr, dtype=np.int64)
+        route_links = np.asarray(p.route_links, dtype=np.int64)
+    else:
+        route_len = np.fromiter((len(r) for r in p.op_route), dtype=np.int64, count=n_ops)
+        route_ptr = np.zeros(n_ops + 1, dtype=np.int64)
+        np.cumsum(route_len, out=route_ptr[1:])
+        route_links = np.fromiter((l for r in p.op_route for l in r), dtype=np.int64,
+                                  count=int(route_ptr[-1]))
     dep = np.asarray(p.op_dep, dtype=np.int64)
     has_dep = dep >= 0
     dep_ptr = np.zeros(n_ops + 1, dtype=np.int64)
     np.cumsum(has_dep, out=dep_ptr[1:])
     j = sub // nch
     meta = {"scale": {"subchunks": k, "sub_bytes": p.collective.chunk_bytes(p.size) / k,
-                      "plan_time_s": p.plan_s, "plan_wall_s": p.wall_s,
+                      "plan_time_s": p.plan_s, "plan_wall_s": p.wall_s, "engine": p.engine,
                       "events": p.events, "decisions": p.decisions}}
     return Schedule(
         topology=p.topology, collective=p.collective,
@@ -707,18 +744,225 @@ def lower(p: Plan) -> Schedule:
         size=p.size, meta=meta)
 
 
+# ---------------------------------------------------------------------------- compiled loop
+#: Limits of the compiled loop (beyond them the reference :class:`Planner` runs): datacenter
+#: sets are one 63-bit word, ``watch`` is a links x links matrix, and per (rank, subchunk) it
+#: keeps a few words.
+KERNEL_MAX_DOMAINS = 63
+KERNEL_MAX_LINKS = 4096
+KERNEL_MAX_PAIRS = 1 << 22      # ranks x subchunks
+#: Operations the compiled loop makes room for at first (it grows its arrays as needed).
+KERNEL_INITIAL_OPS = 1 << 16
+
+_STATIC_CACHE: dict = {}
+
+
+class _Static:
+    """Topology-derived tables of the compiled loop (what :class:`_Net` and
+    :meth:`Planner._tables` derive, as flat arrays). They depend on the graph only — not on
+    bandwidths, delays or queues — so re-plans of one topology share them
+    (:func:`_static_tables`)."""
+
+    def __init__(self, t: Topology):
+        net = _Net(t)
+        self.net = net
+        n, m, N = t.num_ranks, len(t.links), t.num_nodes
+        i64 = np.int64
+        is_gpu = net.is_gpu
+        rank_of = np.asarray(net.rank_of, dtype=i64)
+        dom = net.dom.astype(i64)
+        link_src = t.link_src.astype(i64)
+        link_dst = t.link_dst.astype(i64)
+        self.n, self.m, self.N, self.ndom = n, m, N, net.ndom
+        self.link_dst = link_dst
+        self.link_src_gpu = is_gpu[link_src].astype(np.uint8)
+        self.lsrc_rank = rank_of[link_src]
+        self.ldst_rank = rank_of[link_dst]
+        self.ldst_gpu = is_gpu[link_dst].astype(np.uint8)
+        self.hop_kd = np.where(is_gpu[link_dst], dom[np.maximum(self.ldst_rank, 0)], -1)
+        self.dom = dom
+
+        def csr(rows):
+            ptr = np.zeros(len(rows) + 1, dtype=i64)
+            ptr[1:] = np.cumsum([len(r) for r in rows])
+            flat = np.fromiter((x for r in rows for x in r), dtype=i64, count=int(ptr[-1]))
+            return ptr, flat
+
+        out_links = [list(t.out_links[x]) for x in range(N)]
+        self.gout_ptr, self.gout = csr(net.gpu_out)
+        self.gin_ptr, self.gin = csr(net.gpu_in)
+        self.qrank = self.lsrc_rank[self.gin]
+        qpos = np.full(m, -1, dtype=i64)
+        for qs in net.gpu_in:
+            for i, q in enumerate(qs):
+                qpos[q] = i
+        self.qpos = qpos
+        self.ok = net.ndom <= KERNEL_MAX_DOMAINS and m <= KERNEL_MAX_LINKS
+        weights = (1 << np.arange(min(net.ndom, KERNEL_MAX_DOMAINS), dtype=i64))
+        reach = net.reach[:, :len(weights)]
+        self.rdmask = (reach.astype(i64) * weights).sum(axis=1).astype(i64)
+        gpu_bit = np.where(self.hop_kd >= 0, np.left_shift(1, np.maximum(self.hop_kd, 0)), 0)
+        self.ldmask = np.where(self.ldst_gpu == 1, gpu_bit, self.rdmask[link_dst]).astype(i64)
+        self.out_ptr, self.out_l = csr(out_links)
+        self.gh_ptr, self.gh_l = csr([[l for l in ls if is_gpu[link_dst[l]]] for ls in out_links])
+        self.nh_ptr, self.nh_l = csr([[l for l in ls if not is_gpu[link_dst[l]]]
+                                      for ls in out_links])
+        self.net_nodes = np.flatnonzero(~is_gpu).astype(i64)
+        nnet = len(self.net_nodes)
+        self.max_route = nnet + 2
+        self.max_ent = int(len(self.nh_l)) + 2
+
+
+def _static_tables(t: Topology) -> _Static:
+    """:class:`_Static` of ``t``, shared by topologies with the same graph (nodes kinds and
+    link ends); a few graphs are kept."""
+    key = (t.kind_codes.tobytes(), t.link_src.tobytes(), t.link_dst.tobytes())
+    hit = _STATIC_CACHE.get(key)
+    if hit is None:
+        hit = _Static(t)
+        if len(_STATIC_CACHE) >= 8:
+            _STATIC_CACHE.pop(next(iter(_STATIC_CACHE)))
+        _STATIC_CACHE[key] = hit
+    return hit
+
+
+def _bitsets(collective: Collective, n: int, k: int, W: int) -> tuple[np.ndarray, np.ndarray]:
+    """``has`` and ``want`` of every rank as W words of 63 bits (subchunk ``j * nch + ch``)."""
+    nch = collective.num_chunks
+    pre = np.zeros((n, nch), dtype=bool)
+    pre[collective.chunk_source, np.arange(nch)] = True
+    post = np.zeros((n, nch), dtype=bool)
+    ranks, chunks = collective.postcondition()
+    post[ranks, chunks] = True
+    weights = np.left_shift(np.int64(1), np.arange(63, dtype=np.int64))
+    out = []
+    for a in (pre, post):
+        full = np.zeros((n, W * 63), dtype=np.int64)
+        full[:, :nch * k] = np.tile(a, (1, k))
+        out.append((full.reshape(n, W, 63) * weights).sum(axis=2, dtype=np.int64))
+    return out[0], out[1]
+
+
+#: ``engine="auto"`` runs the compiled loop once it is loaded in this process, and loads it
+#: itself for instances of at least this many (rank, subchunk) pairs; smaller one-off plans
+#: run the reference (faster than loading numba; the plan is the same).
+KERNEL_AUTO_PAIRS = 1 << 16
+
+_KERNEL_LOAD: list = [None, {}]
+
+
+def load_kernel() -> dict:
+    """Make the compiled loop available in this process (numba: compile it, or load it from
+    numba's on-disk cache, ``cache=True``) and warm it on a tiny instance. Idempotent; returns
+    ``{"load_s", "load_cpu_s", "cache_hits", "cache_misses"}`` of the first call. A re-planning
+    service calls this once at start-up; afterwards ``engine="auto"`` uses the compiled loop."""
+    if _KERNEL_LOAD[0] is None:
+        w0, c0 = _time.perf_counter(), _time.process_time()
+        from . import kernel
+
+        _warm(kernel)
+        stats = kernel.run.stats
+        _KERNEL_LOAD[1] = {"load_s": _time.perf_counter() - w0,
+                           "load_cpu_s": _time.process_time() - c0,
+                           "cache_hits": sum(stats.cache_hits.values()),
+                           "cache_misses": sum(stats.cache_misses.values())}
+        _KERNEL_LOAD[0] = kernel
+    return dict(_KERNEL_LOAD[1])
+
+
+def _kernel():
+    if _KERNEL_LOAD[0] is None:
+        load_kernel()
+    return _KERNEL_LOAD[0]
+
+
+def _warm(kernel) -> None:
+    """Compile (or load from cache) the loop on a two-GPU instance so that the first real plan
+    does not pay for it."""
+    from ...topology.model import Link, Node, NodeKind
+
+    t = Topology("scale_warm", [Node("g0", NodeKind.COMPUTE), Node("g1", NodeKind.COMPUTE),
+                                Node("r", NodeKind.ROUTER)],
+                 [Link(0, 0, 1, 1e9, 1e-6, "x", 1), Link(1, 1, 0, 1e9, 1e-6, "x", 1),
+                  Link(2, 0, 2, 1e9, 1e-6, "x", 1), Link(3, 2, 1, 1e9, 1e-6, "x", 1)])
+    p = _kernel_plan(kernel, t, Collective.make("allgather", 2), 2, 1e6, None)
+    if p is None or len(p.op_src) != 4:     # pragma: no cover - a broken build
+        raise CollsynthError("scale: the compiled planner failed its warm-up")
+
+
+def _kernel_plan(kernel, topology: Topology, collective: Collective, k: int, size: float,
+                 link_free0: np.ndarray | None) -> Plan | None:
+    """The compiled loop (same plan as :class:`Planner`); None where it does not apply."""
+    wall0 = _time.perf_counter()
+    if collective.num_ranks != topology.num_ranks or collective.kind not in SUPPORTED:
+        return None     # the reference raises the one-line error
+    st = _static_tables(topology)
+    n = st.n
+    nch = collective.num_chunks
+    S = nch * k
+    if not st.ok or n * S > KERNEL_MAX_PAIRS:
+        return None
+    W = (S + 62) // 63
+    sub_bytes = collective.chunk_bytes(size) / k
+    has, want = _bitsets(collective, n, k, W)
+    bw = topology.link_bw.astype(np.float64)
+    alpha = topology.link_alpha.astype(np.float64)
+    delta = sub_bytes / topology.link_bw
+    free = (np.zeros(st.m) if link_free0 is None
+            else np.array(link_free0, dtype=np.float64, copy=True))
+    # initial capacities (the loop grows its arrays as needed)
+    max_ops = max(1, min(n * S, KERNEL_INITIAL_OPS))
+    max_route = st.max_route
+    max_heap = st.m + 4 * max_ops + 1
+    dims = np.array([n, st.m, W, S, nch, k, st.ndom, st.N, max_ops, max_route, max_heap,
+                     st.max_ent], dtype=np.int64)
+    fdims = np.array([sub_bytes, 1e-12, NOISE])
+    (cnt, op_src, op_dst, op_sub, op_start, op_fin, op_dep, rptr, rlinks) = kernel.run(
+        dims, fdims, st.link_dst, st.link_src_gpu, st.lsrc_rank, st.ldst_rank, st.ldst_gpu,
+        st.hop_kd, st.ldmask, st.gout_ptr, st.gout, st.gin_ptr, st.gin, st.qrank, st.qpos,
+        st.rdmask, st.out_ptr, st.out_l, st.gh_ptr, st.gh_l, st.nh_ptr, st.nh_l,
+        st.net_nodes, st.dom, bw, alpha, delta, free, has, want)
+    if cnt[kernel.ERR]:
+        raise CollsynthError("scale: some ranks cannot be reached (the plan stalled with "
+                             "data still missing)")
+    p = Plan(topology, collective, k, float(size), op_src=op_src, op_dst=op_dst,
+             op_sub=op_sub, op_start=op_start, op_finish=op_fin, op_dep=op_dep,
+             route_ptr=rptr, route_links=rlinks, engine="numba")
+    ev = [int(x) for x in cnt[kernel.EV0:kernel.EV0 + 4]]
+    p.events = {EVENT_NAMES[e]: ev[e] for e in (TX_START, TX_END, RX_START, RX_END)}
+    p.decisions = {"lwnf": int(cnt[kernel.LWNF]), "lwnf_refused": int(cnt[kernel.REFUSED]),
+                   "ss_calls": int(cnt[kernel.SS]), "ss_duplicates": int(cnt[kernel.DUPS]),
+                   "rounds": int(cnt[kernel.ROUNDS])}
+    p.plan_s = float(op_fin.max()) if len(op_fin) else 0.0
+    p.wall_s = _time.perf_counter() - wall0
+    return p
+
+
 def plan(topology: Topology, collective: Collective, subchunks: Any = None,
-         size: Any = None, stats: LinkStats | None = None) -> Plan:
+         size: Any = None, stats: LinkStats | None = None, engine: str = "auto") -> Plan:
     """Run the SCALE-CCL loop (no IR). ``stats`` replaces the topology's bandwidths and delays
-    and delays each link by its queue."""
+    and delays each link by its queue. ``engine``: ``"auto"`` (the compiled loop where it
+    applies, else the reference), ``"numba"`` or ``"python"`` (the reference
+    :class:`Planner`); both give the same plan."""
     c = int_option(subchunks, "subchunks", "scale", minimum=1) or DEFAULT_SUBCHUNKS
     if c > 4096:
         raise CollsynthError(f"scale option subchunks={c} is above 4096")
     nbytes = size_option(size, "scale", DEFAULT_SIZE)
+    if engine not in ("auto", "numba", "python"):
+        raise CollsynthError(f"scale engine {engine!r} is not auto, numba or python")
     free0 = None
     if stats is not None:
         topology = stats.apply(topology)
         free0 = stats.queue_delay()
+    if engine == "auto":
+        pairs = topology.num_ranks * collective.num_chunks * c
+        use = _KERNEL_LOAD[0] is not None or pairs >= KERNEL_AUTO_PAIRS
+    else:
+        use = engine == "numba"
+    if use:
+        p = _kernel_plan(_kernel(), topology, collective, c, nbytes, free0)
+        if p is not None:
+            return p
     return Planner(topology, collective, c, nbytes, free0).run()
 
 
@@ -735,11 +979,13 @@ def synthesize(topology: Topology, collective: Collective, *, size: float | None
 
 
 def replan(topology: Topology, stats: LinkStats | dict | str, collective: Collective | None = None,
-           *, subchunks: Any = 8, size: Any = None, verify: bool = True) -> Schedule:
+           *, subchunks: Any = 8, size: Any = None, verify: bool = True,
+           engine: str = "auto") -> Schedule:
     """Re-plan under new link statistics (a :class:`LinkStats`, its JSON dict, or a file path).
 
     The schedule belongs to the topology with the statistics' bandwidths and delays applied;
-    links start busy for ``queue / bandwidth``. AllGather by default.
+    links start busy for ``queue / bandwidth``. AllGather by default. ``engine`` as in
+    :func:`plan` (call :func:`load_kernel` once first for millisecond re-plans).
     """
     if not isinstance(stats, LinkStats):
         if isinstance(stats, str):
@@ -748,7 +994,7 @@ def replan(topology: Topology, stats: LinkStats | dict | str, collective: Collec
             stats = LinkStats.from_dict(stats, topology)
     if collective is None:
         collective = Collective.make("allgather", topology.num_ranks)
-    sched = lower(plan(topology, collective, subchunks, size, stats))
+    sched = lower(plan(topology, collective, subchunks, size, stats, engine))
     sched = sched.with_meta(algorithm="scale", replanned=True)
     if verify:
         from ...verify import ensure_verified
