@@ -158,6 +158,18 @@ def test_cli_replan_smoke_and_bad_stats(tmp_path, capsys):
     from collsynth.schedule.io import load_schedule
 
     assert verify(load_schedule(str(out))).ok
+    # both engines from the CLI: the same plan
+    plans = {}
+    for engine in ("numba", "python"):
+        o = tmp_path / f"{engine}.json"
+        assert main(["wan", "replan", "-t", "wan:dcs=2,gpus=2", "--stats", str(stats),
+                     "--subchunks", "4", "--size", "4MB", "-o", str(o), "--json",
+                     "--engine", engine]) == 0
+        info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert info["engine"] == engine and info["verified"]
+        sch = load_schedule(str(o))
+        plans[engine] = (sch.src.tolist(), sch.dst.tolist(), sch.start.tolist())
+    assert plans["numba"] == plans["python"]
     bad = tmp_path / "bad.json"
     bad.write_text('{"links": [{"link": 0, "bandwidth": -5}]}')
     assert main(["wan", "replan", "-t", "wan:dcs=2,gpus=2", "--stats", str(bad),

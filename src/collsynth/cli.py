@@ -688,7 +688,13 @@ def _cmd_wan_replan(args: argparse.Namespace) -> int:
         raise CollsynthError(f"--root {root} is not a rank of {topo.name!r}")
     coll = Collective.make(args.collective, topo.num_ranks, 1, root)
     t0 = time.perf_counter()
-    sched = replan(topo, stats, coll, subchunks=args.subchunks, size=size, verify=False)
+    if args.engine == "numba":
+        from .synth.scale import load_kernel
+
+        load_kernel()               # compile or load from cache: not part of the re-plan time
+        t0 = time.perf_counter()
+    sched = replan(topo, stats, coll, subchunks=args.subchunks, size=size, verify=False,
+                   engine=args.engine)
     replan_s = time.perf_counter() - t0
     from .verify import ensure_verified
 
@@ -697,7 +703,8 @@ def _cmd_wan_replan(args: argparse.Namespace) -> int:
     info = {"output": args.output, "algorithm": "scale", "topology": topo.name,
             "collective": sched.collective.to_dict(), "ops": sched.num_ops,
             "subchunks": args.subchunks, "size": sched.size, "replan_time_s": replan_s,
-            "planned_time_s": sched.meta["scale"]["plan_time_s"], "verified": report.ok}
+            "planned_time_s": sched.meta["scale"]["plan_time_s"], "verified": report.ok,
+            "engine": sched.meta["scale"].get("engine")}
     if args.json:
         _emit_json(info)
     else:
@@ -922,6 +929,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--root", type=int, default=None, help="root rank for broadcast")
     rep.add_argument("--subchunks", type=int, default=8, help="subchunks per chunk (default 8)")
     rep.add_argument("--size", help="data size (default 1MiB)")
+    rep.add_argument("--engine", choices=("auto", "numba", "python"), default="auto",
+                     help="event loop: numba (compiled; loading it takes about a second in a "
+                          "fresh process, the first compile on a machine about 30 s), python, "
+                          "or auto (numba when already loaded)")
     rep.add_argument("-o", "--output", required=True, help="schedule file to write (JSON)")
     rep.add_argument("--json", action="store_true", help="print one JSON object")
     rep.set_defaults(func=_cmd_wan_replan)
