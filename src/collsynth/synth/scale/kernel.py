@@ -176,6 +176,22 @@ def _spop(sh, st):
 
 
 @njit(cache=True)
+def _trigger_all(n, gout_ptr, gout, trig_in, trig_list, trig_none):
+    """Mark every GPU out-link for a scheduling pass (the seed's schedule-all); returns the
+    number of links listed."""
+    tn = 0
+    for u in range(n):
+        for p in range(gout_ptr[u], gout_ptr[u + 1]):
+            l = gout[p]
+            if not trig_in[l]:
+                trig_in[l] = 1
+                trig_list[tn] = l
+                tn += 1
+            trig_none[l] = 1
+    return tn
+
+
+@njit(cache=True)
 def _grow(a, cap):
     """A copy of 1-d ``a`` with room for ``cap`` elements."""
     out = np.zeros(cap, dtype=a.dtype)
@@ -704,16 +720,7 @@ def run(dims, fdims, link_dst, link_src_gpu, lsrc_rank, ldst_rank, ldst_gpu, hop
             _epush(ht, hk, hs, ha, st, free[lid], TX_END, lid)
     # schedule_all(0)
     now = 0.0
-    tn = 0
-    for u in range(n):
-        for p in range(gout_ptr[u], gout_ptr[u + 1]):
-            l = gout[p]
-            if not trig_in[l]:
-                trig_in[l] = 1
-                trig_list[tn] = l
-                tn += 1
-            trig_none[l] = 1
-    st[TRN] = tn
+    st[TRN] = _trigger_all(n, gout_ptr, gout, trig_in, trig_list, trig_none)
     pending = True
     kicks = 0
     rounds = 0
@@ -855,16 +862,7 @@ def run(dims, fdims, link_dst, link_src_gpu, lsrc_rank, ldst_rank, ldst_gpu, hop
                     break
                 if later != np.inf:
                     now = later
-                tn = 0
-                for u in range(n):
-                    for p in range(gout_ptr[u], gout_ptr[u + 1]):
-                        l = gout[p]
-                        if not trig_in[l]:
-                            trig_in[l] = 1
-                            trig_list[tn] = l
-                            tn += 1
-                        trig_none[l] = 1
-                st[TRN] = tn
+                st[TRN] = _trigger_all(n, gout_ptr, gout, trig_in, trig_list, trig_none)
                 pending = True
                 continue
             break
