@@ -232,11 +232,14 @@ class ScheduleBuilder:
                  route_ptr: np.ndarray, route_links: np.ndarray,
                  dep_ptr: np.ndarray | None = None, dep_ids: np.ndarray | None = None,
                  kind: np.ndarray | int = OpKind.COPY,
-                 step: np.ndarray | None = None) -> np.ndarray:
+                 step: np.ndarray | None = None,
+                 part: np.ndarray | tuple[int, int, int] | None = None) -> np.ndarray:
         """Append operations from arrays and return their ids.
 
         Routes and dependencies are CSR arrays (``*_ptr`` has one more entry than there are
-        operations, starting at 0); dependency ids are global op ids.
+        operations, starting at 0); dependency ids are global op ids. ``part`` is the byte range
+        ``(lo, hi, den)`` of the chunk each operation carries (as in :meth:`add`): one triple for
+        all of them or an array of shape ``(k, 3)``; ``None`` means whole chunks.
         """
         self._flush()
         k = len(src)
@@ -254,6 +257,14 @@ class ScheduleBuilder:
             "step": None if step is None else np.asarray(step, dtype=np.int64),
             "start": None, "duration": None, "part": None, "n": k,
         }
+        if part is not None:
+            arr = np.asarray(part, dtype=np.int64)
+            if arr.shape == (3,):
+                arr = np.broadcast_to(arr, (k, 3))
+            if arr.shape != (k, 3):
+                raise CollsynthError(f"add_many: part has shape {tuple(arr.shape)}, expected "
+                                     f"(3,) or ({k}, 3)")
+            seg["part"] = np.array(arr, dtype=np.int64)
         for name in ("dst", "chunk"):
             if len(seg[name]) != k:
                 raise CollsynthError(f"add_many: column {name} has {len(seg[name])} entries, "
@@ -261,6 +272,7 @@ class ScheduleBuilder:
         if len(seg["route_ptr"]) != k + 1 or len(seg["dep_ptr"]) != k + 1:
             raise CollsynthError("add_many: route_ptr and dep_ptr need one entry per op plus one")
         self._any["step"] |= step is not None
+        self._any["part"] |= part is not None
         self._segments.append(seg)
         self._frozen += k
         return np.arange(base, base + k, dtype=np.int64)

@@ -1,16 +1,21 @@
-"""``syccl`` — SyCCL-style symmetric decomposition (seed 001), first version: AllGather (and
-ReduceScatter by reversal) on island x rail fabrics. See ``docs/syccl.md``.
+"""``syccl`` — SyCCL-style symmetric decomposition (seed 001): AllGather, ReduceScatter (by
+reversal) and AllToAll on island x rail fabrics. See ``docs/syccl.md``.
 
-Stage 1 (sketches): a sketch is an order of the two dimensions. ``rail>island`` first gathers
-along the rail group (GPU j of every island) and then spreads the S pieces each GPU holds over
-its island; ``island>rail`` first gathers inside the island and then sends the whole island's m
-pieces along the rail. Per unit of a rank's data, a GPU receives
+Stage 1 (sketches): a sketch is an order of the dimensions, one stage per dimension.
+:mod:`.sketch` enumerates the candidate sketches with the seed's pruning rules; for AllGather
+the survivors are ``rail>island`` (first gather along the rail group, GPU j of every island,
+then spread the S pieces each GPU holds over its island) and ``island>rail``. Per unit of a
+rank's data a GPU receives
 
 * ``rail>island``: network ``S-1`` pieces, island ``S(m-1)`` pieces;
 * ``island>rail``: network ``m(S-1)`` pieces, island ``m-1`` pieces.
 
 In general a stage on groups of size g, after earlier stages of sizes g_1..g_k, loads each GPU
-with ``(g-1) * g_1 * ... * g_k`` pieces on its dimension.
+with ``(g-1) * g_1 * ... * g_k`` pieces on its dimension. AllToAll sketches route each block
+along one dimension per stage (the block moves to the group member whose coordinate on that
+dimension is its destination's): ``rail>island`` is PXN (send over the rail to the destination
+island's rail mate, which forwards inside its island), ``island>rail`` the reverse; both load a
+GPU with ``m(S-1)`` network and ``S(m-1)`` island blocks.
 
 **Chunk allocation.** Every rank's data is split into fractions t_k over the sketches (sum 1).
 With per-GPU capacities c_d (island ingress bandwidth; network share) the time is
@@ -24,17 +29,23 @@ single sketches and, for each pair (a, b), the fraction equalising both dimensio
 kept when 0 <= t_a <= 1. The fraction is then rounded to a multiple of 1/QUANT for the IR.
 
 Stage 2 (per sub-demand): the all-gather inside one group of each dimension is synthesized once
-as a template on group positions (``direct``: every member sends to every other member in one
-hop; ``ring``: a ring on positions 0..g-1) and replicated over every isomorphic group by mapping
-positions to ranks (group j of the rail dimension, island s of the island dimension).
+as a template on group positions (``shift``: every member sends to every other member in one
+hop, in pairwise-shift order, step ``(b - o) mod g - 1``, the order TE-CCL's MILP finds on these
+groups; ``ring``: a ring on positions 0..g-1; ``milp``: TE-CCL's epoch MILP solution of the
+sub-demand, :mod:`.stage2`, with ``stage2=milp``) and replicated over every isomorphic group by
+mapping positions to ranks (group j of the rail dimension, island s of the island dimension).
+The AllToAll sub-demand of a group is the one-hop exchange (pairwise-shift order).
 
 Stage 3 (global selection): a candidate (allocation, rail template, pipeline depth P) is
-stitched into one IR: each sketch's byte range [lo, hi) of every chunk is cut into P parts
-(``part``), a stage's operation depends on the operation that delivered that part to the
-sender. Candidates are simulated at ``size`` (default 1 GB): first every allocation x template
-at P = COARSE_P, then a P sweep for the best COARSE_KEEP of them; the fastest is kept (ties:
-first candidate in a fixed order), so the result is deterministic. ReduceScatter reverses the
-best AllGather candidates (:func:`reverse_to_reducescatter`).
+stitched into one IR with numpy (``ScheduleBuilder.add_many`` with byte ranges): each sketch's
+byte range [lo, hi) of every chunk is cut into P parts, a stage's operation depends on the
+operation that delivered that part to the sender. Candidates are simulated at ``size``
+(default 1 GB): every allocation x template at P = COARSE_P, then a P sweep for the best
+COARSE_KEEP of them (stopping when deeper pipelining stops helping, or at the op budget);
+the fastest is kept (ties: first candidate in a fixed order), so the result is deterministic.
+ReduceScatter reverses the best AllGather candidate and orders the reduces by its simulated
+timeline run backwards (:func:`reverse_to_reducescatter`). AllToAll also scores the one-stage
+sketch (the ``direct`` baseline schedule).
 """
 
 from __future__ import annotations
@@ -43,25 +54,44 @@ from fractions import Fraction
 from math import lcm
 from typing import Any
 
+import numpy as np
+
 from ...collective import CollKind, Collective
 from ...errors import CollsynthError
 from ...schedule.ir import OpKind, Schedule, ScheduleBuilder
 from ...topology.model import Topology
 from .. import register
+from .sketch import enumerate_sketches
 from .symmetry import Fabric, detect
 
 QUANT = 64
 PIPELINES = (1, 2, 4, 8, 16)
-REVERSE_TOP = 3
 COARSE_P = 2
-COARSE_KEEP = 2
+COARSE_KEEP = 1
 DEFAULT_SIZE = 1e9
+#: most operations a candidate may have (bounds memory and simulation time at 512+ GPUs)
+OP_BUDGET = 3_000_000
+#: relative improvement a pipeline step must bring for the sweep to go on
+MIN_GAIN = 0.01
 SKETCHES = (("rail", "island"), ("island", "rail"))
 
 
-def sketch_loads(sketch: tuple[str, ...], sizes: dict[str, int]) -> dict[str, int]:
-    """Pieces each GPU receives per dimension for one unit of every rank's data."""
+def sketch_loads(sketch: tuple[str, ...], sizes: dict[str, int],
+                 kind: CollKind = CollKind.ALLGATHER) -> dict[str, int]:
+    """Pieces each GPU receives per dimension for one unit of every rank's data.
+
+    AllGather: a stage on groups of size g after stages of sizes g_1..g_k: ``(g-1) g_1..g_k``.
+    AllToAll (unit: one block per source-destination pair): a stage on groups of size g moves,
+    to each GPU, ``(g-1)/g`` of the ``N`` blocks it will hold, N = number of ranks.
+    """
     loads = {d: 0 for d in sizes}
+    if kind is CollKind.ALLTOALL:
+        n = 1
+        for d in sizes:
+            n *= sizes[d]
+        for d in sketch:
+            loads[d] += n * (sizes[d] - 1) // sizes[d]
+        return loads
     held = 1
     for d in sketch:
         loads[d] += (sizes[d] - 1) * held
@@ -99,178 +129,442 @@ def allocate(loads: list[dict[str, int]], caps: dict[str, Fraction]) -> tuple[li
     return best, cost(best)
 
 
-def _template(kind: str, g: int) -> list[tuple[int, int, int, int]]:
-    """All-gather on positions 0..g-1: (src, dst, origin, index of the delivering transfer)."""
-    out: list[tuple[int, int, int, int]] = []
-    if kind == "direct" or g <= 2:
-        for o in range(g):
-            for b in range(g):
-                if b != o:
-                    out.append((o, b, o, -1))
-        return out
-    for o in range(g):
-        prev = -1
-        for h in range(g - 1):
-            a, b = (o + h) % g, (o + h + 1) % g
-            out.append((a, b, o, prev))
-            prev = len(out) - 1
-    return out
+# ------------------------------------------------------------------------------ templates
+class _Template:
+    """All-gather on group positions 0..g-1 as arrays: transfer i moves origin ``o[i]``'s data
+    from ``a[i]`` to ``b[i]`` after transfer ``prev[i]`` (-1: the origin's own data) at hop
+    ``depth[i]``; ``last[o, b]`` is the transfer that delivers origin o to position b."""
+
+    def __init__(self, kind: str, g: int, rows: list | None = None):
+        if rows is not None:     # given (a stage-2 MILP solution)
+            rows = [tuple(int(v) for v in r) for r in rows]
+        else:
+            rows = []
+        if kind == "milp":
+            pass
+        elif kind in ("direct", "shift") or g <= 2:
+            shift = kind == "shift"
+            for o in range(g):
+                for b in range(g):
+                    if b != o:
+                        rows.append((o, b, o, -1, (b - o) % g - 1 if shift else 0))
+        elif kind == "ring":
+            for o in range(g):
+                prev = -1
+                for h in range(g - 1):
+                    rows.append(((o + h) % g, (o + h + 1) % g, o, prev, h))
+                    prev = len(rows) - 1
+        else:  # pragma: no cover - internal
+            raise CollsynthError(f"syccl: unknown template {kind!r}")
+        arr = np.array(rows, dtype=np.int64).reshape(-1, 5)
+        self.kind, self.g = kind, g
+        self.a, self.b, self.o, self.prev, self.depth = (arr[:, i].copy() for i in range(5))
+        self.last = np.full((g, g), -1, dtype=np.int64)
+        for i, (_, b, o, _, _) in enumerate(rows):
+            self.last[o, b] = i   # later transfers overwrite: the final delivery
+        off = ~np.eye(g, dtype=bool)
+        if np.any(self.last[off] < 0) or np.any(self.prev >= np.arange(len(rows))):
+            raise CollsynthError(f"syccl: the {kind} template does not complete the "
+                                 f"all-gather of {g} positions")
 
 
-def build(topology: Topology, collective: Collective, fab: Fabric, fracs: list[Fraction],
-          rail_kind: str, pipeline: int, meta: dict) -> Schedule:
-    C = collective.chunks_per_rank
+def _ag_stage(held: np.ndarray, deliv: np.ndarray, G: np.ndarray, tp: _Template, base_id: int,
+              base_step: int) -> tuple[dict, np.ndarray, np.ndarray]:
+    """One AllGather stage replicated over the groups ``G`` (shape [groups, g]).
+
+    ``held[r]`` lists the chunks rank r holds (all ranks hold equally many) and ``deliv[r]``
+    the local op id that delivered each (-1: held initially). Returns the ops (arrays in
+    group, transfer, item order) and the new ``held``/``deliv``."""
+    ng, g = G.shape
+    n, H = held.shape
+    T = len(tp.a)
+    org = G[:, tp.o]                                     # [ng, T]
+    ids = base_id + np.arange(ng * T * H, dtype=np.int64).reshape(ng, T, H)
+    chunk = held[org]                                    # [ng, T, H]
+    prev = np.maximum(tp.prev, 0)
+    dep = np.where((tp.prev >= 0)[None, :, None], ids[:, prev, :], deliv[org])
+    ops = {"src": np.broadcast_to(G[:, tp.a][:, :, None], (ng, T, H)).ravel(),
+           "dst": np.broadcast_to(G[:, tp.b][:, :, None], (ng, T, H)).ravel(),
+           "chunk": chunk.ravel(), "dep": dep.ravel(),
+           "step": np.broadcast_to((base_step + tp.depth)[None, :, None], (ng, T, H)).ravel()}
+    # rank at position b of group gi now holds origin o's items for every o
+    new_held = np.empty((n, g * H), dtype=np.int64)
+    new_deliv = np.empty((n, g * H), dtype=np.int64)
+    hb = held[G]                                         # [ng, g(o), H]
+    last = np.maximum(tp.last, 0)                        # [g(o), g(b)]
+    got = ids[:, last, :]                                # [ng, g(o), g(b), H]
+    own = np.eye(g, dtype=bool)[None, :, :, None]
+    dl = np.where(own, deliv[G][:, :, None, :], got)     # [ng, o, b, H]
+    new_held[G.ravel()] = np.broadcast_to(hb[:, None, :, :], (ng, g, g, H)).reshape(ng * g, g * H)
+    new_deliv[G.ravel()] = dl.transpose(0, 2, 1, 3).reshape(ng * g, g * H)
+    return ops, new_held, new_deliv
+
+
+def _a2a_stage(held: np.ndarray, deliv: np.ndarray, G: np.ndarray, key: np.ndarray,
+               base_id: int, base_step: int) -> tuple[dict, np.ndarray, np.ndarray]:
+    """One AllToAll stage over the groups ``G``: every block moves to the group member at
+    position ``key[block]`` (its destination's coordinate on this dimension), one hop, sends in
+    pairwise-shift order (step ``base_step + (b - a) mod g - 1``)."""
+    ng, g = G.shape
+    n, H = held.shape
+    if H % g:
+        raise CollsynthError("syccl: internal error: AllToAll blocks do not split evenly")
+    Q = H // g
+    k = key[held]
+    order = np.argsort(k, axis=1, kind="stable")
+    ks = np.take_along_axis(k, order, axis=1).reshape(n, g, Q)
+    if not np.all(ks == np.arange(g)[None, :, None]):
+        raise CollsynthError("syccl: internal error: AllToAll blocks are not uniform over a "
+                             "group (P2 violated)")
+    hs = np.take_along_axis(held, order, axis=1).reshape(n, g, Q)
+    ds = np.take_along_axis(deliv, order, axis=1).reshape(n, g, Q)
+    A, B = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
+    mask = A != B
+    ai, bi = A[mask], B[mask]                            # pairs (a, b), a != b, T = g(g-1)
+    T = len(ai)
+    pair = np.full((g, g), 0, dtype=np.int64)
+    pair[ai, bi] = np.arange(T)
+    snd = G[:, ai]                                       # [ng, T]
+    ids = base_id + np.arange(ng * T * Q, dtype=np.int64).reshape(ng, T, Q)
+    ops = {"src": np.broadcast_to(snd[:, :, None], (ng, T, Q)).ravel(),
+           "dst": np.broadcast_to(G[:, bi][:, :, None], (ng, T, Q)).ravel(),
+           "chunk": hs[snd, bi[None, :], :].ravel(),
+           "dep": ds[snd, bi[None, :], :].ravel(),
+           "step": np.broadcast_to((base_step + (bi - ai) % g - 1)[None, :, None],
+                                   (ng, T, Q)).ravel()}
+    # rank at position b of group gi receives from every a the blocks keyed b
+    bb = np.arange(g)
+    nh = hs[G[:, None, :], bb[None, :, None], :]         # [ng, b, a, Q]
+    own = np.eye(g, dtype=bool)[None, :, :, None]
+    nd = np.where(own, ds[G[:, None, :], bb[None, :, None], :],
+                  ids[:, pair.T, :])                     # pair.T[b, a] = pair[a, b]
+    new_held = np.empty_like(held)
+    new_deliv = np.empty_like(deliv)
+    new_held[G.ravel()] = nh.reshape(ng * g, H)
+    new_deliv[G.ravel()] = nd.reshape(ng * g, H)
+    return ops, new_held, new_deliv
+
+
+class _RouteTable:
+    """Routes of the island and rail pairs as a padded (pair -> links) table, for vectorised
+    CSR building."""
+
+    def __init__(self, n: int, *tables: dict):
+        width = max(len(r) for tab in tables for r in tab.values())
+        self.n = n
+        self.pad = np.zeros((n * n, width), dtype=np.int64)
+        self.lens = np.zeros(n * n, dtype=np.int64)
+        for tab in tables:
+            for (a, b), r in tab.items():
+                self.pad[a * n + b, :len(r)] = r
+                self.lens[a * n + b] = len(r)
+
+    def csr(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pairs = src * self.n + dst
+        lens = self.lens[pairs]
+        if np.any(lens == 0):  # pragma: no cover - internal
+            raise CollsynthError("syccl: internal error: a stage pair has no route")
+        ptr = np.zeros(len(pairs) + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        mask = np.arange(self.pad.shape[1])[None, :] < lens[:, None]
+        return ptr, self.pad[pairs][mask]
+
+
+class _Plan:
+    """Everything a candidate build needs that does not depend on the candidate."""
+
+    def __init__(self, topology: Topology, collective: Collective, fab: Fabric):
+        self.topology, self.collective, self.fab = topology, collective, fab
+        n = topology.num_ranks
+        S, m = fab.servers, fab.island_size
+        self.groups = {"island": np.array(fab.islands, dtype=np.int64),
+                       "rail": np.array(fab.rails, dtype=np.int64)}
+        pos = {"island": np.empty(n, dtype=np.int64), "rail": np.empty(n, dtype=np.int64)}
+        for s, isl in enumerate(fab.islands):
+            for j, r in enumerate(isl):
+                pos["island"][r] = j
+                pos["rail"][r] = s
+        self.pos = pos
+        self.routes = _RouteTable(n, fab.island_routes, fab.net_routes)
+        self.stage_gap = max(S, m)
+        self._blocks: dict = {}
+        self.milp: dict[str, _Template] = {}   # stage-2 MILP templates per dimension
+
+    def template(self, dim: str, kind: str) -> _Template:
+        g = self.groups[dim].shape[1]
+        if kind == "milp":
+            return self.milp.get(dim) or _Template("shift", g)
+        return _Template(kind if dim == "rail" else "shift", g)
+
+    def block(self, sketch: tuple[str, ...], rail_kind: str) -> dict:
+        """Ops of one sketch for one byte range (local dep ids), cached."""
+        key = (sketch, rail_kind)
+        if key in self._blocks:
+            return self._blocks[key]
+        c = self.collective
+        n, C = c.num_ranks, c.chunks_per_rank
+        a2a = c.kind is CollKind.ALLTOALL
+        if a2a:
+            held = np.arange(n * n * C, dtype=np.int64).reshape(n, n * C)
+            dest = (np.arange(n * n * C, dtype=np.int64) // C) % n
+        else:
+            held = np.arange(n * C, dtype=np.int64).reshape(n, C)
+        deliv = np.full(held.shape, -1, dtype=np.int64)
+        parts = []
+        cur = 0
+        for si, dim in enumerate(sketch):
+            G = self.groups[dim]
+            base = si * self.stage_gap
+            if a2a:
+                ops, held, deliv = _a2a_stage(held, deliv, G, self.pos[dim][dest], cur, base)
+            else:
+                ops, held, deliv = _ag_stage(held, deliv, G, self.template(dim, rail_kind),
+                                             cur, base)
+            parts.append(ops)
+            cur += len(ops["src"])
+        blk = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        blk["route_ptr"], blk["route_links"] = self.routes.csr(blk["src"], blk["dst"])
+        self._blocks[key] = blk
+        return blk
+
+    def ops_per_unit(self, sketches, fracs, rail_kind: str) -> int:
+        return sum(len(self.block(sk, rail_kind)["src"]) for sk, f in zip(sketches, fracs)
+                   if f != 0)
+
+
+def quantize(fracs: list[Fraction]) -> list[Fraction]:
     q = [f.limit_denominator(QUANT) for f in fracs]
     q[-1] = 1 - sum(q[:-1])
+    return q
+
+
+def build(plan: _Plan, sketches: list[tuple[str, ...]], fracs: list[Fraction], rail_kind: str,
+          pipeline: int, meta: dict) -> Schedule:
+    """Stitch the candidate (sketch fractions, rail template, pipeline depth) into one IR."""
+    q = quantize(fracs)
     den = lcm(*[x.denominator for x in q]) * pipeline
-    groups = {"island": fab.islands, "rail": fab.rails}
-    templ = {"island": _template("direct", fab.island_size),
-             "rail": _template(rail_kind, fab.servers)}
-    routes = {"island": fab.island_routes, "rail": fab.net_routes}
-    b = ScheduleBuilder(topology, collective, meta)
+    b = ScheduleBuilder(plan.topology, plan.collective, meta)
     lo = Fraction(0)
-    n = topology.num_ranks
-    steps: list[int] = []   # dependency depth of every op (its step)
-    for k, sketch in enumerate(SKETCHES):
+    P = pipeline
+    for k, sketch in enumerate(sketches):
         if q[k] == 0:
             continue
         hi = lo + q[k]
         plo, phi = int(lo * den), int(hi * den)
-        step = (phi - plo) // pipeline
-        for p in range(pipeline):
-            part = (plo + p * step, plo + (p + 1) * step if p < pipeline - 1 else phi, den)
-            # have[r]: chunk -> op that delivered this part to r (-1: initial)
-            have: list[dict[int, int]] = [{c: -1 for c in range(r * C, (r + 1) * C)}
-                                          for r in range(n)]
-            for si, dim in enumerate(sketch):
-                base = si * max(fab.servers, fab.island_size)
-                start = [dict(h) for h in have]
-                for grp in groups[dim]:
-                    ids: list[dict[int, int]] = []
-                    for (a, bb, o, prev) in templ[dim]:
-                        src, dst, org = grp[a], grp[bb], grp[o]
-                        got: dict[int, int] = {}
-                        for c in sorted(start[org]):
-                            dep = ids[prev][c] if prev >= 0 else start[src][c]
-                            # step: stage base + hop depth inside the stage (ring hops)
-                            st = base if prev < 0 else steps[ids[prev][c]] + 1
-                            op = b.add(src, dst, c, route=routes[dim][(src, dst)],
-                                       kind=OpKind.COPY, deps=() if dep < 0 else (dep,),
-                                       part=part, step=st)
-                            steps.append(st)
-                            got[c] = op
-                            have[dst][c] = op
-                        ids.append(got)
+        width = (phi - plo) // P
+        blk = plan.block(sketch, rail_kind)
+        K = len(blk["src"])
+        off = len(b)
+        # P copies of the block, one per part (part-major order)
+        pid = np.repeat(np.arange(P, dtype=np.int64), K)
+        dep = np.tile(blk["dep"], P)
+        has = dep >= 0
+        dep = np.where(has, dep + off + pid * K, -1)
+        dep_ptr = np.zeros(K * P + 1, dtype=np.int64)
+        np.cumsum(has, out=dep_ptr[1:])
+        rlen = np.diff(blk["route_ptr"])
+        route_ptr = np.zeros(K * P + 1, dtype=np.int64)
+        np.cumsum(np.tile(rlen, P), out=route_ptr[1:])
+        plo_arr = plo + np.arange(P, dtype=np.int64) * width
+        phi_arr = np.append(plo_arr[1:], phi)
+        part = np.stack([np.repeat(plo_arr, K), np.repeat(phi_arr, K),
+                         np.full(K * P, den, dtype=np.int64)], axis=1)
+        b.add_many(np.tile(blk["src"], P), np.tile(blk["dst"], P), np.tile(blk["chunk"], P),
+                   route_ptr=route_ptr, route_links=np.tile(blk["route_links"], P),
+                   dep_ptr=dep_ptr, dep_ids=dep[has], kind=OpKind.COPY,
+                   step=np.tile(blk["step"], P), part=part)
         lo = hi
     return b.build()
 
 
-def reverse_to_reducescatter(ag: Schedule, collective: Collective) -> Schedule:
+def reverse_to_reducescatter(ag: Schedule, collective: Collective,
+                             finish: np.ndarray | None = None) -> Schedule:
     """ReduceScatter as the reverse of an AllGather schedule.
 
     Each AllGather (chunk, part) forms a broadcast tree from the chunk's owner (every other rank
     receives it exactly once). Reversed, every edge becomes a ``reduce`` from the child to the
     parent that waits for the reversed edges of the child's own children, along the reversed
     route (each link replaced by the link between the same nodes in the other direction).
+    Vectorised: reversing the op order and every route is reversing the flat link array.
+
+    ``finish`` (the AllGather's simulated op finish times) plans the reversed timeline: a
+    feasible AllGather timetable run backwards is a feasible ReduceScatter timetable, so each
+    reduce gets as its step the rank of ``-finish`` (the op that finished last in the
+    AllGather is served first). Without it the steps are the AllGather's, reversed.
     """
     t = ag.topology
-    back: dict[tuple[int, int], int] = {}
-    for lk in sorted(t.links, key=lambda k: (-k.bw, k.id)):
-        back.setdefault((lk.src, lk.dst), lk.id)
     N = ag.num_ops
-    children: list[list[int]] = [[] for _ in range(N)]
-    for i in range(N):
-        for d in ag.deps(i):
-            children[int(d)].append(i)
-    smax = int(ag.step.max()) if ag.step is not None and N else 0
+    nl = len(t.links)
+    order = np.lexsort((np.arange(nl), -t.link_bw))
+    pair_best: dict[tuple[int, int], int] = {}
+    for lid in order.tolist():
+        pair_best.setdefault((int(t.link_src[lid]), int(t.link_dst[lid])), lid)
+    back = np.full(nl, -1, dtype=np.int64)
+    for lid in range(nl):
+        back[lid] = pair_best.get((int(t.link_dst[lid]), int(t.link_src[lid])), -1)
+    links = ag.route_links[::-1]
+    new_links = back[links]
+    if np.any(new_links < 0):
+        bad = int(links[np.flatnonzero(new_links < 0)[0]])
+        raise CollsynthError(f"syccl: reduce-scatter needs link {t.link_label(bad)} "
+                             f"in both directions")
+    total = int(ag.route_ptr[-1])
+    route_ptr = total - ag.route_ptr[::-1]
+    # op i depends on d  ->  reversed op N-1-d depends on N-1-i
+    owner = np.repeat(np.arange(N, dtype=np.int64), np.diff(ag.dep_ptr))
+    new_owner = N - 1 - ag.dep_ids
+    new_ids = N - 1 - owner
+    srt = np.lexsort((new_ids, new_owner))
+    dep_ptr = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(np.bincount(new_owner, minlength=N), out=dep_ptr[1:])
+    if finish is not None:
+        _, step = np.unique(-np.asarray(finish, dtype=np.float64)[::-1], return_inverse=True)
+        step = step.astype(np.int64)
+    else:
+        smax = int(ag.step.max()) if ag.step is not None and N else 0
+        step = smax - ag.step[::-1]
+    part = np.stack([ag.part_lo[::-1], ag.part_hi[::-1], ag.part_den[::-1]], axis=1)
     b = ScheduleBuilder(t, collective, dict(ag.meta))
-    for new in range(N):
-        i = N - 1 - new
-        route = []
-        for lid in ag.route(i)[::-1]:
-            lk = t.links[int(lid)]
-            r = back.get((lk.dst, lk.src))
-            if r is None:
-                raise CollsynthError(f"syccl: reduce-scatter needs link {t.link_label(int(lid))} "
-                                     f"in both directions")
-            route.append(r)
-        b.add(int(ag.dst[i]), int(ag.src[i]), int(ag.chunk[i]), route=route, kind=OpKind.REDUCE,
-              deps=[N - 1 - ch for ch in children[i]],
-              part=(int(ag.part_lo[i]), int(ag.part_hi[i]), int(ag.part_den[i])),
-              step=smax - int(ag.step[i]))
+    b.add_many(ag.dst[::-1], ag.src[::-1], ag.chunk[::-1], route_ptr=route_ptr,
+               route_links=new_links, dep_ptr=dep_ptr, dep_ids=new_ids[srt],
+               kind=OpKind.REDUCE, step=step, part=part)
     return b.build()
 
 
-@register("syccl", collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER},
-          summary="SyCCL-style symmetric decomposition: island/rail sketches, chunk allocation, "
-                  "replicated sub-schedules, simulator selection (AllGather, ReduceScatter by "
-                  "reversal; first version)",
-          options={"workers": "worker processes (accepted; candidates are scored serially)"},
-          size_aware=True)
-def syccl(topology: Topology, collective: Collective, size: float | None = None,
-          workers: Any = 1) -> Schedule:
-    """SyCCL symmetric decomposition."""
-    from ...sim import simulate
-
+def _workers(workers: Any) -> int:
     try:
         w = int(workers)
     except (TypeError, ValueError):
         raise CollsynthError(f"syccl: workers {workers!r} is not an integer") from None
+    if isinstance(workers, float) and workers != w:
+        raise CollsynthError(f"syccl: workers {workers!r} is not an integer")
     if w < 1:
         raise CollsynthError(f"syccl: workers {w} must be at least 1")
+    return w
+
+
+@register("syccl", collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL},
+          summary="SyCCL-style symmetric decomposition: island/rail sketches, chunk allocation, "
+                  "replicated sub-schedules, simulator selection (AllGather, ReduceScatter by "
+                  "reversal, AllToAll with PXN-style two-stage sketches)",
+          options={"workers": "worker processes for the stage-2 sub-MILPs (default 1)",
+                   "stage2": "template (default: direct/ring sub-schedules) or milp (also "
+                             "TE-CCL's epoch MILP per distinct sub-demand, groups <= 16)"},
+          size_aware=True)
+def syccl(topology: Topology, collective: Collective, size: float | None = None,
+          workers: Any = 1, stage2: Any = "template") -> Schedule:
+    """SyCCL symmetric decomposition."""
+    from ...sim import simulate
+
+    w = _workers(workers)
+    if stage2 not in ("template", "milp"):
+        raise CollsynthError(f"syccl: stage2 {stage2!r} is not template or milp")
     fab = detect(topology)
-    reducing = collective.kind is CollKind.REDUCESCATTER
-    ag = Collective(CollKind.ALLGATHER, collective.num_ranks, collective.chunks_per_rank)
+    kind = collective.kind
+    reducing = kind is CollKind.REDUCESCATTER
+    a2a = kind is CollKind.ALLTOALL
+    base = collective if a2a else Collective(CollKind.ALLGATHER, collective.num_ranks,
+                                             collective.chunks_per_rank)
     sizes = {"island": fab.island_size, "rail": fab.servers}
     caps = {"island": Fraction(fab.island_bw), "rail": Fraction(fab.net_bw)}
-    loads = [sketch_loads(sk, sizes) for sk in SKETCHES]
+    sk_info = enumerate_sketches(sizes, CollKind.ALLTOALL if a2a else CollKind.ALLGATHER,
+                                 caps=caps)
+    sketches = [s.dims for s in sk_info]
+    loads = [sketch_loads(sk, sizes, base.kind) for sk in sketches]
     opt, unit = allocate(loads, caps)
     allocs = [("balanced", opt)]
-    for k, sk in enumerate(SKETCHES):
-        single = [Fraction(int(i == k)) for i in range(len(SKETCHES))]
+    for k, sk in enumerate(sketches):
+        single = [Fraction(int(i == k)) for i in range(len(sketches))]
         if single != opt:
             allocs.append((">".join(sk), single))
-    rail_kinds = ["direct"] + (["ring"] if fab.servers > 2 else [])
+    if a2a:
+        half = [Fraction(1, len(sketches))] * len(sketches)
+        if all(half != fr for _, fr in allocs):
+            allocs.append(("even", half))
+    rail_kinds = ["shift"] + (["ring"] if fab.servers > 2 and not a2a else [])
+    # (AllToAll stages are one-hop pairwise-shift exchanges whatever the rail template)
     score_size = float(size) if size is not None else DEFAULT_SIZE
-    best = None
-    tried = []
+    plan = _Plan(topology, base, fab)
+    milp_info: dict = {}
+    if stage2 == "milp" and not a2a:
+        from .stage2 import solve_subdemands
+
+        for dim, (rows, info) in solve_subdemands(topology, fab, score_size, w).items():
+            if rows is not None:
+                try:
+                    plan.milp[dim] = _Template("milp", plan.groups[dim].shape[1], rows)
+                except CollsynthError as e:
+                    info = {**info, "error": str(e)}
+            milp_info[dim] = info
+        if plan.milp:
+            rail_kinds.append("milp")
+    common = {**fab.describe(), "sketches": [">".join(s) for s in sketches],
+              "sketches_enumerated": [s.describe() for s in sk_info], "stage2": stage2}
+    if milp_info:
+        common["milp"] = milp_info
+    tried: list[tuple[float, int, Any]] = []
+
+    def make(name: str, fr: list[Fraction], rk: str, P: int) -> Schedule:
+        meta = {"syccl": {**common, "allocation": name, "fractions": [str(f) for f in fr],
+                          "rail_template": rk, "pipeline": P}}
+        return build(plan, sketches, fr, rk, P, meta)
+
+    kept: dict = {}   # the best candidate so far: its key and simulated op finish times
 
     def score(name: str, fr: list[Fraction], rk: str, P: int) -> float:
-        meta = {"syccl": {**fab.describe(), "allocation": name,
-                          "fractions": [str(f) for f in fr], "rail_template": rk,
-                          "pipeline": P, "sketches": [">".join(s) for s in SKETCHES]}}
-        s = build(topology, ag, fab, fr, rk, P, meta)
-        tm = simulate(s, score_size).time_s
-        tried.append((tm, len(tried), s))
+        s = make(name, fr, rk, P)
+        res = simulate(s, score_size)
+        tm = res.time_s
+        if not tried or tm < min(x[0] for x in tried):
+            kept.update(key=(name, fr, rk, P), finish=res.op_finish_s, sched=s)
+        tried.append((tm, len(tried), (name, fr, rk, P)))
         return tm
 
+    def fits(fr, rk, P) -> bool:
+        return plan.ops_per_unit(sketches, fr, rk) * P <= OP_BUDGET
+
     # two-step selection: coarse (every allocation x rail template at pipeline COARSE_P), then
-    # a pipeline sweep for the best COARSE_KEEP combinations, stopping when deeper pipelining
-    # stops helping
+    # a pipeline sweep for the best COARSE_KEEP combination(s)
     coarse = []
     for name, fr in allocs:
         for rk in rail_kinds:
-            coarse.append((score(name, fr, rk, COARSE_P), len(coarse), name, fr, rk))
-    for _, _, name, fr, rk in sorted(coarse, key=lambda x: (x[0], x[1]))[:COARSE_KEEP]:
-        prev = None
-        for P in PIPELINES:
-            if P == COARSE_P:
-                tm = next(x[0] for x in coarse if x[2] == name and x[4] == rk)
-            else:
-                tm = score(name, fr, rk, P)
-            if prev is not None and tm > prev and P > COARSE_P:
+            P0 = COARSE_P if fits(fr, rk, COARSE_P) else 1
+            coarse.append((score(name, fr, rk, P0), len(coarse), name, fr, rk, P0))
+    for tm0, _, name, fr, rk, P0 in sorted(coarse, key=lambda x: (x[0], x[1]))[:COARSE_KEEP]:
+        # deeper pipelines while they help by more than MIN_GAIN (and fit the op budget);
+        # shallower ones only when the first deeper one did not help
+        times = {P0: tm0}
+        i0 = PIPELINES.index(P0)
+        for P in PIPELINES[i0 + 1:]:
+            if not fits(fr, rk, P):
                 break
-            prev = tm
+            times[P] = score(name, fr, rk, P)
+            if times[P] >= times[PIPELINES[PIPELINES.index(P) - 1]] * (1 - MIN_GAIN):
+                break
+        if len(times) <= 2 and min(times, key=lambda p: (times[p], p)) == P0:
+            for P in PIPELINES[:i0][::-1]:
+                times[P] = score(name, fr, rk, P)
+                if times[P] >= times[PIPELINES[PIPELINES.index(P) + 1]] * (1 - MIN_GAIN):
+                    break
+    # kept = the first candidate of least time (the order of ``tried`` breaks ties)
+    best_t = min(x[0] for x in tried)
     if reducing:
-        # rank the candidates by their AllGather time, reverse the best few and score those
-        for tm, idx, s in sorted(tried, key=lambda x: (x[0], x[1]))[:REVERSE_TOP]:
-            rs = reverse_to_reducescatter(s, collective)
-            rt = simulate(rs, score_size).time_s
-            if best is None or rt < best[0]:
-                best = (rt, rs)
+        # the best AllGather run backwards: its simulated timeline, reversed, plans the order
+        sched = reverse_to_reducescatter(kept["sched"], collective, kept["finish"])
     else:
-        best = min(tried, key=lambda x: (x[0], x[1]))[::2]
-    sched = best[1]
+        sched = kept["sched"]
+        if a2a:
+            # the one-stage sketch: every block straight to its destination (``direct``)
+            from .. import synthesize
+
+            d = synthesize("direct", topology, collective)
+            dt = simulate(d, score_size).time_s
+            tried.append((dt, len(tried), ("direct",)))
+            if dt < best_t:
+                sched = d.with_meta(syccl={**common, "allocation": "direct",
+                                           "fractions": [], "rail_template": None,
+                                           "pipeline": 1})
     sched.meta["syccl"]["scored_size"] = score_size
     sched.meta["syccl"]["candidates"] = len(tried)
+    sched.meta["syccl"]["workers"] = w
     return sched

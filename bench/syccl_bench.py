@@ -1,0 +1,151 @@
+"""SyCCL benchmark (issue 9): AllGather, ReduceScatter and AllToAll on ``a800_clos:servers=4``
+(32 GPUs) and ``h800_rails`` at 8, 16 and 64 servers (64, 128, 512 GPUs), 1 KB to 4 GB.
+
+For every (topology, collective, size): SyCCL's synthesis time (median of ``--repeat`` runs;
+the process is warm: imports and the simulator's compiled kernel are loaded before the first
+timed run), the chosen candidate (allocation, rail template, pipeline depth), the simulated
+completion time and busbw, the busbw ratio to ``ring`` (AllGather/ReduceScatter) or ``direct``
+(AllToAll; also ``ring`` where ring supports it), and the ratio of the simulated time to the
+best lower bound (``collsynth.bound``; ForestColl's exact cut bound where it binds). Every
+SyCCL schedule is verified.
+
+Run from the repository root: ``python bench/syccl_bench.py [--quick] [--repeat N]`` (writes
+``bench/results/syccl.json`` and ``bench/results/syccl.md``). 512 GPUs use a subset of sizes
+(``BIG_SIZES``); its AllToAll bound uses the simple (ingress/egress/latency) bounds except at
+the sizes in ``BIG_CUT_SIZES`` (the exact demand cut takes minutes at 512 GPUs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+from collsynth.bound import bound
+from collsynth.collective import Collective
+from collsynth.sim import simulate
+from collsynth.synth import synthesize
+from collsynth.topology import load_topology
+from collsynth.units import fmt_size, fmt_time
+from collsynth.verify import ensure_verified
+
+TOPOLOGIES = ["a800_clos:servers=4", "h800_rails:servers=8", "h800_rails:servers=16",
+              "h800_rails:servers=64"]
+COLLECTIVES = ["allgather", "reducescatter", "alltoall"]
+SIZES = [1e3, 32e3, 1e6, 32e6, 1e9, 4e9]
+BIG = 256                       # ranks from which a topology counts as big
+BIG_SIZES = [1e6, 1e9, 4e9]
+BIG_CUT_SIZES = BIG_SIZES
+QUICK_TOPOLOGIES = ["a800_clos:servers=4", "h800_rails:servers=8"]
+
+
+def _bound(topo, coll, size, big: bool) -> tuple[float, str]:
+    providers = None
+    if big and coll.kind.value == "alltoall" and size not in BIG_CUT_SIZES:
+        providers = ["simple"]
+    b = bound(topo, coll, size, providers=providers)
+    return b.time_s, b.kind
+
+
+def run(topologies: list[str], repeat: int) -> list[dict]:
+    rows = []
+    for spec in topologies:
+        topo = load_topology(spec)
+        n = topo.num_ranks
+        big = n >= BIG
+        sizes = BIG_SIZES if big else SIZES
+        for cname in COLLECTIVES:
+            coll = Collective.make(cname, n)
+            baselines = {}
+            for algo in (["direct"] if cname == "alltoall" else []) + ["ring"]:
+                try:
+                    baselines[algo] = synthesize(algo, topo, coll)
+                except Exception:   # ring does not support AllToAll
+                    continue
+            for size in sizes:
+                times = []
+                sched = None
+                for _ in range(repeat):
+                    t0 = time.perf_counter()
+                    sched = synthesize("syccl", topo, coll, size=size)
+                    times.append(time.perf_counter() - t0)
+                ensure_verified(sched)
+                sim = simulate(sched, size)
+                meta = sched.meta["syccl"]
+                b_t, b_kind = _bound(topo, coll, size, big)
+                row = {"topology": spec, "ranks": n, "collective": cname, "size": size,
+                       "synth_s": statistics.median(times), "synth_runs": times,
+                       "ops": sched.num_ops, "time_s": sim.time_s, "busbw_GBps": sim.busbw / 1e9,
+                       "allocation": meta["allocation"], "fractions": meta["fractions"],
+                       "rail_template": meta["rail_template"], "pipeline": meta["pipeline"],
+                       "candidates": meta["candidates"], "bound_s": b_t, "bound_kind": b_kind,
+                       "bound_ratio": sim.time_s / b_t if b_t > 0 else None}
+                for algo, bs in baselines.items():
+                    bt = simulate(bs, size).time_s
+                    row[f"{algo}_time_s"] = bt
+                    row[f"vs_{algo}"] = bt / sim.time_s     # busbw ratio = inverse time ratio
+                rows.append(row)
+                print(_line(row), flush=True)
+    return rows
+
+
+def _line(r: dict) -> str:
+    vs = " ".join(f"x{r[k]:.2f} {k[3:]}" for k in ("vs_ring", "vs_direct") if k in r)
+    return (f"{r['topology']:<22} {r['collective']:<13} {fmt_size(r['size']):>7} "
+            f"synth {r['synth_s']:6.2f}s  {fmt_time(r['time_s']):>10}  "
+            f"busbw {r['busbw_GBps']:7.2f} GB/s  {vs}  bound x{r['bound_ratio']:.3f} "
+            f"({r['allocation']}, {r['rail_template']}, P={r['pipeline']})")
+
+
+def write(rows: list[dict], out: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    env = {"python": sys.version.split()[0], "machine": platform.machine(),
+           "cpus": os.cpu_count()}
+    with open(os.path.join(out, "syccl.json"), "w") as f:
+        json.dump({"env": env, "rows": rows}, f, indent=1)
+    lines = ["# SyCCL benchmark (bench/syccl_bench.py)", "",
+             "Simulated with the collsynth simulator; synthesis time is the median of the timed "
+             "runs in a warm process on a shared 2-core machine (noisy). `vs ring` / `vs direct` "
+             "= busbw ratio (baseline time / SyCCL time); `/bound` = SyCCL time / best lower "
+             "bound.", "",
+             "| topology | coll | size | synth (s) | time | busbw GB/s | vs ring | vs direct | "
+             "/bound | bound | choice |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        vr = f"{r['vs_ring']:.2f}" if "vs_ring" in r else "-"
+        vd = f"{r['vs_direct']:.2f}" if "vs_direct" in r else "-"
+        lines.append(f"| {r['topology']} | {r['collective']} | {fmt_size(r['size'])} | "
+                     f"{r['synth_s']:.2f} | {fmt_time(r['time_s'])} | {r['busbw_GBps']:.2f} | "
+                     f"{vr} | {vd} | {r['bound_ratio']:.3f} | {r['bound_kind']} | "
+                     f"{r['allocation']} {'/'.join(r['fractions'])}, {r['rail_template']}, "
+                     f"P={r['pipeline']} |")
+    with open(os.path.join(out, "syccl.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per point (512 GPUs: 1)")
+    ap.add_argument("--quick", action="store_true", help="32 and 64 GPUs only")
+    ap.add_argument("--topologies", default=None, help="comma-separated specs")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    a = ap.parse_args(argv)
+    tops = (a.topologies.split(";") if a.topologies else
+            QUICK_TOPOLOGIES if a.quick else TOPOLOGIES)
+    # warm the process (imports, the simulator's compiled kernel) before timing
+    t = load_topology("h800_rails:servers=2")
+    simulate(synthesize("syccl", t, Collective.make("allgather", t.num_ranks)), 1e6)
+    rows = []
+    for spec in tops:
+        n = load_topology(spec).num_ranks
+        rows += run([spec], 1 if n >= BIG else a.repeat)
+        write(rows, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

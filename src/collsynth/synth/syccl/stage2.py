@@ -1,0 +1,128 @@
+"""Stage 2 alternative: TE-CCL's epoch MILP per distinct sub-demand (``--opt stage2=milp``).
+
+The AllGather inside one group of a dimension is a small demand on a small sub-topology: the
+group's GPUs plus the switches and links on the detected routes between them (rail: NIC, leaf,
+...; island: the NVSwitch). Every group of a dimension is isomorphic to the first (the detector
+verified that), so each dimension is **one distinct sub-demand**, solved once and replicated to
+every group by mapping positions to ranks (solutions reused across isomorphic sub-demands).
+Links shared by several groups of the dimension (a NIC shared by two GPUs on ``a800_clos``)
+get their bandwidth divided by the number of groups using them, so the sub-problem sees its
+share of the capacity.
+
+The distinct sub-demands are independent and are solved in a process pool of ``workers``
+processes (``workers=1``: in this process, one after the other); results are collected in a
+fixed order, and each solve is HiGHS with one thread and a fixed seed, so the output is the same
+with any number of workers (as long as no solve stops at its time limit).
+
+A solved schedule becomes a template (:class:`.algo._Template` rows): each operation is a
+transfer of the origin position's data (``chunk``) from ``src`` to ``dst``, after the transfer
+that delivered it to ``src`` (relays through GPUs are chains), with its planned epoch order as
+the hop depth (the simulator serves earlier epochs first on a shared link).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...collective import CollKind, Collective
+from ...errors import CollsynthError
+from ...topology.model import Topology, TopologyBuilder
+from .symmetry import Fabric
+
+#: groups larger than this are not given to the MILP (the template is used)
+MILP_MAX_GROUP = 16
+MILP_TIME_LIMIT = 20.0
+MILP_GAP = 1e-4
+
+
+def sub_topology(topology: Topology, fab: Fabric, dim: str) -> Topology:
+    """The first group of ``dim`` with the nodes and links of its routes (shared links get
+    their per-group share of the bandwidth)."""
+    t = topology
+    groups = fab.rails if dim == "rail" else fab.islands
+    routes = fab.net_routes if dim == "rail" else fab.island_routes
+    users: dict[int, set[int]] = {}
+    for gi, grp in enumerate(groups):
+        for a in grp:
+            for b in grp:
+                if a != b:
+                    for lid in routes[(a, b)]:
+                        users.setdefault(lid, set()).add(gi)
+    grp = groups[0]
+    links = sorted({lid for a in grp for b in grp if a != b for lid in routes[(a, b)]})
+    gpus = [t.node_of_rank(r) for r in grp]
+    others = sorted({x for lid in links for x in (t.links[lid].src, t.links[lid].dst)}
+                    - set(gpus))
+    b = TopologyBuilder(f"{t.name}.{dim}0")
+    idx = {}
+    for x in gpus:
+        idx[x] = b.compute(t.nodes[x].name)
+    for x in others:
+        nd = t.nodes[x]
+        idx[x] = b.compute(nd.name) if t.is_compute(x) else b.switch(nd.name)
+    for lid in links:
+        lk = t.links[lid]
+        b.link(idx[lk.src], idx[lk.dst], lk.bw / len(users[lid]), lk.alpha)
+    return b.build()
+
+
+def _solve(args: tuple) -> tuple[str, list | None, dict]:
+    """Solve one sub-demand (runs in a pool worker or in process); returns template rows."""
+    dim, sub, size = args
+    from .. import synthesize
+
+    g = sub.num_ranks
+    c = Collective(CollKind.ALLGATHER, g)
+    try:
+        s = synthesize("teccl", sub, c, size=size, time_limit=MILP_TIME_LIMIT, gap=MILP_GAP)
+    except CollsynthError as e:
+        return dim, None, {"error": str(e)}
+    info = {k: s.meta.get("teccl", {}).get(k) for k in ("status", "epochs_required",
+                                                         "solver_time_s")}
+    start = s.start if s.start is not None else np.zeros(s.num_ops)
+    order = sorted(range(s.num_ops), key=lambda i: (float(start[i]), i))
+    epochs = {v: k for k, v in enumerate(sorted({float(start[i]) for i in order}))}
+    row_of: dict[int, int] = {}
+    rows: list[tuple[int, int, int, int, int]] = []
+    for i in order:
+        if s.has_parts and not (s.part_lo[i] == 0 and s.part_hi[i] == s.part_den[i]):
+            return dim, None, {**info, "error": "the MILP split a chunk"}
+        a, bb, o = int(s.src[i]), int(s.dst[i]), int(s.chunk[i])
+        prev = -1
+        if a != o:
+            cands = [row_of[int(d)] for d in s.deps(i).tolist()
+                     if int(d) in row_of and int(s.chunk[int(d)]) == o
+                     and int(s.dst[int(d)]) == a]
+            if not cands:
+                return dim, None, {**info, "error": "a relay without its delivery"}
+            prev = cands[0]
+        row_of[i] = len(rows)
+        rows.append((a, bb, o, prev, epochs[float(start[i])]))
+    return dim, rows, info
+
+
+def solve_subdemands(topology: Topology, fab: Fabric, size: float,
+                     workers: int) -> dict[str, tuple[list | None, dict]]:
+    """Template rows per dimension ({dim: (rows or None, info)}), in a fixed order."""
+    n = topology.num_ranks
+    jobs = []
+    out: dict[str, tuple[list | None, dict]] = {}
+    for dim, g in (("island", fab.island_size), ("rail", fab.servers)):
+        if g > MILP_MAX_GROUP:
+            out[dim] = (None, {"error": f"group of {g} exceeds {MILP_MAX_GROUP}"})
+            continue
+        # the group's all-gather of one piece per member (nccl-tests size: g pieces)
+        jobs.append((dim, sub_topology(topology, fab, dim), size * g / n))
+    if workers > 1 and len(jobs) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        # fork (where available): workers need not re-import the caller's main module
+        ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+            results = list(pool.map(_solve, jobs))
+    else:
+        results = [_solve(j) for j in jobs]
+    for dim, rows, info in results:
+        out[dim] = (rows, info)
+    return out
