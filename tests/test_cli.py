@@ -192,6 +192,28 @@ def test_synth_records_size(capsys, tmp_path):
     assert json.load(open(path))["size"] == 4 * 2**20
 
 
+@pytest.mark.parametrize("algo, flag, value, key", [
+    ("mteg", "--slot", "1us", "slot"), ("scale", "--subchunks", "4", "subchunks"),
+    ("syccl", "--workers", "1", "workers"), ("forestcoll", "--k", "1", "k")])
+def test_synth_option_shorthands(capsys, tmp_path, algo, flag, value, key):
+    """``--slot``, ``--subchunks``, ``--workers``, ``--k`` are ``--opt KEY=VALUE``: the same
+    schedule, and refused with one line by an algorithm without that option."""
+    topo = {"mteg": "dgx1", "scale": "wan:dcs=2,gpus=2", "syccl": "h800_rails:servers=2",
+            "forestcoll": "dgx1"}[algo]
+    a, b = str(tmp_path / "a.json"), str(tmp_path / "b.json")
+    assert run(capsys, "synth", "-t", topo, "-c", "allgather", "--algo", algo, flag, value,
+               "-o", a)[0] == 0
+    assert run(capsys, "synth", "-t", topo, "-c", "allgather", "--algo", algo, "--opt",
+               f"{key}={value}", "-o", b)[0] == 0
+    da, db = json.load(open(a)), json.load(open(b))
+    da.get("meta", {}).pop("synth_time_s", None)
+    db.get("meta", {}).pop("synth_time_s", None)
+    assert da["ops"] == db["ops"]
+    rc, _, err = run(capsys, "synth", "-t", "dgx1", "-c", "allgather", "--algo", "ring", flag,
+                     value, "-o", a)
+    assert rc == 2 and err.count("\n") == 1 and f"no option '{key}'" in err
+
+
 @pytest.mark.parametrize("demand", [
     [[0, 1, 0, 0], [0, 0, 2, 0], [0, 0, 0, 0], [1, 0, 0, 0]],
     {"chunks": [[0, [1, 2, 3]], [3, [1]]]},

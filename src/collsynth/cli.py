@@ -224,8 +224,9 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         raise CollsynthError(f"--teccl-output needs --algo teccl, not {args.algo}")
     from .synth import parse_options
 
-    opts = parse_options((args.opt or []) + ([f"k={args.k}"] if args.k is not None else []),
-                         args.algo)
+    shorthands = [f"{name}={getattr(args, name)}" for name in _SYNTH_SHORTHANDS
+                  if getattr(args, name) is not None]
+    opts = parse_options((args.opt or []) + shorthands, args.algo)
     unknown_targets = set(opts) - {args.algo}
     if unknown_targets:
         raise CollsynthError(f"--opt for {sorted(unknown_targets)[0]!r} does not apply to "
@@ -671,6 +672,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------- parser
+#: ``synth`` flags that are shorthands for ``--opt NAME=VALUE`` of the algorithm.
+_SYNTH_SHORTHANDS = ("k", "slot", "subchunks", "workers")
+
+
 def _cmd_wan_replan(args: argparse.Namespace) -> int:
     """SCALE-CCL re-planning under measured link statistics (issue 8)."""
     from .collective import Collective
@@ -778,6 +783,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_problem_args(syn)
     syn.add_argument("--algo", "-a", default="spt", help="algorithm (see `collsynth list`)")
     syn.add_argument("--k", metavar="K", help="trees per root (forestcoll; same as --opt k=K)")
+    syn.add_argument("--slot", metavar="DURATION",
+                     help="time-slot length (mteg; same as --opt slot=DURATION)")
+    syn.add_argument("--subchunks", metavar="C",
+                     help="subchunks per chunk (scale; same as --opt subchunks=C)")
+    syn.add_argument("--workers", metavar="N",
+                     help="worker processes (syccl; same as --opt workers=N)")
     syn.add_argument("--opt", action="append", metavar="KEY=VALUE",
                      help="algorithm option (repeatable), e.g. --opt rings=4; see `collsynth list`")
     syn.add_argument("--size", help="data size (e.g. 1GB): size-aware algorithms tune the "
