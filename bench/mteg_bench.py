@@ -123,7 +123,7 @@ def versus_teccl(path: str) -> list[dict]:
         row["mteg_auto_sim_s"] = simulate(sched, size).time_s
         row["mteg_auto_synth_s"] = synth
         row["mteg_auto_choice"] = {k: sched.meta["mteg"][k] for k in ("trees", "nearest",
-                                                                       "slot_s")}
+                                                                       "slot_s", "price")}
         row["mteg_auto_negotiation"] = sched.meta["mteg"]["negotiation"]
         # the seed's variants one by one (slot and negotiation still auto)
         for nearest in ("arrival", "cost"):
@@ -169,9 +169,9 @@ def to_markdown(rows: list[dict], header: dict, vs: list[dict] | None = None) ->
                   "(its own benchmark, 10 s HiGHS limit); MTEGCCA re-run here at the same sizes "
                   "and chunks per rank (`C`). `ratio` = MTEGCCA sim / TE-CCL sim. `mteg (auto)` "
                   "is the default (`collsynth synth --algo mteg`: every variant, slot "
-                  "refinement and negotiation; `choice` = trees, nearest, slot of the plan it "
-                  "kept); the other columns fix `trees`/`nearest` (slot and negotiation "
-                  "still auto).", "",
+                  "refinement, link-time prices and negotiation; `choice` = trees, nearest, "
+                  "slot, price and negotiation round of the plan it kept); the other columns "
+                  "fix `trees`/`nearest` (slot, price and negotiation still auto).", "",
                   "| system | collective | C | size | TE-CCL status | TE-CCL sim "
                   "| TE-CCL solver s | mteg (auto) sim | ratio | synth s | choice "
                   "| sequential | ratio | concurrent | ratio | nearest=cost | ratio "
@@ -184,6 +184,7 @@ def to_markdown(rows: list[dict], header: dict, vs: list[dict] | None = None) ->
             ch = r["mteg_auto_choice"]
             neg = r["mteg_auto_negotiation"]
             choice = (f"{ch['trees'][:3]}/{ch['nearest'][:4]}/{fmt_time(ch['slot_s'])}"
+                      + (f"/price {ch['price']:g}" if ch.get("price") else "")
                       + (f"/neg {neg['best_round']}" if neg["best_round"] else ""))
             cells = [r["system"], r["collective"], r.get("chunks", 1),
                      fmt_size(r["size_bytes"]), r["teccl_status"],

@@ -12,7 +12,7 @@ from collsynth.collective import Collective
 from collsynth.errors import CollsynthError
 from collsynth.sim import simulate
 from collsynth.synth import get, synthesize
-from collsynth.synth.mteg import Planner, SlotGraph, decompose, mteg_horizon, plan
+from collsynth.synth.mteg import Planner, SlotGraph, decompose, lower, mteg_horizon, plan
 from collsynth.topology import TopologyBuilder, load_topology
 from collsynth.verify import ensure_verified
 
@@ -264,7 +264,7 @@ def test_deterministic():
 def test_registered_and_size_aware():
     a = get("mteg")
     assert a.size_aware and set(a.options) == {"slot", "horizon", "occupancy", "trees", "nearest",
-                                                 "negotiate"}
+                                                 "negotiate", "price"}
     t = load_topology("ring:n=4")
     s = synthesize("mteg", t, Collective.make("allgather", 4))      # default size 1 MiB
     assert s.size == MiB and s.meta["algorithm"] == "mteg"
@@ -290,7 +290,8 @@ def test_mixed_route_offsets_keep_a_consistent_order():
     and replays exactly."""
     t = load_topology("dragonfly:a=4,p=1,h=1")
     coll = Collective.make("allgather", t.num_ranks)
-    s = synthesize("mteg", t, coll, size=MiB, trees="sequential", nearest="arrival")
+    s = synthesize("mteg", t, coll, size=MiB, trees="sequential", nearest="arrival",
+                   price="off")
     assert s.meta["mteg"]["links_without_order"] > 0
     rep = ensure_verified(s)
     replay = simulate(s, MiB, release=True).time_s
@@ -422,7 +423,12 @@ def test_negotiation_and_refinement_budget():
     t = load_topology("dgx1")
     coll = Collective.make("allgather", 8)
     p = plan(t, coll, GB, negotiate=0)
-    assert negotiation_rounds(p.graph, p.tasks) == 16
+    assert negotiation_rounds(p.graph, p.tasks) == 32
+    # the default's 14 candidates (4 variants + 3 priced, two slots) share the search budget
+    assert negotiation_rounds(p.graph, p.tasks, 14) == 32
+    mi = load_topology("mi250")
+    mp = plan(mi, Collective.make("allgather", 16), 1e6, negotiate=0)
+    assert negotiation_rounds(mp.graph, mp.tasks, 14) == 18
     # 1 GB: alpha (0.7 us) costs a whole 2.5 ms slot per hop -> auto also plans finer slots
     assert slot_waste(p.graph) > 0.5
     auto = synthesize("mteg", t, coll, size=GB)
@@ -446,3 +452,93 @@ def test_bad_negotiate_one_line(value, needle):
         synthesize("mteg", t, Collective.make("allgather", 4), negotiate=value)
     msg = str(ei.value)
     assert needle in msg and "\n" not in msg
+
+
+# ------------------------------------------------------------------ link-time price, chains
+def test_price_option_and_auto_never_worse():
+    t = load_topology("mi250")
+    coll = Collective.make("allgather", 16)
+    for trees in ("sequential", "concurrent"):
+        off = plan(t, coll, 1e6, trees=trees, nearest="arrival", negotiate=0, price="off")
+        zero = plan(t, coll, 1e6, trees=trees, nearest="arrival", negotiate=0, price=0)
+        assert off.price == 0.0 and off.planner.op_edge == zero.planner.op_edge
+        one = plan(t, coll, 1e6, trees=trees, nearest="arrival", negotiate=0, price="1")
+        assert one.price == 1.0
+        # a price changes which edges a tree takes, never the conflict-freedom of the plan
+        s = lower(one)
+        assert s.meta["mteg"]["price"] == 1.0
+        check_timed(s, 1e6)
+    # price=auto keeps the earliest candidate, price 0 (the seed's variants) among them
+    auto = synthesize("mteg", t, coll, size=1e6)
+    none = synthesize("mteg", t, coll, size=1e6, price="off")
+    assert simulate(auto, 1e6).time_s <= simulate(none, 1e6).time_s * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("value", ["-1", "cheap", "inf", "nan"])
+def test_bad_price_one_line(value):
+    t = load_topology("ring:n=4")
+    with pytest.raises(CollsynthError) as ei:
+        synthesize("mteg", t, Collective.make("allgather", 4), price=value)
+    msg = str(ei.value)
+    assert "price" in msg and "\n" not in msg
+
+
+def test_dgx2_link_price_within_teccl_milp():
+    """Issue 7 acceptance on 2-chassis DGX-2 (NVSwitch per chassis, 8 IB links each way).
+
+    At 1 GB a chunk is 31.25 MB: 0.25 ms on a 125 GB/s switch port, 2.5 ms on a 12.5 GB/s
+    IB link. Each chassis must receive the other's 16 chunks over its 8 IB links (2 chunk
+    times = 5 ms per link at least), and every GPU receives >= 29 chunks through its one
+    switch downlink (>= 7.25 ms; 7.75 ms for the 16 GPUs without an incoming IB link:
+    the ingress bound). The TE-CCL MILP proves 4 IB chunk times (10.0 ms) optimal for its
+    2.5 ms epochs (bench/results/teccl.json, status optimal, 7-17 s of HiGHS: too slow for a
+    test). Earliest-arrival trees send each chunk over IB from every odd GPU that holds it
+    (the direct IB arrival is earlier than a switch hop after one crossing), so the IB links
+    are gone after a few trees: 22.8 ms; the seed's cost metric relays chunks in 16-hop
+    chains: 11.8 ms. A link-time price makes a tree cross IB only when it pays off.
+    """
+    t = load_topology("dgx2:chassis=2")
+    coll = Collective.make("allgather", 32)
+    ib = {lk.id for lk in t.links if lk.cls == "ib"}
+
+    def ib_transfers(p):
+        return sum(1 for e in p.planner.op_edge if set(p.graph.edges[e].route) & ib)
+
+    free = plan(t, coll, GB, trees="sequential", nearest="arrival", negotiate=0, price=0)
+    priced = plan(t, coll, GB, trees="sequential", nearest="arrival", negotiate=0, price=2)
+    assert ib_transfers(free) > 4 * ib_transfers(priced)
+    assert ib_transfers(priced) >= 32                   # each chunk crosses at least once
+    assert priced.asap <= 0.55 * free.asap
+    s = synthesize("mteg", t, coll, size=GB, trees="concurrent", nearest="arrival")
+    sim = simulate(s, GB).time_s
+    assert 7.75e-3 < sim <= 10.0033e-3                  # ingress bound < mteg <= MILP
+    check_timed(s, GB)
+
+
+def test_mi250_1mb_within_five_percent_of_teccl_milp():
+    """Issue 7 acceptance on MI250 (16 GCDs, xGMI links of 200, 100 and 50 GB/s, 0.7 us).
+
+    At 1 MB a chunk is 62.5 KB: 0.31, 0.63 or 1.25 us plus 0.7 us alpha per hop. The TE-CCL
+    MILP's optimum (status optimal, 7.725 us simulated; bench/results/teccl.json, 9-23 s of
+    HiGHS, too slow for a test) spreads the chunks so that no 50 GB/s link carries more than
+    5 of them. The greedy trees end with a chunk waiting 2.7 us for a 50 GB/s link two hops
+    before its last receiver; negotiation that only looked at the last hop found nothing to
+    penalise (8.9 us, 1.15x). Penalising contention along the whole path to the last
+    arrivals (and link-time prices) gets 7.875 us (1.02x).
+    """
+    t = load_topology("mi250")
+    coll = Collective.make("allgather", 16)
+    s = synthesize("mteg", t, coll, size=1e6)
+    check_timed(s, 1e6)
+    assert simulate(s, 1e6).time_s <= 1.05 * 7.725e-6
+    assert s.meta["mteg"]["negotiation"]["best_round"] >= 1
+    # last-hop penalties alone (the first rule) stay at 8.9 us
+    import collsynth.synth.mteg.algo as A
+    old = A.NEGOTIATE_PHASES
+    try:
+        A.NEGOTIATE_PHASES = (False,)
+        last_hop = plan(t, coll, 1e6, trees="concurrent", nearest="arrival", price=0,
+                        slot=s.meta["mteg"]["slot_s"], negotiate=18)
+    finally:
+        A.NEGOTIATE_PHASES = old
+    assert last_hop.asap > 1.1 * 7.725e-6

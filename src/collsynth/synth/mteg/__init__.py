@@ -36,10 +36,14 @@ Where it departs from the seed (see ``docs/mteg.md``):
    collectives (Gather, Scatter, AllToAll) as one task per chunk; it plans no reductions.
 6. ``negotiate`` (default ``auto``): negotiated re-planning. The seed plans each tree once,
    greedily; here, after a plan, the transfers of other trees that stood in the way of the
-   last arrivals get a penalty (one chunk time) on their edge in their own tree, and every
-   tree is planned again; penalties accumulate, the earliest plan is kept (ties: the seed's
-   plan). ``auto`` runs up to 16 rounds within a work budget (none on 10-chassis NDv2). On
-   DGX-1 at 1 GB it turns the greedy's 4 chunk times into the TE-CCL MILP's optimal 3.
+   last arrivals -- anywhere on their chunk's path from its source, not only at the last
+   hop -- get a penalty (one chunk time) on their edge in their own tree, and every tree is
+   planned again; penalties accumulate, the earliest plan is kept (ties: the seed's plan).
+   ``auto`` runs up to 32 rounds within a work budget shared by all candidate plans (none on
+   10-chassis NDv2 or 2-chassis DGX-2). On DGX-1 at 1 GB it turns the greedy's 4 chunk times
+   into the TE-CCL MILP's optimal 3; on MI250 at 1 MB 8.9 us into 7.875 us (MILP 7.725 us).
+   Two penalty rules run one after the other, each from the first plan: the last hop of the
+   last arrivals (the first version), then their whole path.
 7. ``slot=auto`` also tries a 4x finer slot when the seed's slot rounds the transfers up by
    more than 10 % (a 0.7 us alpha costs a whole 2.5 ms slot at 1 GB) and the problem is small.
    With ``trees``/``nearest`` also ``auto`` (the default), ``synthesize`` keeps the earliest of
@@ -49,6 +53,15 @@ Where it departs from the seed (see ``docs/mteg.md``):
    each hop as soon as its chunk and link allow, the simulator's model), not by their slots,
    which round every transfer up; the seed's own plan of every variant is a candidate, so the
    default is never later than any of them.
+9. ``price`` (default ``auto``): a link-time price. TM by earliest arrival is blind to what a
+   path costs the trees planned after it: on 2-chassis DGX-2 a chunk reaches the other
+   chassis a little earlier over all eight IB links than over one, so the first trees take
+   every IB link (8x slower than a switch port) and the rest queue behind them (22.8 ms at
+   1 GB; the seed's cost metric avoids that but relays chunks in 16-hop chains, 11.8 ms;
+   TE-CCL 10 ms). With a price ``p`` a full broadcast's edge is keyed ``arrival + p x`` the
+   link time (slots) it holds, a Lagrangian trade of arrival against the shared resource:
+   9.5 ms at 1 GB and 12.3 us at 1 MB (TE-CCL 18.55 us). ``auto`` adds the arrival +
+   concurrent variants at prices 1, 2 and 4 to the candidates on small problems.
 
 Output: a timed IR (``start = slot * tau``, ``step = slot``, dependency on the op that delivered
 the chunk to the sender, a planned order on every used link), verified by the independent

@@ -161,6 +161,7 @@ class Plan:
     collective: Collective
     trees: str = "sequential"
     nearest: str = "arrival"
+    price: float = 0.0
     negotiation: dict | None = None
     _asap: tuple | None = None
 
@@ -193,7 +194,8 @@ class Plan:
 
 def plan(topology: Topology, collective: Collective, size: float | None = None,
          slot: Any = None, horizon: Any = None, occupancy: Any = None,
-         trees: Any = None, nearest: Any = None, negotiate: Any = None) -> Plan:
+         trees: Any = None, nearest: Any = None, negotiate: Any = None,
+         price: Any = None) -> Plan:
     """Run MTEGCCA's planning (no IR): the slot plan for ``size`` bytes."""
     if collective.num_ranks != topology.num_ranks:
         raise CollsynthError(f"collective has {collective.num_ranks} ranks but topology "
@@ -211,11 +213,14 @@ def plan(topology: Topology, collective: Collective, size: float | None = None,
     if near not in ("arrival", "cost"):
         raise CollsynthError(f"mteg option nearest={nearest!r} is not arrival or cost")
     rounds = _parse_negotiate(negotiate)
+    lam = _parse_price(price)
+    if lam is None:
+        lam = 0.0
     cb = collective.chunk_bytes(nbytes)
     graph = SlotGraph(topology, cb, tau, exact=mode == "exact")
     tasks = decompose(collective, cb, spread_order(topology))
-    planner = _route_all(graph, tasks, h0, near, grow, None)
-    p = Plan(graph, planner, tasks, nbytes, collective, grow, near)
+    planner = _route_all(graph, tasks, h0, near, grow, None, lam)
+    p = Plan(graph, planner, tasks, nbytes, collective, grow, near, lam)
     if rounds is None:
         rounds = negotiation_rounds(graph, tasks)
     if rounds > 0:
@@ -224,9 +229,9 @@ def plan(topology: Topology, collective: Collective, size: float | None = None,
 
 
 def _route_all(graph: SlotGraph, tasks: list[Task], h0: int | None, near: str, grow: str,
-               penalty: dict[int, dict[int, float]] | None) -> Planner:
+               penalty: dict[int, dict[int, float]] | None, price: float = 0.0) -> Planner:
     """One pass of seed steps 3–5: every task's tree, in planning order."""
-    planner = Planner(graph, h0, near, penalty)
+    planner = Planner(graph, h0, near, penalty, price)
     rest = tasks
     if grow == "concurrent":
         full = [t for t in tasks if len(t.dests) == graph.n - 1]
@@ -238,19 +243,38 @@ def _route_all(graph: SlotGraph, tasks: list[Task], h0: int | None, near: str, g
 
 
 #: ``negotiate=auto``: at most this many re-planning rounds ...
-NEGOTIATE_MAX_ROUNDS = 16
+NEGOTIATE_MAX_ROUNDS = 32
 #: ... and at most this much work in all (rounds x tasks x transmission edges; one unit is
-#: a few microseconds of planning): DGX-1, NDv2 x2 and MI250 get every round, NDv2 x4 four,
-#: DGX-2 x2 one, 10-chassis NDv2 (80 tasks x 410 edges) none.
-NEGOTIATE_WORK = 20_000
+#: a few microseconds of planning): DGX-1 and MI250 get every round, NDv2 x2 28, NDv2 x4
+#: six, DGX-2 x2 one, 10-chassis NDv2 (80 tasks x 410 edges) none (``SEARCH_WORK`` may
+#: allow fewer). Small problems get many rounds: MI250 at 1 MB with ``trees=concurrent``
+#: (10 candidates, 26 rounds each) reaches the TE-CCL MILP's optimum.
+NEGOTIATE_WORK = 30_000
 #: ``negotiate``: stop after this many rounds without a better plan.
-NEGOTIATE_PATIENCE = 6
+NEGOTIATE_PATIENCE = 12
+#: ``negotiate``: the penalty rules, one phase each, each from the first plan (the first
+#: phase at most half the rounds, the second the rest): False = contention at the last
+#: arrivals' last hop (the first rule), True = on the whole path to them (their chunk's
+#: transfers from its source).
+NEGOTIATE_PHASES = (False, True)
+#: ``negotiate=auto`` in :func:`best_plan`: all candidates' planning passes together
+#: (candidates x (1 + rounds) x tasks x transmission edges) stay within this: MI250 (14
+#: candidates of 16 tasks x 56 edges) gets 18 rounds each, DGX-1 32, NDv2 x2 15, NDv2 x4
+#: two, DGX-2 x2 one at 1 MB (7 candidates: no finer slot) and none at 1 GB (14).
+SEARCH_WORK = 250_000
 
 
-def negotiation_rounds(graph: SlotGraph, tasks: list[Task]) -> int:
-    """Rounds ``negotiate=auto`` stands for: a work budget, so synthesis stays fast."""
-    work = max(1, len(tasks) * len(graph.edges))
-    return max(0, min(NEGOTIATE_MAX_ROUNDS, NEGOTIATE_WORK // work))
+def negotiation_rounds(graph: SlotGraph, tasks: list[Task] | int, candidates: int = 1) -> int:
+    """Rounds ``negotiate=auto`` stands for: a work budget, so synthesis stays fast.
+
+    At most ``NEGOTIATE_MAX_ROUNDS``, ``NEGOTIATE_WORK`` per plan, and, when
+    :func:`best_plan` plans ``candidates`` plans (variants x prices x slots), their passes
+    (1 + rounds each) together within ``SEARCH_WORK`` (units: tasks x transmission edges).
+    """
+    n_tasks = tasks if isinstance(tasks, int) else len(tasks)
+    work = max(1, n_tasks * len(graph.edges))
+    shared = SEARCH_WORK // (max(1, candidates) * work) - 1
+    return max(0, min(NEGOTIATE_MAX_ROUNDS, NEGOTIATE_WORK // work, shared))
 
 
 def _parse_negotiate(value: Any) -> int | None:
@@ -259,6 +283,22 @@ def _parse_negotiate(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().lower() in ("off", "no", "none"):
         return 0
     return int_option(value, "negotiate", "mteg", minimum=0)
+
+
+def _parse_price(value: Any) -> float | None:
+    """``price``: a non-negative number, or None for ``auto``."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
+        return None
+    if isinstance(value, str) and value.strip().lower() in ("off", "no", "none"):
+        return 0.0
+    try:
+        lam = float(value)
+    except (TypeError, ValueError):
+        raise CollsynthError(f"mteg option price={value!r} is not a number, off or auto") \
+            from None
+    if not (math.isfinite(lam) and lam >= 0):
+        raise CollsynthError(f"mteg option price={value!r} must be a non-negative number")
+    return lam
 
 
 def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
@@ -276,8 +316,12 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
     edge when its penalised one is contended, as long as the alternative is not later by more
     than the penalty. The plan that completes first as soon as possible is kept
     (:meth:`Plan.better_than`; ties: the earliest round, so the seed's plan when nothing
-    improves). Stops early after ``NEGOTIATE_PATIENCE`` rounds without a better plan, when a
-    round adds no penalty, or when the plan reaches the empty-network latency bound. Penalties
+    improves). Two phases (``NEGOTIATE_PHASES``), each from the first plan without
+    penalties: the penalised transfers are those in the way of the last arrivals' last hop,
+    then of any transfer on their chunk's path from its source (a wait two hops before the
+    last receiver delays it as much). A phase stops after ``NEGOTIATE_PATIENCE`` rounds
+    without a better plan, when a round adds no penalty, when the plan reaches the
+    empty-network latency bound, or at its share of the rounds. Penalties
     act on full broadcasts only (the Prim-like paths and ``trees=concurrent``); multicasts to
     subsets are re-planned unchanged, and a collective without full broadcasts is not
     re-planned at all.
@@ -293,22 +337,29 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
     e_src = [e.src for e in g.edges]
     for e in g.edges:
         into[e.dst].append(e.id)
-    penalty: dict[int, dict[int, float]] = {}
     best = p.planner
     first = best.finish
     used = best_round = 0
     first_s = p.asap
     best_p = p
-    cur = best
-    while (used < rounds and cur.finish > floor
-           and used - best_round < NEGOTIATE_PATIENCE):
-        if not _add_penalties(cur, g, source, into, e_src, penalty, step):
-            break
-        cur = _route_all(g, p.tasks, h0, p.nearest, p.trees, penalty)
-        used += 1
-        cand = Plan(g, cur, p.tasks, p.size, p.collective, p.trees, p.nearest)
-        if cand.better_than(best_p):
-            best_p, best, best_round = cand, cur, used
+    for k, chain in enumerate(NEGOTIATE_PHASES):
+        # each phase starts again from the first plan, with no penalties; all phases together
+        # run at most ``rounds`` rounds, all but the last at most their share
+        left = len(NEGOTIATE_PHASES) - k
+        limit = rounds - used if left == 1 else -(-(rounds - used) // left)
+        penalty: dict[int, dict[int, float]] = {}
+        cur = p.planner
+        n = last_gain = 0
+        while (n < limit and cur.finish > floor
+               and n - last_gain < NEGOTIATE_PATIENCE):
+            if not _add_penalties(cur, g, source, into, e_src, penalty, step, chain):
+                break
+            cur = _route_all(g, p.tasks, h0, p.nearest, p.trees, penalty, p.price)
+            n += 1
+            used += 1
+            cand = Plan(g, cur, p.tasks, p.size, p.collective, p.trees, p.nearest, p.price)
+            if cand.better_than(best_p):
+                best_p, best, best_round, last_gain = cand, cur, used, n
     p.planner = best
     p._asap = best_p._asap
     p.negotiation = {"rounds": used, "best_round": best_round, "first_slots": first,
@@ -345,7 +396,7 @@ def _latency_floor(g: SlotGraph, tasks: list[Task]) -> int:
 
 def _add_penalties(pl: Planner, g: SlotGraph, source: dict[int, int], into: list[list[int]],
                    e_src: list[int], penalty: dict[int, dict[int, float]],
-                   step: float) -> bool:
+                   step: float, chain: bool = False) -> bool:
     """One negotiation round's penalties (see :func:`_negotiate`); False if none was added."""
     e_len, e_occ = g.e_len, g.e_occ
     n_ops = len(pl.op_edge)
@@ -358,9 +409,19 @@ def _add_penalties(pl: Planner, g: SlotGraph, source: dict[int, int], into: list
         for l, a, w in e_occ[e]:
             windows.setdefault(l, []).append((t + a, t + a + w, i))
     added = False
+    # the last arrivals and, with ``chain``, every transfer on the way to them (their chunk's
+    # path from its source: a wait or a detour anywhere on it delays the last arrival)
+    crit: list[int] = []
+    seen: set[int] = set()
     for i in range(n_ops):
         if arrival[i] < pl.finish:
             continue
+        j = i
+        while j >= 0 and j not in seen:
+            seen.add(j)
+            crit.append(j)
+            j = pl.op_parent[j] if chain else -1
+    for i in crit:
         chunk = pl.op_chunk[i]
         v = g.e_dst[pl.op_edge[i]]
         for e in into[v]:
@@ -418,6 +479,7 @@ def lower(p: Plan) -> Schedule:
             "occupancy": "exact" if g.exact else "slot",
             "trees": p.trees,
             "nearest": p.nearest,
+            "price": p.price,
             "chunk_bytes": g.chunk_bytes,
             "plan_slots": pl.finish,
             "plan_time_s": pl.finish * tau,
@@ -457,11 +519,16 @@ def lower(p: Plan) -> Schedule:
                               "first)",
                    "negotiate": "re-planning rounds with penalties on contended edges (not "
                                 "in the seed): an integer, 0/off, or auto (default: up to 16, "
-                                "fewer on large problems); the earliest plan is kept"},
+                                "fewer on large problems); the earliest plan is kept",
+                   "price": "link-time price of broadcast tree edges (not in the seed): a "
+                            "number >= 0 (slots of key per slot of link time a transfer "
+                            "holds), off, or auto (default: 0, and on small problems also "
+                            "1, 2 and 4 with nearest=arrival; the plan that finishes first)"},
           size_aware=True)
 def synthesize(topology: Topology, collective: Collective, *, size: float | None = None,
                slot: Any = None, horizon: Any = None, occupancy: Any = None,
-               trees: Any = None, nearest: Any = None, negotiate: Any = None) -> Schedule:
+               trees: Any = None, nearest: Any = None, negotiate: Any = None,
+               price: Any = None) -> Schedule:
     """MTEGCCA: Steiner trees on a multicast time-expanded graph (seed 002).
 
     With ``trees``/``nearest`` left to ``auto`` every combination is planned and the plan with
@@ -469,15 +536,17 @@ def synthesize(topology: Topology, collective: Collective, *, size: float | None
     is lowered: a departure from the seed, which has one variant; planning is cheap next to
     lowering and verification, and no variant wins everywhere (concurrent trees on NDv2,
     cost-based attachment on DGX-2 and MI250 at large sizes, the seed's elsewhere).
-    Each variant is improved by negotiated re-planning (``negotiate``, default ``auto``).
+    Each variant is improved by negotiated re-planning (``negotiate``, default ``auto``);
+    on small problems link-time priced variants join (``price``, default ``auto``).
     """
     return lower(best_plan(topology, collective, size, slot, horizon, occupancy, trees,
-                           nearest, negotiate))
+                           nearest, negotiate, price))
 
 
 def best_plan(topology: Topology, collective: Collective, size: float | None = None,
               slot: Any = None, horizon: Any = None, occupancy: Any = None,
-              trees: Any = None, nearest: Any = None, negotiate: Any = None) -> Plan:
+              trees: Any = None, nearest: Any = None, negotiate: Any = None,
+              price: Any = None) -> Plan:
     """:func:`plan` for every variant ``auto`` stands for; the earliest-finishing plan.
 
     With ``slot`` left to ``auto`` the variants are planned with the seed's slot (one chunk on
@@ -486,28 +555,49 @@ def best_plan(topology: Topology, collective: Collective, size: float | None = N
     ``REFINE`` times shorter. Plans are compared by their as-soon-as-possible completion
     (:func:`asap_seconds`; whole slots round every transfer up, so the slot plan is a poor
     judge between slot lengths), then by the slot plan's. Ties keep the earlier candidate:
-    seed slot, sequential, arrival.
+    seed slot, sequential, arrival. With ``price`` left to ``auto`` and a small problem
+    (``PRICE_WORK``) the candidates per slot also include the arrival variants of
+    ``PRICE_TREES`` at every link-time price of ``PRICES``. With ``negotiate`` left to
+    ``auto`` every candidate gets the same number of rounds, :func:`negotiation_rounds` of
+    the candidate count (one budget, ``SEARCH_WORK``, for the whole search).
     """
+    lam = _parse_price(price)
+    tau0 = _parse_slot(slot)
+    nbytes = size_option(size, "mteg", DEFAULT_SIZE)
+    # the seed's graph: problem size (work) and whether the slot wastes much (refinement)
+    g0 = SlotGraph(topology, collective.chunk_bytes(nbytes), tau0,
+                   exact=occupancy is None or str(occupancy).strip().lower() != "slot")
+    n_tasks = len(decompose(collective, g0.chunk_bytes))
+    work = max(1, n_tasks * len(g0.edges))
+    taus: list[Any] = [slot]
+    if tau0 is None and slot_waste(g0) > REFINE_WASTE and work <= REFINE_WORK:
+        taus.append(g0.tau / REFINE)
+    # candidates per slot: every (trees, nearest) variant at price ``lam`` (0 with auto), then
+    # with price=auto on small problems the priced arrival variants
+    cands = [(g, n, lam or 0.0) for g in _variants(trees, ("sequential", "concurrent"))
+             for n in _variants(nearest, ("arrival", "cost"))]
+    if lam is None and work <= PRICE_WORK:
+        cands += [(g, "arrival", x) for g in _variants(trees, PRICE_TREES)
+                  if g in PRICE_TREES for x in PRICES
+                  if "arrival" in _variants(nearest, ("arrival", "cost"))]
+    rounds = _parse_negotiate(negotiate)
+    if rounds is None:            # auto: the search budget shared by every candidate
+        rounds = negotiation_rounds(g0, n_tasks, len(cands) * len(taus))
     best = None
-    first = None
-
-    def run(tau: Any) -> None:
-        nonlocal best, first
-        for g in _variants(trees, ("sequential", "concurrent")):
-            for n in _variants(nearest, ("arrival", "cost")):
-                p = plan(topology, collective, size, tau, horizon, occupancy, g, n, negotiate)
-                if first is None:
-                    first = p
-                if best is None or p.better_than(best):
-                    best = p
-
-    run(slot)
-    if _parse_slot(slot) is None:
-        g0 = first.graph
-        work = len(first.tasks) * len(g0.edges)
-        if slot_waste(g0) > REFINE_WASTE and work <= REFINE_WORK:
-            run(g0.tau / REFINE)
+    for tau in taus:
+        for g, n, x in cands:
+            p = plan(topology, collective, size, tau, horizon, occupancy, g, n, rounds, x)
+            if best is None or p.better_than(best):
+                best = p
     return best
+
+
+#: ``price=auto``: the link-time prices tried besides 0 (slots of key per slot of link time),
+#: with ``nearest=arrival`` and concurrent trees (where they helped: MI250, DGX-2, NDv2) ...
+PRICES = (1.0, 2.0, 4.0)
+PRICE_TREES = ("concurrent",)
+#: ... on problems up to this size (tasks x transmission edges; 10-chassis NDv2 is beyond)
+PRICE_WORK = 20_000
 
 
 #: ``slot=auto`` also plans with slots this many times shorter than the seed's ...

@@ -114,6 +114,9 @@ class SlotGraph:
         self.e_dst = [e.dst for e in edges]
         self.e_len = [e.length for e in edges]
         self.e_occ = [e.occ for e in edges]
+        # link time a transfer over the edge holds, in slots (sum of its hops' windows): what
+        # ``price`` (option of :mod:`.algo`) charges per unit
+        self.e_busy = [sum(w for _l, _a, w in e.occ) for e in edges]
         self._static: np.ndarray | None = None
         self._hops: list[tuple[tuple[int, float, float, float], ...]] | None = None
         widths = [math.inf] * len(t.links)

@@ -20,7 +20,9 @@ Ties are broken by (arrival slot, receiving rank, sending rank, edge id): determ
 With ``nearest=cost`` the distance is the seed's edge cost of what a path adds to the tree
 (transmission ``L`` plus storage slots not yet in it), ties by arrival and then as above.
 Negotiated re-planning (``algo._negotiate``, not in the seed) adds a per-(chunk, edge) penalty
-to the key of the full-broadcast paths (Prim-like and concurrent); bookings are unaffected.
+to the key of the full-broadcast paths (Prim-like and concurrent), and the link-time price
+(``algo`` option ``price``, not in the seed) ``price x`` the link time (slots) the edge's
+transfer holds; bookings are unaffected.
 
 Departure from the seed: the seed removes a finished tree's edges from ``G_M`` only after the
 whole tree is built (step 4). Here the (link, slot) resources of each path are taken as soon as
@@ -42,7 +44,8 @@ class Planner:
     """Routes multicast tasks one after another on a shared residual MTEG."""
 
     def __init__(self, graph: SlotGraph, horizon: int | None = None,
-                 nearest: str = "arrival", penalty: dict[int, dict[int, float]] | None = None):
+                 nearest: str = "arrival", penalty: dict[int, dict[int, float]] | None = None,
+                 price: float = 0.0):
         if nearest not in ("arrival", "cost"):
             raise CollsynthError(f"mteg: nearest={nearest!r} is not arrival or cost")
         self.g = graph
@@ -51,6 +54,10 @@ class Planner:
         # tree, ``penalty[c][e]``; it changes which candidate edge a tree takes, never the
         # slots a transfer books
         self.penalty = penalty or {}
+        # link-time price (algo ``price``, not in the seed): extra key, in slots, of every edge
+        # of a full broadcast: ``price`` x the link time (slots) a transfer over it holds
+        self.price = float(price)
+        self.e_price = [self.price * b for b in graph.e_busy] if self.price > 0 else None
         self.occ = Occupancy(len(graph.topology.links), graph.min_width)
         longest = max(graph.e_len) if graph.e_len else 1
         self.horizon = int(horizon) if horizon is not None else 4 * longest
@@ -82,6 +89,20 @@ class Planner:
             self.finish = arrival
         return len(self.op_chunk) - 1
 
+    def _extra(self, chunk: int):
+        """The key added to edge ``e`` in chunk ``chunk``'s broadcast tree (link-time price
+        plus negotiation penalty) as a function of ``e``, or None when there is none."""
+        pen = self.penalty.get(chunk)
+        ep = self.e_price
+        if pen:
+            pget = pen.get
+            if ep is None:
+                return lambda e: pget(e, 0.0)
+            return lambda e: ep[e] + pget(e, 0.0)
+        if ep is None:
+            return None
+        return ep.__getitem__
+
     def _unreachable(self, chunk: int, src: int, missing) -> CollsynthError:
         t = self.g.topology
         r = min(missing)
@@ -112,8 +133,7 @@ class Planner:
         heap: list[tuple[float, int, int, int, int]] = []
         push = heapq.heappush
         pop = heapq.heappop
-        pen = self.penalty.get(chunk)
-        pget = pen.get if pen else None
+        pget = self._extra(chunk)
 
         def expand(u: int) -> None:
             h = hold[u]
@@ -122,7 +142,7 @@ class Planner:
                 if hold[v] < 0:
                     t = earliest(e_occ[e], h)
                     k = t + e_len[e]
-                    push(heap, (k if pget is None else k + pget(e, 0), v, u, e, t))
+                    push(heap, (k if pget is None else k + pget(e), v, u, e, t))
 
         expand(src)
         left = g.n - 1
@@ -135,7 +155,7 @@ class Planner:
             t2 = earliest(e_occ[e], hold[u])
             if t2 != t:                       # its slots were taken meanwhile: re-queue
                 k = t2 + e_len[e]
-                push(heap, (k if pget is None else k + pget(e, 0), v, u, e, t2))
+                push(heap, (k if pget is None else k + pget(e), v, u, e, t2))
                 continue
             arr = t + e_len[e]
             if arr > self.horizon:
@@ -165,8 +185,8 @@ class Planner:
         heap: list[tuple[float, int, int, int, int, int]] = []
         push = heapq.heappush
         pop = heapq.heappop
-        pen = self.penalty.get(chunk) or {}
-        pget = pen.get
+        extra = self._extra(chunk)
+        pget = extra if extra is not None else (lambda _e: 0)
 
         def expand(u: int) -> None:
             h, lu = hold[u], last[u]
@@ -175,8 +195,7 @@ class Planner:
                 if hold[v] < 0:
                     t = earliest(e_occ[e], h)
                     ln = e_len[e]
-                    push(heap, (ln + (t - lu if t > lu else 0) + pget(e, 0), t + ln, v, u, e,
-                                t))
+                    push(heap, (ln + (t - lu if t > lu else 0) + pget(e), t + ln, v, u, e, t))
 
         expand(src)
         left = g.n - 1
@@ -188,7 +207,7 @@ class Planner:
                 continue
             t2 = earliest(e_occ[e], hold[u])
             ln = e_len[e]
-            c2 = ln + (t2 - last[u] if t2 > last[u] else 0) + pget(e, 0)
+            c2 = ln + (t2 - last[u] if t2 > last[u] else 0) + pget(e)
             if (c2, t2) != (c, t):
                 push(heap, (c2, t2 + ln, v, u, e, t2))
                 continue
@@ -223,12 +242,12 @@ class Planner:
         push = heapq.heappush
         pop = heapq.heappop
 
-        pens = [self.penalty.get(chunk) or {} for chunk, _src in tasks]
+        pens = [self._extra(chunk) for chunk, _src in tasks]
 
         def key(k: int, u: int, e: int, t: int) -> float:
             """Primary key: arrival, or with ``nearest=cost`` the seed's edge cost (plus the
-            negotiation penalty of the edge in tree ``k``, if any)."""
-            p = pens[k].get(e, 0) if pens[k] else 0
+            link-time price and the negotiation penalty of the edge in tree ``k``, if any)."""
+            p = pens[k](e) if pens[k] is not None else 0
             if cost:
                 lu = last[k][u]
                 return e_len[e] + (t - lu if t > lu else 0) + p
