@@ -60,6 +60,7 @@ from ...collective import CollKind, Collective
 from ...errors import CollsynthError
 from ...schedule.ir import OpKind, Schedule, ScheduleBuilder
 from ...topology.model import Topology
+from ...topology.paths import RouteTable
 from .. import register
 from .sketch import enumerate_sketches
 from .symmetry import Fabric, detect
@@ -288,17 +289,35 @@ class _Plan:
         self.routes = _RouteTable(n, fab.island_routes, fab.net_routes)
         self.stage_gap = max(S, m)
         self._blocks: dict = {}
-        self.milp: dict[str, _Template] = {}   # stage-2 MILP templates per dimension
+        self.milp: dict[int, _Template] = {}   # stage-2 MILP templates by sub-demand id
+        self._sub: dict = {}
 
-    def template(self, dim: str, kind: str) -> _Template:
+    def sub_topology(self, dim: str) -> Topology:
+        if dim not in self._sub:
+            from .stage2 import sub_topology
+
+            self._sub[dim] = sub_topology(self.topology, self.fab, dim)
+        return self._sub[dim]
+
+    @staticmethod
+    def spec(sketch: tuple[str, ...], rk: Any, k: int) -> tuple:
+        """Per-stage template ids of sketch ``k`` in candidate template ``rk``: a rail kind
+        (``shift``/``ring``: island stages ``shift``) or a MILP candidate ``("milp", level,
+        specs)`` whose ``specs[k]`` lists a sub-demand id (or ``shift``) per stage."""
+        if isinstance(rk, str):
+            return tuple(rk if d == "rail" else "shift" for d in sketch)
+        return rk[2][k]
+
+    def template(self, dim: str, tid: Any) -> _Template:
         g = self.groups[dim].shape[1]
-        if kind == "milp":
-            return self.milp.get(dim) or _Template("shift", g)
-        return _Template(kind if dim == "rail" else "shift", g)
+        if isinstance(tid, int):
+            return self.milp.get(tid) or _Template("shift", g)
+        return _Template(tid if dim == "rail" else "shift", g)
 
-    def block(self, sketch: tuple[str, ...], rail_kind: str) -> dict:
-        """Ops of one sketch for one byte range (local dep ids), cached."""
-        key = (sketch, rail_kind)
+    def block(self, sketch: tuple[str, ...], spec: tuple) -> dict:
+        """Ops of one sketch for one byte range (local dep ids), cached; ``spec``: the
+        template id of every stage."""
+        key = (sketch, spec)
         if key in self._blocks:
             return self._blocks[key]
         c = self.collective
@@ -318,7 +337,7 @@ class _Plan:
             if a2a:
                 ops, held, deliv = _a2a_stage(held, deliv, G, self.pos[dim][dest], cur, base)
             else:
-                ops, held, deliv = _ag_stage(held, deliv, G, self.template(dim, rail_kind),
+                ops, held, deliv = _ag_stage(held, deliv, G, self.template(dim, spec[si]),
                                              cur, base)
             parts.append(ops)
             cur += len(ops["src"])
@@ -327,9 +346,9 @@ class _Plan:
         self._blocks[key] = blk
         return blk
 
-    def ops_per_unit(self, sketches, fracs, rail_kind: str) -> int:
-        return sum(len(self.block(sk, rail_kind)["src"]) for sk, f in zip(sketches, fracs)
-                   if f != 0)
+    def ops_per_unit(self, sketches, fracs, rk: Any) -> int:
+        return sum(len(self.block(sk, self.spec(sk, rk, k))["src"])
+                   for k, (sk, f) in enumerate(zip(sketches, fracs)) if f != 0)
 
 
 def quantize(fracs: list[Fraction]) -> list[Fraction]:
@@ -338,7 +357,7 @@ def quantize(fracs: list[Fraction]) -> list[Fraction]:
     return q
 
 
-def build(plan: _Plan, sketches: list[tuple[str, ...]], fracs: list[Fraction], rail_kind: str,
+def build(plan: _Plan, sketches: list[tuple[str, ...]], fracs: list[Fraction], rail_kind: Any,
           pipeline: int, meta: dict) -> Schedule:
     """Stitch the candidate (sketch fractions, rail template, pipeline depth) into one IR."""
     q = quantize(fracs)
@@ -352,7 +371,7 @@ def build(plan: _Plan, sketches: list[tuple[str, ...]], fracs: list[Fraction], r
         hi = lo + q[k]
         plo, phi = int(lo * den), int(hi * den)
         width = (phi - plo) // P
-        blk = plan.block(sketch, rail_kind)
+        blk = plan.block(sketch, plan.spec(sketch, rail_kind, k))
         K = len(blk["src"])
         off = len(b)
         # P copies of the block, one per part (part-major order)
@@ -431,6 +450,61 @@ def reverse_to_reducescatter(ag: Schedule, collective: Collective,
     return b.build()
 
 
+def direct_candidate(topology: Topology, collective: Collective,
+                     routes: RouteTable) -> Schedule | None:
+    """The one-stage AllToAll sketch, vectorised: every block straight from its source to its
+    destination along the route table's direct route, in pairwise-exchange order (step
+    ``(d - s) mod n - 1``, ops sorted by (step, source, destination, chunk)): the ``direct``
+    baseline's schedule, op for op, built without its per-operation Python. None where some
+    pair has no direct route (the baseline would relay through GPUs)."""
+    n = collective.num_ranks
+    post_r, post_c = collective.postcondition()
+    src = collective.chunk_source[post_c]
+    keep = src != post_r
+    s, d, c = src[keep], post_r[keep], post_c[keep]
+    shift = (d - s) % n - 1
+    order = np.lexsort((c, d, s, shift))
+    s, d, c, shift = s[order], d[order], c[order], shift[order]
+    tab: dict[tuple[int, int], tuple[int, ...]] = {}
+    for a in np.unique(s).tolist():
+        row = routes.direct(a)
+        for b in np.unique(d[s == a]).tolist():
+            r = row.get(b)
+            if r is None:
+                return None
+            tab[(a, b)] = r
+    rt = _RouteTable(n, tab)
+    route_ptr, route_links = rt.csr(s, d)
+    b = ScheduleBuilder(topology, collective, {"algorithm": "direct"})
+    b.add_many(s, d, c, route_ptr=route_ptr, route_links=route_links, kind=OpKind.COPY,
+               step=shift)
+    return b.build()
+
+
+_POOL: dict = {}   # the forked scorers' view of the candidates (set before the pool forks)
+
+
+def _pool_time(i: int) -> float:
+    make, cands, size = _POOL["make"], _POOL["cands"], _POOL["size"]
+    from ...sim import simulate
+
+    return simulate(make(*cands[i]), size).time_s
+
+
+def _times_in_pool(make, cands: list[tuple], size: float, workers: int) -> list[float]:
+    """Simulated times of ``cands`` (``make`` arguments) in a fork pool, in list order."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    _POOL.update(make=make, cands=cands, size=size)
+    try:
+        ctx = mp.get_context("fork")
+        with ProcessPoolExecutor(max_workers=min(workers, len(cands)), mp_context=ctx) as pool:
+            return list(pool.map(_pool_time, range(len(cands))))
+    finally:
+        _POOL.clear()
+
+
 def _workers(workers: Any) -> int:
     try:
         w = int(workers)
@@ -443,23 +517,107 @@ def _workers(workers: Any) -> int:
     return w
 
 
+def _fine_keep(value: Any) -> int | None:
+    """``fine_keep``: how many coarse-epoch MILP candidates get the fine re-solve (None: all)."""
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return None
+    try:
+        k = int(value)
+    except (TypeError, ValueError):
+        raise CollsynthError(f"syccl: fine_keep {value!r} is not a positive integer or "
+                             f"all") from None
+    if isinstance(value, float) and value != k or k < 1:
+        raise CollsynthError(f"syccl: fine_keep {value!r} is not a positive integer or all")
+    return k
+
+
+class _SubDemands:
+    """Stage-2 MILP sub-demands of the candidates: one id per distinct MILP (dimension + epoch
+    grid, :func:`.stage2.subdemand_key`), solved once in the process pool and shared by every
+    candidate, stage and group that needs it."""
+
+    def __init__(self, plan: _Plan, sketches: list[tuple[str, ...]], size: float, workers: int):
+        self.plan, self.sketches, self.size, self.workers = plan, sketches, size, workers
+        self.ids: dict[tuple, int] = {}
+        self.info: list[dict] = []
+        self.pending: list[tuple[int, tuple]] = []
+
+    def specs(self, fr: list[Fraction], P: int, mult: float) -> tuple:
+        """Per-sketch, per-stage template ids of the MILP candidate (fractions ``fr``, pipeline
+        ``P``) at epoch ``mult`` x fast: the stage's sub-demand is the all-gather in one group
+        of one item per member, an item being what a member holds entering the stage (its
+        fraction of a rank's share, one pipeline part, times the group sizes of the earlier
+        stages)."""
+        from .stage2 import MILP_MAX_GROUP, subdemand_key
+
+        plan = self.plan
+        q = quantize(fr)
+        share = self.size / plan.topology.num_ranks
+        out = []
+        for k, sk in enumerate(self.sketches):
+            if q[k] == 0:
+                out.append(())
+                continue
+            held, stages = 1, []
+            for d in sk:
+                g = plan.groups[d].shape[1]
+                if g > MILP_MAX_GROUP:
+                    stages.append("shift")
+                else:
+                    cb = float(q[k]) * held * share / P
+                    key = subdemand_key(plan.sub_topology(d), d, cb, mult)
+                    if key not in self.ids:
+                        self.ids[key] = len(self.info)
+                        self.info.append({})
+                        self.pending.append((self.ids[key], (d, plan.sub_topology(d), cb,
+                                                             mult)))
+                    stages.append(self.ids[key])
+                held *= g
+            out.append(tuple(stages))
+        return tuple(out)
+
+    def solve(self) -> float:
+        """Solve the pending sub-demands (pool order fixed); returns the wall time."""
+        import time
+
+        from .stage2 import solve_many
+
+        t0 = time.perf_counter()
+        jobs, self.pending = self.pending, []
+        for (sid, job), (rows, info) in zip(jobs, solve_many([j for _, j in jobs],
+                                                             self.workers)):
+            if rows is not None:
+                try:
+                    self.plan.milp[sid] = _Template("milp", self.plan.groups[job[0]].shape[1],
+                                                    rows)
+                except CollsynthError as e:
+                    info = {**info, "error": str(e)}
+            self.info[sid] = {"id": sid, **info}
+        return time.perf_counter() - t0
+
+
 @register("syccl", collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL},
           summary="SyCCL-style symmetric decomposition: island/rail sketches, chunk allocation, "
                   "replicated sub-schedules, simulator selection (AllGather, ReduceScatter by "
                   "reversal, AllToAll with PXN-style two-stage sketches)",
           options={"workers": "worker processes for the stage-2 sub-MILPs (default 1)",
                    "stage2": "template (default: direct/ring sub-schedules) or milp (also "
-                             "TE-CCL's epoch MILP per distinct sub-demand, groups <= 16)"},
+                             "TE-CCL's epoch MILP per distinct sub-demand, groups <= 16: "
+                             "coarse epoch to filter, fine epoch to select)",
+                   "fine_keep": "stage2=milp: coarse-epoch candidates re-solved at the fine "
+                                "epoch (default 1; all: no filtering)"},
           size_aware=True)
 def syccl(topology: Topology, collective: Collective, size: float | None = None,
-          workers: Any = 1, stage2: Any = "template") -> Schedule:
+          workers: Any = 1, stage2: Any = "template", fine_keep: Any = 1) -> Schedule:
     """SyCCL symmetric decomposition."""
     from ...sim import simulate
 
     w = _workers(workers)
     if stage2 not in ("template", "milp"):
         raise CollsynthError(f"syccl: stage2 {stage2!r} is not template or milp")
-    fab = detect(topology)
+    keep = _fine_keep(fine_keep)
+    routes = RouteTable(topology)          # shared by detection and the direct candidate
+    fab = detect(topology, routes)
     kind = collective.kind
     reducing = kind is CollKind.REDUCESCATTER
     a2a = kind is CollKind.ALLTOALL
@@ -485,51 +643,90 @@ def syccl(topology: Topology, collective: Collective, size: float | None = None,
     # (AllToAll stages are one-hop pairwise-shift exchanges whatever the rail template)
     score_size = float(size) if size is not None else DEFAULT_SIZE
     plan = _Plan(topology, base, fab)
-    milp_info: dict = {}
-    if stage2 == "milp" and not a2a:
-        from .stage2 import solve_subdemands
-
-        for dim, (rows, info) in solve_subdemands(topology, fab, score_size, w).items():
-            if rows is not None:
-                try:
-                    plan.milp[dim] = _Template("milp", plan.groups[dim].shape[1], rows)
-                except CollsynthError as e:
-                    info = {**info, "error": str(e)}
-            milp_info[dim] = info
-        if plan.milp:
-            rail_kinds.append("milp")
+    use_milp = stage2 == "milp" and not a2a
     common = {**fab.describe(), "sketches": [">".join(s) for s in sketches],
               "sketches_enumerated": [s.describe() for s in sk_info], "stage2": stage2}
-    if milp_info:
-        common["milp"] = milp_info
-    tried: list[tuple[float, int, Any]] = []
+    # (time, order, candidate, eligible): coarse-epoch MILP candidates only filter
+    tried: list[tuple[float, int, Any, bool]] = []
 
-    def make(name: str, fr: list[Fraction], rk: str, P: int) -> Schedule:
+    def make(name: str, fr: list[Fraction], rk: Any, P: int) -> Schedule:
         meta = {"syccl": {**common, "allocation": name, "fractions": [str(f) for f in fr],
-                          "rail_template": rk, "pipeline": P}}
+                          "rail_template": rk if isinstance(rk, str) else "milp",
+                          "pipeline": P}}
+        if not isinstance(rk, str):
+            meta["syccl"]["milp_subdemands"] = [list(x) for x in rk[2]]
         return build(plan, sketches, fr, rk, P, meta)
 
     kept: dict = {}   # the best candidate so far: its key and simulated op finish times
 
-    def score(name: str, fr: list[Fraction], rk: str, P: int) -> float:
+    def score(name: str, fr: list[Fraction], rk: Any, P: int, eligible: bool = True) -> float:
         s = make(name, fr, rk, P)
         res = simulate(s, score_size)
         tm = res.time_s
-        if not tried or tm < min(x[0] for x in tried):
-            kept.update(key=(name, fr, rk, P), finish=res.op_finish_s, sched=s)
-        tried.append((tm, len(tried), (name, fr, rk, P)))
+        if eligible and (not kept or tm < kept["time"]):
+            kept.update(key=(name, fr, rk, P), finish=res.op_finish_s, sched=s, time=tm)
+        tried.append((tm, len(tried), (name, fr, rk, P), eligible))
         return tm
+
+    def score_all(cands: list[tuple], eligible: bool = True) -> list[float]:
+        """``score`` for each candidate (name, fr, rk, P), in order. With ``workers`` > 1 (and
+        fork available) they are built and simulated in a process pool that returns only the
+        times; the best of them is then rebuilt and re-simulated here if it beats the kept
+        one (its schedule and op finish times are needed). Same times, same order, same
+        choice as one by one."""
+        import multiprocessing as mp
+
+        if w == 1 or len(cands) < 2 or "fork" not in mp.get_all_start_methods():
+            return [score(*c, eligible=eligible) for c in cands]
+        times = _times_in_pool(make, cands, score_size, w)
+        j = min(range(len(cands)), key=lambda i: (times[i], i))   # first of least time
+        if eligible and (not kept or times[j] < kept["time"]):
+            s = make(*cands[j])
+            res = simulate(s, score_size)
+            kept.update(key=cands[j], finish=res.op_finish_s, sched=s, time=times[j])
+        for c, tm in zip(cands, times):
+            tried.append((tm, len(tried), c, eligible))
+        return times
 
     def fits(fr, rk, P) -> bool:
         return plan.ops_per_unit(sketches, fr, rk) * P <= OP_BUDGET
 
+    def p0(fr, rk) -> int:
+        return COARSE_P if fits(fr, rk, COARSE_P) else 1
+
     # two-step selection: coarse (every allocation x rail template at pipeline COARSE_P), then
     # a pipeline sweep for the best COARSE_KEEP combination(s)
-    coarse = []
-    for name, fr in allocs:
-        for rk in rail_kinds:
-            P0 = COARSE_P if fits(fr, rk, COARSE_P) else 1
-            coarse.append((score(name, fr, rk, P0), len(coarse), name, fr, rk, P0))
+    first = [(name, fr, rk, p0(fr, rk)) for name, fr in allocs for rk in rail_kinds]
+    coarse = [(tm, i, *c) for i, (c, tm) in enumerate(zip(first, score_all(first)))]
+    if use_milp:
+        from .stage2 import COARSE_MULT, FINE_MULT
+
+        # stage 2, two-step epoch duration: (a) every allocation's sub-demands at the coarse
+        # epoch; candidates scored (filter only); (b) the best ``keep`` re-solved at the fine
+        # epoch and scored as real candidates (select)
+        subs = _SubDemands(plan, sketches, score_size, w)
+        mc = []
+        for name, fr in allocs:
+            P0 = p0(fr, "shift")
+            mc.append((name, fr, ("milp", "coarse", subs.specs(fr, P0, COARSE_MULT)), P0))
+        t_coarse = subs.solve()
+        c_scores = [(tm, i) for i, tm in enumerate(score_all(mc, eligible=False))]
+        survivors = sorted(c_scores)[:keep] if keep is not None else c_scores
+        surv = sorted(i for _, i in survivors)        # fixed (allocation) order
+        fc = []
+        for i in surv:
+            name, fr, _, P0 = mc[i]
+            fc.append((name, fr, ("milp", "fine", subs.specs(fr, P0, FINE_MULT)), P0))
+        t_fine = subs.solve()
+        f_scores = score_all(fc)
+        for (name, fr, rk, P0), tm in zip(fc, f_scores):
+            coarse.append((tm, len(coarse), name, fr, rk, P0))
+        common["milp"] = {
+            "coarse_epoch_multiplier": COARSE_MULT, "fine_epoch_multiplier": FINE_MULT,
+            "fine_keep": "all" if keep is None else keep, "subdemands": subs.info,
+            "coarse": [{"allocation": mc[i][0], "time_s": tm} for tm, i in c_scores],
+            "fine": [{"allocation": c[0], "time_s": tm} for c, tm in zip(fc, f_scores)],
+            "solve_s": {"coarse": t_coarse, "fine": t_fine}}
     for tm0, _, name, fr, rk, P0 in sorted(coarse, key=lambda x: (x[0], x[1]))[:COARSE_KEEP]:
         # deeper pipelines while they help by more than MIN_GAIN (and fit the op budget);
         # shallower ones only when the first deeper one did not help
@@ -546,8 +743,8 @@ def syccl(topology: Topology, collective: Collective, size: float | None = None,
                 times[P] = score(name, fr, rk, P)
                 if times[P] >= times[PIPELINES[PIPELINES.index(P) + 1]] * (1 - MIN_GAIN):
                     break
-    # kept = the first candidate of least time (the order of ``tried`` breaks ties)
-    best_t = min(x[0] for x in tried)
+    # kept = the first eligible candidate of least time (the order of ``tried`` breaks ties)
+    best_t = kept["time"]
     if reducing:
         # the best AllGather run backwards: its simulated timeline, reversed, plans the order
         sched = reverse_to_reducescatter(kept["sched"], collective, kept["finish"])
@@ -557,13 +754,17 @@ def syccl(topology: Topology, collective: Collective, size: float | None = None,
             # the one-stage sketch: every block straight to its destination (``direct``)
             from .. import synthesize
 
-            d = synthesize("direct", topology, collective)
+            d = direct_candidate(topology, collective, routes)
+            if d is None:
+                d = synthesize("direct", topology, collective)
             dt = simulate(d, score_size).time_s
-            tried.append((dt, len(tried), ("direct",)))
+            tried.append((dt, len(tried), ("direct",), True))
             if dt < best_t:
                 sched = d.with_meta(syccl={**common, "allocation": "direct",
                                            "fractions": [], "rail_template": None,
                                            "pipeline": 1})
+    if "milp" in common:
+        sched.meta["syccl"]["milp"] = common["milp"]
     sched.meta["syccl"]["scored_size"] = score_size
     sched.meta["syccl"]["candidates"] = len(tried)
     sched.meta["syccl"]["workers"] = w

@@ -3,16 +3,20 @@
 The AllGather inside one group of a dimension is a small demand on a small sub-topology: the
 group's GPUs plus the switches and links on the detected routes between them (rail: NIC, leaf,
 ...; island: the NVSwitch). Every group of a dimension is isomorphic to the first (the detector
-verified that), so each dimension is **one distinct sub-demand**, solved once and replicated to
-every group by mapping positions to ranks (solutions reused across isomorphic sub-demands).
+verified that), so a solution is replicated to every group by mapping positions to ranks.
 Links shared by several groups of the dimension (a NIC shared by two GPUs on ``a800_clos``)
 get their bandwidth divided by the number of groups using them, so the sub-problem sees its
 share of the capacity.
 
-The distinct sub-demands are independent and are solved in a process pool of ``workers``
-processes (``workers=1``: in this process, one after the other); results are collected in a
-fixed order, and each solve is HiGHS with one thread and a fixed seed, so the output is the same
-with any number of workers (as long as no solve stops at its time limit).
+A sub-demand (one item per member, of a stage's item size) is identified by
+:func:`subdemand_key`: its dimension and the integer epoch grid TE-CCL's MILP is built from;
+equal keys are the same MILP, solved once for every candidate and stage that needs it. The
+caller (:mod:`.algo`) solves them in two steps: every candidate's at the coarse epoch
+(``COARSE_MULT`` x TE-CCL's fast epoch) to filter, the survivors' at the fine (fast) epoch to
+select. :func:`solve_many` runs the distinct sub-demands of a step in a process pool of
+``workers`` processes (``workers=1``: in this process); results come back in job order, and
+each solve is HiGHS with one thread and a fixed seed, so the output is the same with any number
+of workers (as long as no solve stops at its time limit).
 
 A solved schedule becomes a template (:class:`.algo._Template` rows): each operation is a
 transfer of the origin position's data (``chunk``) from ``src`` to ``dst``, after the transfer
@@ -27,12 +31,16 @@ import numpy as np
 from ...collective import CollKind, Collective
 from ...errors import CollsynthError
 from ...topology.model import Topology, TopologyBuilder
+from ..teccl.epochs import make_grid
 from .symmetry import Fabric
 
 #: groups larger than this are not given to the MILP (the template is used)
 MILP_MAX_GROUP = 16
 MILP_TIME_LIMIT = 20.0
 MILP_GAP = 1e-4
+#: coarse epoch = COARSE_MULT x TE-CCL's fast epoch (filter); fine = the fast epoch (select)
+COARSE_MULT = 4.0
+FINE_MULT = 1.0
 
 
 def sub_topology(topology: Topology, fab: Fabric, dim: str) -> Topology:
@@ -66,19 +74,34 @@ def sub_topology(topology: Topology, fab: Fabric, dim: str) -> Topology:
     return b.build()
 
 
-def _solve(args: tuple) -> tuple[str, list | None, dict]:
+def subdemand_key(sub: Topology, dim: str, chunk_bytes: float, mult: float) -> tuple:
+    """Identity of a sub-demand's MILP: the dimension (its sub-topology) and the integer epoch
+    grid the MILP is built from (capacities, alpha/beta epochs, windows, delays) at epoch
+    ``mult`` x TE-CCL's fast epoch for chunks of ``chunk_bytes``. Two sub-demands with equal
+    keys are the same MILP (the chunk size enters the MILP only through the grid), so one
+    solution serves both."""
+    gr = make_grid(sub, chunk_bytes, "fast", mult)
+    return (dim, float(mult), np.round(gr.cap, 9).tobytes(), gr.alpha_ep.tobytes(),
+            gr.beta_ep.tobytes(), gr.window.tobytes(), gr.per_window.tobytes(),
+            gr.delay.tobytes())
+
+
+def _solve(args: tuple) -> tuple[list | None, dict]:
     """Solve one sub-demand (runs in a pool worker or in process); returns template rows."""
-    dim, sub, size = args
+    dim, sub, chunk_bytes, mult = args
     from .. import synthesize
 
     g = sub.num_ranks
     c = Collective(CollKind.ALLGATHER, g)
+    base = {"dim": dim, "epoch_multiplier": mult, "chunk_bytes": chunk_bytes}
     try:
-        s = synthesize("teccl", sub, c, size=size, time_limit=MILP_TIME_LIMIT, gap=MILP_GAP)
+        s = synthesize("teccl", sub, c, size=chunk_bytes * g, time_limit=MILP_TIME_LIMIT,
+                       gap=MILP_GAP, epoch_multiplier=mult)
     except CollsynthError as e:
-        return dim, None, {"error": str(e)}
-    info = {k: s.meta.get("teccl", {}).get(k) for k in ("status", "epochs_required",
-                                                         "solver_time_s")}
+        return None, {**base, "error": str(e)}
+    tm = s.meta.get("teccl", {})
+    info = {**base, **{k: tm.get(k) for k in ("status", "epochs_required", "solver_time_s",
+                                              "tau_s")}}
     start = s.start if s.start is not None else np.zeros(s.num_ops)
     order = sorted(range(s.num_ops), key=lambda i: (float(start[i]), i))
     epochs = {v: k for k, v in enumerate(sorted({float(start[i]) for i in order}))}
@@ -86,7 +109,7 @@ def _solve(args: tuple) -> tuple[str, list | None, dict]:
     rows: list[tuple[int, int, int, int, int]] = []
     for i in order:
         if s.has_parts and not (s.part_lo[i] == 0 and s.part_hi[i] == s.part_den[i]):
-            return dim, None, {**info, "error": "the MILP split a chunk"}
+            return None, {**info, "error": "the MILP split a chunk"}
         a, bb, o = int(s.src[i]), int(s.dst[i]), int(s.chunk[i])
         prev = -1
         if a != o:
@@ -94,25 +117,17 @@ def _solve(args: tuple) -> tuple[str, list | None, dict]:
                      if int(d) in row_of and int(s.chunk[int(d)]) == o
                      and int(s.dst[int(d)]) == a]
             if not cands:
-                return dim, None, {**info, "error": "a relay without its delivery"}
+                return None, {**info, "error": "a relay without its delivery"}
             prev = cands[0]
         row_of[i] = len(rows)
         rows.append((a, bb, o, prev, epochs[float(start[i])]))
-    return dim, rows, info
+    return rows, info
 
 
-def solve_subdemands(topology: Topology, fab: Fabric, size: float,
-                     workers: int) -> dict[str, tuple[list | None, dict]]:
-    """Template rows per dimension ({dim: (rows or None, info)}), in a fixed order."""
-    n = topology.num_ranks
-    jobs = []
-    out: dict[str, tuple[list | None, dict]] = {}
-    for dim, g in (("island", fab.island_size), ("rail", fab.servers)):
-        if g > MILP_MAX_GROUP:
-            out[dim] = (None, {"error": f"group of {g} exceeds {MILP_MAX_GROUP}"})
-            continue
-        # the group's all-gather of one piece per member (nccl-tests size: g pieces)
-        jobs.append((dim, sub_topology(topology, fab, dim), size * g / n))
+def solve_many(jobs: list[tuple], workers: int) -> list[tuple[list | None, dict]]:
+    """Solve the distinct sub-demands ``jobs`` ((dim, sub-topology, chunk bytes, epoch
+    multiplier) each) in a pool of ``workers`` processes (1: in this process); results in the
+    order of ``jobs`` whatever the number of workers."""
     if workers > 1 and len(jobs) > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -120,9 +135,5 @@ def solve_subdemands(topology: Topology, fab: Fabric, size: float,
         # fork (where available): workers need not re-import the caller's main module
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
-            results = list(pool.map(_solve, jobs))
-    else:
-        results = [_solve(j) for j in jobs]
-    for dim, rows, info in results:
-        out[dim] = (rows, info)
-    return out
+            return list(pool.map(_solve, jobs))
+    return [_solve(j) for j in jobs]

@@ -66,7 +66,9 @@ class Fabric:
                 "ratio": self.island_bw / self.net_bw if self.net_bw else None}
 
 
-def detect(topology: Topology) -> Fabric:
+def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
+    """The island x rail structure of ``topology`` (``routes``: a route table to use and
+    fill, shared with the caller)."""
     t = topology
     n = t.num_ranks
     rank_of = {t.node_of_rank(r): r for r in range(n)}
@@ -156,13 +158,19 @@ def detect(topology: Topology) -> Fabric:
     # network signature per GPU: (bw of each non-island out/in link, sharers of its neighbour)
     sig = []
     share = []
+    net_out: dict[int, list] = {}
+    net_in: dict[int, list] = {}
+    for lk in t.links:
+        if not island_link[lk.id]:
+            net_out.setdefault(lk.src, []).append(lk)
+            net_in.setdefault(lk.dst, []).append(lk)
+    gpu_nbrs = {y: sum(1 for z in nbrs[y] if t.is_compute(z)) for y in nbrs}
     for r in range(n):
         x = t.node_of_rank(r)
-        outs = sorted((lk.bw, len([y for y in nbrs[lk.dst] if t.is_compute(y)]))
-                      for lk in t.links if lk.src == x and not island_link[lk.id])
-        ins = sorted(lk.bw for lk in t.links if lk.dst == x and not island_link[lk.id])
+        outs = sorted((lk.bw, gpu_nbrs[lk.dst]) for lk in net_out.get(x, ()))
+        ins = sorted(lk.bw for lk in net_in.get(x, ()))
         sig.append((tuple(outs), tuple(ins)))
-        share.append(sorted(lk.dst for lk in t.links if lk.src == x and not island_link[lk.id]))
+        share.append(sorted(lk.dst for lk in net_out.get(x, ())))
     if len(set(sig)) > 1:
         _fail("GPUs have unequal network attachments")
     if not sig[0][0]:
@@ -192,7 +200,7 @@ def detect(topology: Topology) -> Fabric:
         onward = sum(k.bw for k in t.links if k.src == y and not t.is_compute(k.dst))
         net_bw += min(lk.bw, onward / sharers) if onward > 0 else lk.bw
     # network routes within rail groups: same hop count, fewest among cross-island pairs
-    rt = RouteTable(t)
+    rt = routes if routes is not None else RouteTable(t)
     isl_of = {r: s for s, isl in enumerate(islands) for r in isl}
     fewest = None
     for r in (islands[0][0],):
@@ -208,7 +216,7 @@ def detect(topology: Topology) -> Fabric:
             for b in group:
                 if a == b:
                     continue
-                route = rt.find(a, b)
+                route = rt.direct(a).get(b)     # the source's whole row, cached
                 if route is None:
                     _fail(f"no network route {t.rank_name(a)} -> {t.rank_name(b)}")
                 if any(island_link[k] for k in route):
