@@ -264,7 +264,7 @@ def test_list_text(capsys):
 
 
 def test_demo_json(capsys, tmp_path):
-    rc, out, err = run(capsys, "demo", "--json", "--out", str(tmp_path / "demo"))
+    rc, out, err = run(capsys, "demo", "--json", "-o", str(tmp_path / "demo"))
     assert rc == 0 and err == ""
     data = one_json(out)
     rows = data["rows"]
@@ -366,7 +366,7 @@ def _bad_cases(tmp: str, sched: str) -> list[tuple[list[str], str]]:
         (["synth", "-t", "ring:n=4", "-c", "custom", "--demand", not_obj, "-o", out],
          "square"),
         (["synth", "-t", "ring:n=4", "-c", "allgather"], "required: -o/--output"),
-        (["synth", "-c", "allgather", "-o", out], "required: --topology"),
+        (["synth", "-c", "allgather", "-o", out], "required: -t/--topology"),
         (["synth", "-t", "ring:n=4", "-c", "allgather", "-o", os.path.join(tmp, "no", "x")],
          "cannot write"),
         ([], "required: COMMAND"),

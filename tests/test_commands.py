@@ -110,12 +110,12 @@ def test_compare_errors(capsys):
 
 
 def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
-    from collsynth import benchmark
+    from collsynth.bench import harness as benchmark
 
     monkeypatch.setitem(benchmark.SUITES, "tiny", lambda: [
         benchmark.Case("ring:n=4", "allgather", "ring", (1e6,)),
         benchmark.Case("ring:n=4", "allgather", "spt", (1e6, 1e9))])
-    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "--out", str(tmp_path),
+    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "-o", str(tmp_path),
                        "--json")
     assert code == 0
     d = one_json(out)
@@ -123,18 +123,18 @@ def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
     saved = json.loads((tmp_path / "tiny.json").read_text())
     assert saved["rows"][0]["sim_hops_per_s"] > 0
     assert (tmp_path / "tiny.md").read_text().startswith("# bench suite")
-    code, _, err = run(capsys, "bench", "nosuch", "--out", str(tmp_path))
+    code, _, err = run(capsys, "bench", "nosuch", "-o", str(tmp_path))
     assert code == 2
     # --only re-runs the matching cases and keeps the other rows, in suite order
     first = saved["rows"][0]
-    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "--out", str(tmp_path),
+    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "-o", str(tmp_path),
                        "--json", "--only", "spt")
     assert code == 0
     again = json.loads((tmp_path / "tiny.json").read_text())
     assert [r["algo"] for r in again["rows"]] == ["ring", "spt", "spt"]
     assert again["rows"][0] == first                       # the ring row was kept as it was
     assert again["summary"]["only"] == {"pattern": "spt", "cases_run": 1}
-    code, _, err = run(capsys, "bench", "tiny", "--out", str(tmp_path), "--only", "nope")
+    code, _, err = run(capsys, "bench", "tiny", "-o", str(tmp_path), "--only", "nope")
     assert code == 2 and "matches --only" in err
 
 

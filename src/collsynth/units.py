@@ -101,12 +101,69 @@ def parse_time(text: str | int | float, what: str = "time") -> float:
     return value
 
 
+#: The most sizes one list or sweep may expand to.
+MAX_SIZES = 4096
+
+
 def parse_size_list(text: str, what: str = "sizes") -> list[float]:
-    """Parse a comma-separated list of sizes (``1KB,1MB,1GB``)."""
-    parts = [p for p in str(text).split(",") if p.strip()]
+    """Parse a comma-separated list of sizes and sweeps.
+
+    ``1KB,1MB,1GB``; a sweep ``START:STOP:xF`` multiplies by ``F`` (``1KB:1GB:x2``) and
+    ``START:STOP:+STEP`` adds ``STEP`` (``1MB:8MB:+1MB``), both up to and including ``STOP``.
+    Duplicates are dropped, order is kept; at most :data:`MAX_SIZES` sizes.
+    """
+    one = what[:-1] if what.endswith("s") else what
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
     if not parts:
         raise CollsynthError(f"{what} {text!r} is empty")
-    return [parse_size(p, what=what[:-1] if what.endswith("s") else what) for p in parts]
+    out: list[float] = []
+    for part in parts:
+        values = _sweep(part, one, what) if ":" in part else [parse_size(part, what=one)]
+        for v in values:
+            if v not in out:
+                out.append(v)
+            if len(out) > MAX_SIZES:
+                raise CollsynthError(f"{what} {text!r} has more than {MAX_SIZES} sizes")
+    return out
+
+
+def _sweep(part: str, one: str, what: str) -> list[float]:
+    """The sizes of one ``START:STOP:xF`` or ``START:STOP:+STEP`` sweep."""
+    fields = part.split(":")
+    if len(fields) != 3:
+        raise CollsynthError(f"{what}: {part!r} is not a sweep START:STOP:xFACTOR or "
+                             f"START:STOP:+STEP")
+    start, stop = parse_size(fields[0], one), parse_size(fields[1], one)
+    step = fields[2].strip()
+    if not 0 < start <= stop:
+        raise CollsynthError(f"{what}: sweep {part!r} needs 0 < START <= STOP")
+    if step[:1] in ("x", "*"):
+        factor = _finite(_number(step[1:], part, what), what, part)
+        if not factor > 1:
+            raise CollsynthError(f"{what}: sweep {part!r} needs a factor above 1")
+        grow = lambda v: v * factor  # noqa: E731
+    elif step[:1] == "+":
+        inc = parse_size(step[1:], one)
+        if not inc > 0:
+            raise CollsynthError(f"{what}: sweep {part!r} needs a positive step")
+        grow = lambda v: v + inc  # noqa: E731
+    else:
+        raise CollsynthError(f"{what}: sweep {part!r}: the step must be xFACTOR or +STEP")
+    values = [start]
+    while True:
+        nxt = grow(values[-1])
+        if nxt > stop * (1 + 1e-12):
+            return values
+        values.append(nxt)
+        if len(values) > MAX_SIZES:
+            raise CollsynthError(f"{what}: sweep {part!r} has more than {MAX_SIZES} sizes")
+
+
+def _number(text: str, part: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise CollsynthError(f"{what}: sweep {part!r}: {text!r} is not a number") from None
 
 
 def _scaled(value: float, units: list[tuple[float, str]], digits: int) -> str:

@@ -1,57 +1,76 @@
 """Synthesizers: modules that turn (topology, collective) into a schedule IR.
 
-An algorithm registers itself with :func:`register`; :func:`synthesize` runs it by name. An
-algorithm knows nothing of export, simulation or the CLI.
+An algorithm registers itself with :func:`register`, declaring its options once
+(:mod:`collsynth.synth.options`); :func:`synthesize` runs it by name with validated, typed
+options. collsynth's own algorithms and third-party ones are found the same way, through the
+``collsynth.algorithms`` entry point group (:mod:`collsynth.plugins`). An algorithm knows
+nothing of export, simulation, printing or the command line.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..collective import CollKind, Collective
 from ..errors import CollsynthError
 from ..schedule.ir import Schedule
+from ..plugins import load_group
 from ..topology.model import Topology
+from .options import DEFAULT_SIZE, Option, declare, parse_assignments, plan_size, resolve
 
-#: Modules that register algorithms when imported.
-_MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines", "collsynth.synth.forestcoll.algo",
-            "collsynth.synth.mteg", "collsynth.synth.teccl", "collsynth.synth.scale",
-            "collsynth.synth.syccl")
+__all__ = ["ALGORITHMS", "Algorithm", "DEFAULT_SIZE", "Option", "get", "load_all",
+           "options_for", "parse_options", "register", "shorthand_options", "synthesize"]
+
+#: collsynth's own algorithm modules (also declared as ``collsynth.algorithms`` entry points).
+BUILTIN_MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines",
+                   "collsynth.synth.forestcoll.algo", "collsynth.synth.mteg",
+                   "collsynth.synth.teccl", "collsynth.synth.scale", "collsynth.synth.syccl")
 
 
 @dataclass
 class Algorithm:
+    """A registered synthesizer: its function, the collectives it supports, its declared
+    options and whether it adapts the schedule to the message size."""
+
     name: str
     func: Callable[..., Schedule]
     collectives: frozenset[CollKind]
     summary: str
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Option] = field(default_factory=dict)
     size_aware: bool = False  # takes ``size=`` and adapts the schedule to the message size
+    reference: str = ""       # the paper or system it implements (authors, title, venue)
+
+    def resolve_options(self, given: dict[str, Any] | None) -> dict[str, Any]:
+        """Every declared option's typed value (``given`` parsed and validated)."""
+        return resolve(self.options, dict(given or {}), self.name)
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
 
 
 def register(name: str, collectives: set[CollKind] | None = None, summary: str = "",
-             options: dict[str, str] | None = None, size_aware: bool = False):
+             options: Iterable[Option] | None = None, size_aware: bool = False,
+             reference: str = ""):
+    """Decorator: register ``func(topology, collective, [size=,] **options) -> Schedule`` as
+    algorithm ``name`` with its declared :class:`~collsynth.synth.options.Option` list."""
     def deco(func: Callable[..., Schedule]) -> Callable[..., Schedule]:
         ALGORITHMS[name] = Algorithm(name, func, frozenset(collectives or set(CollKind)),
                                      summary or (func.__doc__ or "").strip().splitlines()[0],
-                                     dict(options or {}), size_aware)
+                                     declare(options), size_aware, reference)
         return func
 
     return deco
 
 
 def load_all() -> dict[str, Algorithm]:
-    for mod in _MODULES:
-        importlib.import_module(mod)
+    """Every registered algorithm: collsynth's own and the plugins' (entry points)."""
+    load_group("collsynth.algorithms", BUILTIN_MODULES)
     return ALGORITHMS
 
 
 def get(name: str) -> Algorithm:
+    """The algorithm called ``name`` (one line naming the known ones if there is none)."""
     algos = load_all()
     if name not in algos:
         raise CollsynthError(f"unknown algorithm {name!r} (known: {', '.join(sorted(algos))})")
@@ -62,38 +81,29 @@ def synthesize(name: str, topology: Topology, collective: Collective, *,
                size: float | None = None, **options: Any) -> Schedule:
     """Run algorithm ``name``; the result carries ``meta['algorithm']``.
 
-    ``size`` (bytes) lets size-aware algorithms adapt the schedule to the message size; others
-    ignore it.
+    ``options`` (strings from the command line or typed values) are parsed and validated
+    against the algorithm's declaration; undeclared ones are refused. A size-aware algorithm
+    plans for ``size`` bytes (:data:`DEFAULT_SIZE` when ``None``); the others ignore it.
     """
     algo = get(name)
     if collective.kind not in algo.collectives:
         raise CollsynthError(f"algorithm {name!r} does not support {collective.kind.value} "
                              f"(it supports {', '.join(sorted(k.value for k in algo.collectives))})")
-    unknown = set(options) - set(algo.options)
-    if unknown:
-        raise CollsynthError(f"algorithm {name!r} has no option {sorted(unknown)[0]!r}")
-    if algo.size_aware and size is not None:
-        schedule = algo.func(topology, collective, size=size, **options)
+    values = algo.resolve_options(options)
+    if algo.size_aware:
+        schedule = algo.func(topology, collective, size=plan_size(size, name), **values)
     else:
-        schedule = algo.func(topology, collective, **options)
+        schedule = algo.func(topology, collective, **values)
     meta: dict[str, Any] = {"algorithm": name}
     if options:
-        meta["options"] = {k: v for k, v in sorted(options.items())}
+        meta["options"] = {k: values[k] for k in sorted(options)}
     return schedule.with_meta(**meta)
 
 
 def parse_options(items: list[str] | None, algo: str | None = None) -> dict[str, dict[str, str]]:
-    """Parse ``key=value`` / ``algo.key=value`` strings into ``{algo or '*': {key: value}}``."""
-    out: dict[str, dict[str, str]] = {}
-    for item in items or []:
-        key, eq, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not eq or not key:
-            raise CollsynthError(f"option {item!r} is not key=value")
-        target, dot, opt = key.rpartition(".")
-        target = target if dot else (algo or "*")
-        out.setdefault(target, {})[opt] = value
-    return out
+    """Parse ``KEY=VALUE`` / ``ALGO.KEY=VALUE`` items (repeated or comma-joined) into
+    ``{algo or '*': {key: value}}``."""
+    return parse_assignments(items, algo)
 
 
 def options_for(name: str, parsed: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -103,3 +113,13 @@ def options_for(name: str, parsed: dict[str, dict[str, str]]) -> dict[str, str]:
     opts = {k: v for k, v in parsed.get("*", {}).items() if k in algo.options}
     opts.update(parsed.get(name, {}))
     return opts
+
+
+def shorthand_options() -> dict[str, Option]:
+    """The options offered as ``--NAME`` flags (declared with ``shorthand=True``), by name."""
+    out: dict[str, Option] = {}
+    for algo in load_all().values():
+        for opt in algo.options.values():
+            if opt.shorthand:
+                out.setdefault(opt.name, opt)
+    return out

@@ -30,7 +30,6 @@ from ...errors import CollsynthError
 from ...schedule.ir import OpKind, Schedule, ScheduleBuilder
 from ...topology.model import Topology
 from ...topology.paths import RouteTable
-from ..options import int_option  # noqa: F401  (re-exported for the baselines)
 
 COPY = int(OpKind.COPY)
 REDUCE = int(OpKind.REDUCE)

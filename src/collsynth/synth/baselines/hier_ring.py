@@ -40,6 +40,7 @@ from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
+from ..options import Option
 from ._common import COPY, REDUCE, ComputeGraph, Ops, Tracker, _sortable
 from .ring import Ring, RingFinder
 
@@ -122,11 +123,12 @@ class _Passes:
 @register("hier_ring", collectives={CollKind.ALLREDUCE, CollKind.ALLGATHER},
           summary="hierarchical rings: intra-node rings + inter-node rings of same-local-index "
                   "GPUs (AllReduce, AllGather)",
-          options={"group": "compute-node attribute grouping ranks into nodes (default: chassis, "
-                            "else dc)"})
+          options=(Option("group", "text", "auto",
+                          help="compute-node attribute grouping ranks into nodes (auto: "
+                               "chassis, else dc)"),))
 def hier_ring(topology: Topology, collective: Collective, group=None) -> Schedule:
     """Hierarchical (2D) rings."""
-    attr, groups = groups_of(topology, None if group is None else str(group))
+    attr, groups = groups_of(topology, None if group in (None, "auto") else str(group))
     G, g = len(groups), len(groups[0])
     C = collective.chunks_per_rank
     graph = ComputeGraph(topology)

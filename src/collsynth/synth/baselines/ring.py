@@ -74,7 +74,8 @@ from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
-from ._common import (COPY, REDUCE, ComputeGraph, Ops, Tracker, group_attr, int_option,
+from ..options import Option
+from ._common import (COPY, REDUCE, ComputeGraph, Ops, Tracker, group_attr,
                       natural_order, round_up_chunks)
 
 #: Largest ring size searched with a cost matrix and local search.
@@ -782,11 +783,14 @@ def _relayed_schedule(ops: Ops, graph: ComputeGraph, rings: list[Ring], coll: Co
                        CollKind.BROADCAST, CollKind.REDUCE},
           summary="NCCL-style rings (channels): AllGather, ReduceScatter, AllReduce, "
                   "pipelined Broadcast/Reduce chains",
-          options={"rings": "number of rings/channels (default auto: up to 8, fewest with the "
-                            "best estimated throughput)"})
-def ring(topology: Topology, collective: Collective, rings=None) -> Schedule:
+          options=(Option("rings", "int", "auto", words=("auto",), minimum=1, unit="rings",
+                          help="rings (channels); auto: up to 8, the fewest with the best "
+                               "estimated throughput"),),
+          reference="NVIDIA NCCL ring algorithms (Patarasuk and Yuan, 'Bandwidth optimal "
+                    "all-reduce algorithms for clusters of workstations', JPDC 2009)")
+def ring(topology: Topology, collective: Collective, rings: int | str = "auto") -> Schedule:
     """NCCL-style ring algorithms over Hamiltonian cycles of the compute graph."""
-    count = int_option(rings, "rings", "ring")
+    count = None if rings in (None, "auto") else int(rings)
     graph = ComputeGraph(topology)
     finder = RingFinder(topology, graph)
     found = finder.find(count)

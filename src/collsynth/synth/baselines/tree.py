@@ -45,7 +45,8 @@ from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
-from ._common import (COPY, REDUCE, ComputeGraph, Ops, Tracker, int_option,
+from ..options import Option
+from ._common import (COPY, REDUCE, ComputeGraph, Ops, Tracker,
                       round_up_chunks)
 from .ring import RingFinder
 
@@ -166,12 +167,14 @@ def _bcast_down(tr: Tracker, tree: _Tree, chunk: int, base: int) -> None:
 
 @register("tree", collectives={CollKind.ALLREDUCE, CollKind.BROADCAST, CollKind.REDUCE},
           summary="NCCL double binary tree: pipelined AllReduce, Broadcast and Reduce",
-          options={"trees": "2 (default: NCCL's double binary tree) or 1 (one binary tree)"})
-def tree(topology: Topology, collective: Collective, trees=None) -> Schedule:
+          options=(Option("trees", "int", 2, minimum=1, maximum=2,
+                          help="2 (NCCL's double binary tree) or 1 (one binary tree)"),),
+          reference="NVIDIA NCCL double binary trees (Sanders, Speck and Träff, 'Two-tree "
+                    "algorithms for full bandwidth broadcast, reduction and scan', Parallel "
+                    "Computing 2009)")
+def tree(topology: Topology, collective: Collective, trees: int = 2) -> Schedule:
     """NCCL's double binary tree."""
-    T = int_option(trees, "trees", "tree") or 2
-    if T > 2:
-        raise CollsynthError(f"tree option trees={T} must be 1 or 2")
+    T = int(trees)  # 1 or 2, validated by the declaration
     graph = ComputeGraph(topology)
     order = RingFinder(topology, graph).first().order
     n = len(order)

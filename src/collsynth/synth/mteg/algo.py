@@ -15,7 +15,7 @@ from ...schedule.ir import Schedule, ScheduleBuilder
 from ...topology.model import Topology
 from ...units import parse_time
 from .. import register
-from ..options import int_option, size_option
+from ..options import Option, int_option, size_option
 from .model import SlotGraph
 from .steiner import Planner
 
@@ -500,31 +500,44 @@ def lower(p: Plan) -> Schedule:
 
 
 @register("mteg", collectives=SUPPORTED,
-          summary="MTEGCCA (seed 002): Takahashi–Matsuyama Steiner trees per broadcast on an "
-                  "implicit multicast time-expanded graph; timed, conflict-free slots",
-          options={"slot": "slot length tau (a time, e.g. 0.5us); default auto: one chunk on "
-                           "the fastest link (the seed's), and on small problems where whole "
-                           "slots round transfers up a lot also a 4x finer slot; the plan "
-                           "that finishes first",
-                   "horizon": "initial horizon H in slots: auto or an integer; doubled "
-                              "automatically while a broadcast cannot be routed",
-                   "occupancy": "exact (default: a link is busy exactly while it transmits) or "
-                                "slot (whole slots: the seed's one transfer per (link, slot))",
-                   "trees": "sequential (the seed: one broadcast tree after another), "
-                            "concurrent (all broadcast trees grown together, nearest first) or "
-                            "auto (default: both, the plan that finishes first)",
-                   "nearest": "arrival (TM attaches the earliest-arriving terminal), cost (the "
-                              "seed's TEG edge cost: transmission plus storage slots added to "
-                              "the tree) or auto (default: both, the plan that finishes "
-                              "first)",
-                   "negotiate": "re-planning rounds with penalties on contended edges (not "
-                                "in the seed): an integer, 0/off, or auto (default: up to 16, "
-                                "fewer on large problems); the earliest plan is kept",
-                   "price": "link-time price of broadcast tree edges (not in the seed): a "
-                            "number >= 0 (slots of key per slot of link time a transfer "
-                            "holds), off, or auto (default: 0, and on small problems also "
-                            "1, 2 and 4 with nearest=arrival; the plan that finishes first)"},
-          size_aware=True)
+          summary="MTEGCCA: Takahashi–Matsuyama Steiner trees per broadcast on an implicit "
+                  "multicast time-expanded graph; timed, conflict-free slots",
+          options=(
+              Option("slot", "time", "auto", words=("auto",), minimum=0.0,
+                     exclusive_minimum=True, shorthand=True,
+                     help="slot length tau (e.g. 0.5us); auto: one chunk on the fastest link "
+                          "(the paper's), and on small problems where whole slots round "
+                          "transfers up a lot also a 4x finer slot; the plan that finishes "
+                          "first"),
+              Option("horizon", "int", "auto", words=("auto",), minimum=1, unit="slots",
+                     help="initial horizon H; doubled automatically while a broadcast cannot "
+                          "be routed"),
+              Option("occupancy", "choice", "exact", choices=("exact", "slot"),
+                     help="exact (a link is busy exactly while it transmits) or slot (whole "
+                          "slots: the paper's one transfer per (link, slot))"),
+              Option("trees", "choice", "auto", choices=("sequential", "concurrent", "auto"),
+                     help="sequential (the paper: one broadcast tree after another), "
+                          "concurrent (all grown together, nearest first) or auto (both, the "
+                          "plan that finishes first)"),
+              Option("nearest", "choice", "auto", choices=("arrival", "cost", "auto"),
+                     help="arrival (TM attaches the earliest-arriving terminal), cost (the "
+                          "paper's edge cost: transmission plus storage slots added to the "
+                          "tree) or auto (both, the plan that finishes first)"),
+              Option("negotiate", "int", "auto", words=("off", "auto"), minimum=0,
+                     unit="rounds",
+                     help="re-planning rounds with penalties on contended edges (not in the "
+                          "paper): an integer, 0/off, or auto (up to 16, fewer on large "
+                          "problems); the earliest plan is kept"),
+              Option("price", "float", "auto", words=("off", "auto"), minimum=0.0,
+                     help="link-time price of broadcast tree edges (not in the paper): slots "
+                          "of key per slot of link time a transfer holds, off, or auto (0, and "
+                          "on small problems also 1, 2 and 4 with nearest=arrival; the plan "
+                          "that finishes first)"),
+          ),
+          size_aware=True,
+          reference="Liu Fei, Wang Peng, Ma Han, Li Ye, Li Hongyan, 'Collective communication "
+                    "scheduling algorithm based on multicast time-expanded graph' (MTEGCCA), "
+                    "Journal on Communications, 2026, doi:10.11959/j.issn.1000-436x.2026062")
 def synthesize(topology: Topology, collective: Collective, *, size: float | None = None,
                slot: Any = None, horizon: Any = None, occupancy: Any = None,
                trees: Any = None, nearest: Any = None, negotiate: Any = None,

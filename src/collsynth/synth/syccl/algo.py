@@ -62,6 +62,7 @@ from ...schedule.ir import OpKind, Schedule, ScheduleBuilder
 from ...topology.model import Topology
 from ...topology.paths import RouteTable
 from .. import register
+from ..options import Option, plan_size
 from .sketch import enumerate_sketches
 from .symmetry import Fabric, detect
 
@@ -69,7 +70,6 @@ QUANT = 64
 PIPELINES = (1, 2, 4, 8, 16)
 COARSE_P = 2
 COARSE_KEEP = 1
-DEFAULT_SIZE = 1e9
 #: most operations a candidate may have (bounds memory and simulation time at 512+ GPUs)
 OP_BUDGET = 3_000_000
 #: relative improvement a pipeline step must bring for the sweep to go on
@@ -505,32 +505,6 @@ def _times_in_pool(make, cands: list[tuple], size: float, workers: int) -> list[
         _POOL.clear()
 
 
-def _workers(workers: Any) -> int:
-    try:
-        w = int(workers)
-    except (TypeError, ValueError):
-        raise CollsynthError(f"syccl: workers {workers!r} is not an integer") from None
-    if isinstance(workers, float) and workers != w:
-        raise CollsynthError(f"syccl: workers {workers!r} is not an integer")
-    if w < 1:
-        raise CollsynthError(f"syccl: workers {w} must be at least 1")
-    return w
-
-
-def _fine_keep(value: Any) -> int | None:
-    """``fine_keep``: how many coarse-epoch MILP candidates get the fine re-solve (None: all)."""
-    if isinstance(value, str) and value.strip().lower() == "all":
-        return None
-    try:
-        k = int(value)
-    except (TypeError, ValueError):
-        raise CollsynthError(f"syccl: fine_keep {value!r} is not a positive integer or "
-                             f"all") from None
-    if isinstance(value, float) and value != k or k < 1:
-        raise CollsynthError(f"syccl: fine_keep {value!r} is not a positive integer or all")
-    return k
-
-
 class _SubDemands:
     """Stage-2 MILP sub-demands of the candidates: one id per distinct MILP (dimension + epoch
     grid, :func:`.stage2.subdemand_key`), solved once in the process pool and shared by every
@@ -600,22 +574,27 @@ class _SubDemands:
           summary="SyCCL-style symmetric decomposition: island/rail sketches, chunk allocation, "
                   "replicated sub-schedules, simulator selection (AllGather, ReduceScatter by "
                   "reversal, AllToAll with PXN-style two-stage sketches)",
-          options={"workers": "worker processes for the stage-2 sub-MILPs (default 1)",
-                   "stage2": "template (default: direct/ring sub-schedules) or milp (also "
-                             "TE-CCL's epoch MILP per distinct sub-demand, groups <= 16: "
-                             "coarse epoch to filter, fine epoch to select)",
-                   "fine_keep": "stage2=milp: coarse-epoch candidates re-solved at the fine "
-                                "epoch (default 1; all: no filtering)"},
-          size_aware=True)
+          options=(
+              Option("workers", "int", 1, minimum=1, shorthand=True, unit="processes",
+                     help="worker processes for the stage-2 sub-MILPs and candidate scoring"),
+              Option("stage2", "choice", "template", choices=("template", "milp"),
+                     help="template (direct/ring sub-schedules) or milp (also TE-CCL's epoch "
+                          "MILP per distinct sub-demand, groups <= 16: coarse epoch to "
+                          "filter, fine epoch to select)"),
+              Option("fine_keep", "int", 1, minimum=1, words=("all",),
+                     help="stage2=milp: coarse-epoch candidates re-solved at the fine epoch "
+                          "(all: no filtering)"),
+          ),
+          size_aware=True,
+          reference="Cao et al., 'SyCCL: Exploiting Symmetry for Efficient Collective "
+                    "Communication Scheduling', ACM SIGCOMM 2025")
 def syccl(topology: Topology, collective: Collective, size: float | None = None,
-          workers: Any = 1, stage2: Any = "template", fine_keep: Any = 1) -> Schedule:
-    """SyCCL symmetric decomposition."""
+          workers: int = 1, stage2: str = "template", fine_keep: int | str = 1) -> Schedule:
+    """SyCCL symmetric decomposition; options arrive typed (see the declaration above)."""
     from ...sim import simulate
 
-    w = _workers(workers)
-    if stage2 not in ("template", "milp"):
-        raise CollsynthError(f"syccl: stage2 {stage2!r} is not template or milp")
-    keep = _fine_keep(fine_keep)
+    w = int(workers)
+    keep = None if fine_keep == "all" else int(fine_keep)
     routes = RouteTable(topology)          # shared by detection and the direct candidate
     fab = detect(topology, routes)
     kind = collective.kind
@@ -641,7 +620,7 @@ def syccl(topology: Topology, collective: Collective, size: float | None = None,
             allocs.append(("even", half))
     rail_kinds = ["shift"] + (["ring"] if fab.servers > 2 and not a2a else [])
     # (AllToAll stages are one-hop pairwise-shift exchanges whatever the rail template)
-    score_size = float(size) if size is not None else DEFAULT_SIZE
+    score_size = plan_size(size, "syccl")
     plan = _Plan(topology, base, fab)
     use_milp = stage2 == "milp" and not a2a
     common = {**fab.describe(), "sketches": [">".join(s) for s in sketches],

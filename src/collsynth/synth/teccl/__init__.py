@@ -67,6 +67,7 @@ from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
+from ..options import Option, plan_size
 from . import lp as _lp
 from . import milp as _milp
 from .common import (INF, Commodities, check_supported, epoch_distances, solve,
@@ -74,39 +75,48 @@ from .common import (INF, Commodities, check_supported, epoch_distances, solve,
 from .epochs import EpochGrid, make_grid, parse_epoch, sample_alphas  # noqa: F401
 from .lower import compact_epochs, flood_epochs, greedy_epochs, to_schedule
 
-#: Default data size (bytes) when the caller gives none (the schedule records it).
-DEFAULT_SIZE = 1e6
 OBJECTIVES = ("makespan", "paper")
 MODES = ("auto", "milp", "lp")
 
-_OPTIONS = {
-    "epoch": "epoch duration: fast (one chunk on the fastest link, default), slow (on the "
-             "slowest link) or a duration such as 2us",
-    "epoch_multiplier": "multiplies the fast/slow epoch duration (default 1)",
-    "gap": "relative MIP gap at which HiGHS stops (default 1e-4; TE-CCL's early stop is 0.3)",
-    "time_limit": "solver time limit in seconds, all solves together (default 5, short so "
-                  "that compare and the demo finish; raise it for real runs)",
-    "epochs": "horizon K to start from (default: the epoch-placed spt schedule); grown while "
-              "infeasible",
-    "objective": "makespan (default: completion epoch, then early deliveries) or paper "
-                 "(TE-CCL's reward for early deliveries)",
-    "mode": "auto (LP for alltoall, MILP otherwise), milp or lp",
-    "switch_copy": "allow switches to replicate chunks (default false)",
-    "alpha_threshold": "alpha/tau at or below which a link's alpha counts as 0 epochs "
-                       "(default 0.1)",
-    "alpha_ratio_max": "raise tau to min alpha / this when alpha/tau exceeds it (default 200; "
-                       "0 = never)",
-    "parts": "LP: byte-range denominator for rounding fractional flows (default 8)",
-    "warm_start": "pass the heuristic solution to HiGHS (default true)",
-    "seed": "HiGHS random seed (default 0)",
-    "highs": "extra HiGHS options, name:value,name:value (e.g. mip_heuristic_effort:0.3)",
-    "max_nonzeros": "skip a solve whose model has more than this many nonzeros per second of "
-                    "time limit left (HiGHS' presolve alone would not finish; default 1e5, "
-                    "0 = never skip): the heuristic is returned",
-}
+OPTIONS = (
+    Option("epoch", "time", "fast", words=("fast", "slow"), minimum=0.0, exclusive_minimum=True,
+           help="epoch duration: fast (one chunk on the fastest link), slow (on the slowest "
+                "link) or a duration such as 2us"),
+    Option("epoch_multiplier", "float", 1.0, minimum=0.0, exclusive_minimum=True,
+           help="multiplies the fast/slow epoch duration"),
+    Option("gap", "float", 1e-4, minimum=0.0,
+           help="relative MIP gap at which HiGHS stops (TE-CCL's early stop is 0.3)"),
+    Option("time_limit", "time", 5.0, minimum=0.0, exclusive_minimum=True,
+           help="solver time limit, all solves together (short so that compare and the demo "
+                "finish; raise it for real runs)"),
+    Option("epochs", "int", "auto", minimum=1, words=("auto",),
+           help="horizon K to start from (auto: the epoch-placed spt schedule); grown while "
+                "infeasible"),
+    Option("objective", "choice", "makespan", choices=OBJECTIVES,
+           help="makespan (completion epoch, then early deliveries) or paper (TE-CCL's reward "
+                "for early deliveries)"),
+    Option("mode", "choice", "auto", choices=MODES,
+           help="auto (LP for alltoall, MILP otherwise), milp or lp"),
+    Option("switch_copy", "bool", False, help="allow switches to replicate chunks"),
+    Option("alpha_threshold", "float", 0.1, minimum=0.0,
+           help="alpha/tau at or below which a link's alpha counts as 0 epochs"),
+    Option("alpha_ratio_max", "float", 200.0, minimum=0.0,
+           help="raise tau to min alpha / this when alpha/tau exceeds it (0 = never)"),
+    Option("parts", "int", 8, minimum=1,
+           help="LP: byte-range denominator for rounding fractional flows"),
+    Option("warm_start", "bool", True, help="pass the heuristic solution to HiGHS"),
+    Option("seed", "int", 0, minimum=0, help="HiGHS random seed"),
+    Option("highs", "text", "",
+           help="extra HiGHS options, name:value,name:value (e.g. mip_heuristic_effort:0.3)"),
+    Option("max_nonzeros", "float", 1e5, minimum=0.0,
+           help="skip a solve whose model has more than this many nonzeros per second of time "
+                "limit left (HiGHS' presolve alone would not finish; 0 = never skip): the "
+                "heuristic is returned"),
+)
 
 
 def _highs_options(value: Any) -> dict:
+    """``name:value,name:value`` (or a dict) as HiGHS options with typed values."""
     if value in (None, ""):
         return {}
     if isinstance(value, dict):
@@ -130,79 +140,36 @@ def _highs_options(value: Any) -> dict:
     return out
 
 
-def _float(value: Any, name: str, minimum: float = 0.0, strict: bool = False) -> float:
-    if isinstance(value, bool):
-        raise CollsynthError(f"teccl option {name}={value!r} is not a number")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise CollsynthError(f"teccl option {name}={value!r} is not a number") from None
-    if not math.isfinite(v) or v < minimum or (strict and v <= minimum):
-        rel = ">" if strict else ">="
-        raise CollsynthError(f"teccl option {name}={value!r} must be a finite number {rel} "
-                             f"{minimum:g}")
-    return v
-
-
-def _int(value: Any, name: str, minimum: int) -> int:
-    v = _float(value, name, minimum)
-    if v != int(v):
-        raise CollsynthError(f"teccl option {name}={value!r} is not an integer")
-    return int(v)
-
-
-def _bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    s = str(value).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise CollsynthError(f"teccl option {name}={value!r} is not true or false")
-
-
-def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
-    s = str(value).strip().lower()
-    if s not in choices:
-        raise CollsynthError(f"teccl option {name}={value!r} is not one of {', '.join(choices)}")
-    return s
-
-
 @register("teccl", collectives={CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.ALLTOALL,
                                 CollKind.GATHER, CollKind.SCATTER, CollKind.CUSTOM},
           summary="TE-CCL: epoch multi-commodity-flow MILP (AllToAll: LP) on HiGHS; "
                   "optimal for small instances, best-found within time_limit otherwise",
-          options=_OPTIONS, size_aware=True)
+          options=OPTIONS, size_aware=True,
+          reference="Liu et al., 'Rethinking Machine Learning Collective Communication as a "
+                    "Multi-Commodity Flow Problem' (TE-CCL), ACM SIGCOMM 2024")
 def teccl(topology: Topology, collective: Collective, size: float | None = None,
-          epoch: Any = "fast", epoch_multiplier: Any = 1.0, gap: Any = 1e-4,
-          time_limit: Any = 5.0, epochs: Any = None, objective: Any = "makespan",
-          mode: Any = "auto", switch_copy: Any = False, alpha_threshold: Any = 0.1,
-          alpha_ratio_max: Any = 200.0, parts: Any = 8, warm_start: Any = True, seed: Any = 0,
-          highs: Any = None, max_nonzeros: Any = 1e5) -> Schedule:
-    """TE-CCL epoch formulation on HiGHS; returns the best timed schedule found."""
+          epoch: str | float = "fast", epoch_multiplier: float = 1.0, gap: float = 1e-4,
+          time_limit: float = 5.0, epochs: int | str = "auto", objective: str = "makespan",
+          mode: str = "auto", switch_copy: bool = False, alpha_threshold: float = 0.1,
+          alpha_ratio_max: float = 200.0, parts: int = 8, warm_start: bool = True,
+          seed: int = 0, highs: Any = "", max_nonzeros: float = 1e5) -> Schedule:
+    """TE-CCL epoch formulation on HiGHS; returns the best timed schedule found.
+
+    Options arrive typed and validated by their declarations (:data:`OPTIONS`).
+    """
     check_supported(collective)
     if collective.num_ranks != topology.num_ranks:
         raise CollsynthError(f"collective has {collective.num_ranks} ranks but topology "
                              f"{topology.name!r} has {topology.num_ranks} compute nodes")
-    size = DEFAULT_SIZE if size is None else float(size)
-    if not (size > 0 and math.isfinite(size)):
-        raise CollsynthError(f"size {size!r} must be a positive number of bytes")
+    size = plan_size(size, "teccl")
     epoch_v = parse_epoch(epoch)
-    mult = _float(epoch_multiplier, "epoch_multiplier", 0.0, strict=True)
-    gap_v = _float(gap, "gap", 0.0)
-    tl = _float(time_limit, "time_limit", 0.0, strict=True)
-    k_user = None if epochs in (None, "", "auto", -1, "-1") else _int(epochs, "epochs", 1)
-    obj = _choice(objective, "objective", OBJECTIVES)
-    mode_v = _choice(mode, "mode", MODES)
-    sc = _bool(switch_copy, "switch_copy")
-    at = _float(alpha_threshold, "alpha_threshold", 0.0)
-    arm = _float(alpha_ratio_max, "alpha_ratio_max", 0.0)
-    den = _int(parts, "parts", 1)
-    ws = _bool(warm_start, "warm_start")
-    sd = _int(seed, "seed", 0)
+    mult, gap_v, tl = float(epoch_multiplier), float(gap), float(time_limit)
+    k_user = None if epochs == "auto" else int(epochs)
+    obj, mode_v, sc = objective, mode, bool(switch_copy)
+    at, arm, den = float(alpha_threshold), float(alpha_ratio_max), int(parts)
+    ws, sd = bool(warm_start), int(seed)
     highs_options = _highs_options(highs)
-    mnz = _float(max_nonzeros, "max_nonzeros", 0.0)
+    mnz = float(max_nonzeros)
     if mode_v == "auto":
         mode_v = "lp" if collective.kind is CollKind.ALLTOALL else "milp"
     t_start = time.perf_counter()

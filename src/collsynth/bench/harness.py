@@ -1,9 +1,8 @@
 """The benchmark harness: suites over topology x collective x size x algorithm.
 
-``python -m bench SUITE`` (from the repository root) or ``collsynth bench SUITE`` runs a suite and
-writes ``bench/results/SUITE.json`` (machine-readable, for run-to-run comparison) and
-``bench/results/SUITE.md`` (a table). Timings are medians over ``--repeat`` runs: these machines
-are shared and noisy. Later issues add their algorithms to the suites.
+``collsynth bench SUITE -o DIR`` runs a suite and writes ``DIR/SUITE.json`` (machine-readable,
+for run-to-run comparison) and ``DIR/SUITE.md`` (a table). Timings are medians over
+``--repeat`` runs: these machines are shared and noisy.
 
 Suites:
 
@@ -31,13 +30,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .bound import bound
-from .collective import Collective
-from .errors import CollsynthError
-from .sim import simulate
-from .synth import load_all, synthesize
-from .topology import load_topology
-from .verify import verify
+from ..bound import bound
+from ..collective import Collective
+from ..errors import CollsynthError
+from ..sim import simulate
+from ..synth import load_all, synthesize
+from ..topology import load_topology
+from ..verify import verify
 
 KB, MB, GB = 1e3, 1e6, 1e9
 
@@ -167,7 +166,7 @@ def run_case(case: Case, repeat: int) -> list[dict]:
 def _add_tree_lp(topo, rows: list[dict]) -> None:
     """ForestColl's Appendix E LP: the best in-tree + out-tree AllReduce time (exact without
     switches, a relaxation with them), next to the simulated time; skipped when too big."""
-    from .synth.forestcoll import allreduce_lp
+    from ..synth.forestcoll import allreduce_lp
 
     try:
         lp = allreduce_lp(topo)
@@ -196,7 +195,7 @@ def _markdown(suite: str, rows: list[dict]) -> str:
              "| topology | GPUs | collective | algo | size | time | algbw GB/s | x bound | "
              "synth s | verify s | sim s | Mhops/s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    from .units import fmt_size, fmt_time
+    from ..units import fmt_size, fmt_time
 
     choices = any("k" in r for r in ok)
     if choices:
@@ -258,7 +257,7 @@ def _merge(path: str, suite: str, cases: list[Case], all_cases: list[Case],
     return merged
 
 
-def run_suite(suite: str, out_dir: str = "bench/results", repeat: int = 3,
+def run_suite(suite: str, out_dir: str, repeat: int = 3,
               progress: Callable[[str], None] | None = None, only: str | None = None) -> dict:
     """Run ``suite`` and write ``OUT/SUITE.json`` and ``.md``. ``only``: run just the cases
     whose ``"algo collective topology"`` contains this text, and merge their rows into the

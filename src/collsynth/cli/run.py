@@ -20,22 +20,24 @@ from typing import Any
 
 from ..errors import CollsynthError
 from ..units import fmt_bandwidth, fmt_size, fmt_time, parse_size, parse_time
+from .common import add_command, add_size
 
 RUN_FAILED = 3
 
 
-def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "run", help="execute schedules with MPI or torch.distributed",
-        description="Every rank interprets its part of the schedule with non-blocking "
-                    "point-to-point messages (numpy buffers, reductions in numpy), honouring "
-                    "dependencies and per-link order; reports the time per iteration next to "
-                    "the engine's own collective. Start with `mpiexec -n N collsynth run ...` "
-                    "or add `--launch N`.")
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register ``run``."""
+    p = add_command(
+        sub, "run", "execute schedules with MPI or torch.distributed",
+        "Every rank interprets its part of the schedule with non-blocking point-to-point "
+        "messages (numpy buffers, reductions in numpy), honouring dependencies and per-link "
+        "order; reports the time per iteration next to the engine's own collective. Start "
+        "with `mpiexec -n N collsynth run ...` or add `--launch N`.",
+        examples=("collsynth run ar.json -s 3MiB --check --iters 5 --launch 8",
+                  "mpiexec -n 8 collsynth run ar.json ag.json -s 1MB --json"))
     p.add_argument("schedules", nargs="+", metavar="SCHEDULE.json",
                    help="schedule file(s); several run one after another in one launch")
-    p.add_argument("--size", "-s", required=True, help="collective size, e.g. 1MB (nccl-tests "
-                   "convention)")
+    add_size(p, required=True)
     p.add_argument("--backend", choices=("mpi", "torch"), default="mpi",
                    help="mpi (mpi4py) or torch (torch.distributed: gloo on CPU, NCCL on GPUs)")
     p.add_argument("--iters", type=int, default=5, help="timed iterations (median reported)")
@@ -52,7 +54,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--launch", "--np", type=int, metavar="N", dest="launch",
                    help="re-run this command under mpiexec with N ranks")
     p.add_argument("--inject", action="append", metavar="FAULT", help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true", help="rank 0 prints one JSON object")
+    p.add_argument("--json", action="store_true", help="rank 0 prints one JSON object on stdout")
     p.set_defaults(func=cmd_run)
     return p
 
@@ -66,7 +68,7 @@ def _env_rank() -> int:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from .launcher import mpiexec_command, run_argv
+    from ..runtime.launcher import mpiexec_command, run_argv
 
     scheds = _validate(args)[0]  # bad input: one line here, before starting mpiexec
     need = scheds[0][1].collective.num_ranks
@@ -92,8 +94,8 @@ def _launch(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace):
     from ..schedule.io import load_schedule
-    from .check import parse_dtype
-    from .driver import Inject
+    from ..runtime.check import parse_dtype
+    from ..runtime.driver import Inject
 
     if args.iters < 1:
         raise CollsynthError(f"--iters must be at least 1, got {args.iters}")
@@ -110,8 +112,8 @@ def _validate(args: argparse.Namespace):
     if len(ranks) > 1:
         raise CollsynthError(f"the schedules need different numbers of ranks "
                              f"({', '.join(map(str, sorted(ranks)))}); run them separately")
-    from .check import element_dtype
-    from .plan import chunk_bytes_for
+    from ..runtime.check import element_dtype
+    from ..runtime.plan import chunk_bytes_for
 
     for path, s in scheds:
         try:
@@ -133,11 +135,11 @@ def _verify_all(scheds) -> str | None:
 
 def _make_backend(name: str, timeout: float):
     if name == "mpi":
-        from .mpi_backend import MPIBackend
+        from ..runtime.mpi_backend import MPIBackend
 
         return MPIBackend()
     if name == "torch":
-        from .torch_backend import TorchBackend
+        from ..runtime.torch_backend import TorchBackend
 
         return TorchBackend(timeout=timeout)
     raise CollsynthError(f"unknown --backend {name!r} (known: mpi, torch)")
@@ -185,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     problem = None
     if not quiet:
         problem = _verify_all(scheds)
-    from .interp import RunTimeout
+    from ..runtime.interp import RunTimeout
 
     try:
         verdicts = backend.allgather_obj(problem, time.monotonic() + timeout + 600.0)
@@ -197,7 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if quiet:
             return 2
         raise CollsynthError(verdicts[0])
-    from .driver import run_on_backend
+    from ..runtime.driver import run_on_backend
 
     runs = []
     try:

@@ -1,0 +1,283 @@
+"""What every command shares: the parser class, help layout, output helpers, and the typed
+request (topology, collective, algorithm, options, sizes) that handlers build from arguments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..collective import Collective
+from ..errors import CollsynthError
+from ..topology.model import Topology
+from ..units import parse_size, parse_size_list
+
+#: The sizes ``compare`` and ``tune`` use when ``--sizes`` is not given.
+DEFAULT_SIZES = "1KB,32KB,1MB,32MB,1GB"
+
+
+class UsageError(CollsynthError):
+    """A command-line usage error; ``prog`` names the (sub)command."""
+
+    def __init__(self, message: str, prog: str):
+        super().__init__(message)
+        self.prog = prog
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one-line :class:`UsageError` (exit status 2) and lays
+    out help with every default shown and the epilog (examples) kept as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message, self.prog)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows ``(default: X)`` after every option that has a default worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, False, argparse.SUPPRESS)
+                or not action.option_strings or isinstance(default, (list, tuple))):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def add_command(sub: Any, name: str, help: str, description: str | None = None,
+                examples: tuple[str, ...] = ()) -> Parser:
+    """A subcommand whose help ends with its examples."""
+    epilog = None
+    if examples:
+        epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(name, help=help, description=description or help[:1].upper() + help[1:],
+                          epilog=epilog)
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    """``--json``: print exactly one JSON document on stdout."""
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def add_output(p: argparse.ArgumentParser, required: bool = True, default: str | None = None,
+               metavar: str = "FILE", help: str = "file to write") -> None:
+    """``-o/--output`` (``--out`` is accepted as an old spelling)."""
+    p.add_argument("-o", "--output", "--out", dest="output", required=required, default=default,
+                   metavar=metavar, help=help)
+
+
+def add_topology(p: argparse.ArgumentParser, required: bool = True) -> None:
+    """``-t/--topology SPEC``."""
+    p.add_argument("-t", "--topology", required=required, metavar="SPEC",
+                   help="zoo NAME[:key=value,...] or a topology file (JSON, YAML, TE-CCL input)")
+
+
+def add_size(p: argparse.ArgumentParser, required: bool = False, help: str = "") -> None:
+    """``-s/--size SIZE``."""
+    p.add_argument("-s", "--size", required=required, metavar="SIZE",
+                   help=help or "collective size, e.g. 1MB (nccl-tests convention)")
+
+
+def add_sizes(p: argparse.ArgumentParser) -> None:
+    """``--sizes LIST|SWEEP``."""
+    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="SIZES",
+                   help="comma-separated sizes and sweeps: 1KB,1MB or 1KB:1GB:x2 (x factor) or "
+                        "1MB:8MB:+1MB (step)")
+
+
+def add_problem(p: argparse.ArgumentParser, chunks: bool = True,
+                required: bool = True) -> None:
+    """``-t``, ``-c``, ``--root``, ``--chunks`` and ``--demand`` (synth, bound, compare, tune)."""
+    add_topology(p, required=required)
+    p.add_argument("-c", "--collective", required=required, metavar="NAME",
+                   help="allgather, reducescatter, allreduce, broadcast, reduce, alltoall, "
+                        "gather, scatter or custom")
+    p.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
+    p.add_argument("--chunks", type=int, default=1,
+                   help="chunks per rank" if chunks else argparse.SUPPRESS)
+    p.add_argument("--demand", metavar="FILE",
+                   help="custom collective: a JSON demand matrix (list of rows) or "
+                        "{\"chunks\": [[src, [dsts]], ...]}")
+
+
+def add_options(p: argparse.ArgumentParser, targeted: bool) -> None:
+    """``--opt`` plus one ``--NAME`` flag per declared shorthand option."""
+    from ..synth import shorthand_options
+
+    what = "[ALGO.]KEY=VALUE[,...]" if targeted else "KEY=VALUE[,...]"
+    extra = (": ALGO.KEY for one algorithm, KEY for every algorithm that declares it"
+             if targeted else "")
+    p.add_argument("--opt", action="append", metavar=what,
+                   help=f"algorithm options (repeatable or comma-joined){extra}; "
+                        f"`collsynth list` shows each algorithm's options")
+    for name, opt in sorted(shorthand_options().items()):
+        flag = "--" + name.replace("_", "-")
+        p.add_argument(flag, dest=f"opt_{name}", metavar=name.upper(),
+                       help=f"same as --opt {name}=VALUE: {opt.help.split(';')[0]}")
+
+
+# ------------------------------------------------------------------------------ requests
+@dataclass
+class Request:
+    """A typed request: what a handler hands to the library."""
+
+    topology: Topology
+    collective: Collective
+    algorithm: str | None = None
+    options: dict[str, dict[str, str]] = field(default_factory=dict)
+    sizes: list[float] = field(default_factory=list)
+
+    @property
+    def size(self) -> float | None:
+        return self.sizes[0] if self.sizes else None
+
+
+def make_collective(args: argparse.Namespace, topo: Topology) -> Collective:
+    """The collective of ``-c/--collective``, ``--root``, ``--chunks`` and ``--demand``."""
+    from ..collective import parse_kind
+
+    kind = parse_kind(args.collective)
+    if kind.value == "custom":
+        return _custom_collective(args.demand, topo)
+    chunks = getattr(args, "chunks", 1)
+    if chunks < 1:
+        raise CollsynthError(f"--chunks must be at least 1, got {chunks}")
+    root = args.root
+    if root is not None and not 0 <= root < topo.num_ranks:
+        raise CollsynthError(f"--root {root} is not a rank of {topo.name} "
+                             f"(0..{topo.num_ranks - 1})")
+    if root is not None and kind.value not in ("broadcast", "reduce", "gather", "scatter"):
+        raise CollsynthError(f"--root does not apply to {kind.value}")
+    return Collective.make(kind, topo.num_ranks, chunks, root)
+
+
+def _custom_collective(path: str | None, topo: Topology) -> Collective:
+    """A custom collective from a demand file."""
+    if not path:
+        raise CollsynthError("--collective custom needs --demand FILE.json")
+    from ..topology.io import read_structured
+
+    data = read_structured(path)
+    if isinstance(data, dict):
+        coll = Collective.from_dict({"kind": "custom", "ranks": topo.num_ranks, **data},
+                                    source=path)
+    else:
+        coll = Collective.from_demand_matrix(data)
+    if coll.num_ranks != topo.num_ranks:
+        raise CollsynthError(f"{path}: demand is for {coll.num_ranks} ranks but the topology "
+                             f"has {topo.num_ranks}")
+    return coll
+
+
+def parse_positive_size(text: str, flag: str) -> float:
+    """A size that must be positive."""
+    size = parse_size(text, flag)
+    if not size > 0:
+        raise CollsynthError(f"{flag} {text!r} must be positive")
+    return size
+
+
+def parse_sizes(text: str, flag: str = "--sizes") -> list[float]:
+    """``--sizes``: a list and/or sweeps, every size positive."""
+    sizes = parse_size_list(text, flag)
+    if any(not x > 0 for x in sizes):
+        raise CollsynthError(f"{flag} must all be positive")
+    return sizes
+
+
+def algo_options(args: argparse.Namespace, algo: str | None) -> dict[str, dict[str, str]]:
+    """``--opt`` items plus the shorthand flags, as ``{algo or '*': {key: value}}``."""
+    from ..synth import parse_options, shorthand_options
+
+    items = list(getattr(args, "opt", None) or [])
+    for name in shorthand_options():
+        value = getattr(args, f"opt_{name}", None)
+        if value is not None:
+            items.append(f"{name}={value}")
+    return parse_options(items, algo)
+
+
+def build_request(args: argparse.Namespace, *, sizes: bool = False,
+                  algorithm: str | None = None) -> Request:
+    """The request of a problem command: topology, collective, options and sizes."""
+    from ..topology import load_topology
+
+    topo = load_topology(args.topology)
+    coll = make_collective(args, topo)
+    req = Request(topo, coll, algorithm, algo_options(args, algorithm))
+    if sizes:
+        req.sizes = parse_sizes(args.sizes)
+    elif getattr(args, "size", None) is not None:
+        req.sizes = [parse_positive_size(args.size, "--size")]
+    return req
+
+
+# ------------------------------------------------------------------------------ output
+def emit_json(obj: Any) -> None:
+    """Write one JSON document (numpy values converted) on stdout."""
+    sys.stdout.write(json.dumps(obj, default=_json_default) + "\n")
+
+
+def _json_default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def console():
+    """A rich console on stdout (wide when not a terminal, so tables are not squeezed)."""
+    from rich.console import Console
+
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        con = Console(highlight=False, width=max(con.width, 140))
+    return con
+
+
+def progress(total: int, enabled: bool):
+    """A rich progress bar on stderr (a no-op context when disabled)."""
+    if not enabled:
+        return nullcontext(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=True)
+
+
+def with_progress(names: list[str], enabled: bool,
+                  work: Callable[[Callable[[str], None] | None], Any]) -> Any:
+    """Run ``work(on_step)`` with a progress bar over ``names``."""
+    with progress(len(names), enabled) as prog:
+        if prog is None:
+            return work(None)
+        task = prog.add_task("synthesize, verify, simulate", total=len(names))
+
+        def step(name: str) -> None:
+            prog.update(task, advance=1, description=f"done: {name}")
+
+        return work(step)
+
+
+def default_output_dir(kind: str) -> str:
+    """Where ``bench`` and ``demo`` write when no ``-o`` is given: a per-user data folder
+    (``$XDG_DATA_HOME/collsynth/KIND``, else ``~/.local/share/collsynth/KIND``), never the
+    current folder, which may be a source tree."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                           "share")
+    return os.path.join(base, "collsynth", kind)

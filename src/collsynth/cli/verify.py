@@ -1,0 +1,124 @@
+"""``collsynth verify`` and ``collsynth simulate``: check and time a schedule file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from ..errors import CollsynthError
+from ..units import fmt_bandwidth, fmt_size, fmt_time
+from .common import (add_command, add_json, add_size, console, emit_json,
+                     parse_positive_size)
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``verify`` and ``simulate``."""
+    ver = add_command(sub, "verify", "check that a schedule implements its collective",
+                      "Symbolically execute a schedule file on its topology and report the "
+                      "first violation in one line (exit status 2).",
+                      examples=("collsynth verify ar.json", "collsynth verify ar.json -t dgx1 "
+                                                            "--json"))
+    ver.add_argument("schedule", metavar="SCHEDULE.json")
+    ver.add_argument("-t", "--topology", metavar="SPEC",
+                     help="check against this topology (must match the embedded one)")
+    add_json(ver)
+    ver.set_defaults(func=cmd_verify)
+
+    sim = add_command(sub, "simulate", "simulate a schedule file",
+                      "Simulate a schedule (alpha-beta, store-and-forward at GPUs, cut-through "
+                      "at switches/routers, link contention; see docs/simulator.md).",
+                      examples=("collsynth simulate ar.json -s 256MB --gantt ar.png",
+                                "collsynth simulate ar.json -s 1GB --json"))
+    sim.add_argument("schedule", metavar="SCHEDULE.json")
+    add_size(sim, help="collective size, e.g. 1GB (default: the size the schedule records)")
+    sim.add_argument("-t", "--topology", metavar="SPEC",
+                     help="simulate on this topology (must match the embedded one)")
+    sim.add_argument("--order", choices=("auto", "plan", "fcfs"), default="auto",
+                     help="link service order: the schedule's plan where it has one (auto, "
+                          "plan) or first-ready-first-served everywhere (fcfs)")
+    sim.add_argument("--release", action="store_true",
+                     help="hold each operation until its planned start time")
+    sim.add_argument("--reduce-bw", metavar="BW",
+                     help="reduction speed, e.g. 500GB/s (default: free)")
+    sim.add_argument("--gantt", metavar="FILE.png", help="draw the per-link timeline")
+    add_json(sim)
+    sim.set_defaults(func=cmd_simulate)
+
+
+def _load(args: argparse.Namespace):
+    """The schedule file, on ``-t`` when given."""
+    from ..schedule.io import load_schedule
+    from ..topology import load_topology
+
+    topo = load_topology(args.topology) if args.topology else None
+    return load_schedule(args.schedule, topology=topo)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Verify a schedule file."""
+    from ..verify import check_schedule
+
+    sched = _load(args)
+    t0 = time.perf_counter()
+    report = check_schedule(sched)
+    elapsed = time.perf_counter() - t0
+    if args.json:
+        emit_json({"schedule": args.schedule, "topology": sched.topology.name,
+                   "collective": sched.collective.to_dict(), "verify_time_s": elapsed,
+                   **report.to_dict()})
+        if not report.ok:
+            print(f"collsynth: error: {args.schedule}: {report.error}", file=sys.stderr)
+        return 0 if report.ok else 2
+    if not report.ok:
+        raise CollsynthError(f"{args.schedule}: {report.error}")
+    extra = ""
+    if report.planned_finish_s is not None:
+        extra = f", planned finish {fmt_time(report.planned_finish_s)}"
+    if report.redundant_deliveries:
+        extra += f", {report.redundant_deliveries} redundant deliveries"
+    print(f"OK: {sched.collective.describe()} on {sched.topology.name}: {report.ops} ops, "
+          f"{report.link_hops} link hops; checks: {', '.join(report.checks)}{extra}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Simulate a verified schedule file."""
+    from ..sim import simulate
+    from ..units import parse_bandwidth
+    from ..verify import check_schedule
+
+    sched = _load(args)
+    if args.size is not None:
+        size = parse_positive_size(args.size, "--size")
+    elif sched.size is not None:
+        size = sched.size
+    else:
+        raise CollsynthError("--size is required (the schedule records no size)")
+    report = check_schedule(sched)
+    if not report.ok:
+        raise CollsynthError(f"{args.schedule} does not verify: {report.error}")
+    reduce_bw = parse_bandwidth(args.reduce_bw, "--reduce-bw") if args.reduce_bw else None
+    res = simulate(sched, size, reduce_bw=reduce_bw, order=args.order, release=args.release)
+    if args.gantt:
+        from ..report.plots import plot_gantt
+
+        plot_gantt(res, args.gantt)
+    if args.json:
+        emit_json({"schedule": args.schedule, "algorithm": sched.meta.get("algorithm"),
+                   "topology": sched.topology.name, "collective": sched.collective.to_dict(),
+                   **res.to_dict()})
+        return 0
+    con = console()
+    con.print(f"{sched.meta.get('algorithm', 'schedule')}: {sched.collective.describe()} on "
+              f"{sched.topology.name}, {fmt_size(size)}")
+    con.print(f"time {fmt_time(res.time_s)}, algbw {fmt_bandwidth(res.algbw)}, busbw "
+              f"{fmt_bandwidth(res.busbw)}  ({res.hops} hops simulated in "
+              f"{fmt_time(res.wall_s)}; order: {res.order_policy})")
+    for link in res.to_dict(links=5)["busiest_links"]:
+        con.print(f"  busiest: {link['src']}->{link['dst']} busy {fmt_time(link['busy_s'])} "
+                  f"({100 * link['utilisation']:.1f}%)")
+    if args.gantt:
+        con.print(f"wrote {args.gantt}")
+    return 0

@@ -1,0 +1,46 @@
+"""collsynth's own exporters, registered with :func:`collsynth.export.registry.register`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..schedule.ir import Schedule
+from ..synth.options import Option
+from .check import check_msccl_xml
+from .msccl import to_msccl_xml
+from .registry import register
+
+MSCCL_OPTIONS = (
+    Option("dialect", "choice", "msccl", choices=("msccl", "executor"),
+           help="msccl (the microsoft/msccl fork) or executor (msccl-executor-nccl, RCCL)"),
+    Option("protocol", "choice", "Simple", choices=("Simple", "LL", "LL128"),
+           help="NCCL protocol, as msccl-tools names it"),
+    Option("instances", "int", 1, minimum=1, maximum=64,
+           help="copies of the program (channels)"),
+    Option("inplace", "bool", False, help="in-place buffers"),
+    Option("min_bytes", "size", "none", words=("none",), minimum=0,
+           help="executor: smallest size this XML serves"),
+    Option("max_bytes", "size", "none", words=("none",), minimum=0,
+           help="executor: largest size this XML serves"),
+)
+
+
+def _bytes(value: Any) -> int | None:
+    return None if value in (None, "none") else int(value)
+
+
+def _check_msccl(text: str, schedule: Schedule, opts: dict[str, Any]) -> Any:
+    """The independent XML checker, on the schedule's topology."""
+    root = schedule.collective.root if schedule.collective.rooted else 0
+    return check_msccl_xml(text, schedule.topology, dialect=opts["dialect"], root=root or 0)
+
+
+@register("msccl", summary="MSCCL XML (old fork or executor dialect), checked independently",
+          suffix=".xml", options=MSCCL_OPTIONS, check=_check_msccl)
+def export_msccl(schedule: Schedule, dialect: str = "msccl", protocol: str = "Simple",
+                 instances: int = 1, inplace: bool = False, min_bytes: Any = "none",
+                 max_bytes: Any = "none") -> str:
+    """MSCCL XML of a verified schedule."""
+    return to_msccl_xml(schedule, dialect=dialect, proto=protocol, instances=instances,
+                        min_bytes=_bytes(min_bytes), max_bytes=_bytes(max_bytes),
+                        inplace=inplace)
