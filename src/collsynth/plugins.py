@@ -15,9 +15,10 @@ collsynth keeps working); :func:`load_errors` lists such failures.
 
 from __future__ import annotations
 
-import importlib
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
+
+from .errors import CollsynthError
 
 GROUPS = ("collsynth.algorithms", "collsynth.bounds", "collsynth.exporters")
 
@@ -25,22 +26,26 @@ _loaded: dict[str, list[str]] = {}
 _errors: dict[str, str] = {}
 
 
-def load_group(group: str, builtin: tuple[str, ...] = ()) -> list[str]:
+def load_group(group: str) -> list[str]:
     """Import every entry point of ``group`` once per process; the names loaded.
 
-    ``builtin`` lists collsynth's own modules of the group. They are declared as entry points
-    too; importing them here as well keeps a source tree that was never installed (no entry
-    point metadata) working.
+    collsynth's own entries are loaded like the others (an error in one of them is a bug and
+    propagates); they come from the installed package's metadata, so a new built-in module
+    needs ``pip install -e .`` again. A third-party entry that fails is skipped with a warning.
     """
     if group in _loaded:
         return _loaded[group]
     names: list[str] = []
-    for module in builtin:
-        importlib.import_module(module)
-    for ep in sorted(entry_points(group=group), key=lambda e: (e.name, e.value)):
+    eps = list(entry_points(group=group))
+    if not any(_is_own(ep) for ep in eps):
+        raise CollsynthError(f"collsynth's own {group} entry points are missing: install the "
+                             f"package (python -m pip install -e .)")
+    for ep in sorted(eps, key=lambda e: (not _is_own(e), e.name, e.value)):
         try:
             ep.load()
         except Exception as exc:  # a broken plugin must not break collsynth
+            if _is_own(ep):
+                raise
             msg = " ".join(str(exc).split())[:200]
             key = f"{group}:{ep.name}"
             if key not in _errors:
@@ -51,6 +56,12 @@ def load_group(group: str, builtin: tuple[str, ...] = ()) -> list[str]:
         names.append(ep.name)
     _loaded[group] = names
     return names
+
+
+def _is_own(ep: EntryPoint) -> bool:
+    """Whether an entry point is declared by collsynth itself."""
+    dist = getattr(ep, "dist", None)
+    return dist is not None and (dist.name or "").lower() == "collsynth"
 
 
 def load_errors() -> dict[str, str]:

@@ -14,10 +14,13 @@ Simple certified bounds (this module):
   ``T >= B_out(s) / out_bw(s) + min_t d_alpha(s, t)``.
 * ``latency`` — for every (source, destination) pair that must exchange ``B(s, t)`` bytes, the
   last of those bytes leaves ``s`` no earlier than ``B(s, t) / min(out_bw(s), in_bw(t))`` and then
-  travels at least the alpha-shortest path: ``T >= B(s, t) / min(out_bw(s), in_bw(t)) + d_alpha(s, t)``.
+  travels at least the alpha-shortest path:
+  ``T >= B(s, t) / min(out_bw(s), in_bw(t)) + d_alpha(s, t)``.
 
 ``B_in``/``B_out``/``B`` per collective (``M`` = size, ``n`` ranks) are in :func:`demands`.
-More providers (the exact ForestColl cut bound) register with :func:`register`.
+More providers register with :func:`register` from modules named by ``collsynth.bounds`` entry
+points (:mod:`collsynth.plugins`): collsynth's own exact cut bounds (:mod:`.cut`) and any
+plugin's.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 
 from ..collective import CollKind, Collective
 from ..errors import CollsynthError
+from ..plugins import load_group
 from ..topology.model import Topology
 
 
@@ -175,7 +179,8 @@ def simple_bounds(topology: Topology, collective: Collective, size: float) -> li
     lat = np.where(pair > 0, pair / rate + d, 0.0)
     if np.any(pair > 0):
         s, r = np.unravel_index(int(np.argmax(lat)), lat.shape)
-        out.append(Bound("latency", float(lat[s, r]), f"{t.rank_name(int(s))}->{t.rank_name(int(r))}",
+        pair_name = f"{t.rank_name(int(s))}->{t.rank_name(int(r))}"
+        out.append(Bound("latency", float(lat[s, r]), pair_name,
                          {"alpha_path_s": float(d[s, r]), "bytes": float(pair[s, r])}))
     return out
 
@@ -188,6 +193,7 @@ def bound(topology: Topology, collective: Collective, size: float,
     if collective.num_ranks != topology.num_ranks:
         raise CollsynthError(f"collective has {collective.num_ranks} ranks but the topology has "
                              f"{topology.num_ranks} compute nodes")
+    load_group("collsynth.bounds")
     names = providers or list(PROVIDERS)
     bounds: list[Bound] = []
     for name in names:
@@ -198,5 +204,3 @@ def bound(topology: Topology, collective: Collective, size: float,
         bounds.append(Bound("trivial", 0.0, ""))
     return BoundResult(float(size), bounds)
 
-
-from . import cut as _cut  # noqa: E402,F401  (registers the exact cut bounds)

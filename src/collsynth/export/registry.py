@@ -17,10 +17,6 @@ from ..plugins import load_group
 from ..schedule.ir import Schedule
 from ..synth.options import Option, declare, resolve
 
-#: collsynth's own exporter modules (also declared as ``collsynth.exporters`` entry points).
-BUILTIN_MODULES = ("collsynth.export.builtin",)
-
-
 @dataclass
 class Exporter:
     """A registered exporter."""
@@ -56,7 +52,7 @@ def register(name: str, summary: str, suffix: str, options: Iterable[Option] | N
 
 def load_exporters() -> dict[str, Exporter]:
     """Every registered exporter: collsynth's own and the plugins'."""
-    load_group("collsynth.exporters", BUILTIN_MODULES)
+    load_group("collsynth.exporters")
     return EXPORTERS
 
 

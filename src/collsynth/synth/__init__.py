@@ -22,12 +22,6 @@ from .options import DEFAULT_SIZE, Option, declare, parse_assignments, plan_size
 __all__ = ["ALGORITHMS", "Algorithm", "DEFAULT_SIZE", "Option", "get", "load_all",
            "options_for", "parse_options", "register", "shorthand_options", "synthesize"]
 
-#: collsynth's own algorithm modules (also declared as ``collsynth.algorithms`` entry points).
-BUILTIN_MODULES = ("collsynth.synth.spt", "collsynth.synth.baselines",
-                   "collsynth.synth.forestcoll.algo", "collsynth.synth.mteg",
-                   "collsynth.synth.teccl", "collsynth.synth.scale", "collsynth.synth.syccl")
-
-
 @dataclass
 class Algorithm:
     """A registered synthesizer: its function, the collectives it supports, its declared
@@ -65,7 +59,7 @@ def register(name: str, collectives: set[CollKind] | None = None, summary: str =
 
 def load_all() -> dict[str, Algorithm]:
     """Every registered algorithm: collsynth's own and the plugins' (entry points)."""
-    load_group("collsynth.algorithms", BUILTIN_MODULES)
+    load_group("collsynth.algorithms")
     return ALGORITHMS
 
 

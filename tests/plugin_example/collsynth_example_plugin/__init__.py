@@ -1,0 +1,1 @@
+"""An example collsynth plugin: an algorithm, a bound and an exporter."""
