@@ -15,7 +15,7 @@ ALL = ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoa
 
 
 def test_dgx_a100_allgather_ingress_bound_is_one_gpu_ingress():
-    # seed 003 §5.3: the bottleneck is one GPU's ingress, 300 + 25 GB/s: T = M/16 * 15 / 325GB/s
+    # ForestColl §5.3: the bottleneck is one GPU's ingress, 300 + 25 GB/s: T = M/16 * 15 / 325GB/s
     topo = load_topology("dgx_a100:nodes=2")
     m = 1e9
     res = bound(topo, Collective.make("allgather", 16), m)
@@ -84,12 +84,36 @@ def test_bad_size():
 
 
 def test_cut_bound_allgather_matches_forestcoll_and_paper():
-    # seed 003 §5.3: 2-node DGX A100 AllGather optimum M/346.67GB/s (one GPU's ingress 325GB/s)
+    # ForestColl §5.3: 2-node DGX A100 AllGather optimum M/346.67GB/s (one GPU's ingress 325GB/s)
     topo = load_topology("dgx_a100:nodes=2")
     res = bound(topo, Collective.make("allgather", 16), 1e9)
     cut = next(b for b in res.bounds if b.kind == "cut")
     assert cut.detail["bandwidth_time_s"] == pytest.approx(1e9 / 16 * 15 / 325e9, rel=1e-12)
     assert cut.time_s > cut.detail["bandwidth_time_s"]  # plus one link's alpha
+
+
+# Cut bounds (1 GB) computed while the max-flow lived in collsynth.synth.forestcoll, before it
+# moved to collsynth.flow: AllReduce and Broadcast from rank 0 give the same (time, witness).
+_C0 = "cut {c0.gpu0, c0.gpu1, c0.gpu2, c0.gpu3, c0.gpu4, c0.gpu5, ... "
+PINNED_CUTS = {
+    "dgx_a100:nodes=2": (0.00500035, _C0 + "(8 compute nodes)}"),
+    "mi250:chassis=2": (0.00390755, _C0 + "(16 compute nodes)}"),
+    "dgx1": (0.006667366666666667, "cut {gpu0}"),
+    "ndv2:chassis=2": (0.0800013, _C0 + "(8 compute nodes)}"),
+    "wan:dcs=2,gpus=4": (0.08075, "cut {dc0.gpu0, dc0.gpu1, dc0.gpu2, dc0.gpu3}"),
+    "torus2d:w=3,h=3": (0.0050007, "cut {gpu0}"),
+}
+
+
+@pytest.mark.parametrize("spec", sorted(PINNED_CUTS))
+def test_cut_bounds_keep_their_values(spec):
+    time_s, witness = PINNED_CUTS[spec]
+    topo = load_topology(spec)
+    for kind in ("allreduce", "broadcast"):
+        coll = Collective.make(kind, topo.num_ranks, **({"root": 0} if kind == "broadcast" else {}))
+        cut = bound(topo, coll, 1e9, providers=["cut"]).bounds[0]
+        assert cut.time_s == pytest.approx(time_s, rel=1e-12)
+        assert cut.witness == witness
 
 
 def test_alltoall_demand_cut_across_the_ib_link():

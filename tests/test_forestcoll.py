@@ -1,4 +1,4 @@
-"""ForestColl (seed 003): exact optimum, fixed k, edge splitting, tree packing, full pipeline."""
+"""ForestColl: exact optimum, fixed k, edge splitting, tree packing, full pipeline."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from collsynth.collective import Collective
 from collsynth.schedule.trees import lower
 from collsynth.sim import simulate
-from collsynth.synth.forestcoll import (fixed_k, forestcoll_trees, integer_bandwidths,
-                                        optimal_allgather, pack_trees, remove_switches,
-                                        simplest_between, transpose)
-from collsynth.synth.forestcoll._flow import FlowNet, _dinic
+from collsynth.flow import (fixed_k, integer_bandwidths, optimal_allgather, simplest_between,
+                            transpose)
+from collsynth.flow.maxflow import FlowNet, _dinic
+from collsynth.synth.forestcoll import forestcoll_trees, pack_trees, remove_switches
 from collsynth.topology import TopologyBuilder, load_topology
 from collsynth.verify import verify
 
@@ -217,6 +217,78 @@ def test_fixed_k_on_random_graphs():
             a, b = fixed_k(topo, k), fixed_k(topo, k, accelerate=False)
             assert a.U == b.U and a.inv_x >= opt.inv_x
         assert fixed_k(topo, opt.k).inv_x == opt.inv_x
+
+
+# ------------------------------------------------------------------ the search in collsynth.flow
+def skew_topology():
+    """4 GPUs on one switch with unequal egress (10..40 GB/s) and two extra one-way links: the
+    AllGather and ReduceScatter optima differ."""
+    b = TopologyBuilder("skew")
+    g = [b.compute(f"g{i}") for i in range(4)]
+    sw = b.switch("sw")
+    for i, v in enumerate(g):
+        b.link(v, sw, (i + 1) * 10 * GB)
+        b.link(sw, v, 25 * GB)
+    b.link(g[0], g[1], 5 * GB)
+    b.link(g[2], g[0], 7.5 * GB)
+    return b.build()
+
+
+# Exact values the optimality search gave while it lived in collsynth.synth.forestcoll, before
+# it moved to collsynth.flow: AllGather (inv_x, k, U, cut_compute, cut_bw), ReduceScatter
+# (transposed) inv_x, and fixed k = 2 (inv_x, U).
+PINNED = {
+    "dgx_a100:nodes=2": ("3/65000000000", 13, "15", 15, "325000000000", "3/65000000000",
+                         "7/150000000000", "7/3"),
+    "mi250:chassis=2": ("3/33200000000", 83, "15", 30, "332000000000", "3/33200000000",
+                        "3/32000000000", "3/8"),
+    "dgx1": ("7/150000000000", 6, "7", 7, "150000000000", "7/150000000000", "1/20000000000",
+             "5/2"),
+    "ndv2:chassis=2": ("1/1562500000", 1, "8", 8, "12500000000", "1/1562500000",
+                       "1/1562500000", "16"),
+    "wan:dcs=2,gpus=4": ("1/3125000000", 1, "4", 4, "12500000000", "1/3125000000",
+                         "1/3125000000", "8"),
+    "dgx2:chassis=2": ("31/125000000000", 10, "31", 31, "125000000000", "31/125000000000",
+                       "31/125000000000", "31/5"),
+    "h800_rails:servers=2": ("3/50000000000", 4, "3", 15, "250000000000", "3/50000000000",
+                             "3/50000000000", "3/2"),
+}
+
+
+@pytest.mark.parametrize("spec", sorted(PINNED))
+def test_optimality_search_keeps_its_exact_values(spec):
+    inv_x, k, U, cut_compute, cut_bw, rs_inv_x, k2_inv_x, k2_U = PINNED[spec]
+    topo = load_topology(spec)
+    opt = optimal_allgather(topo)
+    assert (opt.inv_x, opt.k, opt.U) == (Fraction(inv_x), k, Fraction(U))
+    assert (opt.cut_compute, opt.cut_bw) == (cut_compute, Fraction(cut_bw))
+    assert optimal_allgather(transpose(topo)).inv_x == Fraction(rs_inv_x)
+    two = fixed_k(topo, 2)
+    assert (two.inv_x, two.U) == (Fraction(k2_inv_x), Fraction(k2_U))
+
+
+def test_optimality_search_keeps_its_exact_values_when_transposing_matters():
+    topo = skew_topology()
+    ag, rs = optimal_allgather(topo), optimal_allgather(transpose(topo))
+    assert (ag.inv_x, ag.k, ag.U) == (Fraction(3, 25 * GB), 10, 3)
+    assert ag.cut_names == ("g0", "g1", "g3", "sw")          # everything but g2 (25 GB/s in)
+    assert (rs.inv_x, rs.k, rs.U) == (Fraction(1, 5 * GB), 2, 1)
+    assert rs.cut_names == ("g1", "g2", "g3", "sw")          # everything but g0 (15 GB/s out)
+    assert fixed_k(topo, 3).U == Fraction(9, 10)
+    assert fixed_k(transpose(topo), 3).U == Fraction(3, 2)
+
+
+def test_one_implementation_of_the_search():
+    import importlib.util
+
+    import collsynth.flow as flow
+    import collsynth.synth.forestcoll as fc
+
+    for name in ("Optimum", "optimal_allgather", "fixed_k", "integer_bandwidths",
+                 "simplest_between", "transpose"):
+        assert getattr(fc, name) is getattr(flow, name)
+    for gone in ("collsynth.synth.forestcoll._flow", "collsynth.synth.forestcoll.optimality"):
+        assert importlib.util.find_spec(gone) is None
 
 
 # ------------------------------------------------------------------------------ Theorem 8

@@ -1,4 +1,6 @@
-"""Exact cut bounds (max-flow / min-cut), from ForestColl (seed 003 §3, Theorem 1).
+"""Exact cut bounds (max-flow / min-cut), from ForestColl (Zhao et al., 'ForestColl:
+Throughput-Optimal Collective Communications on Heterogeneous Network Fabrics', arXiv 2402.06787;
+§3, Theorem 1), computed by :mod:`collsynth.flow`.
 
 For a node set ``S`` holding compute nodes on both sides, let ``B+(S)`` be the bandwidth of the
 links leaving ``S`` and ``alpha_min(S)`` the smallest alpha among them. Every bound below is a
@@ -32,11 +34,11 @@ def _alpha_min_out(topo: Topology, side: set[int]) -> float:
 
 
 def _flow_net(topo: Topology):
-    from ..synth.forestcoll import _flow
-    from ..synth.forestcoll.optimality import integer_bandwidths
+    # collsynth.flow loads OR-Tools: import it only when a cut bound is computed
+    from ..flow import FlowNet, integer_bandwidths
 
     int_bw, unit = integer_bandwidths([l.bw for l in topo.links])
-    net = _flow.FlowNet(topo.num_nodes, topo.link_src.tolist(), topo.link_dst.tolist(), int_bw)
+    net = FlowNet(topo.num_nodes, topo.link_src.tolist(), topo.link_dst.tolist(), int_bw)
     return net, unit
 
 
@@ -61,7 +63,7 @@ def _names(topo: Topology, side: set[int], limit: int = 6) -> str:
 
 @register("cut")
 def cut_bounds(topology: Topology, collective: Collective, size: float) -> list[Bound]:
-    from ..synth.forestcoll import optimal_allgather, transpose
+    from ..flow import optimal_allgather, transpose
 
     kind = collective.kind
     t = topology

@@ -1,12 +1,15 @@
-"""ForestColl (seed 003, Zhao et al., arXiv 2402.06787): optimal spanning-tree AllGather /
+"""ForestColl (Zhao et al., 'ForestColl: Throughput-Optimal Collective Communications on
+Heterogeneous Network Fabrics', arXiv 2402.06787): optimal spanning-tree AllGather /
 ReduceScatter schedules for any topology, switches included.
 
 Implements §3 (optimality (1)), §4.2-4.6 and Appendix C (Algorithms 1, 3, 4, 5; Theorems 1, 5,
 8, 12, 13, 14; Propositions 2, 3):
 
 * :func:`optimal_allgather` — exact rational optimum and bottleneck cut, ``k`` and ``y``
-  (Algorithm 1 + Proposition 2/3), in :mod:`.optimality`;
-* :func:`fixed_k` — best time with exactly ``k`` trees per root (Algorithm 3, Theorem 14);
+  (Algorithm 1 + Proposition 2/3), and :func:`fixed_k` — best time with exactly ``k`` trees
+  per root (Algorithm 3, Theorem 14): the optimality search lives in
+  :mod:`collsynth.flow.optimality` (the exact cut bounds of :mod:`collsynth.bound` use it too)
+  and is re-exported here;
 * :func:`remove_switches` — switch/router removal by edge splitting with Theorem 8's maximum safe
   ``gamma`` at once (Algorithm 4), with a routing table back to link paths, in :mod:`.splitting`;
 * :func:`pack_trees` — batched spanning out-tree packing with multiplicities ``mu`` from one
@@ -23,15 +26,15 @@ deterministic heuristics (farthest pairs first, breadth-first trees); when a log
 capacity is carried by several switch paths and a tree batch needs more than one of them, the
 batch is split into trees of smaller multiplicity with one route per edge; a composed switch
 path that revisits a switch is shortcut (it then uses fewer links). Allreduce's LP
-(Appendix E) is not implemented. Symmetry (:mod:`.symmetry`, on by default from
-:data:`SYMMETRY_MIN_RANKS` ranks): trees for one root per orbit of a verified automorphism
-group, mapped to the others, same optimum, congestion re-checked, exact pipeline as fallback.
-Edge splitting is guaranteed only for Eulerian
-topologies (the paper's assumption); otherwise :attr:`LogicalTopology.preserved` says whether it
-worked; if it did not, :func:`forestcoll_trees` raises the per-tree capacity scale ``U`` in
-small steps until splitting works and reports the slowdown (``info["fallback"]``).
+(Appendix E) is solved only as a check (:func:`allreduce_lp`). Symmetry (:mod:`.symmetry`, on
+by default from :data:`SYMMETRY_MIN_RANKS` ranks): trees for one root per orbit of a verified
+automorphism group, mapped to the others, same optimum, congestion re-checked, exact pipeline as
+fallback. Edge splitting is guaranteed only for Eulerian topologies (the paper's assumption);
+otherwise :attr:`LogicalTopology.preserved` says whether it worked; if it did not,
+:func:`forestcoll_trees` raises the per-tree capacity scale ``U`` in small steps until splitting
+works and reports the slowdown (``info["fallback"]``).
 
-Max-flows are OR-Tools ``SimpleMaxFlow`` on exact integers (:mod:`._flow`).
+Max-flows are OR-Tools ``SimpleMaxFlow`` on exact integers (:mod:`collsynth.flow.maxflow`).
 """
 
 from __future__ import annotations
@@ -41,11 +44,11 @@ from fractions import Fraction
 from typing import Any
 
 from ...errors import CollsynthError
+from ...flow.maxflow import COUNTERS as _MAXFLOWS
+from ...flow.optimality import (Optimum, at_scale, fixed_k, integer_bandwidths,
+                                optimal_allgather, simplest_between, transpose)
 from ...schedule.trees import Tree, TreeForm
-from ...topology.model import Topology, TopologyBuilder
-from . import _flow
-from .optimality import (Optimum, at_scale, fixed_k, integer_bandwidths, optimal_allgather,
-                         simplest_between)
+from ...topology.model import Topology
 from .allreduce_lp import allreduce_lp
 from .packing import pack_trees
 from .splitting import LogicalTopology, remove_switches
@@ -58,16 +61,6 @@ __all__ = ["Optimum", "LogicalTopology", "optimal_allgather", "fixed_k", "remove
            "pack_trees", "forestcoll_trees", "transpose", "simplest_between",
            "integer_bandwidths", "route_trees", "tree_congestion", "automorphisms",
            "symmetric_trees", "SYMMETRY_MIN_RANKS", "allreduce_lp"]
-
-
-def transpose(topo: Topology) -> Topology:
-    """``topo`` with every link reversed; link ``i`` of the result is link ``i`` reversed."""
-    b = TopologyBuilder(topo.name + "^T", meta=dict(topo.meta, transposed_of=topo.name))
-    for nd in topo.nodes:
-        b.node(nd.name, nd.kind, **nd.attrs)
-    for l in topo.links:
-        b.link(l.dst, l.src, l.bw, l.alpha, l.cls, l.lanes)
-    return b.build()
 
 
 def route_trees(topo: Topology, logical: LogicalTopology,
@@ -201,7 +194,7 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
     if direction not in ("out", "in"):
         raise CollsynthError(f"direction must be 'out' or 'in', got {direction!r}")
     work = topo if direction == "out" else transpose(topo)
-    mf0 = _flow.COUNTERS["maxflows"]
+    mf0 = _MAXFLOWS["maxflows"]
     t0 = time.perf_counter()
     opt = optimal_allgather(work, accelerate=accelerate) if k is None else \
         fixed_k(work, int(k), accelerate=accelerate)
@@ -289,6 +282,6 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
         "maxflows": {"optimum": opt.stats.get("maxflows"),
                      "split": logical.stats.get("maxflows") if logical is not None else 0,
                      "pack": pstats.get("maxflows"),
-                     "total": _flow.COUNTERS["maxflows"] - mf0},
+                     "total": _MAXFLOWS["maxflows"] - mf0},
     }
     return TreeForm(trees), opt, info

@@ -42,7 +42,7 @@ from ...schedule.ir import Schedule
 from ...schedule.trees import TreeForm, lower
 from ...topology.model import Topology
 from .. import register
-from ..options import int_option
+from ..options import Option, int_option
 
 #: Largest number of operations the automatic pipeline depth aims for.
 OP_BUDGET = 1_500_000
@@ -123,10 +123,17 @@ def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None) -> int:
                                      CollKind.ALLREDUCE},
           summary="ForestColl: optimal spanning-tree packing (exact bound, edge splitting); "
                   "AllGather, ReduceScatter, AllReduce; k and pipelining chosen per size",
-          options={"k": "trees per root: auto (scan small k per size), opt (the optimum's k) "
-                        "or an integer (Algorithm 3)",
-                   "pipeline": "chunks per tree: auto (per size) or an integer"},
-          size_aware=True)
+          options=(
+              Option("k", "int", "auto", words=("auto", "opt"), minimum=1, shorthand=True,
+                     unit="trees",
+                     help="trees per root: auto (scan small k per size), opt (the optimum's "
+                          "k) or an integer (Algorithm 3)"),
+              Option("pipeline", "int", "auto", words=("auto",), minimum=1, unit="chunks",
+                     help="chunks per tree: auto (chosen per size) or an integer"),
+          ),
+          size_aware=True,
+          reference="Zhao et al., 'ForestColl: Throughput-Optimal Collective Communications "
+                    "on Heterogeneous Network Fabrics', arXiv 2402.06787")
 def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeline: Any = None,
                size: float | None = None) -> Schedule:
     """ForestColl trees lowered to pipelined chunk transfers."""

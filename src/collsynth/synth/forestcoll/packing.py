@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import CollsynthError
-from . import _flow
-from ._flow import FlowNet
+from ...flow import maxflow as _flow
+from ...flow.maxflow import FlowNet
 
 
 @dataclass

@@ -53,10 +53,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ...errors import CollsynthError
+from ...flow import maxflow as _flow
+from ...flow.maxflow import FlowNet, rooted_check
+from ...flow.optimality import IntGraph, Optimum
 from ...topology.model import Topology, TopologyBuilder
-from . import _flow
-from ._flow import FlowNet, rooted_check
-from .optimality import IntGraph, Optimum
 
 
 @dataclass

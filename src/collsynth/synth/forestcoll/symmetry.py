@@ -305,7 +305,7 @@ def _tight_sets(topo: Topology, opt, reps: list[int]) -> list[frozenset[int]]:
     trees rooted outside it need (``rho(X) = k |Vc - X|``, Theorem 1's condition with equality).
     Every tree rooted outside such a set must enter it exactly once and no other tree may enter
     it, so these are sound "enter once" sets. One max-flow per representative."""
-    from ._flow import FlowNet
+    from ...flow.maxflow import FlowNet
 
     comp = np.asarray(topo.compute_nodes, dtype=np.int64)
     n, k, s = len(comp), int(opt.k), topo.num_nodes

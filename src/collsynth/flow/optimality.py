@@ -1,6 +1,11 @@
-"""ForestColl optimality: the exact AllGather optimum (Algorithm 1) and the fixed-k search
-(Algorithm 3), seed 003 §3.1, §4.2, §4.5 and Appendix C.1, C.4 (Theorems 1, 13, 14,
-Propositions 2, 3).
+"""ForestColl's optimality search: the exact AllGather optimum (Algorithm 1) and the fixed-k
+search (Algorithm 3) of ForestColl (Zhao et al., 'ForestColl: Throughput-Optimal Collective
+Communications on Heterogeneous Network Fabrics', arXiv 2402.06787), §3.1, §4.2, §4.5 and
+Appendix C.1, C.4 (Theorems 1, 13, 14, Propositions 2, 3). ReduceScatter's optimum is
+AllGather's on the transposed topology (:func:`transpose`, §4.6).
+
+Both ForestColl's tree construction (:mod:`collsynth.synth.forestcoll`) and the exact cut lower
+bounds (:mod:`collsynth.bound.cut`) use it.
 
 Units
 -----
@@ -58,10 +63,10 @@ from fractions import Fraction
 from functools import reduce
 from typing import Any, Sequence
 
-from ...errors import CollsynthError
-from ...topology.model import Topology
-from . import _flow
-from ._flow import rooted_check
+from ..errors import CollsynthError
+from ..topology.model import Topology, TopologyBuilder
+from . import maxflow
+from .maxflow import rooted_check
 
 
 # ---------------------------------------------------------------------------------- rationals
@@ -95,6 +100,20 @@ def simplest_between(lo: Fraction, hi: Fraction) -> Fraction:
 
 
 # ---------------------------------------------------------------------------------- graphs
+def transpose(topo: Topology) -> Topology:
+    """``topo`` with every link reversed; link ``i`` of the result is link ``i`` reversed.
+
+    ReduceScatter on ``topo`` is AllGather on ``transpose(topo)`` run backwards (ForestColl
+    §4.6), so ``optimal_allgather(transpose(topo))`` is ReduceScatter's exact optimum.
+    """
+    b = TopologyBuilder(topo.name + "^T", meta=dict(topo.meta, transposed_of=topo.name))
+    for nd in topo.nodes:
+        b.node(nd.name, nd.kind, **nd.attrs)
+    for l in topo.links:
+        b.link(l.dst, l.src, l.bw, l.alpha, l.cls, l.lanes)
+    return b.build()
+
+
 def integer_bandwidths(bws: Sequence[float]) -> tuple[list[int], Fraction]:
     """Exact integers and unit with ``bws[i] == ints[i] * unit`` exactly (see the module doc)."""
     fr = [Fraction(repr(float(b))) for b in bws]
@@ -274,13 +293,14 @@ def _graph_of(topo):
 def optimal_allgather(topo, *, accelerate: bool = True) -> Optimum:
     """The exact AllGather optimum of ``topo`` (Theorem 1 via Algorithm 1); see the module doc.
 
-    ``topo`` is a :class:`~collsynth.topology.model.Topology` or a
-    :class:`~collsynth.synth.forestcoll.splitting.LogicalTopology` (then over its integer
-    capacities, with ``unit`` its per-capacity bandwidth).
+    ``topo`` is a :class:`~collsynth.topology.model.Topology` or any object with an
+    ``int_graph()`` method returning an :class:`IntGraph` (ForestColl's switch-free
+    ``LogicalTopology``: then over its integer capacities, with ``unit`` its per-capacity
+    bandwidth).
     """
     g, int_bw = _graph_of(topo)
     stats = {"probes": 0, "maxflows": 0}
-    mf0 = _flow.COUNTERS["maxflows"]
+    mf0 = maxflow.COUNTERS["maxflows"]
     n_c = len(g.compute)
     compute_set = frozenset(g.compute)
     indeg = g.in_cap()
@@ -323,7 +343,7 @@ def optimal_allgather(topo, *, accelerate: bool = True) -> Optimum:
     U = Fraction(p, gg)
     k = q // gg
     caps = tuple(c * p // gg for c in caps_all)
-    stats["maxflows"] = _flow.COUNTERS["maxflows"] - mf0
+    stats["maxflows"] = maxflow.COUNTERS["maxflows"] - mf0
     return Optimum(topology=g.name, num_ranks=n_c, inv_x=ans / g.unit, ratio=ans, unit=g.unit,
                    int_bw=tuple(caps_all), k=k, U=U, caps=caps, cut=frozenset(cut),
                    cut_names=_names(g, cut), cut_compute=len(compute_set & cut),
@@ -377,7 +397,7 @@ def fixed_k(topo, k: int, *, accelerate: bool = True) -> Optimum:
         raise CollsynthError(f"k must be a positive integer, got {k!r}")
     g, int_bw = _graph_of(topo)
     stats = {"probes": 0, "maxflows": 0}
-    mf0 = _flow.COUNTERS["maxflows"]
+    mf0 = maxflow.COUNTERS["maxflows"]
     n_c = len(g.compute)
     compute_set = frozenset(g.compute)
     indeg = g.in_cap()
@@ -425,7 +445,7 @@ def fixed_k(topo, k: int, *, accelerate: bool = True) -> Optimum:
     caps_all = g.caps if int_bw is None else int_bw
     a, b = U.numerator, U.denominator
     caps = tuple((c * a) // b for c in caps_all)
-    stats["maxflows"] = _flow.COUNTERS["maxflows"] - mf0
+    stats["maxflows"] = maxflow.COUNTERS["maxflows"] - mf0
     return Optimum(topology=g.name, num_ranks=n_c, inv_x=U / (k * g.unit), ratio=U / k,
                    unit=g.unit, int_bw=tuple(caps_all), k=k, U=U, caps=caps,
                    cut=frozenset(cut) if cut is not None else None, cut_names=_names(g, cut),

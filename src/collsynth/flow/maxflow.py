@@ -1,9 +1,13 @@
-"""Integer max-flow for ForestColl: OR-Tools ``SimpleMaxFlow`` with an exact big-integer fallback.
+"""Integer max-flow: OR-Tools ``SimpleMaxFlow`` with an exact big-integer fallback.
 
-Every oracle of ForestColl (Theorems 1, 5, 8, 12, 14 of seed 003) is a max-flow on a network with
-integer capacities. :class:`FlowNet` builds one network and answers several ``solve(source,
-sink)`` calls on it (OR-Tools keeps the arcs; only the terminals change), and can change arc
-capacities in place (used for the per-compute-node infinite arcs of Theorem 8).
+Every oracle of ForestColl (Zhao et al., 'ForestColl: Throughput-Optimal Collective
+Communications on Heterogeneous Network Fabrics', arXiv 2402.06787; Theorems 1, 5, 8, 12 and 14)
+is a max-flow on a network with integer capacities, and so are the exact cut bounds of
+:mod:`collsynth.bound.cut`. :class:`FlowNet` builds one network and answers several
+``solve(source, sink)`` calls on it (OR-Tools keeps the arcs; only the terminals change), and can
+change arc capacities in place (used for the per-compute-node infinite arcs of Theorem 8).
+:func:`rooted_check` is the max-flow test of Theorem 5 (``k`` edge-disjoint spanning out-trees
+per root exist iff every compute node receives ``N k`` from a super source).
 
 OR-Tools works on int64. When the capacities could overflow it (total capacity at or above
 2**62), or when OR-Tools is not installed, the network is solved by a small exact Dinic on Python
