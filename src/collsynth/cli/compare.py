@@ -51,8 +51,10 @@ def add_parser(sub: Any) -> None:
     add_output(tun, metavar="DIR", help="output directory")
     tun.add_argument("--dialect", choices=("msccl", "executor"), default="msccl",
                      help="MSCCL XML dialect")
-    tun.add_argument("--protocol", "--proto", dest="protocol", choices=("Simple", "LL", "LL128"),
-                     default="Simple", help="NCCL protocol, as msccl-tools names it")
+    tun.add_argument("--protocol", choices=("Simple", "LL", "LL128"), default="Simple",
+                     help="NCCL protocol, as msccl-tools names it")
+    tun.add_argument("--proto", dest="protocol", choices=("Simple", "LL", "LL128"),
+                     help=argparse.SUPPRESS)  # the old spelling
     tun.add_argument("--instances", type=int, default=1, help="MSCCL instances (channels)")
     tun.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_json(tun)

@@ -25,7 +25,8 @@ def add_parser(sub: Any) -> None:
         for opt in exporter.options.values():
             _add_option_flag(p, opt)
         if name == "msccl":  # the old spelling of --protocol
-            p.add_argument("--proto", dest="protocol", help=argparse.SUPPRESS)
+            p.add_argument("--proto", dest="protocol", choices=("Simple", "LL", "LL128"),
+                           help=argparse.SUPPRESS)
         add_output(p, help=f"file to write ({exporter.suffix})")
         add_json(p)
         p.set_defaults(func=cmd_export, exporter=name)
