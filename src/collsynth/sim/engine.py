@@ -91,6 +91,57 @@ def _pop(k0, k1, k2, base, size):
     return r0, r1, r2, size
 
 
+def _queue_bases(hop_link, n_links, reserve):
+    """Start of each link's waiting-queue segment (prefix sums of hops per link)."""
+    qbase = np.zeros(n_links + 1, dtype=np.int64)
+    if not reserve:
+        for h in range(hop_link.shape[0]):
+            qbase[hop_link[h] + 1] += 1
+        for l in range(n_links):
+            qbase[l + 1] += qbase[l]
+    return qbase
+
+
+def _next_in_order(link, pos, link_order_ptr, link_order_hops):
+    """The hop after position ``pos`` in the link's planned order, or -1."""
+    b0 = link_order_ptr[link]
+    if b0 + pos + 1 < link_order_ptr[link + 1]:
+        return link_order_hops[b0 + pos + 1]
+    return -1
+
+
+def _release(op, finish, succ_ptr, succ_ids, op_ready, remaining, op_first_hop, hop_req,
+             op_prio, et, ep, eid, esize):
+    """An operation finished: its successors' readiness; request the first hop of each
+    successor whose dependencies are all done. The new event-heap size."""
+    for k in range(succ_ptr[op], succ_ptr[op + 1]):
+        s = succ_ids[k]
+        if finish > op_ready[s]:
+            op_ready[s] = finish
+        remaining[s] -= 1
+        if remaining[s] == 0:
+            h0 = op_first_hop[s]
+            hop_req[h0] = op_ready[s]
+            esize = _push(et, ep, eid, 0, esize, op_ready[s], op_prio[s], h0)
+    return esize
+
+
+def _initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req):
+    """The global event heap, holding the first-hop requests of operations without
+    dependencies: its key arrays and size."""
+    cap = 2 * n_hops + n_links + 1
+    et = np.empty(cap)
+    ep = np.empty(cap)
+    eid = np.empty(cap, dtype=np.int64)
+    esize = 0
+    for op in range(op_first_hop.shape[0]):
+        if remaining[op] == 0:
+            h0 = op_first_hop[op]
+            hop_req[h0] = op_ready[op]
+            esize = _push(et, ep, eid, 0, esize, op_ready[op], op_prio[op], h0)
+    return et, ep, eid, esize
+
+
 def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop, op_last_hop,
                op_prio, op_release, op_extra, succ_ptr, succ_ids, indeg, hop_order_pos,
                link_order_ptr, link_order_hops, n_links, reserve):
@@ -123,28 +174,15 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
     op_acc = np.zeros(n_ops)
     remaining = indeg.copy()
     # per-link waiting queues: heap segments sized by the number of hops on each link
-    qbase = np.zeros(n_links + 1, dtype=np.int64)
+    qbase = _queue_bases(hop_link, n_links, reserve)
     qsize = np.zeros(n_links, dtype=np.int64)
-    if not reserve:
-        for h in range(n_hops):
-            qbase[hop_link[h] + 1] += 1
-        for l in range(n_links):
-            qbase[l + 1] += qbase[l]
     qcap = n_hops + 1 if not reserve else 1
     qp = np.zeros(qcap)
     qr = np.zeros(qcap)
     qh = np.zeros(qcap, dtype=np.int64)
     # global event heap
-    cap = 2 * n_hops + n_links + 1
-    et = np.empty(cap)
-    ep = np.empty(cap)
-    eid = np.empty(cap, dtype=np.int64)
-    esize = 0
-    for op in range(n_ops):
-        if remaining[op] == 0:
-            h0 = op_first_hop[op]
-            hop_req[h0] = op_ready[op]
-            esize = _push(et, ep, eid, 0, esize, op_ready[op], op_prio[op], h0)
+    et, ep, eid, esize = _initial_events(n_hops, n_links, remaining, op_first_hop, op_ready,
+                                         op_prio, hop_req)
     done_ops = 0
     while esize > 0:
         t, p, x, esize = _pop(et, ep, eid, 0, esize)
@@ -189,12 +227,10 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
         pos = hop_order_pos[h]
         if pos >= 0:
             next_pos[link] = pos + 1
-            b0 = link_order_ptr[link]
-            if b0 + pos + 1 < link_order_ptr[link + 1]:
-                nh = link_order_hops[b0 + pos + 1]
-                if parked[nh]:
-                    parked[nh] = False
-                    esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
+            nh = _next_in_order(link, pos, link_order_ptr, link_order_hops)
+            if nh >= 0 and parked[nh]:
+                parked[nh] = False
+                esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
         if h < op_last_hop[op]:
             nt = start + hop_alpha[h]
             hop_req[h + 1] = nt
@@ -203,15 +239,8 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
         finish = op_acc[op] + op_extra[op]
         op_finish[op] = finish
         done_ops += 1
-        for k in range(succ_ptr[op], succ_ptr[op + 1]):
-            s = succ_ids[k]
-            if finish > op_ready[s]:
-                op_ready[s] = finish
-            remaining[s] -= 1
-            if remaining[s] == 0:
-                h0 = op_first_hop[s]
-                hop_req[h0] = op_ready[s]
-                esize = _push(et, ep, eid, 0, esize, op_ready[s], op_prio[s], h0)
+        esize = _release(op, finish, succ_ptr, succ_ids, op_ready, remaining, op_first_hop,
+                         hop_req, op_prio, et, ep, eid, esize)
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
@@ -256,7 +285,12 @@ def compiled_run_events():
         globals_ = {"_less": less}
         push = njit(cache=True)(_rebind(_push, globals_))
         pop = njit(cache=True)(_rebind(_pop, globals_))
-        _compiled = njit(cache=True)(_rebind(run_events, {"_push": push, "_pop": pop, "np": np}))
+        steps = {"_push": push, "_pop": pop, "np": np}
+        steps["_queue_bases"] = njit(cache=True)(_rebind(_queue_bases, steps))
+        steps["_next_in_order"] = njit(cache=True, inline="always")(_next_in_order)
+        steps["_release"] = njit(cache=True)(_rebind(_release, steps))
+        steps["_initial_events"] = njit(cache=True)(_rebind(_initial_events, steps))
+        _compiled = njit(cache=True)(_rebind(run_events, steps))
     return _compiled
 
 
