@@ -372,15 +372,9 @@ def test_direct_candidate_is_the_direct_baseline_op_for_op(spec):
 
 
 def test_bench_demand_cut_cache_is_the_bound_bit_for_bit():
-    import importlib.util
-    import os
-
+    from collsynth.bench import syccl as mod
     from collsynth.bound import bound
 
-    path = os.path.join(os.path.dirname(__file__), "..", "bench", "syccl_bench.py")
-    spec = importlib.util.spec_from_file_location("_syccl_bench", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     t = load_topology("h800_rails:servers=4")
     c = _a2a(t)
     cache = mod.DemandCutCache(t, c)

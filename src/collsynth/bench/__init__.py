@@ -3,9 +3,64 @@
 ``collsynth bench SUITE [-o DIR]`` runs a suite and writes ``DIR/SUITE.json`` (machine-readable,
 for run-to-run comparison) and ``DIR/SUITE.md`` (a table); the repository keeps its own results
 in ``bench/results``. :mod:`.harness` holds the topology x collective x size x algorithm suites
-(quick, paper, scale, quality, sim).
+(quick, paper, scale, quality, sim); the suites with their own tables are modules of their own:
+:mod:`.teccl` (the TE-CCL epoch MILP/LP), :mod:`.mteg` (MTEGCCA, and against TE-CCL) and
+:mod:`.syccl` (SyCCL at 32 to 512 GPUs).
+
+:data:`SUITES` lists every suite name; :func:`run_suite` dispatches. Every suite takes
+``(out_dir, repeat, progress, only)`` and returns a dict with a ``summary`` (``rows``: how many
+rows the results file holds).
 """
 
-from .harness import SUITES, run_suite
+from __future__ import annotations
 
-__all__ = ["SUITES", "run_suite"]
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CollsynthError
+from . import harness
+
+Progress = Callable[[str], None] | None
+
+
+def _run_teccl(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import teccl
+
+    return teccl.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+
+
+def _run_mteg(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import mteg
+
+    return mteg.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+
+
+def _run_syccl(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import syccl
+
+    return syccl.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+
+
+#: The suites with their own modules (imported when run): name -> runner.
+MODULE_SUITES: dict[str, Callable[..., dict]] = {
+    "teccl": _run_teccl, "mteg": _run_mteg, "syccl": _run_syccl,
+}
+
+#: Every suite name: the harness's, then the modules'.
+SUITES: tuple[str, ...] = (*harness.SUITES, *MODULE_SUITES)
+
+
+def run_suite(suite: str, out_dir: str, repeat: int = 3,
+              progress: Callable[[str], None] | None = None, only: str | None = None) -> dict:
+    """Run ``suite`` and write ``OUT/SUITE.json`` and ``OUT/SUITE.md``. ``only``: run just the
+    cases whose label contains this text and merge their rows into the existing results."""
+    if suite in harness.SUITES:         # looked up at call time: suites can be added there
+        return harness.run_suite(suite, out_dir, repeat=repeat, progress=progress, only=only)
+    runner: Any = MODULE_SUITES.get(suite)
+    if runner is None:
+        known = ", ".join([*harness.SUITES, *MODULE_SUITES])
+        raise CollsynthError(f"unknown bench suite {suite!r} (known: {known})")
+    return runner(out_dir, repeat, progress, only)
+
+
+__all__ = ["MODULE_SUITES", "SUITES", "run_suite"]

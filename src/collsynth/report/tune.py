@@ -10,7 +10,8 @@ a schedule with more steps than a thread block may hold) gives way to the next f
 schedule for that size; the summary says so. Every file is checked by the independent XML
 checker before it is written.
 
-Window semantics differ by dialect (../shared/reference/msccl-xml.md §1): the old fork selects
+Window semantics differ by MSCCL runtime dialect (Microsoft's ``msccl`` NCCL fork and the MSCCL
+executor, ``msccl-executor-nccl``): the old fork selects
 ``min <= n < max`` (so the open end is written as 2^40), the executor ``min <= n <= max`` with
 ``maxBytes=0`` meaning no limit (so a closed window is written with ``max - 1``).
 """

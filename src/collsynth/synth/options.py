@@ -88,7 +88,8 @@ class Option:
             raise CollsynthError(f"{where} is not {self._expects()}")
         if self.kind == "bool":
             return self._parse_bool(value, where)
-        return self._check_range(self._parse_number(value, where), where)
+        number = self._parse_number(value, where)
+        return self._check_range(number, f"{algo} option {self.name}={self._show(number)}")
 
     def _parse_bool(self, value: Any, where: str) -> bool:
         """``true/false``, ``yes/no``, ``on/off``, ``1/0`` (or a bool)."""

@@ -5,8 +5,10 @@ Nodes have a kind:
 * ``compute`` — a GPU/NPU. It holds buffers, stores and forwards (a chunk is forwarded only
   after it has fully arrived), may copy one received chunk to several out-links, and may reduce.
   Compute nodes are the *ranks* of a collective, numbered in node order.
-* ``switch`` — no buffer, cut-through, no multicast, no reduction (NVSwitch, NIC, IB/Ethernet switch).
-* ``router`` — a WAN border router: cut-through, no buffer (seed 000 §3).
+* ``switch`` — no buffer, cut-through, no multicast, no reduction (NVSwitch, NIC, IB/Ethernet
+  switch).
+* ``router`` — a WAN border router: cut-through, no buffer (SCALE-CCL, Xiong et al., ACM
+  INET4AI 2025, §3).
 
 A link is directed: ``src -> dst`` with a bandwidth in bytes/s, a latency ``alpha`` in seconds, a
 class label (``nvlink``, ``xgmi``, ``nvswitch``, ``pcie``, ``ib``, ``eth``, ``wan``, ...) and a
@@ -105,7 +107,8 @@ class Topology:
     # ------------------------------------------------------------------ basic queries
     def __repr__(self) -> str:
         return (f"Topology({self.name!r}, compute={self.num_ranks}, "
-                f"switches={self.num_switches}, routers={self.num_routers}, links={len(self.links)})")
+                f"switches={self.num_switches}, routers={self.num_routers}, "
+                f"links={len(self.links)})")
 
     @property
     def num_nodes(self) -> int:
@@ -193,7 +196,8 @@ class Topology:
         """Short content hash of nodes and links (names, kinds, bandwidths, alphas, classes)."""
         payload = {
             "nodes": [[n.name, n.kind.value] for n in self.nodes],
-            "links": [[l.src, l.dst, repr(l.bw), repr(l.alpha), l.cls, l.lanes] for l in self.links],
+            "links": [[l.src, l.dst, repr(l.bw), repr(l.alpha), l.cls, l.lanes]
+                      for l in self.links],
         }
         blob = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

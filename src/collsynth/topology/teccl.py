@@ -1,10 +1,11 @@
 """Import of TE-CCL input files (``teccl solve --input_args FILE.json``).
 
 A TE-CCL input has ``TopologyParams`` {name, chassis, chunk_size (GB), alpha [link, switch],
-side_length}, ``GurobiParams`` and ``InstanceParams`` (../shared/reference/teccl.md §2). This
-module builds the topology TE-CCL *means*, from collsynth's zoo, without TE-CCL's known bugs
-(teccl.md §7), and records in ``topology.meta['notes']`` every place where the result differs
-from what TE-CCL's own constructors would build:
+side_length}, ``GurobiParams`` and ``InstanceParams`` (the JSON of TE-CCL's public code, Liu et
+al., SIGCOMM 2024). This module builds the topology TE-CCL *means*, from collsynth's zoo,
+without the bugs of TE-CCL's own topology constructors (the table below), and records in
+``topology.meta['notes']`` every place where the result differs from what TE-CCL's own
+constructors would build:
 
 ====== ===================================================================================
 DGX1   ``dgx1`` with alpha = alpha[0] (TE-CCL always builds one 8-GPU chassis)
@@ -131,7 +132,7 @@ def teccl_instance(data: Any, topology: Topology, source: str = "TE-CCL input") 
     """Instance facts from a TE-CCL input: collective, chunks per rank and data size in bytes.
 
     TE-CCL's ``chunk_size`` is in GB per chunk; the output buffer is ``#GPUs * chunk_size``
-    (teccl.md §0) per chunk of each source, so the nccl-tests size is ``#GPUs * num_chunks *
+    (TE-CCL's convention) per chunk of each source, so the nccl-tests size is ``#GPUs * num_chunks *
     chunk_size`` for AllGather (the output buffer) and for AlltoAll (one rank's send buffer,
     ``num_chunks`` chunks per destination).
     """

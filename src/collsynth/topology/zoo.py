@@ -1,7 +1,7 @@
 """The topology zoo: named, parameterised constructors for real and generic fabrics.
 
-Each constructor documents its source (the wiring facts are in ``../shared/reference/`` and the
-seeds) and every default. Bandwidths are bytes/s per direction, alphas seconds.
+Each constructor documents its source (the paper or public tool whose wiring it follows; see
+``docs/references.md``) and every default. Bandwidths are bytes/s per direction, alphas seconds.
 Spec strings on the command line look like ``mi250:chassis=2,inter=forestcoll``.
 """
 
@@ -24,8 +24,9 @@ US = 1e-6
 # NVIDIA DGX-1 (V100) hybrid cube-mesh
 # --------------------------------------------------------------------------------------------
 
-#: NVLink counts per unordered GPU pair in the canonical SCCL/TACCL/TE-CCL numbering
-#: (../shared/reference/peers.md §7.2): 8 double links and 8 single links, 6 NVLinks per GPU.
+#: NVLink counts per unordered GPU pair in the canonical DGX-1 numbering, identical in SCCL's
+#: ``dgx1()`` (Cai et al., PPoPP 2021), TACCL's NDv2 profile (Shah et al., NSDI 2023) and TE-CCL's
+#: ``DGX1`` (Liu et al., SIGCOMM 2024): 8 double links and 8 single links, 6 NVLinks per GPU.
 DGX1_NVLINKS: dict[tuple[int, int], int] = {
     (0, 1): 2, (0, 4): 2, (1, 3): 2, (2, 3): 2, (2, 6): 2, (4, 5): 2, (5, 7): 2, (6, 7): 2,
     (0, 2): 1, (0, 3): 1, (1, 2): 1, (1, 5): 1, (3, 7): 1, (4, 6): 1, (4, 7): 1, (5, 6): 1,
@@ -55,11 +56,14 @@ def _nvlink_pairs(b: TopologyBuilder, gpus: list[int], counts: dict[tuple[int, i
 def dgx1(nvlink: float, alpha: float, lanes: str) -> Topology:
     """NVIDIA DGX-1 (8x V100) hybrid cube-mesh, the TE-CCL/SCCL/TACCL numbering.
 
-    Source: ../shared/reference/peers.md §7.2 and teccl.md §1.1. Each GPU has six NVLinks of
+    Source: the DGX-1 wiring of SCCL (Cai et al., PPoPP 2021), TACCL (Shah et al., NSDI 2023) and
+    TE-CCL (Liu et al., SIGCOMM 2024), one numbering in all three. Each GPU has six NVLinks of
     25 GB/s: two double links (50 GB/s) and two single links (25 GB/s). Alpha 0.7 us (TE-CCL's
     NDv2 NVLink value).
     """
-    b = TopologyBuilder("dgx1", meta={"source": "peers.md §7.2 (SCCL/TACCL/TE-CCL DGX-1 numbering)"})
+    b = TopologyBuilder("dgx1", meta={"source": "SCCL/TACCL/TE-CCL DGX-1 numbering (SCCL, Cai et "
+                                                "al., PPoPP 2021; TACCL, Shah et al., NSDI 2023; "
+                                                "TE-CCL, Liu et al., SIGCOMM 2024)"})
     gpus = [b.compute(f"gpu{i}", chassis=0, local=i) for i in range(8)]
     _nvlink_pairs(b, gpus, DGX1_NVLINKS, nvlink, alpha, "nvlink", lanes == "split")
     return b.build()
@@ -89,8 +93,9 @@ def ndv2(chassis: int, nvlink: float, nvlink_alpha: float, ib: float, ib_alpha: 
          lanes: str) -> Topology:
     """Azure NDv2: C chassis of 8 V100 on the DGX-1 cube-mesh, joined by one IB NIC each (TE-CCL).
 
-    Source: ../shared/reference/teccl.md §1.3 (TE-CCL ``ndv2.py``, which follows TACCL's NDv2
-    sketch ``internode_conn {"0": [1]}``) and peers.md §7.2 for the NVLink wiring. Defaults:
+    Source: TE-CCL's NDv2 topology (Liu et al., SIGCOMM 2024; ``ndv2.py``, which follows TACCL's
+    NDv2 sketch ``internode_conn {"0": [1]}``, Shah et al., NSDI 2023) and the SCCL/TACCL/TE-CCL
+    DGX-1 numbering for the NVLink wiring. Defaults:
     chassis=2, NVLink 25 GB/s per physical link (double links 50 GB/s), NVLink alpha 0.7 us,
     IB 12.5 GB/s with alpha 1.3 us (TE-CCL's hard-coded values).
 
@@ -101,7 +106,10 @@ def ndv2(chassis: int, nvlink: float, nvlink_alpha: float, ib: float, ib_alpha: 
     Unlike TE-CCL, GPU 0 is never treated as a switch: all 8C GPUs are compute nodes.
     Nodes: ``c{c}.gpu{i}`` (attrs ``chassis``, ``local``); switch ``ib0`` (role ``ib``).
     """
-    b = TopologyBuilder(f"ndv2x{chassis}", meta={"source": "teccl.md §1.3, peers.md §7.2"})
+    b = TopologyBuilder(f"ndv2x{chassis}",
+                        meta={"source": "TE-CCL's NDv2 (Liu et al., SIGCOMM 2024) after TACCL's "
+                                        "NDv2 sketch (Shah et al., NSDI 2023); SCCL/TACCL/TE-CCL "
+                                        "DGX-1 NVLink numbering"})
     gpus: list[list[int]] = []
     for c in range(chassis):
         g = [b.compute(f"c{c}.gpu{i}", chassis=c, local=i) for i in range(8)]
@@ -138,9 +146,10 @@ def dgx2(chassis: int, nvswitch: float, nvswitch_alpha: float, ib: float,
          ib_alpha: float) -> Topology:
     """NVIDIA DGX-2: C chassis of 16 GPUs on an NVSwitch, odd GPUs sending IB to even GPUs (TE-CCL).
 
-    Source: ../shared/reference/teccl.md §1.2 (TE-CCL ``dgx2.py``; the inter-chassis map is
-    TACCL's sketch) and peers.md §7.3. Defaults: chassis=2, GPU <-> NVSwitch 125 GB/s each way
-    with alpha 0.35 us (class ``nvswitch``), IB 12.5 GB/s with alpha 2.6 us (class ``ib``).
+    Source: TE-CCL's DGX-2 topology (Liu et al., SIGCOMM 2024; ``dgx2.py``; the inter-chassis map
+    is TACCL's sketch, Shah et al., NSDI 2023). Defaults: chassis=2, GPU <-> NVSwitch 125 GB/s
+    each way with alpha 0.35 us (class ``nvswitch``), IB 12.5 GB/s with alpha 2.6 us (class
+    ``ib``).
 
     Inter-chassis links are directed GPU -> GPU. For C=2 (TE-CCL): odd local GPU 2m+1 of
     chassis i sends to even local GPU 2m of the other chassis. TE-CCL hard-codes C=2; our
@@ -151,7 +160,9 @@ def dgx2(chassis: int, nvswitch: float, nvswitch_alpha: float, ib: float,
     divides 8; for C>9 some chassis pairs have no direct link). C=2 reduces to TE-CCL's wiring;
     C=1 has no IB at all. Nodes: ``c{c}.gpu{j}``, switch ``c{c}.nvswitch`` (role ``nvswitch``).
     """
-    b = TopologyBuilder(f"dgx2x{chassis}", meta={"source": "teccl.md §1.2, peers.md §7.3"})
+    b = TopologyBuilder(f"dgx2x{chassis}",
+                        meta={"source": "TE-CCL's DGX-2 (Liu et al., SIGCOMM 2024), inter-chassis "
+                                        "map after TACCL's sketch (Shah et al., NSDI 2023)"})
     gpus: list[list[int]] = []
     for c in range(chassis):
         g = [b.compute(f"c{c}.gpu{j}", chassis=c, local=j) for j in range(16)]
@@ -171,14 +182,22 @@ def dgx2(chassis: int, nvswitch: float, nvswitch_alpha: float, ib: float,
 # AMD MI250 (16 GCDs per chassis on xGMI)
 # --------------------------------------------------------------------------------------------
 
-#: xGMI link counts per unordered GCD pair (ForestColl ``MI250_ADJ_MAT`` == TE-CCL ``AMD``;
-#: ../shared/reference/peers.md §7.1): 28 pairs, 56 links, 7 links per GCD.
+#: xGMI link counts per unordered GCD pair (ForestColl's ``MI250_ADJ_MAT``, Zhao et al., arXiv
+#: 2402.06787, identical to TE-CCL's ``AMD`` adjacency): 28 pairs, 56 links, 7 links per GCD.
 MI250_XGMI: dict[tuple[int, int], int] = {
     (0, 1): 4, (2, 3): 4, (4, 5): 4, (6, 7): 4, (8, 9): 4, (10, 11): 4, (12, 13): 4, (14, 15): 4,
     (0, 4): 2, (3, 7): 2, (8, 12): 2, (11, 15): 2,
     (0, 8): 1, (1, 5): 1, (1, 9): 1, (1, 10): 1, (2, 6): 1, (2, 9): 1, (2, 10): 1, (3, 11): 1,
     (4, 6): 1, (5, 6): 1, (5, 7): 1, (9, 13): 1, (10, 14): 1, (12, 14): 1, (13, 14): 1,
     (13, 15): 1,
+}
+
+
+#: ``topo show``'s source line of each MI250 inter-chassis model.
+_MI250_SOURCE = {
+    "forestcoll": "ForestColl (Zhao et al., arXiv 2402.06787) MI250 wiring",
+    "teccl": "ForestColl (Zhao et al., arXiv 2402.06787) MI250 xGMI wiring; TE-CCL's inter-chassis "
+             "model (Liu et al., SIGCOMM 2024)",
 }
 
 
@@ -199,9 +218,11 @@ def mi250(chassis: int, inter: str, xgmi: float, xgmi_alpha: float, ib: float | 
           ib_alpha: float, switch_alpha: float, lanes: str) -> Topology:
     """AMD MI250: C chassis of 16 GCDs on xGMI (ForestColl/TE-CCL wiring), IB between chassis.
 
-    Source: ../shared/reference/peers.md §7.1 (and §2), teccl.md §1.4. xGMI: 4 links between the
-    two GCDs of a package, 2 links on (0,4) (3,7) (8,12) (11,15), 1 link on 16 more pairs, 50 GB/s
-    per link per direction, so every GCD has 7 links = 350 GB/s (class ``xgmi``, ``lanes`` = link
+    Source: the MI250 wiring of ForestColl (Zhao et al., arXiv 2402.06787; ``MI250_ADJ_MAT`` and
+    ``mi250_topology``) and of TE-CCL's ``amd.py`` (Liu et al., SIGCOMM 2024), the same xGMI
+    adjacency in both. xGMI: 4 links between the two GCDs of a package, 2 links on (0,4) (3,7)
+    (8,12) (11,15), 1 link on 16 more pairs, 50 GB/s per link per direction, so every GCD has
+    7 links = 350 GB/s (class ``xgmi``, ``lanes`` = link
     count unless ``lanes=split``). Defaults: chassis=1, inter=forestcoll, xGMI 50 GB/s per link,
     xGMI alpha 0.7 us (assumption: neither tool sets one; TE-CCL's NVLink value), IB alpha 1.3 us
     (assumption: TE-CCL's NDv2 IB value), teccl GCD <-> pair-switch alpha 0.35 us (assumption).
@@ -222,7 +243,7 @@ def mi250(chassis: int, inter: str, xgmi: float, xgmi_alpha: float, ib: float | 
     if ib is None:
         ib = 16 * GB if inter == "forestcoll" else 25 * GB
     b = TopologyBuilder(f"mi250x{chassis}" + (f"-{inter}" if chassis > 1 else ""),
-                        meta={"source": "peers.md §7.1, §2; teccl.md §1.4", "inter": inter})
+                        meta={"source": _MI250_SOURCE[inter], "inter": inter})
     gcds: list[list[int]] = []
     for c in range(chassis):
         g = [b.compute(f"c{c}.gpu{j}", chassis=c, local=j, package=j // 2) for j in range(16)]
@@ -259,8 +280,9 @@ def dgx_a100(nodes: int, nvswitch: float, nvswitch_alpha: float, pcie: float, pc
              ib: float, ib_alpha: float) -> Topology:
     """NVIDIA DGX A100: N nodes of 8 GPUs on an NVSwitch, 8 NICs on two IB planes (ForestColl).
 
-    Source: ../shared/reference/peers.md §2 (ForestColl ``a100_topology``) and §7.3. Per node
-    8 GPUs <-> one NVSwitch node ``c{n}.nvswitch`` at 300 GB/s each way (class ``nvswitch``).
+    Source: ForestColl's DGX A100 model (Zhao et al., arXiv 2402.06787; ``a100_topology``). Per
+    node 8 GPUs <-> one NVSwitch node ``c{n}.nvswitch`` at 300 GB/s each way (class
+    ``nvswitch``).
     When N>1: GPU b <-> NIC ``c{n}.nic{b}`` (role ``nic``) at 25 GB/s (class ``pcie``) and
     NIC b <-> global IB switch ``ib{b mod 2}`` (role ``ib``) at 25 GB/s (class ``ib``): two IB
     planes, even NICs and odd NICs. N=1 has no NICs.
@@ -270,7 +292,9 @@ def dgx_a100(nodes: int, nvswitch: float, nvswitch_alpha: float, pcie: float, pc
     0.35 us per GPU <-> NIC hop and 0.65 us per NIC <-> IB switch hop (GPU -> GPU across nodes
     2.0 us).
     """
-    b = TopologyBuilder(f"dgx_a100x{nodes}", meta={"source": "peers.md §2, §7.3 (ForestColl)"})
+    b = TopologyBuilder(f"dgx_a100x{nodes}",
+                        meta={"source": "ForestColl (Zhao et al., arXiv 2402.06787) DGX A100 "
+                                        "model"})
     gpus: list[list[int]] = []
     for n in range(nodes):
         g = [b.compute(f"c{n}.gpu{i}", chassis=n, local=i) for i in range(8)]
@@ -336,8 +360,8 @@ def a800_clos(servers: int, nics: int, spines: int, nvlink: float, nvlink_alpha:
               nic: float, pcie_alpha: float, net_alpha: float) -> Topology:
     """SyCCL's A800 testbed: servers of 8 A800 on NVSwitch, 4 x 200 Gb/s NICs, 2-layer Clos.
 
-    Source: seed ../shared/seeds/001_*.txt (SyCCL, evaluation table: "4-server ..., 8x A800/server
-    (NVLink 180 GB/s), 4x 200 Gb/s RDMA NICs/server, 2-layer Clos") and peers.md §7.3.
+    Source: SyCCL (Cao et al., SIGCOMM 2025), its evaluation testbed: 4 servers of 8 A800
+    (NVLink 180 GB/s), 4 x 200 Gb/s RDMA NICs per server, a 2-layer Clos.
     Defaults: servers=4, nics=4 (NIC j serves GPUs 2j and 2j+1), spines=4, NVLink 180 GB/s per
     GPU per direction (to the server's NVSwitch node, class ``nvswitch``), NIC 25 GB/s.
     The sources do not give the Clos wiring; we model the 2-layer Clos as rail leaves + spines,
@@ -357,12 +381,13 @@ def a800_clos(servers: int, nics: int, spines: int, nvlink: float, nvlink_alpha:
     if 8 % nics:
         _fail(f"a800_clos parameter nics {nics} must divide 8 (1, 2, 4 or 8)")
     b = TopologyBuilder(f"a800_clos_s{servers}",
-                        meta={"source": "seed 001 (SyCCL), peers.md §7.3"})
+                        meta={"source": "SyCCL (Cao et al., SIGCOMM 2025) A800 testbed"})
     return _rail_fabric(b, servers, nics, nvlink, nvlink_alpha, nic, pcie_alpha, net_alpha, spines)
 
 
 @zoo("h800_rails",
-     servers=Param("int", 4, "number of servers (8 H800 each; the paper simulates 64)", min=1, max=2048),
+     servers=Param("int", 4, "number of servers (8 H800 each; the paper simulates 64)", min=1,
+                   max=2048),
      spines=Param("int", 8, "number of spine switches", min=1, max=256),
      nvlink=Param("bw", 200 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
      nvlink_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
@@ -373,8 +398,8 @@ def h800_rails(servers: int, spines: int, nvlink: float, nvlink_alpha: float, ni
                pcie_alpha: float, net_alpha: float) -> Topology:
     """SyCCL's simulated H800 fabric: servers of 8 H800 on NVSwitch, 8 x 400 Gb/s NICs, multi-rail.
 
-    Source: seed ../shared/seeds/001_*.txt (SyCCL: "64-server H800, 8x H800/server (NVLink),
-    8x 400 Gb/s RDMA NICs, multi-rail (HPN-style)") and peers.md §7.3. NIC i serves GPU i, so
+    Source: SyCCL (Cao et al., SIGCOMM 2025), its simulated fabric: 64 servers of 8 H800
+    (NVLink), 8 x 400 Gb/s RDMA NICs per server, multi-rail (HPN-style). NIC i serves GPU i, so
     GPU i of every server sits on rail i. Defaults: servers=4 (the paper's simulated fabric has
     64), spines=8, NVLink 200 GB/s per GPU per direction (assumption: H800 NVLink is 400 GB/s
     bidirectional; the source gives no number), NIC 50 GB/s.
@@ -391,7 +416,8 @@ def h800_rails(servers: int, spines: int, nvlink: float, nvlink_alpha: float, ni
     DGX-2 NVSwitch value), 0.35 us per GPU <-> NIC hop, 0.65 us per network hop.
     """
     b = TopologyBuilder(f"h800_rails_s{servers}",
-                        meta={"source": "seed 001 (SyCCL), peers.md §7.3"})
+                        meta={"source": "SyCCL (Cao et al., SIGCOMM 2025) simulated H800 "
+                                        "multi-rail fabric"})
     return _rail_fabric(b, servers, 8, nvlink, nvlink_alpha, nic, pcie_alpha, net_alpha, spines)
 
 
@@ -438,7 +464,7 @@ def wan(dcs: int, gpus: int, connectivity: float, km: float, seed: int, gateways
         per_km: float) -> Topology:
     """SCALE-CCL multi-datacenter model: random intra-DC GPU graphs, border routers, WAN full mesh.
 
-    Source: seed ../shared/seeds/000_*.txt (SCALE-CCL) §3 (GPUs and border routers, WAN abstracted
+    Source: SCALE-CCL (Xiong et al., ACM INET4AI 2025) §3 (GPUs and border routers, WAN abstracted
     as direct router-to-router links; routers cut-through) and §5 (defaults: intra-DC GPU-GPU
     links 50 GB/s and 0.7 us; GPU-router and WAN links 12.5 GB/s; connectivity 0.5 = linked /
     all intra-DC pairs; 150 km WAN = 0.75 ms, i.e. 5 us per km). Defaults: dcs=3, gpus=8,
@@ -459,7 +485,8 @@ def wan(dcs: int, gpus: int, connectivity: float, km: float, seed: int, gateways
         _fail(f"wan parameter gateways {gateways} must be at most gpus ({gpus})")
     rng = np.random.default_rng(seed)
     m = wan_intra_links(gpus, connectivity)
-    b = TopologyBuilder(f"wan_d{dcs}g{gpus}", meta={"source": "seed 000 (SCALE-CCL) §3, §5"})
+    b = TopologyBuilder(f"wan_d{dcs}g{gpus}",
+                        meta={"source": "SCALE-CCL (Xiong et al., ACM INET4AI 2025) §3, §5"})
     routers = []
     for d in range(dcs):
         g = [b.compute(f"dc{d}.gpu{j}", dc=d, local=j) for j in range(gpus)]
@@ -579,20 +606,20 @@ def _grid(kind: str, name: str, dims: tuple[int, ...], wrap: bool, bw: float,
     return b.build()
 
 
-@zoo("mesh2d", w=Param("int", 4, "width", min=1, max=1024), h=Param("int", 4, "height", min=1, max=1024),
-     bw=_BW, alpha=_ALPHA)
+@zoo("mesh2d", w=Param("int", 4, "width", min=1, max=1024),
+     h=Param("int", 4, "height", min=1, max=1024), bw=_BW, alpha=_ALPHA)
 def mesh2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     """2-D mesh of w x h compute nodes, neighbours linked both ways (no wrap-around).
 
     Node ``gpu{i}`` sits at x = i mod w, y = i // w (attrs ``x``, ``y``). Defaults: 4 x 4, every
     link 50 GB/s per direction with alpha 0.7 us. (A true mesh, unlike TE-CCL's ``Mesh``, which
-    wraps row ends into the next row: teccl.md §1.5.)
+    wraps row ends into the next row.)
     """
     return _grid("mesh2d", f"mesh{w}x{h}", (w, h), False, bw, alpha)
 
 
-@zoo("torus2d", w=Param("int", 4, "width", min=1, max=1024), h=Param("int", 4, "height", min=1, max=1024),
-     bw=_BW, alpha=_ALPHA)
+@zoo("torus2d", w=Param("int", 4, "width", min=1, max=1024),
+     h=Param("int", 4, "height", min=1, max=1024), bw=_BW, alpha=_ALPHA)
 def torus2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     """2-D torus of w x h compute nodes (wrap-around in each dimension of size >= 3).
 
@@ -603,7 +630,8 @@ def torus2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     return _grid("torus2d", f"torus{w}x{h}", (w, h), True, bw, alpha)
 
 
-@zoo("torus3d", x=Param("int", 4, "size in x", min=1, max=64), y=Param("int", 4, "size in y", min=1, max=64),
+@zoo("torus3d", x=Param("int", 4, "size in x", min=1, max=64),
+     y=Param("int", 4, "size in y", min=1, max=64),
      z=Param("int", 4, "size in z", min=1, max=64), bw=_BW, alpha=_ALPHA)
 def torus3d(x: int, y: int, z: int, bw: float, alpha: float) -> Topology:
     """3-D torus of x * y * z compute nodes (wrap-around in each dimension of size >= 3).

@@ -1,31 +1,34 @@
-"""MTEGCCA benchmark: AllGather on NDv2 (1, 2, 4, 10 chassis), DGX-1 and a ring.
+"""The ``mteg`` suite: MTEGCCA AllGather on NDv2 (1, 2, 4, 10 chassis), DGX-1 and a ring.
 
-For every topology and size: MTEGCCA's synthesis time (best of ``--repeat`` runs, after one
-warm-up run), its slot plan, the simulated completion (as soon as possible, and held to the
-planned starts), the ratio to the best lower bound (ForestColl's exact cut bound where it binds),
-and the simulated completion of the ``spt`` and ``ring`` baselines.
+``collsynth bench mteg -o bench/results`` writes ``mteg.json`` and ``mteg.md``. For every
+topology and size: MTEGCCA's synthesis time (best of ``--repeat`` runs, after one warm-up run),
+its slot plan, the simulated completion (as soon as possible, and held to the planned starts),
+the ratio to the best lower bound (ForestColl's exact cut bound where it binds), and the
+simulated completion of the ``spt`` and ``ring`` baselines.
 
-Run from the repository root: ``python bench/mteg_bench.py`` (writes ``bench/results/mteg.json``
-and ``bench/results/mteg.md``).
+Then MTEGCCA on the cases of the ``teccl`` suite, next to the TE-CCL MILP's simulated time: read
+from ``teccl.json`` in the same results folder (run ``collsynth bench teccl`` into it first;
+without it that section is left out).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import re
-import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
-from collsynth.bound import bound
-from collsynth.collective import Collective
-from collsynth.sim import simulate
-from collsynth.synth import synthesize
-from collsynth.topology import load_topology
-from collsynth.units import fmt_size, fmt_time
-from collsynth.verify import ensure_verified
+from ..bound import bound
+from ..collective import Collective
+from ..sim import simulate
+from ..synth import synthesize
+from ..topology import load_topology
+from ..units import fmt_size, fmt_time
+from ..verify import ensure_verified
+from .common import matches, merge_rows, read_json, select, summary, write_files
 
 TOPOLOGIES = ["ndv2:chassis=1", "ndv2:chassis=2", "ndv2:chassis=4", "ndv2:chassis=10", "dgx1",
               "ring:n=8"]
@@ -44,8 +47,27 @@ VARIANTS = [("ndv2:chassis=4", 4, {"trees": "concurrent"}),
             ("dgx2:chassis=2", 1, {"nearest": "cost", "trees": "concurrent"})]
 
 
+def configs() -> list[tuple[str, int, dict]]:
+    """Every (topology, chunks per rank, options) case, in table order."""
+    return [(spec, 1, {}) for spec in TOPOLOGIES] + VARIANTS
+
+
+def _label(cfg: tuple[str, int, dict]) -> str:
+    spec, chunks, opts = cfg
+    return " ".join([spec, f"C={chunks}", *(f"{k}={v}" for k, v in opts.items())])
+
+
+def _key(spec: str, chunks: int, opts: dict) -> tuple:
+    return (spec, chunks, json.dumps(opts, sort_keys=True))
+
+
+def _row_key(row: dict) -> tuple:
+    return _key(row.get("topology", ""), row.get("chunks", 1), row.get("options", {}))
+
+
 def run_one(spec: str, size: float, repeat: int, chunks: int = 1,
             opts: dict | None = None) -> dict:
+    """One row: MTEGCCA's best synthesis time, plan, simulated times, bound and baselines."""
     opts = dict(opts or {})
     topo = load_topology(spec)
     coll = Collective.make("allgather", topo.num_ranks, chunks)
@@ -56,6 +78,7 @@ def run_one(spec: str, size: float, repeat: int, chunks: int = 1,
         t0 = time.perf_counter()
         sched = synthesize("mteg", topo, coll, size=size, **opts)
         best = min(best, time.perf_counter() - t0)
+    assert sched is not None
     t0 = time.perf_counter()
     ensure_verified(sched)
     verify_s = time.perf_counter() - t0
@@ -63,7 +86,7 @@ def run_one(spec: str, size: float, repeat: int, chunks: int = 1,
     asap = simulate(sched, size)
     replay = simulate(sched, size, release=True)
     b = bound(topo, coll, size)
-    row = {
+    row: dict[str, Any] = {
         "topology": spec, "gpus": topo.num_ranks, "size_bytes": size, "chunks": chunks,
         "options": opts,
         "synth_s": best, "verify_s": verify_s, "ops": sched.num_ops,
@@ -86,29 +109,61 @@ def run_one(spec: str, size: float, repeat: int, chunks: int = 1,
     return row
 
 
-#: TE-CCL's benchmark systems (bench/results/teccl.json, written by bench/teccl_bench.py).
+#: The ``teccl`` suite's systems (``topology`` of its rows) as topology specs.
 TECCL_SPECS = {"dgx1": "dgx1", "ndv2x2": "ndv2:chassis=2", "ndv2x4": "ndv2:chassis=4",
                "dgx2x2": "dgx2:chassis=2", "mi250x1": "mi250:chassis=1"}
 
 
-def versus_teccl(path: str) -> list[dict]:
-    """MTEGCCA on the cases of TE-CCL's benchmark, next to the MILP's simulated time."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        data = json.load(f)
+def _vs_label(r: dict) -> str:
+    """A TE-CCL row as an ``--only`` label: ``teccl SYSTEM [NOTE] COLLECTIVE SPEC``."""
+    return " ".join(x for x in ("teccl", r.get("system"), r.get("note"), r.get("collective"),
+                                TECCL_SPECS.get(r.get("topology", ""), "")) if x)
+
+
+def _vs_key(r: dict, chunks: int | None = None) -> tuple:
+    """(system, collective, size, chunks) of a TE-CCL row or of a comparison row."""
+    return (r.get("system"), r.get("collective"), float(r.get("size_bytes", 0)),
+            int(chunks or r.get("chunks") or 1))
+
+
+def _numbered(keys: list[tuple]) -> list[tuple]:
+    """Keys made unique by their occurrence number (the TE-CCL suite has two DGX-1 1 MB
+    AllGather rows at one chunk per rank: default and finer epochs)."""
+    seen: dict[tuple, int] = {}
     out = []
-    for r in data.get("rows", []):
-        spec = TECCL_SPECS.get(r.get("topology"))
+    for k in keys:
+        seen[k] = seen.get(k, -1) + 1
+        out.append((*k, seen[k]))
+    return out
+
+
+def _teccl_cases(teccl_rows: list[dict]) -> list[tuple[dict, str, int]]:
+    """(TE-CCL row, topology spec, chunks per rank) of every TE-CCL row MTEGCCA is run on:
+    those on an unmodified zoo topology (not the per-link random alphas)."""
+    out = []
+    names: dict[str, str] = {}
+    for r in teccl_rows:
+        spec = TECCL_SPECS.get(r.get("topology", ""))
         if spec is None or r.get("sim_s") is None:
             continue
-        topo = load_topology(spec)
-        if topo.name != r["topology"]:
+        if spec not in names:
+            names[spec] = load_topology(spec).name
+        if names[spec] != r["topology"]:
             continue
         chunks = int(r.get("chunks") or 1)
         m = re.search(r"(\d+) chunks/GPU", r.get("note") or "")
         if m:
             chunks = int(m.group(1))
+        out.append((r, spec, chunks))
+    return out
+
+
+def versus_teccl(cases: list[tuple[dict, str, int]],
+                 progress: Callable[[str], None] | None = None) -> list[dict]:
+    """MTEGCCA on the cases of the ``teccl`` suite, next to the MILP's simulated time."""
+    out = []
+    for r, spec, chunks in cases:
+        topo = load_topology(spec)
         coll = Collective.make(r["collective"], topo.num_ranks, chunks)
         size = float(r["size_bytes"])
         row = {"system": r["system"], "topology": spec, "collective": r["collective"],
@@ -125,7 +180,7 @@ def versus_teccl(path: str) -> list[dict]:
         row["mteg_auto_choice"] = {k: sched.meta["mteg"][k] for k in ("trees", "nearest",
                                                                        "slot_s", "price")}
         row["mteg_auto_negotiation"] = sched.meta["mteg"]["negotiation"]
-        # the seed's variants one by one (slot and negotiation still auto)
+        # the paper's variants one by one (slot and negotiation still auto)
         for nearest in ("arrival", "cost"):
             for trees in ("sequential", "concurrent"):
                 t0 = time.perf_counter()
@@ -136,10 +191,21 @@ def versus_teccl(path: str) -> list[dict]:
                 row[f"mteg_{name}_sim_s"] = simulate(sched, size).time_s
                 row[f"mteg_{name}_synth_s"] = synth
         out.append(row)
+        if progress:
+            progress(f"vs TE-CCL {row['system']:10s} {row['collective']:9s} "
+                     f"{fmt_size(size):>6s} C={chunks}: "
+                     f"teccl {fmt_time(row['teccl_sim_s'])} "
+                     f"mteg auto {fmt_time(row['mteg_auto_sim_s'])} "
+                     f"({row['mteg_auto_synth_s']:.2f}s) "
+                     f"sequential {fmt_time(row['mteg_sequential_sim_s'])} "
+                     f"concurrent {fmt_time(row['mteg_concurrent_sim_s'])} "
+                     f"cost {fmt_time(row['mteg_cost_sequential_sim_s'])} "
+                     f"cost+concurrent {fmt_time(row['mteg_cost_concurrent_sim_s'])}")
     return out
 
 
 def to_markdown(rows: list[dict], header: dict, vs: list[dict] | None = None) -> str:
+    """The ``mteg.md`` tables."""
     lines = ["# MTEGCCA benchmark (AllGather)", "",
              f"Machine: {header['machine']}; Python {header['python']}; best of "
              f"{header['repeat']} synthesis runs after a warm-up. `sim` is the simulator's "
@@ -161,12 +227,13 @@ def to_markdown(rows: list[dict], header: dict, vs: list[dict] | None = None) ->
             f"| {r['ratio_to_bound']:.2f} "
             f"| {fmt_time(base['spt']) if base.get('spt') else 'n/a'} "
             f"| {fmt_time(base['ring']) if base.get('ring') else 'n/a'} |")
-    lines += ["", "Seed 002 reports 3.79 s (4-chassis NDv2) and 170.82 s (10-chassis NDv2) for "
-              "its AllGather synthesis; the target here is <= 10 s for 10 chassis.", ""]
+    lines += ["", "The MTEGCCA paper (Liu et al., Journal on Communications 2026) reports "
+              "3.79 s (4-chassis NDv2) and 170.82 s (10-chassis NDv2) for its AllGather "
+              "synthesis; the target here is <= 10 s for 10 chassis.", ""]
     if vs:
         lines += ["## Against TE-CCL", "",
-                  "TE-CCL's simulated times and solver status from `bench/results/teccl.json` "
-                  "(its own benchmark, 10 s HiGHS limit); MTEGCCA re-run here at the same sizes "
+                  "TE-CCL's simulated times and solver status from `teccl.json` of the "
+                  "`teccl` suite (10 s HiGHS limit); MTEGCCA re-run here at the same sizes "
                   "and chunks per rank (`C`). `ratio` = MTEGCCA sim / TE-CCL sim. `mteg (auto)` "
                   "is the default (`collsynth synth --algo mteg`: every variant, slot "
                   "refinement, link-time prices and negotiation; `choice` = trees, nearest, "
@@ -199,41 +266,51 @@ def to_markdown(rows: list[dict], header: dict, vs: list[dict] | None = None) ->
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
-    args = ap.parse_args(argv)
+def run_suite(out_dir: str, repeat: int = 3, progress: Callable[[str], None] | None = None,
+              only: str | None = None, teccl_results: str | None = None) -> dict:
+    """Run the suite and write ``OUT/mteg.json`` and ``.md``. ``teccl_results``: the ``teccl``
+    suite's JSON (default ``OUT/teccl.json``). With ``only``, the TE-CCL comparison runs the
+    TE-CCL rows whose label ``teccl SYSTEM [NOTE] COLLECTIVE SPEC`` matches."""
+    t0 = time.perf_counter()
+    all_cfgs = configs()
+    teccl_rows = read_json(teccl_results or os.path.join(out_dir, "teccl.json")).get("rows", [])
+    all_vs = _teccl_cases(teccl_rows)
+    cfgs = [c for c in all_cfgs if matches(only, _label(c))]
+    vs_cases = [c for c in all_vs if matches(only, _vs_label(c[0]))]
+    if not vs_cases:    # nothing of either kind matches: the usual --only error
+        cfgs = select("mteg", all_cfgs, _label, only)
     rows = []
-    configs = [(spec, 1, {}) for spec in TOPOLOGIES] + VARIANTS
-    for spec, chunks, opts in configs:
+    for spec, chunks, opts in cfgs:
         for size in SIZES:
-            r = run_one(spec, size, args.repeat, chunks, opts)
+            r = run_one(spec, size, repeat, chunks, opts)
             rows.append(r)
-            print(f"{spec:18s} C={chunks} {opts} {fmt_size(size, binary=True):>8s} "
-                  f"synth {r['synth_s']:.3f}s "
-                  f"sim {fmt_time(r['sim_time_s'])} x{r['ratio_to_bound']:.2f} bound; "
-                  f"spt {fmt_time(r['baselines']['spt'] or float('nan'))} "
-                  f"ring {fmt_time(r['baselines']['ring'] or float('nan'))}", flush=True)
-    vs = versus_teccl(os.path.join(os.path.dirname(__file__), "results", "teccl.json"))
-    for r in vs:
-        print(f"vs TE-CCL {r['system']:10s} {r['collective']:9s} "
-              f"{fmt_size(r['size_bytes']):>6s} C={r['chunks']}: "
-              f"teccl {fmt_time(r['teccl_sim_s'])} "
-              f"mteg auto {fmt_time(r['mteg_auto_sim_s'])} ({r['mteg_auto_synth_s']:.2f}s) "
-              f"sequential {fmt_time(r['mteg_sequential_sim_s'])} "
-              f"concurrent {fmt_time(r['mteg_concurrent_sim_s'])} "
-              f"cost {fmt_time(r['mteg_cost_sequential_sim_s'])} "
-              f"cost+concurrent {fmt_time(r['mteg_cost_concurrent_sim_s'])}", flush=True)
+            if progress:
+                progress(f"{spec:18s} C={chunks} {opts} {fmt_size(size, binary=True):>8s} "
+                         f"synth {r['synth_s']:.3f}s "
+                         f"sim {fmt_time(r['sim_time_s'])} x{r['ratio_to_bound']:.2f} bound; "
+                         f"spt {fmt_time(r['baselines']['spt'] or float('nan'))} "
+                         f"ring {fmt_time(r['baselines']['ring'] or float('nan'))}")
+    if vs_cases and not cfgs:   # warm the process (imports, compiled kernels) before timing
+        t = load_topology("ring:n=8")
+        synthesize("mteg", t, Collective.make("allgather", t.num_ranks), size=SIZES[0])
+    vs = versus_teccl(vs_cases, progress)
+    if only is not None:
+        old = read_json(os.path.join(out_dir, "mteg.json"))
+        rows = merge_rows(old.get("rows", []), rows, {_key(*c) for c in cfgs}, _row_key,
+                          [_key(*c) for c in all_cfgs])
+        # comparison rows: one per TE-CCL case, keyed by (system, collective, size, chunks, n)
+        order = _numbered([_vs_key(r, ch) for r, _, ch in all_vs])
+        pos = {id(c): k for c, k in zip(all_vs, order)}
+        new = [(pos[id(c)], row) for c, row in zip(vs_cases, vs)]
+        old_vs = old.get("versus_teccl", [])
+        kept = list(zip(_numbered([_vs_key(r) for r in old_vs]), old_vs))
+        vs = [row for _, row in merge_rows(kept, new, {k for k, _ in new}, lambda p: p[0],
+                                           order)]
     header = {"machine": f"{platform.machine()}, {os.cpu_count()} cores",
-              "python": platform.python_version(), "repeat": args.repeat}
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "mteg.json"), "w") as f:
-        json.dump({"header": header, "rows": rows, "versus_teccl": vs}, f, indent=1)
-    with open(os.path.join(args.out, "mteg.md"), "w") as f:
-        f.write(to_markdown(rows, header, vs))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+              "python": platform.python_version(), "repeat": repeat}
+    data = {"header": header, "rows": rows, "versus_teccl": vs}
+    write_files(out_dir, {"mteg.json": json.dumps(data, indent=1),
+                          "mteg.md": to_markdown(rows, header, vs)})
+    return {"suite": "mteg", **data,
+            "summary": summary(len(all_cfgs) + len(all_vs), len(cfgs) + len(vs_cases),
+                               len(rows) + len(vs), time.perf_counter() - t0, only)}

@@ -1,17 +1,15 @@
-"""SyCCL benchmark (issue 9): AllGather, ReduceScatter and AllToAll on ``a800_clos:servers=4``
+"""The ``syccl`` suite: SyCCL AllGather, ReduceScatter and AllToAll on ``a800_clos:servers=4``
 (32 GPUs) and ``h800_rails`` at 8, 16 and 64 servers (64, 128, 512 GPUs), 1 KB to 4 GB.
 
-For every (topology, collective, size): SyCCL's synthesis time (median of ``--repeat`` runs;
-the process is warm: imports and the simulator's compiled kernel are loaded before the first
-timed run), the chosen candidate (allocation, rail template, pipeline depth), the simulated
-completion time and busbw, the busbw ratio to ``ring`` (AllGather/ReduceScatter) or ``direct``
-(AllToAll; also ``ring`` where ring supports it), and the ratio of the simulated time to the
-best lower bound (``collsynth.bound``; ForestColl's exact cut bound where it binds). Every
-SyCCL schedule is verified.
-
-Run from the repository root: ``python bench/syccl_bench.py [--quick] [--repeat N]`` (writes
-``bench/results/syccl.json`` and ``bench/results/syccl.md``). Every topology runs every size,
-512 GPUs included (one timed run per point there).
+``collsynth bench syccl -o bench/results`` writes ``syccl.json`` and ``syccl.md`` (rewritten
+after each topology). For every (topology, collective, size): SyCCL's synthesis time (median of
+``--repeat`` runs; the process is warm: imports and the simulator's compiled kernel are loaded
+before the first timed run), the chosen candidate (allocation, rail template, pipeline depth),
+the simulated completion time and busbw, the busbw ratio to ``ring`` (AllGather/ReduceScatter)
+or ``direct`` (AllToAll; also ``ring`` where ring supports it), and the ratio of the simulated
+time to the best lower bound (``collsynth.bound``; ForestColl's exact cut bound where it binds).
+Every SyCCL schedule is verified. Every topology runs every size, 512 GPUs included (one timed
+run per point there). ``--only`` matches ``COLLECTIVE TOPOLOGY`` (``alltoall h800_rails``).
 
 The AllToAll bound's slow part at 512 GPUs is the ``demand-cut`` provider (about 2 minutes per
 size: ``crossing_bytes`` rebuilds the n^2-entry AllToAll postcondition for each of the 128
@@ -20,27 +18,29 @@ server cuts). Its value is ``max over cuts S of need(S) / B+(S) + alpha_min(S)``
 the size. :class:`DemandCutCache` runs the module's own per-cut code once per (topology,
 collective) to get ``#chunks``, ``B+(S)`` and ``alpha_min(S)`` of every cut, then evaluates
 the same float expression, in the same cut order with the same strict ``>``, at each size:
-bit-for-bit the provider's value (the bench checks this against ``collsynth.bound`` at one
+bit-for-bit the provider's value (the suite checks this against ``collsynth.bound`` at one
 size per topology and stops if they differ). The other providers run as usual.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 
-from collsynth.bound import PROVIDERS, BoundResult, bound
-from collsynth.collective import Collective
-from collsynth.sim import simulate
-from collsynth.synth import synthesize
-from collsynth.topology import load_topology
-from collsynth.units import fmt_size, fmt_time
-from collsynth.verify import ensure_verified
+from ..bound import PROVIDERS, Bound, BoundResult, bound
+from ..bound import cut as bc
+from ..collective import Collective
+from ..sim import simulate
+from ..synth import synthesize
+from ..topology import load_topology
+from ..units import fmt_size, fmt_time
+from ..verify import ensure_verified
+from .common import merge_rows, read_json, select, summary, write_files
 
 TOPOLOGIES = ["a800_clos:servers=4", "h800_rails:servers=8", "h800_rails:servers=16",
               "h800_rails:servers=64"]
@@ -55,8 +55,6 @@ class DemandCutCache:
     computed once with the bound module's own helpers (see the module docstring)."""
 
     def __init__(self, topo, coll):
-        from collsynth.bound import cut as bc
-
         self.topo, self.coll = topo, coll
         t = topo
         ref = 1e9
@@ -73,9 +71,6 @@ class DemandCutCache:
 
     def bounds(self, size: float) -> list:
         """What ``demand_cut_bounds(topo, coll, size)`` returns, without recomputing cuts."""
-        from collsynth.bound import Bound
-        from collsynth.bound import cut as bc
-
         cb = self.coll.chunk_bytes(size)
         best = None
         for side, count, out_bw, alpha in self.cuts:
@@ -97,7 +92,7 @@ def _bound(topo, coll, size, cache: DemandCutCache | None) -> tuple[float, str]:
         b = bound(topo, coll, size)
         return b.time_s, b.kind
     # every provider but demand-cut as usual, demand-cut from the cache, in PROVIDERS order
-    bounds = []
+    bounds: list[Bound] = []
     for name in PROVIDERS:
         bounds += (cache.bounds(size) if name == "demand-cut" else
                    bound(topo, coll, size, providers=[name]).bounds)
@@ -105,13 +100,15 @@ def _bound(topo, coll, size, cache: DemandCutCache | None) -> tuple[float, str]:
     return b.time_s, b.kind
 
 
-def run(topologies: list[str], repeat: int) -> list[dict]:
+def run(topologies: list[str], repeat: int, collectives: Sequence[str] = COLLECTIVES,
+        progress: Callable[[str], None] | None = None) -> list[dict]:
+    """The rows of ``collectives`` on ``topologies``, every size."""
     rows = []
     for spec in topologies:
         topo = load_topology(spec)
         n = topo.num_ranks
         big = n >= BIG
-        for cname in COLLECTIVES:
+        for cname in collectives:
             coll = Collective.make(cname, n)
             cache = None
             if big and cname == "alltoall" and "demand-cut" in PROVIDERS:
@@ -123,8 +120,9 @@ def run(topologies: list[str], repeat: int) -> list[dict]:
                 if [(x.kind, x.time_s, x.witness) for x in want] != \
                         [(x.kind, x.time_s, x.witness) for x in got]:
                     raise RuntimeError(f"demand-cut cache differs on {spec}: {got} != {want}")
-                print(f"{spec} {cname}: demand-cut cache built and checked in "
-                      f"{time.perf_counter() - t0:.0f}s", flush=True)
+                if progress:
+                    progress(f"{spec} {cname}: demand-cut cache built and checked in "
+                             f"{time.perf_counter() - t0:.0f}s")
             baselines = {}
             for algo in (["direct"] if cname == "alltoall" else []) + ["ring"]:
                 try:
@@ -138,6 +136,7 @@ def run(topologies: list[str], repeat: int) -> list[dict]:
                     t0 = time.perf_counter()
                     sched = synthesize("syccl", topo, coll, size=size)
                     times.append(time.perf_counter() - t0)
+                assert sched is not None
                 ensure_verified(sched)
                 sim = simulate(sched, size)
                 meta = sched.meta["syccl"]
@@ -154,7 +153,8 @@ def run(topologies: list[str], repeat: int) -> list[dict]:
                     row[f"{algo}_time_s"] = bt
                     row[f"vs_{algo}"] = bt / sim.time_s     # busbw ratio = inverse time ratio
                 rows.append(row)
-                print(_line(row), flush=True)
+                if progress:
+                    progress(_line(row))
     return rows
 
 
@@ -167,12 +167,10 @@ def _line(r: dict) -> str:
 
 
 def write(rows: list[dict], out: str) -> None:
-    os.makedirs(out, exist_ok=True)
+    """Write ``OUT/syccl.json`` and ``OUT/syccl.md``."""
     env = {"python": sys.version.split()[0], "machine": platform.machine(),
            "cpus": os.cpu_count()}
-    with open(os.path.join(out, "syccl.json"), "w") as f:
-        json.dump({"env": env, "rows": rows}, f, indent=1)
-    lines = ["# SyCCL benchmark (bench/syccl_bench.py)", "",
+    lines = ["# SyCCL benchmark (`collsynth bench syccl`)", "",
              "Simulated with the collsynth simulator; synthesis time is the median of the timed "
              "runs in a warm process on a shared 2-core machine (noisy). `vs ring` / `vs direct` "
              "= busbw ratio (baseline time / SyCCL time); `/bound` = SyCCL time / best lower "
@@ -188,29 +186,39 @@ def write(rows: list[dict], out: str) -> None:
                      f"{vr} | {vd} | {r['bound_ratio']:.3f} | {r['bound_kind']} | "
                      f"{r['allocation']} {'/'.join(r['fractions'])}, {r['rail_template']}, "
                      f"P={r['pipeline']} |")
-    with open(os.path.join(out, "syccl.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_files(out, {"syccl.json": json.dumps({"env": env, "rows": rows}, indent=1),
+                      "syccl.md": "\n".join(lines) + "\n"})
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per point (512 GPUs: 1)")
-    ap.add_argument("--quick", action="store_true", help="32 and 64 GPUs only")
-    ap.add_argument("--topologies", default=None, help="comma-separated specs")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
-    a = ap.parse_args(argv)
-    tops = (a.topologies.split(";") if a.topologies else
-            QUICK_TOPOLOGIES if a.quick else TOPOLOGIES)
+def _row_key(row: dict) -> tuple:
+    return (row.get("topology"), row.get("collective"))
+
+
+def run_suite(out_dir: str, repeat: int = 3, progress: Callable[[str], None] | None = None,
+              only: str | None = None, topologies: Sequence[str] | None = None,
+              quick: bool = False) -> dict:
+    """Run the suite and write ``OUT/syccl.json`` and ``.md``. ``topologies``: the topology
+    specs (default :data:`TOPOLOGIES`; ``quick``: :data:`QUICK_TOPOLOGIES`, 32 and 64 GPUs)."""
+    t0 = time.perf_counter()
+    tops = list(topologies or (QUICK_TOPOLOGIES if quick else TOPOLOGIES))
+    all_cases = [(spec, c) for spec in tops for c in COLLECTIVES]
+    chosen = select("syccl", all_cases, lambda sc: f"{sc[1]} {sc[0]}", only)
+    old = read_json(os.path.join(out_dir, "syccl.json")).get("rows", []) if only else []
     # warm the process (imports, the simulator's compiled kernel) before timing
     t = load_topology("h800_rails:servers=2")
     simulate(synthesize("syccl", t, Collective.make("allgather", t.num_ranks)), 1e6)
-    rows = []
+    rows: list[dict] = []
+    out: list[dict] = []
     for spec in tops:
+        colls = [c for s, c in chosen if s == spec]
+        if not colls:
+            continue
         n = load_topology(spec).num_ranks
-        rows += run([spec], 1 if n >= BIG else a.repeat)
-        write(rows, a.out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        rows += run([spec], 1 if n >= BIG else repeat, colls, progress)
+        out = rows
+        if only is not None:
+            out = merge_rows(old, rows, set(chosen), _row_key, all_cases)
+        write(out, out_dir)
+    return {"suite": "syccl", "rows": out,
+            "summary": summary(len(all_cases), len(chosen), len(out),
+                               time.perf_counter() - t0, only)}

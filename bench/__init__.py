@@ -1,1 +1,0 @@
-"""``python -m bench SUITE``: the collsynth benchmark runner (see collsynth.benchmark)."""

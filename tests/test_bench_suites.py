@@ -1,0 +1,65 @@
+"""The bench suite registry: every suite is listed and dispatched; the module suites' ``--only``
+filters by case label and merges the rows it re-runs into the existing results file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collsynth import bench
+from collsynth.bench import common, teccl
+from collsynth.cli import main
+from collsynth.errors import CollsynthError
+
+
+def test_every_suite_is_listed():
+    assert set(bench.SUITES) == {"quick", "paper", "scale", "quality", "sim", "teccl", "mteg",
+                                 "syccl"}
+
+
+def test_unknown_suite_and_unmatched_only(tmp_path):
+    with pytest.raises(CollsynthError, match="unknown bench suite"):
+        bench.run_suite("nosuch", str(tmp_path))
+    for suite in ("teccl", "mteg", "syccl"):
+        with pytest.raises(CollsynthError, match="matches --only"):
+            bench.run_suite(suite, str(tmp_path), only="no such case")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_reports_an_unmatched_only(tmp_path, capsys):
+    assert main(["bench", "teccl", "-o", str(tmp_path), "--only", "nope"]) == 2
+    assert "matches --only" in capsys.readouterr().err
+
+
+def test_merge_rows_keeps_other_cases_in_case_order():
+    old = [{"k": "a", "v": 0}, {"k": "b", "v": 0}, {"k": "b", "v": 1}, {"k": "c", "v": 0}]
+    new = [{"k": "b", "v": 9}]
+    got = common.merge_rows(old, new, {"b"}, lambda r: r["k"], ["a", "b", "c"])
+    assert got == [{"k": "a", "v": 0}, {"k": "b", "v": 9}, {"k": "c", "v": 0}]
+
+
+def _fake_row(label, topo, kind, size, epoch, time_limit, extra=None, chunks=1, multiplier=1.0,
+              progress=None):
+    return {"system": label, "topology": topo.name, "collective": kind, "size_bytes": size,
+            "size": f"{size:g}", "epoch": epoch, "mode": "milp", "status": "optimal", "gap": 0.0,
+            "epochs_required": 1, "lower_bound_epochs": 1, "tau_s": 1e-6, "estimate_s": 1e-6,
+            "sim_s": 1e-6, "sim_agrees": True, "algbw_GBps": 1.0, "ratio_to_bound": 1.0,
+            "spt_ratio_to_bound": 1.0, "solver_time_s": time_limit, "columns": 1,
+            **(extra or {})}
+
+
+def test_teccl_only_reruns_matching_cases_and_keeps_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setattr(teccl, "run_one", _fake_row)
+    res = bench.run_suite("teccl", str(tmp_path), only="random alpha")
+    assert [r["note"] for r in res["rows"]] == [f"(random alpha, seed {s})" for s in (1, 2, 3)]
+    first = json.loads((tmp_path / "teccl.json").read_text())
+    assert set(first) == {"time_limit_s", "wall_s", "rows"}
+    assert (tmp_path / "teccl.md").read_text().startswith("# TE-CCL epoch MILP / LP")
+    res = teccl.run_suite(str(tmp_path), only="MI250", time_limit=3.0)
+    rows = json.loads((tmp_path / "teccl.json").read_text())["rows"]
+    # the MI250 rows come in the suite's order (before the random-alpha rows); others kept
+    assert [r["system"] for r in rows] == ["MI250 1ch"] * 3 + ["DGX-1"] * 3
+    assert rows[3:] == first["rows"]
+    assert res["summary"]["only"] == {"pattern": "MI250", "cases_run": 1}
+    assert res["summary"]["rows"] == 6
