@@ -25,7 +25,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "collsynth"
 # and ``__main__`` are exempt.
 LAYERS = [
     ["errors"],
-    ["units", "atomic", "plugins"],
+    ["units", "atomic", "files", "plugins"],
     ["topology"],
     ["collective"],
     ["schedule"],

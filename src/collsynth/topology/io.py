@@ -23,6 +23,7 @@ import os
 from typing import Any
 
 from ..errors import CollsynthError
+from ..files import parse_structured, read_structured, read_text  # noqa: F401  (re-exported)
 from ..units import parse_bandwidth, parse_time
 from .model import Topology, TopologyBuilder
 
@@ -139,46 +140,6 @@ def _format_of(path: str, fmt: str | None) -> str:
         return fmt
     ext = os.path.splitext(path)[1].lower()
     return "yaml" if ext in (".yaml", ".yml") else "json"
-
-
-def read_text(path: str) -> str:
-    """A text file's content, or a one-line CollsynthError naming what went wrong."""
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise CollsynthError(f"file not found: {path}") from None
-    except IsADirectoryError:
-        raise CollsynthError(f"{path} is a directory, not a file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CollsynthError(f"cannot read {path}: {e.__class__.__name__}") from None
-
-
-def read_structured(path: str) -> Any:
-    """Read a JSON or YAML file (by extension; JSON is tried first for unknown extensions)."""
-    return parse_structured(read_text(path), path)
-
-
-def parse_structured(text: str, path: str = "input") -> Any:
-    ext = os.path.splitext(path)[1].lower()
-    if ext in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise CollsynthError(f"{path}: not valid YAML{where}") from None
-        except RecursionError:
-            raise CollsynthError(f"{path}: YAML nested too deeply") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CollsynthError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: "
-                             f"{e.msg})") from None
-    except RecursionError:
-        raise CollsynthError(f"{path}: JSON nested too deeply") from None
 
 
 def load_topology_file(path: str) -> Topology:
