@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
+from ..atomic import write_text_atomic
 from ..errors import CollsynthError
 
 
@@ -58,11 +59,10 @@ def write_files(out_dir: str, files: dict[str, str]) -> None:
     """Write ``{name: text}`` into ``out_dir`` (created if needed)."""
     try:
         os.makedirs(out_dir, exist_ok=True)
-        for name, text in files.items():
-            with open(os.path.join(out_dir, name), "w", encoding="utf-8") as f:
-                f.write(text)
     except OSError as e:
         raise CollsynthError(f"cannot write bench results to {out_dir}: {e}") from None
+    for name, text in files.items():
+        write_text_atomic(os.path.join(out_dir, name), text)
 
 
 def summary(cases: int, ran: int, rows: int, wall_s: float, only: str | None) -> dict:

@@ -294,12 +294,8 @@ def run_suite(suite: str, out_dir: str, repeat: int = 3,
               "machine": {"python": platform.python_version(), "platform": platform.platform(),
                           "cpus": os.cpu_count()},
               "repeat": repeat, "summary": summary, "rows": rows}
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, f"{suite}.json"), "w") as f:
-            json.dump(result, f, indent=1)
-        with open(os.path.join(out_dir, f"{suite}.md"), "w") as f:
-            f.write(_markdown(suite, rows))
-    except OSError as e:
-        raise CollsynthError(f"cannot write bench results to {out_dir}: {e}") from None
+    from .common import write_files
+
+    write_files(out_dir, {f"{suite}.json": json.dumps(result, indent=1),
+                          f"{suite}.md": _markdown(suite, rows)})
     return result

@@ -23,7 +23,8 @@ def add_parser(sub: Any) -> None:
                     examples=("collsynth bench quick", "collsynth bench quick -o bench/results",
                               "collsynth bench quality --only mi250 -o bench/results"))
     p.add_argument("suite", metavar="SUITE", help=names)
-    p.add_argument("--repeat", type=int, default=3, help="timing repeats (median)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="timing repeats (harness suites: median; mteg: best; teccl solves once)")
     add_output(p, required=False, metavar="DIR",
                help="results folder (default: a per-user data folder, see above)")
     add_json(p)

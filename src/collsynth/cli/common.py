@@ -281,3 +281,27 @@ def default_output_dir(kind: str) -> str:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local",
                                                            "share")
     return os.path.join(base, "collsynth", kind)
+
+
+def refuse_overwriting_inputs(outputs: dict[str, str | None], inputs: dict[str, str | None]
+                              ) -> None:
+    """Refuse an output path that names an input file (or another output): ``{flag: path}``."""
+    seen: dict[str, str] = {}
+    for flag, path in inputs.items():
+        if path and os.path.exists(path):
+            seen[os.path.realpath(path)] = flag
+    for flag, path in outputs.items():
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise CollsynthError(f"{flag} {path} would overwrite {seen[real]}; write elsewhere")
+        seen[real] = flag
+
+
+def check_plot(path: str | None) -> None:
+    """A plot path that cannot be written is refused before the computation."""
+    if path:
+        from ..report.plots import check_plot_path
+
+        check_plot_path(path)

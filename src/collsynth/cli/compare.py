@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import CollsynthError
 from ..units import fmt_bandwidth, fmt_size, fmt_time
-from .common import (add_command, add_json, add_options, add_output, add_problem, add_sizes,
+from .common import (add_command, check_plot, add_json, add_options, add_output, add_problem, add_sizes,
                      build_request, console, emit_json, with_progress)
 
 
@@ -75,6 +75,7 @@ def run_compare(req, algo_spec: str, show_progress: bool, run: Any = None):
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare algorithms."""
+    check_plot(args.plot)
     req = build_request(args, sizes=True)
     result, best_only = run_compare(req, args.algos,
                                     show_progress=not args.json and not args.no_progress)

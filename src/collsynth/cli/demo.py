@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from ..units import fmt_size, fmt_time
-from .common import (Request, add_command, add_json, add_output, console, default_output_dir,
+from .common import (Request, add_command, check_plot, add_json, add_output, console, default_output_dir,
                      emit_json)
 
 DEMO_TOPOLOGIES = ("dgx1", "ndv2:chassis=2", "dgx2:chassis=2", "mi250:chassis=2",
@@ -96,6 +96,7 @@ def _run_winner(tuned: Any, ranks: int) -> dict:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo."""
+    check_plot(args.plot)
     out = args.output or default_output_dir("demo")
     rows = _zoo_rows()
     topo, tuned = _tune(out, show_progress=not args.json)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import Parser, add_command, add_json, add_output, emit_json
+from .common import (Parser, add_command, add_json, add_output, emit_json,
+                     refuse_overwriting_inputs)
 
 
 def add_parser(sub: Any) -> None:
@@ -64,6 +65,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..schedule.io import load_schedule
 
     exporter = get_exporter(args.exporter)
+    refuse_overwriting_inputs({"-o": args.output}, {"the schedule": args.schedule})
     sched = load_schedule(args.schedule)
     given = {name: getattr(args, name) for name in exporter.options
              if getattr(args, name, None) is not None}

@@ -10,7 +10,8 @@ from typing import Any
 from ..errors import CollsynthError
 from ..units import fmt_size, fmt_time
 from .common import (Request, add_command, add_json, add_options, add_output, add_problem,
-                     add_size, algo_options, build_request, emit_json, parse_positive_size)
+                     add_size, algo_options, build_request, emit_json, parse_positive_size,
+                     refuse_overwriting_inputs)
 
 
 def add_parser(sub: Any) -> None:
@@ -71,6 +72,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from ..synth import synthesize
     from ..verify import ensure_verified
 
+    refuse_overwriting_inputs(
+        {"-o": args.output, "--teccl-output": args.teccl_output},
+        {"-t": args.topology, "--teccl-input": args.teccl_input, "--demand": args.demand})
     req, file_opts = _request(args)
     if args.teccl_output and args.algo != "teccl":
         raise CollsynthError(f"--teccl-output needs --algo teccl, not {args.algo}")

@@ -7,7 +7,8 @@ from typing import Any
 
 from ..errors import CollsynthError
 from ..units import fmt_bandwidth, fmt_size, fmt_time
-from .common import Parser, add_command, add_json, add_output, console, emit_json
+from .common import (Parser, add_command, add_json, add_output, console, emit_json,
+                     refuse_overwriting_inputs)
 
 
 def add_parser(sub: Any) -> None:
@@ -104,7 +105,9 @@ def cmd_topo_export(args: argparse.Namespace) -> int:
     from ..topology import load_topology
     from ..topology.io import save_topology
 
-    topo = load_topology(_spec(args))
+    spec = _spec(args)
+    refuse_overwriting_inputs({"-o": args.output}, {"-t": spec})
+    topo = load_topology(spec)
     save_topology(topo, args.output, args.format)
     if args.json:
         emit_json({"output": args.output, "name": topo.name, "fingerprint": topo.fingerprint,

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import CollsynthError
 from ..units import fmt_bandwidth, fmt_size, fmt_time
-from .common import (add_command, add_json, add_size, console, emit_json,
+from .common import (add_command, check_plot, add_json, add_size, console, emit_json,
                      parse_positive_size)
 
 
@@ -89,6 +89,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from ..units import parse_bandwidth
     from ..verify import check_schedule
 
+    check_plot(args.gantt)
     sched = _load(args)
     if args.size is not None:
         size = parse_positive_size(args.size, "--size")

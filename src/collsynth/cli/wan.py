@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import CollsynthError
 from ..units import fmt_time
 from .common import (Parser, add_command, add_json, add_output, add_size, add_topology,
-                     emit_json, parse_positive_size)
+                     emit_json, parse_positive_size, refuse_overwriting_inputs)
 
 
 def add_parser(sub: Any) -> None:
@@ -63,6 +63,8 @@ def cmd_replan(args: argparse.Namespace) -> int:
     from ..topology import load_topology
     from ..verify import ensure_verified
 
+    refuse_overwriting_inputs({"-o": args.output}, {"--stats": args.stats,
+                                                    "-t": args.topology})
     topo = load_topology(args.topology)
     stats = LinkStats.load(args.stats, topo)
     if args.subchunks < 1:

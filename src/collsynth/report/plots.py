@@ -18,10 +18,37 @@ def _pyplot():
 
 
 def _save(fig, path: str) -> None:
+    """Render to memory, then write the file atomically (never half a picture)."""
+    import io
+    import os
+
+    from ..atomic import write_bytes_atomic
+
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    buf = io.BytesIO()
     try:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
+        fig.savefig(buf, dpi=130, bbox_inches="tight", format=fmt)
     except (OSError, ValueError) as e:
-        raise CollsynthError(f"cannot write plot {path}: {e}") from None
+        raise CollsynthError(f"cannot write plot {path}: {' '.join(str(e).split())}") from None
+    write_bytes_atomic(path, buf.getvalue())
+
+
+def check_plot_path(path: str) -> None:
+    """Refuse a plot path that cannot be written, before any computation."""
+    import os
+
+    fmt = os.path.splitext(path)[1].lstrip(".").lower()
+    plt = _pyplot()
+    supported = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    if fmt not in supported:
+        raise CollsynthError(f"cannot write plot {path}: unknown picture format {fmt!r} "
+                             f"(use one of {', '.join(sorted(supported))})")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CollsynthError(f"cannot write plot {path}: no directory {folder}")
+    if not os.access(folder, os.W_OK):
+        raise CollsynthError(f"cannot write plot {path}: {folder} is not writable")
 
 
 def plot_algbw(comparison, path: str) -> None:

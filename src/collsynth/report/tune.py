@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..collective import Collective
+from ..atomic import write_text_atomic
 from ..errors import CollsynthError
 from ..export import check_msccl_xml, to_msccl_xml
 from ..export.msccl import step_floor
@@ -113,6 +114,19 @@ def _shallower(row: Row, sched: Schedule, topology: Topology, collective: Collec
     return None
 
 
+def _make_dir(out_dir: str) -> None:
+    """Create ``out_dir`` itself (never its parents); an existing directory is reused."""
+    if os.path.isdir(out_dir):
+        return
+    try:
+        os.mkdir(out_dir)
+    except FileNotFoundError:
+        raise CollsynthError(f"cannot create {out_dir}: its parent directory does not exist") \
+            from None
+    except OSError as e:
+        raise CollsynthError(f"cannot create {out_dir}: {e.strerror or e}") from None
+
+
 def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
          algos: Sequence[str], out_dir: str, *, dialect: str = "msccl", proto: str = "Simple",
          instances: int = 1, options: dict[str, dict[str, str]] | None = None,
@@ -126,10 +140,7 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
     if not comp.rows:
         why = "; ".join(f"{s['algo']}: {s['reason']}" for s in comp.skipped[:3])
         raise CollsynthError(f"no algorithm produced a schedule ({why})")
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:
-        raise CollsynthError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    _make_dir(out_dir)
     edges = _edges(sizes)
     lows = [0] + edges
     highs: list[int | None] = edges + [None]
@@ -185,11 +196,7 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
         tag = f"{collective.kind.value}_{row.algo}_{lo}"
         xml_path = os.path.join(out_dir, f"{tag}.xml")
         sched_path = os.path.join(out_dir, f"{tag}.json")
-        try:
-            with open(xml_path, "w", encoding="utf-8") as f:
-                f.write(xml)
-        except OSError as e:
-            raise CollsynthError(f"cannot write {xml_path}: {e.strerror or e}") from None
+        write_text_atomic(xml_path, xml)
         save_schedule(sched, sched_path)
         rows = [picks[q][0] for q in range(i, j + 1)]
         result.windows.append(Window(
@@ -199,9 +206,5 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
             note="; ".join(picks[q][2] for q in range(i, j + 1) if picks[q][2])))
         i = j + 1
     summary = os.path.join(out_dir, "tune.json")
-    try:
-        with open(summary, "w", encoding="utf-8") as f:
-            json.dump(result.to_dict(), f, indent=1)
-    except OSError as e:
-        raise CollsynthError(f"cannot write {summary}: {e.strerror or e}") from None
+    write_text_atomic(summary, json.dumps(result.to_dict(), indent=1))
     return result

@@ -22,6 +22,7 @@ import json
 import os
 from typing import Any
 
+from ..atomic import write_text_atomic
 from ..errors import CollsynthError
 from ..files import parse_structured, read_structured, read_text  # noqa: F401  (re-exported)
 from ..units import parse_bandwidth, parse_time
@@ -156,14 +157,10 @@ def save_topology(topo: Topology, path: str, fmt: str | None = None) -> None:
     """Write ``topo`` as JSON or YAML (chosen by ``fmt`` or the file extension)."""
     data = topology_to_dict(topo)
     kind = _format_of(path, fmt)
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            if kind == "yaml":
-                import yaml
+    if kind == "yaml":
+        import yaml
 
-                yaml.safe_dump(data, f, sort_keys=False)
-            else:
-                json.dump(data, f, indent=1)
-                f.write("\n")
-    except OSError as e:
-        raise CollsynthError(f"cannot write {path}: {e.strerror or e}") from None
+        text = yaml.safe_dump(data, sort_keys=False)
+    else:
+        text = json.dumps(data, indent=1) + "\n"
+    write_text_atomic(path, text)
