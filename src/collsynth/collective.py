@@ -79,6 +79,20 @@ def parse_kind(name: Any) -> CollKind:
         raise CollsynthError(f"unknown collective {name!r} (known: {known})") from None
 
 
+#: Most chunks one collective may have (``COLLSYNTH_MAX_CHUNKS``): checked before any work.
+MAX_CHUNKS = 1 << 22
+
+
+def max_chunks() -> int:
+    """The chunk limit in force (``COLLSYNTH_MAX_CHUNKS`` or :data:`MAX_CHUNKS`)."""
+    import os
+
+    raw = os.environ.get("COLLSYNTH_MAX_CHUNKS", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    return MAX_CHUNKS
+
+
 @dataclass(frozen=True)
 class Collective:
     """A collective on ``num_ranks`` ranks with ``chunks_per_rank`` chunks per rank.
@@ -120,6 +134,10 @@ class Collective:
                         raise CollsynthError(f"custom chunk {i}: destination {d} is not a rank")
         elif self.custom_chunks:
             raise CollsynthError(f"{self.kind.value} takes no custom chunk list")
+        limit = max_chunks()
+        if self.num_chunks > limit:
+            raise CollsynthError(f"{self.describe()} has {self.num_chunks} chunks, more than "
+                                 f"{limit} (set COLLSYNTH_MAX_CHUNKS to raise the limit)")
 
     # ------------------------------------------------------------------ constructors
     @classmethod
