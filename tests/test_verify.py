@@ -1073,7 +1073,8 @@ C_BIG = 1 << 19  # chunks per rank: chunks x ranks above MANY_CHUNKS for every k
     ("broadcast", 0, (0, 1, 0, "copy"), 1),
     ("reduce", 0, (1, 0, 0, "reduce"), 1),
 ])
-def test_huge_declared_chunk_count_is_rejected_quickly(kind, root, op, first):
+def test_huge_declared_chunk_count_is_rejected_quickly(kind, root, op, first, monkeypatch):
+    monkeypatch.setenv("COLLSYNTH_MAX_CHUNKS", str(10**18))  # past the up-front limit
     t = ring4()
     coll = Collective.make(kind, 4, C_BIG, root)
     b = ScheduleBuilder(t, coll)
@@ -1085,6 +1086,14 @@ def test_huge_declared_chunk_count_is_rejected_quickly(kind, root, op, first):
 
 
 def test_chunk_count_from_file_is_not_allocated(tmp_path):
+    d = schedule_to_dict(ring_allgather(ring4()))
+    d["collective"]["chunks_per_rank"] = 10**17
+    with pytest.raises(CollsynthError, match="COLLSYNTH_MAX_CHUNKS"):  # refused up front
+        schedule_from_dict(d)
+
+
+def test_chunk_count_from_file_past_the_limit_is_not_allocated(monkeypatch):
+    monkeypatch.setenv("COLLSYNTH_MAX_CHUNKS", str(10**18))
     d = schedule_to_dict(ring_allgather(ring4()))
     d["collective"]["chunks_per_rank"] = 10**17
     rejects(schedule_from_dict(d), "missing-delivery", op=None, match="moves chunk 4 ")

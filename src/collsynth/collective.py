@@ -272,6 +272,7 @@ class Collective:
         if k in (CollKind.REDUCESCATTER, CollKind.SCATTER):
             return (chunk // c,)
         if k in (CollKind.REDUCE, CollKind.GATHER):
+            assert self.root is not None  # __post_init__ requires a root for rooted kinds
             return (int(self.root),)
         if k is CollKind.ALLTOALL:
             return ((chunk // c) % n,)
@@ -286,13 +287,13 @@ class Collective:
             ranks = np.repeat(np.arange(n, dtype=np.int64), m)
             chunks = np.tile(np.arange(m, dtype=np.int64), n)
             return ranks, chunks
-        chunks = []
-        ranks = []
+        chunk_list: list[int] = []
+        rank_list: list[int] = []
         for ch in range(m):
             for r in self.destinations(ch):
-                ranks.append(r)
-                chunks.append(ch)
-        return np.array(ranks, dtype=np.int64), np.array(chunks, dtype=np.int64)
+                rank_list.append(r)
+                chunk_list.append(ch)
+        return np.array(rank_list, dtype=np.int64), np.array(chunk_list, dtype=np.int64)
 
     @property
     def full_mask(self) -> int:

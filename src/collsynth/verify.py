@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import numpy as np
 
@@ -65,7 +66,7 @@ class VerifyReport:
                 "error_check": self.error_check, "error_op": self.error_op}
 
 
-def _fail(check: str, message: str, op: int | None = None):
+def _fail(check: str, message: str, op: int | None = None) -> NoReturn:
     raise VerificationError(f"{check}: {message}", check=check, op=op)
 
 
@@ -162,12 +163,15 @@ class _Verifier:
                 _fail("structure", f"{s.describe_op(bad)}: reduce operation in a "
                                    f"non-reducing collective ({c.name})", bad)
         if s.part_den is not None:
-            bad = first_bad((s.part_den < 1) | (s.part_lo < 0) | (s.part_hi <= s.part_lo)
-                            | (s.part_hi > s.part_den))
+            den, lo, hi = s.part_den, s.part_lo, s.part_hi
+            if lo is None or hi is None:
+                _fail("structure", "operation column 'part_den' is given without "
+                                   "'part_lo' and 'part_hi'")
+            bad = first_bad((den < 1) | (lo < 0) | (hi <= lo) | (hi > den))
             if bad is not None:
-                _fail("structure", f"op {bad}: byte range {int(s.part_lo[bad])}/"
-                                   f"{int(s.part_den[bad])}..{int(s.part_hi[bad])}/"
-                                   f"{int(s.part_den[bad])} is not inside the chunk", bad)
+                _fail("structure", f"op {bad}: byte range {int(lo[bad])}/"
+                                   f"{int(den[bad])}..{int(hi[bad])}/"
+                                   f"{int(den[bad])} is not inside the chunk", bad)
         if len(s.dep_ids):
             owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
             bad_edge = first_bad((s.dep_ids < 0) | (s.dep_ids >= n))
@@ -228,8 +232,8 @@ class _Verifier:
                 node = t.nodes[int(ldst[through[0]])].name
                 _fail("route", f"{s.describe_op(op)}: route passes through compute node "
                                f"{node!r} (relays through a GPU must be separate operations)", op)
-            for op in np.flatnonzero(lengths >= 3):
-                op = int(op)
+            for op_id in np.flatnonzero(lengths >= 3):
+                op = int(op_id)
                 mids = ldst[s.route_ptr[op]:s.route_ptr[op + 1] - 1]
                 if len(set(mids.tolist())) != len(mids):
                     _fail("route", f"{s.describe_op(op)}: route visits a node twice", op)
@@ -260,8 +264,10 @@ class _Verifier:
         s, t, n = self.s, self.t, self.n_ops
         lengths = np.diff(s.route_ptr)
         owner = np.repeat(np.arange(n), lengths)
+        link_order = s.link_order
+        assert link_order is not None  # run() checks a link order only when there is one
         users: dict[int, set[int]] = {}
-        for lid in s.link_order:
+        for lid in link_order:
             users[int(lid)] = set()
         sel = np.isin(s.route_links, np.array(list(users), dtype=np.int64))
         for lid, op in zip(s.route_links[sel].tolist(), owner[sel].tolist()):
@@ -269,11 +275,11 @@ class _Verifier:
         extra_ptr = [0]
         extra_ids: list[int] = []
         extra_edges: list[tuple[int, int]] = []
-        for lid, seq in s.link_order.items():
+        for lid, planned in link_order.items():
             lid = int(lid)
             if not 0 <= lid < len(t.links):
                 _fail("link-order", f"planned order for link {lid}, which does not exist")
-            seq = [int(o) for o in seq]
+            seq = [int(o) for o in planned]
             for o in seq:
                 if not 0 <= o < n:
                     _fail("link-order", f"planned order of {t.link_label(lid)} names op {o}, "
@@ -311,6 +317,7 @@ class _Verifier:
     def check_steps(self) -> None:
         s, n = self.s, self.n_ops
         step = s.step
+        assert step is not None  # run() checks steps only when there are some
         owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
         if len(s.dep_ids):
             a = step[s.dep_ids]
@@ -324,9 +331,10 @@ class _Verifier:
         self.checks.append("step-order")
 
     # ------------------------------------------------------------------ timing
-    def check_timing(self) -> float:
+    def check_timing(self) -> float | None:
         s, t, n = self.s, self.t, self.n_ops
         start = s.start
+        assert start is not None  # run() checks timing only for schedules with start times
         missing = np.flatnonzero(np.isnan(start))
         if len(missing) and len(missing) < n:
             op = int(missing[0])

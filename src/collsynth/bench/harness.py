@@ -131,7 +131,7 @@ def run_case(case: Case, repeat: int) -> list[dict]:
     if coll.kind not in algos[case.algo].collectives:
         return []
     per_size = algos[case.algo].size_aware
-    rows = []
+    rows: list[dict] = []
     cache: dict = {}
     for size in case.sizes:
         key = size if per_size else None

@@ -178,8 +178,9 @@ def simple_bounds(topology: Topology, collective: Collective, size: float) -> li
     rate = np.minimum(out_bw[:, None], in_bw[None, :])
     lat = np.where(pair > 0, pair / rate + d, 0.0)
     if np.any(pair > 0):
-        s, r = np.unravel_index(int(np.argmax(lat)), lat.shape)
-        pair_name = f"{t.rank_name(int(s))}->{t.rank_name(int(r))}"
+        s_idx, r_idx = np.unravel_index(int(np.argmax(lat)), lat.shape)
+        s, r = int(s_idx), int(r_idx)
+        pair_name = f"{t.rank_name(s)}->{t.rank_name(r)}"
         out.append(Bound("latency", float(lat[s, r]), pair_name,
                          {"alpha_path_s": float(d[s, r]), "bytes": float(pair[s, r])}))
     return out

@@ -21,6 +21,7 @@ and the last byte still needs one link's propagation delay after it has been sen
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from fractions import Fraction
 
 from ..collective import CollKind, Collective
@@ -42,7 +43,8 @@ def _flow_net(topo: Topology):
     return net, unit
 
 
-def _min_cut_from(topo: Topology, pairs) -> tuple[Fraction, set[int]]:
+def _min_cut_from(topo: Topology,
+                  pairs: Iterable[tuple[int, int]]) -> tuple[Fraction, set[int]]:
     """Smallest max-flow over (source node, sink node) pairs, with the source side of its cut."""
     net, unit = _flow_net(topo)
     best = None
@@ -52,6 +54,7 @@ def _min_cut_from(topo: Topology, pairs) -> tuple[Fraction, set[int]]:
         if best is None or f < best:
             best = f
             best_side = set(net.source_side())
+    assert best is not None, "no (source, sink) pairs"  # callers pass at least one pair
     return Fraction(best) * unit, best_side
 
 
@@ -78,14 +81,17 @@ def cut_bounds(topology: Topology, collective: Collective, size: float) -> list[
                       {"bandwidth_time_s": opt.time(size), "cut_bw": float(opt.cut_bw or 0),
                        "cut_compute": opt.cut_compute})]
     comp = [int(v) for v in t.compute_nodes]
+    root = collective.root
     if kind is CollKind.ALLREDUCE:
         s0 = comp[0]
         pairs = [(s0, v) for v in comp[1:]] + [(v, s0) for v in comp[1:]]
     elif kind is CollKind.BROADCAST:
-        r = t.node_of_rank(int(collective.root))
+        assert root is not None  # rooted collective
+        r = t.node_of_rank(int(root))
         pairs = [(r, v) for v in comp if v != r]
     elif kind is CollKind.REDUCE:
-        r = t.node_of_rank(int(collective.root))
+        assert root is not None  # rooted collective
+        r = t.node_of_rank(int(root))
         pairs = [(v, r) for v in comp if v != r]
     else:
         return []

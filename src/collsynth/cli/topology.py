@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import CollsynthError
@@ -146,7 +147,9 @@ def catalog() -> dict[str, Any]:
 def _show_default(p: Any) -> Any:
     if p.default is None:
         return None
-    fmt = {"bw": fmt_bandwidth, "time": fmt_time, "size": fmt_size}.get(p.kind)
+    fmts: dict[str, Callable[[float], str]] = {"bw": fmt_bandwidth, "time": fmt_time,
+                                               "size": fmt_size}
+    fmt = fmts.get(p.kind)
     return fmt(p.default) if fmt else p.default
 
 

@@ -17,9 +17,13 @@ integers instead; the answers are the same, only slower.
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from ortools.graph.python.max_flow import SimpleMaxFlow
 
 try:  # pragma: no cover - exercised whenever ortools is present
     from ortools.graph.python import max_flow as _ort
@@ -35,8 +39,14 @@ COUNTERS = {"maxflows": 0}
 class FlowNet:
     """A directed network on nodes ``0..n-1`` with integer arc capacities."""
 
-    def __init__(self, n: int, tails, heads, caps):
+    def __init__(self, n: int, tails: Iterable[int], heads: Iterable[int],
+                 caps: Iterable[int] | npt.NDArray[np.int64]) -> None:
         self.n = int(n)
+        # numpy int64 arrays on the OR-Tools fast path, Python int lists otherwise (always
+        # lists once ``_big`` is set)
+        self.tails: npt.NDArray[np.int64] | list[int]
+        self.heads: npt.NDArray[np.int64] | list[int]
+        self.caps: npt.NDArray[np.int64] | list[int]
         if isinstance(caps, np.ndarray) and caps.dtype == np.int64:
             # fast path: numpy int64 arrays (callers guarantee non-negative capacities)
             self.tails = np.asarray(tails, dtype=np.int64)
@@ -51,7 +61,7 @@ class FlowNet:
                 raise ValueError("negative capacity")
             big = sum(self.caps) >= INT_SAFE
         self._big = _ort is None or big
-        self._solver = None
+        self._solver: SimpleMaxFlow | None = None
         self._flow = 0
         if not self._big:
             self._build_ortools()
@@ -81,6 +91,7 @@ class FlowNet:
             self._solver = None
         self.caps[arc] = int(cap)
         if not self._big:
+            assert self._solver is not None  # built whenever ``_big`` is unset
             self._solver.set_arc_capacity(arc, int(cap))
 
     # ------------------------------------------------------------------ solving
@@ -90,9 +101,11 @@ class FlowNet:
         if source == sink:
             raise ValueError("source equals sink")
         if not self._big:
-            status = self._solver.solve(int(source), int(sink))
-            if status == self._solver.OPTIMAL:
-                self._flow = int(self._solver.optimal_flow())
+            solver = self._solver
+            assert solver is not None  # built whenever ``_big`` is unset
+            status = solver.solve(int(source), int(sink))
+            if status == solver.OPTIMAL:
+                self._flow = int(solver.optimal_flow())
                 return self._flow
             # POSSIBLE_OVERFLOW or any surprise: fall back to exact integers
             self._big = True
@@ -118,7 +131,7 @@ class FlowNet:
         return sorted(self._cut)
 
 
-def _dinic(n: int, tails: list[int], heads: list[int], caps: list[int], s: int,
+def _dinic(n: int, tails: Iterable[int], heads: Iterable[int], caps: Iterable[int], s: int,
            t: int) -> tuple[int, set[int]]:
     """Exact max-flow on Python integers; returns (value, source side of a minimum cut)."""
     head: list[int] = []

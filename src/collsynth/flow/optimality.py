@@ -162,6 +162,8 @@ def topology_graph(topo: Topology, int_bw: Sequence[int] | None = None,
     """The integer graph of ``topo`` (exact bandwidths, :func:`integer_bandwidths`)."""
     if int_bw is None:
         int_bw, unit = integer_bandwidths(topo.link_bw.tolist())
+    elif unit is None:
+        raise ValueError("topology_graph: int_bw given without its unit")
     g = IntGraph.from_links(topo.name, topo.num_nodes, topo.compute_nodes.tolist(),
                             topo.link_src.tolist(), topo.link_dst.tolist(), int_bw, unit,
                             [nd.name for nd in topo.nodes])
@@ -320,6 +322,7 @@ def optimal_allgather(topo, *, accelerate: bool = True) -> Optimum:
         ok, bad, cut = rooted_check(g.n, g.tails, g.heads, [c * a for c in g.caps],
                                     list(g.compute), [b] * n_c, n_c * b, order)
         if not ok:  # check the failing sink first next time
+            assert bad is not None and cut is not None  # rooted_check reports both on failure
             order.remove(bad)
             order.insert(0, bad)
             return False, frozenset(cut)
@@ -383,6 +386,7 @@ def _min_u_for_cut(caps: Sequence[int], need: int) -> Fraction:
         cand = Fraction(hi_m, c)
         if best is None or cand < best:
             best = cand
+    assert best is not None  # caps is non-empty
     return best
 
 
@@ -416,6 +420,7 @@ def fixed_k(topo, k: int, *, accelerate: bool = True) -> Optimum:
         ok, bad, cut = rooted_check(g.n, g.tails, g.heads, floor_caps(U), list(g.compute),
                                     [k] * n_c, n_c * k, order)
         if not ok:
+            assert bad is not None and cut is not None  # rooted_check reports both on failure
             order.remove(bad)
             order.insert(0, bad)
             return False, frozenset(cut)

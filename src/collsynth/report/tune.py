@@ -145,7 +145,7 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
     lows = [0] + edges
     highs: list[int | None] = edges + [None]
     # per size: candidates fastest first; pick the first one the exporter can express
-    picks: list[tuple[object, str, str]] = []   # (row, xml text, note)
+    picks: list[tuple[Row, str, str]] = []   # (row, xml text, note)
     exported: dict[int, str] = {}               # id(schedule) -> xml text (export once)
     for size in sizes:
         cands = sorted((r for r in comp.rows if r.size_bytes == size),

@@ -103,14 +103,14 @@ def _order_arrays(s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.nda
         for h in np.flatnonzero(np.isin(hop_link, explicit)).tolist():
             op_hops[(int(hop_link[h]), int(hop_op[h]))] = h
         for l, ops in s.link_order.items():
-            seq = []
+            planned: list[int] = []
             for o in np.asarray(ops).tolist():
-                h = op_hops.get((int(l), int(o)))
-                if h is None:
+                hop = op_hops.get((int(l), int(o)))
+                if hop is None:
                     raise CollsynthError(f"planned order of link {l} lists op {o}, which does "
                                          f"not use it (verify the schedule first)")
-                seq.append(h)
-            lists[int(l)] = np.array(seq, dtype=np.int64)
+                planned.append(hop)
+            lists[int(l)] = np.array(planned, dtype=np.int64)
         chunks = []
         for l in range(n_links):
             seq = lists.get(l, np.zeros(0, dtype=np.int64))

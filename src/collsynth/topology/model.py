@@ -205,8 +205,8 @@ class Topology:
     def summary(self) -> dict:
         """The facts ``collsynth topo show --json`` prints."""
         per_node = []
-        for r, node in enumerate(self.compute_nodes):
-            node = int(node)
+        for r, node_id in enumerate(self.compute_nodes):
+            node = int(node_id)
             per_node.append({
                 "rank": r,
                 "name": self.nodes[node].name,

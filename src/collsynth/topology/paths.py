@@ -35,6 +35,7 @@ numpy) and then build and cache that source's row. All paths give the same route
 from __future__ import annotations
 
 from operator import itemgetter
+from typing import Literal
 
 import numpy as np
 
@@ -209,7 +210,8 @@ class RouteTable:
         np.cumsum(counts, out=ptr[1:])
         return _Dag(src_rank, source, level, ptr, pl)
 
-    def _small_search(self, src_rank: int, dst_rank: int, source: int, target: int):
+    def _small_search(self, src_rank: int, dst_rank: int, source: int,
+                      target: int) -> tuple[int, ...] | None | Literal[False]:
         """Pure-Python targeted search (same rule) for small neighbourhoods.
 
         Returns the route, None if there is none, or False when it would relax more than
@@ -338,9 +340,9 @@ class RouteTable:
         ones build the source's :meth:`direct` row. Either way the route is ``direct``'s.
         """
         t = self.topology
-        for r in (src_rank, dst_rank):
-            if not 0 <= r < t.num_ranks:
-                raise CollsynthError(f"rank {r} out of range (topology {t.name!r} has "
+        for rank in (src_rank, dst_rank):
+            if not 0 <= rank < t.num_ranks:
+                raise CollsynthError(f"rank {rank} out of range (topology {t.name!r} has "
                                      f"{t.num_ranks} ranks)")
         row = self._cache.get(src_rank)
         if row is not None:
@@ -355,10 +357,11 @@ class RouteTable:
         target = t.node_of_rank(dst_rank)
         r: tuple[int, ...] | None = None
         if src_rank != dst_rank:
-            r = self._small_search(src_rank, dst_rank, t.node_of_rank(src_rank), target)
-            if r is False:
+            found = self._small_search(src_rank, dst_rank, t.node_of_rank(src_rank), target)
+            if found is not False:
+                r = found
+            else:
                 dag = self._search(src_rank, target)
-                r = None
                 if dag.level[target] > 0:
                     lids = self._trace(dag, np.array([target], dtype=np.int64))[0]
                     r = tuple(self._lid_obj[lids].tolist())

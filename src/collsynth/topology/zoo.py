@@ -439,7 +439,8 @@ def _random_connected_pairs(n: int, m: int, rng: np.random.Generator) -> list[tu
         u, v = int(perm[i]), int(perm[int(rng.integers(0, i))])
         tree.add((min(u, v), max(u, v)))
     rest = [p for p in itertools.combinations(range(n), 2) if p not in tree]
-    extra = rng.permutation(len(rest))[: m - len(tree)] if m > len(tree) else []
+    extra: np.ndarray | list[int] = \
+        rng.permutation(len(rest))[: m - len(tree)] if m > len(tree) else []
     return sorted(tree | {rest[int(k)] for k in extra})
 
 
