@@ -17,10 +17,10 @@ import pytest
 from collsynth.cli import main
 from collsynth.collective import Collective
 from collsynth.errors import CollsynthError
+from collsynth.export.teccl import read_teccl_input, teccl_output
 from collsynth.sim import simulate
 from collsynth.synth import synthesize
 from collsynth.synth.teccl import make_grid, sample_alphas
-from collsynth.synth.teccl.io import read_teccl_input, teccl_output
 from collsynth.topology import TopologyBuilder, load_topology
 from collsynth.verify import ensure_verified
 

@@ -8,8 +8,7 @@ __version__ = "0.1.0"
 def _cache_dir() -> str:
     """Where compiled code is cached: the user's cache folder, never the installed source
     tree (``$XDG_CACHE_HOME/collsynth``, else ``~/.cache/collsynth``)."""
-    base = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"),
-                                                               ".cache")
+    base = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"), ".cache")
     return _os.path.join(base, "collsynth")
 
 

@@ -31,10 +31,11 @@ and reduce: the buffer). :meth:`Collective.chunk_bytes` turns a size into bytes 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -54,11 +55,15 @@ class CollKind(str, Enum):
 
 
 _ALIASES = {
-    "ag": CollKind.ALLGATHER, "all_gather": CollKind.ALLGATHER,
-    "rs": CollKind.REDUCESCATTER, "reduce_scatter": CollKind.REDUCESCATTER,
-    "ar": CollKind.ALLREDUCE, "all_reduce": CollKind.ALLREDUCE,
+    "ag": CollKind.ALLGATHER,
+    "all_gather": CollKind.ALLGATHER,
+    "rs": CollKind.REDUCESCATTER,
+    "reduce_scatter": CollKind.REDUCESCATTER,
+    "ar": CollKind.ALLREDUCE,
+    "all_reduce": CollKind.ALLREDUCE,
     "bcast": CollKind.BROADCAST,
-    "a2a": CollKind.ALLTOALL, "all_to_all": CollKind.ALLTOALL,
+    "a2a": CollKind.ALLTOALL,
+    "all_to_all": CollKind.ALLTOALL,
 }
 
 ROOTED = {CollKind.BROADCAST, CollKind.REDUCE, CollKind.GATHER, CollKind.SCATTER}
@@ -117,8 +122,7 @@ class Collective:
         if self.kind in ROOTED:
             r = self.root
             if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < n:
-                raise CollsynthError(
-                    f"{self.kind.value} root {r!r} is not a rank in 0..{n - 1}")
+                raise CollsynthError(f"{self.kind.value} root {r!r} is not a rank in 0..{n - 1}")
         elif self.root is not None:
             raise CollsynthError(f"{self.kind.value} takes no root")
         if self.kind is CollKind.CUSTOM:
@@ -136,13 +140,16 @@ class Collective:
             raise CollsynthError(f"{self.kind.value} takes no custom chunk list")
         limit = max_chunks()
         if self.num_chunks > limit:
-            raise CollsynthError(f"{self.describe()} has {self.num_chunks} chunks, more than "
-                                 f"{limit} (set COLLSYNTH_MAX_CHUNKS to raise the limit)")
+            raise CollsynthError(
+                f"{self.describe()} has {self.num_chunks} chunks, more than "
+                f"{limit} (set COLLSYNTH_MAX_CHUNKS to raise the limit)"
+            )
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def make(cls, kind: Any, num_ranks: int, chunks_per_rank: int = 1,
-             root: int | None = None) -> "Collective":
+    def make(
+        cls, kind: Any, num_ranks: int, chunks_per_rank: int = 1, root: int | None = None
+    ) -> Collective:
         k = kind if isinstance(kind, CollKind) else parse_kind(kind)
         if k is CollKind.CUSTOM:
             raise CollsynthError("a custom collective needs a demand matrix or chunk list")
@@ -151,7 +158,7 @@ class Collective:
         return cls(k, int(num_ranks), int(chunks_per_rank), root)
 
     @classmethod
-    def custom(cls, num_ranks: int, chunks: Iterable[tuple[int, Iterable[int]]]) -> "Collective":
+    def custom(cls, num_ranks: int, chunks: Iterable[tuple[int, Iterable[int]]]) -> Collective:
         """A custom collective: each entry is one chunk ``(source, destinations)`` (multicast)."""
         items = []
         for i, entry in enumerate(chunks):
@@ -161,13 +168,14 @@ class Collective:
                 d = tuple(sorted({_as_rank(x, f"custom chunk {i} destination") for x in dsts}))
             except (TypeError, ValueError):
                 raise CollsynthError(
-                    f"custom chunk {i} must be [source, [destinations...]]") from None
+                    f"custom chunk {i} must be [source, [destinations...]]"
+                ) from None
             d = tuple(x for x in d if x != s)
             items.append((s, d))
         return cls(CollKind.CUSTOM, int(num_ranks), 1, None, tuple(items))
 
     @classmethod
-    def from_demand_matrix(cls, matrix: Sequence[Sequence[int]]) -> "Collective":
+    def from_demand_matrix(cls, matrix: Sequence[Sequence[int]]) -> Collective:
         """A custom collective where ``matrix[s][d]`` distinct chunks go from rank s to rank d."""
         try:
             m = np.asarray(matrix)
@@ -176,8 +184,11 @@ class Collective:
         if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
             raise CollsynthError("demand matrix must be square with at least 2 ranks")
         if not np.issubdtype(m.dtype, np.integer):
-            if not np.issubdtype(m.dtype, np.floating) or not np.all(np.isfinite(m)) \
-                    or not np.all(m == np.round(m)):
+            if (
+                not np.issubdtype(m.dtype, np.floating)
+                or not np.all(np.isfinite(m))
+                or not np.all(m == np.round(m))
+            ):
                 raise CollsynthError("demand matrix entries must be non-negative integers")
         if np.any(m < 0):
             raise CollsynthError("demand matrix entries must be non-negative integers")
@@ -195,7 +206,7 @@ class Collective:
             raise CollsynthError("demand matrix asks for no transfer")
         return cls(CollKind.CUSTOM, n, 1, None, tuple(chunks))
 
-    def with_chunks(self, chunks_per_rank: int) -> "Collective":
+    def with_chunks(self, chunks_per_rank: int) -> Collective:
         """The same collective with a different number of chunks per rank."""
         if self.kind is CollKind.CUSTOM:
             raise CollsynthError("a custom collective has a fixed chunk list")
@@ -242,8 +253,13 @@ class Collective:
         n = self.num_ranks
         if self.kind is CollKind.ALLREDUCE:
             return 2.0 * (n - 1) / n
-        if self.kind in (CollKind.REDUCESCATTER, CollKind.ALLGATHER, CollKind.ALLTOALL,
-                         CollKind.GATHER, CollKind.SCATTER):
+        if self.kind in (
+            CollKind.REDUCESCATTER,
+            CollKind.ALLGATHER,
+            CollKind.ALLTOALL,
+            CollKind.GATHER,
+            CollKind.SCATTER,
+        ):
             return (n - 1) / n
         return 1.0
 
@@ -281,7 +297,7 @@ class Collective:
 
     def postcondition(self) -> tuple[np.ndarray, np.ndarray]:
         """Arrays ``(ranks, chunks)``: rank ``ranks[i]`` must end holding ``chunks[i]``."""
-        n, c, k = self.num_ranks, self.chunks_per_rank, self.kind
+        n, k = self.num_ranks, self.kind
         m = self.num_chunks
         if k in (CollKind.ALLGATHER, CollKind.ALLREDUCE, CollKind.BROADCAST):
             ranks = np.repeat(np.arange(n, dtype=np.int64), m)
@@ -304,12 +320,16 @@ class Collective:
         extra = f", root={self.root}" if self.rooted else ""
         if self.kind is CollKind.CUSTOM:
             return f"custom({self.num_ranks} ranks, {self.num_chunks} chunks)"
-        return f"{self.kind.value}({self.num_ranks} ranks, {self.chunks_per_rank} chunk(s)/rank{extra})"
+        per_rank = f"{self.chunks_per_rank} chunk(s)/rank"
+        return f"{self.kind.value}({self.num_ranks} ranks, {per_rank}{extra})"
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {"kind": self.kind.value, "ranks": self.num_ranks,
-                             "chunks_per_rank": self.chunks_per_rank}
+        d: dict[str, Any] = {
+            "kind": self.kind.value,
+            "ranks": self.num_ranks,
+            "chunks_per_rank": self.chunks_per_rank,
+        }
         if self.rooted:
             d["root"] = self.root
         if self.kind is CollKind.CUSTOM:
@@ -318,7 +338,7 @@ class Collective:
         return d
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "collective") -> "Collective":
+    def from_dict(cls, data: Any, source: str = "collective") -> Collective:
         if not isinstance(data, dict):
             raise CollsynthError(f"{source}: collective must be an object")
         allowed = {"kind", "ranks", "chunks_per_rank", "root", "chunks", "demand"}
@@ -334,8 +354,10 @@ class Collective:
             raise CollsynthError(f"{source}: collective ranks must be an integer")
         if kind is CollKind.CUSTOM:
             if data.get("chunks_per_rank", 1) != 1 or "root" in data:
-                raise CollsynthError(f"{source}: a custom collective takes neither "
-                                     f"chunks_per_rank nor root (list its chunks instead)")
+                raise CollsynthError(
+                    f"{source}: a custom collective takes neither "
+                    f"chunks_per_rank nor root (list its chunks instead)"
+                )
             if "demand" in data:
                 coll = cls.from_demand_matrix(data["demand"])
                 if coll.num_ranks != n:

@@ -52,11 +52,11 @@ def read_bytes(path: str) -> bytes:
     except IsADirectoryError:
         raise CollsynthError(f"{path} is a directory, not a file") from None
     except OSError as e:
-        raise CollsynthError(f"cannot read {path}: {e.strerror or e.__class__.__name__}") \
-            from None
+        raise CollsynthError(f"cannot read {path}: {e.strerror or e.__class__.__name__}") from None
     if len(data) > limit:
-        raise CollsynthError(f"{path} is larger than {limit} bytes (set "
-                             f"COLLSYNTH_MAX_FILE_BYTES to raise the limit)")
+        raise CollsynthError(
+            f"{path} is larger than {limit} bytes (set COLLSYNTH_MAX_FILE_BYTES to raise the limit)"
+        )
     return data
 
 
@@ -93,8 +93,10 @@ def _parse_yaml(text: str, path: str) -> Any:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise CollsynthError(f"{path}: not valid YAML{where}") from None
     except RecursionError:
-        raise CollsynthError(f"{path}: nested deeper than {MAX_DEPTH} levels (set "
-                             f"COLLSYNTH_MAX_DEPTH to raise the limit)") from None
+        raise CollsynthError(
+            f"{path}: nested deeper than {MAX_DEPTH} levels (set "
+            f"COLLSYNTH_MAX_DEPTH to raise the limit)"
+        ) from None
 
 
 def _parse_json(text: str, path: str) -> Any:
@@ -102,11 +104,14 @@ def _parse_json(text: str, path: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise CollsynthError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: "
-                             f"{e.msg})") from None
+        raise CollsynthError(
+            f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+        ) from None
     except RecursionError:
-        raise CollsynthError(f"{path}: nested deeper than {MAX_DEPTH} levels (set "
-                             f"COLLSYNTH_MAX_DEPTH to raise the limit)") from None
+        raise CollsynthError(
+            f"{path}: nested deeper than {MAX_DEPTH} levels (set "
+            f"COLLSYNTH_MAX_DEPTH to raise the limit)"
+        ) from None
 
 
 def check_shape(data: Any, path: str = "input") -> None:
@@ -118,14 +123,17 @@ def check_shape(data: Any, path: str = "input") -> None:
     """
     max_depth = _limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH)
     max_nodes = _limit("COLLSYNTH_MAX_NODES", MAX_NODES)
-    memo: dict[int, tuple[int, int]] = {}   # id -> (expanded values, depth)
+    memo: dict[int, tuple[int, int]] = {}  # id -> (expanded values, depth)
     stack: list[tuple[Any, bool]] = [(data, False)]
     while stack:
         obj, done = stack.pop()
         if not isinstance(obj, (dict, list)) or (id(obj) in memo and not done):
             continue
-        children = [v for v in (obj.values() if isinstance(obj, dict) else obj)
-                    if isinstance(v, (dict, list))]
+        children = [
+            v
+            for v in (obj.values() if isinstance(obj, dict) else obj)
+            if isinstance(v, (dict, list))
+        ]
         if not done:
             memo[id(obj)] = (0, 0)  # visiting: a cycle counts as a leaf
             stack.append((obj, True))
@@ -134,10 +142,14 @@ def check_shape(data: Any, path: str = "input") -> None:
         values = len(obj) + 1 + sum(memo[id(c)][0] for c in children)
         depth = 1 + max((memo[id(c)][1] for c in children), default=0)
         if depth > max_depth:
-            raise CollsynthError(f"{path}: nested deeper than {max_depth} levels (set "
-                                 f"COLLSYNTH_MAX_DEPTH to raise the limit)")
+            raise CollsynthError(
+                f"{path}: nested deeper than {max_depth} levels (set "
+                f"COLLSYNTH_MAX_DEPTH to raise the limit)"
+            )
         if values > max_nodes:
-            raise CollsynthError(f"{path}: expands to more than {max_nodes} values (YAML "
-                                 f"aliases count at every use; set COLLSYNTH_MAX_NODES to raise "
-                                 f"the limit)")
+            raise CollsynthError(
+                f"{path}: expands to more than {max_nodes} values (YAML "
+                f"aliases count at every use; set COLLSYNTH_MAX_NODES to raise "
+                f"the limit)"
+            )
         memo[id(obj)] = (values, depth)

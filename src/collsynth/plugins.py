@@ -38,8 +38,10 @@ def load_group(group: str) -> list[str]:
     names: list[str] = []
     eps = list(entry_points(group=group))
     if not any(_is_own(ep) for ep in eps):
-        raise CollsynthError(f"collsynth's own {group} entry points are missing: install the "
-                             f"package (python -m pip install -e .)")
+        raise CollsynthError(
+            f"collsynth's own {group} entry points are missing: install the "
+            f"package (python -m pip install -e .)"
+        )
     for ep in sorted(eps, key=lambda e: (not _is_own(e), e.name, e.value)):
         try:
             ep.load()
@@ -50,8 +52,11 @@ def load_group(group: str) -> list[str]:
             key = f"{group}:{ep.name}"
             if key not in _errors:
                 _errors[key] = f"{type(exc).__name__}: {msg}"
-                print(f"collsynth: warning: plugin {ep.name!r} ({ep.value}) of {group} "
-                      f"failed to load: {_errors[key]}", file=sys.stderr)
+                print(
+                    f"collsynth: warning: plugin {ep.name!r} ({ep.value}) of {group} "
+                    f"failed to load: {_errors[key]}",
+                    file=sys.stderr,
+                )
             continue
         names.append(ep.name)
     _loaded[group] = names

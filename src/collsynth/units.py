@@ -4,8 +4,8 @@ Inside collsynth every quantity is in bytes, seconds or bytes/second (floats). T
 the file formats also accept human strings:
 
 * sizes: ``1KB`` (1e3 bytes), ``4MiB`` (4 * 2**20), ``1GB`` (1e9), ``512`` or ``512B`` (bytes);
-* bandwidths: ``25GB/s`` (25e9 bytes/s), ``50GiB/s``, ``200Gb/s`` or ``200Gbps`` (bits: 25e9 bytes/s),
-  or a bare number of bytes/s;
+* bandwidths: ``25GB/s`` (25e9 bytes/s), ``50GiB/s``, ``200Gb/s`` or ``200Gbps`` (bits: 25e9
+  bytes/s), or a bare number of bytes/s;
 * times: ``0.7us`` (also ``µs``), ``1.3ms``, ``5ns``, ``2s``, or a bare number of seconds.
 
 Decimal prefixes (K, M, G, T) are powers of 1000; binary prefixes (Ki, Mi, Gi, Ti) powers of
@@ -22,9 +22,17 @@ from .errors import CollsynthError
 
 _PREFIX = {
     "": 1.0,
-    "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
     "k": 1e3,
-    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
     "ki": 2.0**10,
 }
 
@@ -32,8 +40,16 @@ _NUM = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _SIZE_RE = re.compile(_NUM + r"\s*([KMGTPk]i?)?([Bb])?$")
 _BW_RE = re.compile(_NUM + r"\s*(?:([KMGTPk]i?)?(B/s|b/s|bps|Bps))?$")
 _TIME_RE = re.compile(_NUM + r"\s*(s|ms|us|µs|μs|ns|ps)?$")
-_TIME_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6,
-               "ns": 1e-9, "ps": 1e-12}
+_TIME_SCALE = {
+    None: 1.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ns": 1e-9,
+    "ps": 1e-12,
+}
 
 
 def _finite(value: float, what: str, text: object) -> float:
@@ -51,8 +67,7 @@ def parse_size(text: str | int | float, what: str = "size") -> float:
     else:
         m = _SIZE_RE.match(str(text).strip())
         if not m:
-            raise CollsynthError(
-                f"{what} {text!r} is not a size (use e.g. 1KB, 4MiB, 1GB, 512B)")
+            raise CollsynthError(f"{what} {text!r} is not a size (use e.g. 1KB, 4MiB, 1GB, 512B)")
         number, prefix, unit = m.groups()
         value = float(number) * _PREFIX[prefix or ""]
         if unit == "b":
@@ -73,7 +88,8 @@ def parse_bandwidth(text: str | int | float, what: str = "bandwidth") -> float:
         m = _BW_RE.match(str(text).strip())
         if not m:
             raise CollsynthError(
-                f"{what} {text!r} is not a bandwidth (use e.g. 25GB/s, 50GiB/s, 200Gb/s)")
+                f"{what} {text!r} is not a bandwidth (use e.g. 25GB/s, 50GiB/s, 200Gb/s)"
+            )
         number, prefix, unit = m.groups()
         value = float(number) * _PREFIX[prefix or ""]
         if unit in ("b/s", "bps"):
@@ -131,8 +147,9 @@ def _sweep(part: str, one: str, what: str) -> list[float]:
     """The sizes of one ``START:STOP:xF`` or ``START:STOP:+STEP`` sweep."""
     fields = part.split(":")
     if len(fields) != 3:
-        raise CollsynthError(f"{what}: {part!r} is not a sweep START:STOP:xFACTOR or "
-                             f"START:STOP:+STEP")
+        raise CollsynthError(
+            f"{what}: {part!r} is not a sweep START:STOP:xFACTOR or START:STOP:+STEP"
+        )
     start, stop = parse_size(fields[0], one), parse_size(fields[1], one)
     step = fields[2].strip()
     if not 0 < start <= stop:

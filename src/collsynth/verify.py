@@ -36,7 +36,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from .collective import CollKind, Collective
+from .collective import Collective, CollKind
 from .errors import CollsynthError, VerificationError
 from .schedule.ir import OpKind, Schedule
 
@@ -60,10 +60,17 @@ class VerifyReport:
     error_op: int | None = None
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "ops": self.ops, "link_hops": self.link_hops,
-                "checks": self.checks, "redundant_deliveries": self.redundant_deliveries,
-                "planned_finish_s": self.planned_finish_s, "error": self.error,
-                "error_check": self.error_check, "error_op": self.error_op}
+        return {
+            "ok": self.ok,
+            "ops": self.ops,
+            "link_hops": self.link_hops,
+            "checks": self.checks,
+            "redundant_deliveries": self.redundant_deliveries,
+            "planned_finish_s": self.planned_finish_s,
+            "error": self.error,
+            "error_check": self.error_check,
+            "error_op": self.error_op,
+        }
 
 
 def _fail(check: str, message: str, op: int | None = None) -> NoReturn:
@@ -75,8 +82,14 @@ def check_schedule(schedule: Schedule) -> VerifyReport:
     try:
         return verify(schedule)
     except VerificationError as e:
-        return VerifyReport(False, schedule.num_ops, int(len(schedule.route_links)),
-                            error=str(e), error_check=e.check, error_op=e.op)
+        return VerifyReport(
+            False,
+            schedule.num_ops,
+            int(len(schedule.route_links)),
+            error=str(e),
+            error_check=e.check,
+            error_op=e.op,
+        )
 
 
 def verify(schedule: Schedule) -> VerifyReport:
@@ -115,26 +128,35 @@ class _Verifier:
             redundant = self.execute_reducing()
         else:
             redundant = self.execute_copying()
-        return VerifyReport(True, self.n_ops, int(len(s.route_links)), self.checks,
-                            redundant, finish)
+        return VerifyReport(
+            True, self.n_ops, int(len(s.route_links)), self.checks, redundant, finish
+        )
 
     # ------------------------------------------------------------------ structure
     def check_structure(self) -> None:
         s, t, c, n = self.s, self.t, self.c, self.n_ops
         if c.num_ranks != t.num_ranks:
-            _fail("structure", f"collective has {c.num_ranks} ranks but topology "
-                               f"{t.name!r} has {t.num_ranks} compute nodes")
+            _fail(
+                "structure",
+                f"collective has {c.num_ranks} ranks but topology "
+                f"{t.name!r} has {t.num_ranks} compute nodes",
+            )
         for name in ("dst", "chunk", "kind"):
             if len(getattr(s, name)) != n:
-                _fail("structure", f"operation column {name!r} has {len(getattr(s, name))} "
-                                   f"entries for {n} operations")
+                _fail(
+                    "structure",
+                    f"operation column {name!r} has {len(getattr(s, name))} "
+                    f"entries for {n} operations",
+                )
         if len(s.route_ptr) != n + 1 or len(s.dep_ptr) != n + 1:
             _fail("structure", "route/dependency index arrays do not match the operation count")
         for name in ("start", "duration", "step", "part_lo", "part_hi", "part_den"):
             col = getattr(s, name)
             if col is not None and len(col) != n:
-                _fail("structure", f"operation column {name!r} has {len(col)} entries "
-                                   f"for {n} operations")
+                _fail(
+                    "structure",
+                    f"operation column {name!r} has {len(col)} entries for {n} operations",
+                )
         nr = t.num_ranks
 
         def first_bad(mask: np.ndarray) -> int | None:
@@ -152,33 +174,50 @@ class _Verifier:
             _fail("structure", f"op {bad}: sends from rank {int(s.src[bad])} to itself", bad)
         bad = first_bad((s.chunk < 0) | (s.chunk >= c.num_chunks))
         if bad is not None:
-            _fail("structure", f"op {bad}: chunk {int(s.chunk[bad])} does not exist "
-                               f"({c.describe()} has {c.num_chunks})", bad)
+            _fail(
+                "structure",
+                f"op {bad}: chunk {int(s.chunk[bad])} does not exist "
+                f"({c.describe()} has {c.num_chunks})",
+                bad,
+            )
         bad = first_bad((s.kind != OpKind.COPY) & (s.kind != OpKind.REDUCE))
         if bad is not None:
             _fail("structure", f"op {bad}: unknown kind {int(s.kind[bad])}", bad)
         if not c.reduces:
             bad = first_bad(s.kind == OpKind.REDUCE)
             if bad is not None:
-                _fail("structure", f"{s.describe_op(bad)}: reduce operation in a "
-                                   f"non-reducing collective ({c.name})", bad)
+                _fail(
+                    "structure",
+                    f"{s.describe_op(bad)}: reduce operation in a "
+                    f"non-reducing collective ({c.name})",
+                    bad,
+                )
         if s.part_den is not None:
             den, lo, hi = s.part_den, s.part_lo, s.part_hi
             if lo is None or hi is None:
-                _fail("structure", "operation column 'part_den' is given without "
-                                   "'part_lo' and 'part_hi'")
+                _fail(
+                    "structure",
+                    "operation column 'part_den' is given without 'part_lo' and 'part_hi'",
+                )
             bad = first_bad((den < 1) | (lo < 0) | (hi <= lo) | (hi > den))
             if bad is not None:
-                _fail("structure", f"op {bad}: byte range {int(lo[bad])}/"
-                                   f"{int(den[bad])}..{int(hi[bad])}/"
-                                   f"{int(den[bad])} is not inside the chunk", bad)
+                _fail(
+                    "structure",
+                    f"op {bad}: byte range {int(lo[bad])}/"
+                    f"{int(den[bad])}..{int(hi[bad])}/"
+                    f"{int(den[bad])} is not inside the chunk",
+                    bad,
+                )
         if len(s.dep_ids):
             owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
             bad_edge = first_bad((s.dep_ids < 0) | (s.dep_ids >= n))
             if bad_edge is not None:
                 op = int(owner[bad_edge])
-                _fail("structure", f"op {op}: depends on op {int(s.dep_ids[bad_edge])}, "
-                                   f"which does not exist", op)
+                _fail(
+                    "structure",
+                    f"op {op}: depends on op {int(s.dep_ids[bad_edge])}, which does not exist",
+                    op,
+                )
             bad_edge = first_bad(s.dep_ids == owner)
             if bad_edge is not None:
                 op = int(owner[bad_edge])
@@ -208,13 +247,21 @@ class _Verifier:
         bad = np.flatnonzero(lsrc[first] != src_nodes)
         if len(bad):
             op = int(bad[0])
-            _fail("route", f"{s.describe_op(op)}: route starts with "
-                           f"{t.link_label(int(links[first[op]]))}, not at the sender", op)
+            _fail(
+                "route",
+                f"{s.describe_op(op)}: route starts with "
+                f"{t.link_label(int(links[first[op]]))}, not at the sender",
+                op,
+            )
         bad = np.flatnonzero(ldst[last] != dst_nodes)
         if len(bad):
             op = int(bad[0])
-            _fail("route", f"{s.describe_op(op)}: route ends with "
-                           f"{t.link_label(int(links[last[op]]))}, not at the receiver", op)
+            _fail(
+                "route",
+                f"{s.describe_op(op)}: route ends with "
+                f"{t.link_label(int(links[last[op]]))}, not at the receiver",
+                op,
+            )
         if len(links) > n:
             # consecutive links inside one route must chain, through non-compute nodes
             inner = np.ones(len(links), dtype=bool)
@@ -223,18 +270,26 @@ class _Verifier:
             broken = pos[ldst[pos] != lsrc[pos + 1]]
             if len(broken):
                 op = int(owner[broken[0]])
-                _fail("route", f"{s.describe_op(op)}: {t.link_label(int(links[broken[0]]))} "
-                               f"is not followed by a link leaving its end node "
-                               f"({t.link_label(int(links[broken[0] + 1]))})", op)
+                _fail(
+                    "route",
+                    f"{s.describe_op(op)}: {t.link_label(int(links[broken[0]]))} "
+                    f"is not followed by a link leaving its end node "
+                    f"({t.link_label(int(links[broken[0] + 1]))})",
+                    op,
+                )
             through = pos[t.kind_codes[ldst[pos]] == 0]
             if len(through):
                 op = int(owner[through[0]])
                 node = t.nodes[int(ldst[through[0]])].name
-                _fail("route", f"{s.describe_op(op)}: route passes through compute node "
-                               f"{node!r} (relays through a GPU must be separate operations)", op)
+                _fail(
+                    "route",
+                    f"{s.describe_op(op)}: route passes through compute node "
+                    f"{node!r} (relays through a GPU must be separate operations)",
+                    op,
+                )
             for op_id in np.flatnonzero(lengths >= 3):
                 op = int(op_id)
-                mids = ldst[s.route_ptr[op]:s.route_ptr[op + 1] - 1]
+                mids = ldst[s.route_ptr[op] : s.route_ptr[op + 1] - 1]
                 if len(set(mids.tolist())) != len(mids):
                     _fail("route", f"{s.describe_op(op)}: route visits a node twice", op)
         self.checks.append("route")
@@ -282,35 +337,52 @@ class _Verifier:
             seq = [int(o) for o in planned]
             for o in seq:
                 if not 0 <= o < n:
-                    _fail("link-order", f"planned order of {t.link_label(lid)} names op {o}, "
-                                        f"which does not exist")
+                    _fail(
+                        "link-order",
+                        f"planned order of {t.link_label(lid)} names op {o}, which does not exist",
+                    )
                 if o not in users[lid]:
-                    _fail("link-order", f"planned order of {t.link_label(lid)} lists "
-                                        f"{s.describe_op(o)}, which does not use that link", o)
+                    _fail(
+                        "link-order",
+                        f"planned order of {t.link_label(lid)} lists "
+                        f"{s.describe_op(o)}, which does not use that link",
+                        o,
+                    )
             if len(set(seq)) != len(seq):
                 dup = next(o for o in seq if seq.count(o) > 1)
-                _fail("link-order", f"planned order of {t.link_label(lid)} lists "
-                                    f"{s.describe_op(dup)} twice", dup)
+                _fail(
+                    "link-order",
+                    f"planned order of {t.link_label(lid)} lists {s.describe_op(dup)} twice",
+                    dup,
+                )
             missing = users[lid] - set(seq)
             if missing:
                 o = min(missing)
-                _fail("link-order", f"planned order of {t.link_label(lid)} omits "
-                                    f"{s.describe_op(o)}, which uses that link", o)
+                _fail(
+                    "link-order",
+                    f"planned order of {t.link_label(lid)} omits "
+                    f"{s.describe_op(o)}, which uses that link",
+                    o,
+                )
             extra_edges.extend(zip(seq[:-1], seq[1:]))
         # deadlock: dependencies plus "served after" edges must stay acyclic
         preds: list[list[int]] = [[] for _ in range(n)]
         for a, b in extra_edges:
             preds[b].append(a)
         for op in range(n):
-            extra_ids.extend(s.dep_ids[s.dep_ptr[op]:s.dep_ptr[op + 1]].tolist())
+            extra_ids.extend(s.dep_ids[s.dep_ptr[op] : s.dep_ptr[op + 1]].tolist())
             extra_ids.extend(preds[op])
             extra_ptr.append(len(extra_ids))
         ptr = np.array(extra_ptr, dtype=np.int64)
         ids = np.array(extra_ids, dtype=np.int64)
         if _kahn(n, ptr, ids) is None:
             op = _find_cycle_member(n, ptr, ids)
-            _fail("link-order", f"planned link order conflicts with the dependencies "
-                                f"(deadlock) at {s.describe_op(op)}", op)
+            _fail(
+                "link-order",
+                f"planned link order conflicts with the dependencies "
+                f"(deadlock) at {s.describe_op(op)}",
+                op,
+            )
         self.checks.append("link-order")
 
     # ------------------------------------------------------------------ steps
@@ -326,8 +398,12 @@ class _Verifier:
             if len(bad):
                 op = int(owner[bad[0]])
                 dep = int(s.dep_ids[bad[0]])
-                _fail("step-order", f"{s.describe_op(op)} at step {int(step[op])} depends on "
-                                    f"op {dep} at step {int(step[dep])}", op)
+                _fail(
+                    "step-order",
+                    f"{s.describe_op(op)} at step {int(step[op])} depends on "
+                    f"op {dep} at step {int(step[dep])}",
+                    op,
+                )
         self.checks.append("step-order")
 
     # ------------------------------------------------------------------ timing
@@ -338,16 +414,21 @@ class _Verifier:
         missing = np.flatnonzero(np.isnan(start))
         if len(missing) and len(missing) < n:
             op = int(missing[0])
-            _fail("structure", f"{s.describe_op(op)} has no start time while other "
-                               f"operations do", op)
+            _fail(
+                "structure", f"{s.describe_op(op)} has no start time while other operations do", op
+            )
         if len(missing) == n:
             return None
         if s.size is None or not math.isfinite(s.size) or s.size <= 0:
             _fail("structure", "timed schedule has no positive data size")
         if not np.all(np.isfinite(start)) or np.any(start < 0):
             op = int(np.flatnonzero(~np.isfinite(start) | (start < 0))[0])
-            _fail("structure", f"{s.describe_op(op)}: start time {float(start[op])!r} is not a "
-                               f"non-negative number", op)
+            _fail(
+                "structure",
+                f"{s.describe_op(op)}: start time {float(start[op])!r} is not a "
+                f"non-negative number",
+                op,
+            )
         lengths = np.diff(s.route_ptr)
         owner = np.repeat(np.arange(n), lengths)
         links = s.route_links
@@ -361,8 +442,12 @@ class _Verifier:
             bad = np.flatnonzero(~np.isfinite(dur) | (dur < natural * (1 - CAP_TOL)))
             if len(bad):
                 op = int(bad[0])
-                _fail("capacity", f"{s.describe_op(op)}: planned duration {dur[op]:.6g}s is "
-                                  f"shorter than its transfer time {natural[op]:.6g}s", op)
+                _fail(
+                    "capacity",
+                    f"{s.describe_op(op)}: planned duration {dur[op]:.6g}s is "
+                    f"shorter than its transfer time {natural[op]:.6g}s",
+                    op,
+                )
         else:
             dur = natural
         # alpha before each hop (cut-through: hop i starts after the alphas of hops < i)
@@ -379,13 +464,18 @@ class _Verifier:
             if len(bad):
                 e = int(bad[0])
                 op, dep = int(dep_owner[e]), int(s.dep_ids[e])
-                _fail("causality", f"{s.describe_op(op)} starts at {start[op]:.9g}s before op "
-                                   f"{dep} it depends on finishes at {finish[dep]:.9g}s", op)
+                _fail(
+                    "causality",
+                    f"{s.describe_op(op)} starts at {start[op]:.9g}s before op "
+                    f"{dep} it depends on finishes at {finish[dep]:.9g}s",
+                    op,
+                )
         # capacity: sweep the fluid rates on every link
         t0 = start[owner] + before
         t1 = t0 + dur[owner]
-        rate = np.where(dur[owner] > 0, nbytes[owner] / np.where(dur[owner] > 0, dur[owner], 1),
-                        0.0)
+        rate = np.where(
+            dur[owner] > 0, nbytes[owner] / np.where(dur[owner] > 0, dur[owner], 1), 0.0
+        )
         m = len(links)
         ev_link = np.concatenate((links, links))
         ev_time = np.concatenate((t0, t1))
@@ -411,9 +501,13 @@ class _Verifier:
             hop = int(ev_hop[order[i]])
             op = int(owner[hop])
             lid = int(lk[i])
-            _fail("capacity", f"{s.describe_op(op)}: {t.link_label(lid)} would carry "
-                              f"{running[i]:.6g} B/s at t={ev_time[order[i]]:.9g}s, above its "
-                              f"{cap[i]:.6g} B/s", op)
+            _fail(
+                "capacity",
+                f"{s.describe_op(op)}: {t.link_label(lid)} would carry "
+                f"{running[i]:.6g} B/s at t={ev_time[order[i]]:.9g}s, above its "
+                f"{cap[i]:.6g} B/s",
+                op,
+            )
         self.checks.extend(["causality", "capacity"])
         return float(finish.max()) if n else 0.0
 
@@ -427,16 +521,22 @@ class _Verifier:
         n, cpr = c.num_ranks, c.chunks_per_rank
         # chunks already where they must be: a rank's chunks to itself
         if c.kind is CollKind.ALLTOALL:
+
             def idle(ch: int) -> bool:
                 return (ch // cpr) // n == (ch // cpr) % n
+
             n_idle = n * cpr
         elif c.kind in (CollKind.GATHER, CollKind.SCATTER):
+
             def idle(ch: int) -> bool:
                 return ch // cpr == c.root
+
             n_idle = cpr
         else:
+
             def idle(ch: int) -> bool:
                 return False
+
             n_idle = 0
         moved = set(np.unique(s.chunk).tolist())
         if c.num_chunks - n_idle <= len(moved):
@@ -445,8 +545,11 @@ class _Verifier:
         while idle(ch) or ch in moved:  # ends: more chunks must move than are moved
             ch = (ch // cpr + 1) * cpr if idle(ch) else ch + 1
         check = "incomplete-reduction" if c.reduces else "missing-delivery"
-        _fail(check, f"no operation moves chunk {ch} ({c.describe()} has {c.num_chunks} "
-                     f"chunks; the schedule moves {len(moved)})")
+        _fail(
+            check,
+            f"no operation moves chunk {ch} ({c.describe()} has {c.num_chunks} "
+            f"chunks; the schedule moves {len(moved)})",
+        )
 
     # ------------------------------------------------------------------ byte segments
     def build_segments(self) -> None:
@@ -463,8 +566,12 @@ class _Verifier:
         for op, (ch, den) in enumerate(zip(s.chunk.tolist(), s.part_den.tolist())):
             m = math.lcm(int(lcm[ch]), int(den))
             if m >= 2**62:
-                _fail("structure", f"{s.describe_op(op)}: the byte ranges of chunk {ch} have "
-                                   f"denominators without a common multiple below 2**62", op)
+                _fail(
+                    "structure",
+                    f"{s.describe_op(op)}: the byte ranges of chunk {ch} have "
+                    f"denominators without a common multiple below 2**62",
+                    op,
+                )
             lcm[ch] = m
         scale = lcm[s.chunk] // s.part_den
         lo = s.part_lo * scale
@@ -508,8 +615,11 @@ class _Verifier:
         if len(s.dep_ids):
             owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
             d = s.dep_ids
-            match = (s.dst[d] == s.src[owner]) & (self.op_seg_lo[d] <= self.op_seg_lo[owner]) \
+            match = (
+                (s.dst[d] == s.src[owner])
+                & (self.op_seg_lo[d] <= self.op_seg_lo[owner])
                 & (self.op_seg_hi[d] >= self.op_seg_hi[owner])
+            )
             if match.any():
                 ok[owner[match]] = True
         # who writes each (rank, segment): sorted keys for the slow path and the postcondition
@@ -530,14 +640,22 @@ class _Verifier:
                 hi = np.searchsorted(w_key_sorted, key, side="right")
                 writers = w_op_sorted[lo:hi].tolist()
                 if not writers:
-                    _fail("data-not-held", f"{s.describe_op(op)}: rank "
-                                           f"{self.t.rank_name(sender)} never receives the data "
-                                           f"it sends", op)
+                    _fail(
+                        "data-not-held",
+                        f"{s.describe_op(op)}: rank "
+                        f"{self.t.rank_name(sender)} never receives the data "
+                        f"it sends",
+                        op,
+                    )
                 if not any(self.is_ancestor(w, op) for w in writers):
                     w = writers[0]
-                    _fail("data-not-held", f"{s.describe_op(op)}: the data reaches "
-                                           f"{self.t.rank_name(sender)} only through op {w}, "
-                                           f"which this operation does not depend on", op)
+                    _fail(
+                        "data-not-held",
+                        f"{s.describe_op(op)}: the data reaches "
+                        f"{self.t.rank_name(sender)} only through op {w}, "
+                        f"which this operation does not depend on",
+                        op,
+                    )
         self.checks.append("data-not-held")
         # postcondition
         post_r, post_c = c.postcondition()
@@ -549,14 +667,20 @@ class _Verifier:
         key = pr * nseg + ps
         idx = np.searchsorted(w_key_sorted, key)
         idx_c = np.minimum(idx, max(len(w_key_sorted) - 1, 0))
-        delivered = (idx < len(w_key_sorted)) & (w_key_sorted[idx_c] == key) \
-            if len(w_key_sorted) else np.zeros(len(key), dtype=bool)
+        delivered = (
+            (idx < len(w_key_sorted)) & (w_key_sorted[idx_c] == key)
+            if len(w_key_sorted)
+            else np.zeros(len(key), dtype=bool)
+        )
         missing = np.flatnonzero(~(held_initially | delivered))
         if len(missing):
             i = int(missing[0])
-            _fail("missing-delivery", f"rank {self.t.rank_name(int(pr[i]))} never receives "
-                                      f"chunk {int(pc[i])}{self._seg_note(int(ps[i]))} "
-                                      f"({c.describe()})")
+            _fail(
+                "missing-delivery",
+                f"rank {self.t.rank_name(int(pr[i]))} never receives "
+                f"chunk {int(pc[i])}{self._seg_note(int(ps[i]))} "
+                f"({c.describe()})",
+            )
         self.checks.append("postcondition")
         # deliveries to a rank that already had the data (initially or earlier): wasteful only
         uniq = len(np.unique(w_key)) if len(w_key) else 0
@@ -590,7 +714,7 @@ class _Verifier:
             src = srcs[op]
             dst = dsts[op]
             is_copy = copy_op[op]
-            direct = set(idsl[ptrl[op]:ptrl[op + 1]])
+            direct = set(idsl[ptrl[op] : ptrl[op + 1]])
             p_op, d_op = posl[op], depthl[op]
 
             def is_ancestor(a: int, _x: int) -> bool:
@@ -605,17 +729,25 @@ class _Verifier:
                 rk = src * nseg + seg
                 for w in writes.get(rk, ()):
                     if not is_ancestor(w, op):
-                        _fail("race", f"{s.describe_op(op)} reads the data at "
-                                      f"{t.rank_name(src)} while op {w} may still be writing it "
-                                      f"(no dependency orders them)", op)
+                        _fail(
+                            "race",
+                            f"{s.describe_op(op)} reads the data at "
+                            f"{t.rank_name(src)} while op {w} may still be writing it "
+                            f"(no dependency orders them)",
+                            op,
+                        )
                 v = value.get(rk, 1 << src)
                 reads.setdefault(rk, []).append(op)
                 wk = dst * nseg + seg
                 for r in reads.get(wk, ()):
                     if not is_ancestor(r, op):
-                        _fail("race", f"{s.describe_op(op)} writes the data at "
-                                      f"{t.rank_name(dst)} while op {r} may still be reading it "
-                                      f"(no dependency orders them)", op)
+                        _fail(
+                            "race",
+                            f"{s.describe_op(op)} writes the data at "
+                            f"{t.rank_name(dst)} while op {r} may still be reading it "
+                            f"(no dependency orders them)",
+                            op,
+                        )
                 prev = writes.get(wk, [])
                 keep = []
                 for w in prev:
@@ -626,9 +758,13 @@ class _Verifier:
                             keep.append(w)
                         continue
                     if is_copy or copy_op[w]:
-                        _fail("race", f"{s.describe_op(op)} and op {w} both write the data at "
-                                      f"{t.rank_name(dst)} with no dependency between them "
-                                      f"and one of them overwrites it", op)
+                        _fail(
+                            "race",
+                            f"{s.describe_op(op)} and op {w} both write the data at "
+                            f"{t.rank_name(dst)} with no dependency between them "
+                            f"and one of them overwrites it",
+                            op,
+                        )
                     keep.append(w)
                 cur = value.get(wk, 1 << dst)
                 if is_copy:
@@ -639,10 +775,13 @@ class _Verifier:
                     dup = v & cur
                     if dup:
                         ranks = _bits(dup)
-                        _fail("duplicate-contribution",
-                              f"{s.describe_op(op)} combines the contribution of rank(s) "
-                              f"{_fmt_ranks(ranks)} into {t.rank_name(dst)}, which already "
-                              f"has it", op)
+                        _fail(
+                            "duplicate-contribution",
+                            f"{s.describe_op(op)} combines the contribution of rank(s) "
+                            f"{_fmt_ranks(ranks)} into {t.rank_name(dst)}, which already "
+                            f"has it",
+                            op,
+                        )
                     value[wk] = v | cur
                 keep.append(op)
                 writes[wk] = keep
@@ -657,10 +796,12 @@ class _Verifier:
                 v = value.get(r * nseg + seg, 1 << r)
                 if v != full:
                     missing = _bits(full & ~v)
-                    _fail("incomplete-reduction",
-                          f"rank {t.rank_name(r)} ends with chunk {ch}{self._seg_note(seg)} "
-                          f"missing the contribution of rank(s) {_fmt_ranks(missing)} "
-                          f"({c.describe()})")
+                    _fail(
+                        "incomplete-reduction",
+                        f"rank {t.rank_name(r)} ends with chunk {ch}{self._seg_note(seg)} "
+                        f"missing the contribution of rank(s) {_fmt_ranks(missing)} "
+                        f"({c.describe()})",
+                    )
         self.checks.append("postcondition")
         return redundant
 
@@ -691,8 +832,11 @@ class _Ancestry:
 
     def query(self, a: int, x: int) -> bool:
         self.stamp += 1
-        return bool(self._walk(a, x, self.pos, self.depth, self.ptr, self.ids, self.mark,
-                               self.stack, self.stamp))
+        return bool(
+            self._walk(
+                a, x, self.pos, self.depth, self.ptr, self.ids, self.mark, self.stack, self.stamp
+            )
+        )
 
 
 def _ancestry_walk(a, x, pos, depth, ptr, ids, mark, stack, stamp):
@@ -744,8 +888,10 @@ def _ancestry_kernels():
         except ImportError:  # pragma: no cover - numba is a dependency
             _KERNELS = (_ancestry_walk, _dep_depth)
         else:
-            _KERNELS = (njit(cache=True, nogil=True)(_ancestry_walk),
-                        njit(cache=True, nogil=True)(_dep_depth))
+            _KERNELS = (
+                njit(cache=True, nogil=True)(_ancestry_walk),
+                njit(cache=True, nogil=True)(_dep_depth),
+            )
     return _KERNELS
 
 
@@ -804,7 +950,7 @@ def _kahn(n: int, ptr: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
     while heap:
         u = heapq.heappop(heap)
         out.append(u)
-        for v in succ_l[sp[u]:sp[u + 1]]:
+        for v in succ_l[sp[u] : sp[u + 1]]:
             indeg[v] -= 1
             if indeg[v] == 0:
                 heapq.heappush(heap, v)
@@ -825,7 +971,7 @@ def _find_cycle_member(n: int, ptr: np.ndarray, ids: np.ndarray) -> int:
     while u not in seen:
         seen[u] = step
         step += 1
-        nxt = [int(d) for d in ids[ptr[u]:ptr[u + 1]] if int(d) in rem]
+        nxt = [int(d) for d in ids[ptr[u] : ptr[u + 1]] if int(d) in rem]
         u = min(nxt)
     return u
 
@@ -834,7 +980,7 @@ def _kahn_partial(n: int, ptr: np.ndarray, ids: np.ndarray) -> list[int]:
     indeg = np.diff(ptr).astype(np.int64).tolist()
     succ: list[list[int]] = [[] for _ in range(n)]
     for v in range(n):
-        for d in ids[ptr[v]:ptr[v + 1]].tolist():
+        for d in ids[ptr[v] : ptr[v + 1]].tolist():
             succ[d].append(v)
     stack = [i for i in range(n) if indeg[i] == 0]
     out = []
@@ -854,5 +1000,6 @@ def ensure_verified(schedule: Schedule) -> VerifyReport:
         return verify(schedule)
     except VerificationError as e:
         algo = schedule.meta.get("algorithm", "?")
-        raise CollsynthError(f"internal check failed: the {algo} schedule does not verify "
-                             f"({e})") from None
+        raise CollsynthError(
+            f"internal check failed: the {algo} schedule does not verify ({e})"
+        ) from None

@@ -43,18 +43,25 @@ def _run_syccl(out_dir: str, repeat: int, progress: Progress, only: str | None) 
 
 #: The suites with their own modules (imported when run): name -> runner.
 MODULE_SUITES: dict[str, Callable[..., dict]] = {
-    "teccl": _run_teccl, "mteg": _run_mteg, "syccl": _run_syccl,
+    "teccl": _run_teccl,
+    "mteg": _run_mteg,
+    "syccl": _run_syccl,
 }
 
 #: Every suite name: the harness's, then the modules'.
 SUITES: tuple[str, ...] = (*harness.SUITES, *MODULE_SUITES)
 
 
-def run_suite(suite: str, out_dir: str, repeat: int = 3,
-              progress: Callable[[str], None] | None = None, only: str | None = None) -> dict:
+def run_suite(
+    suite: str,
+    out_dir: str,
+    repeat: int = 3,
+    progress: Callable[[str], None] | None = None,
+    only: str | None = None,
+) -> dict:
     """Run ``suite`` and write ``OUT/SUITE.json`` and ``OUT/SUITE.md``. ``only``: run just the
     cases whose label contains this text and merge their rows into the existing results."""
-    if suite in harness.SUITES:         # looked up at call time: suites can be added there
+    if suite in harness.SUITES:  # looked up at call time: suites can be added there
         return harness.run_suite(suite, out_dir, repeat=repeat, progress=progress, only=only)
     runner: Any = MODULE_SUITES.get(suite)
     if runner is None:

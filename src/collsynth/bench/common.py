@@ -22,8 +22,9 @@ def matches(only: str | None, label: str) -> bool:
     return only is None or only.lower() in label.lower()
 
 
-def select(suite: str, cases: Sequence[Any], label: Callable[[Any], str],
-           only: str | None) -> list[Any]:
+def select(
+    suite: str, cases: Sequence[Any], label: Callable[[Any], str], only: str | None
+) -> list[Any]:
     """The cases of ``suite`` that run under ``only``; an error when ``only`` matches none."""
     chosen = [c for c in cases if matches(only, label(c))]
     if only is not None and not chosen:
@@ -41,8 +42,13 @@ def read_json(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def merge_rows(old: Iterable[Any], new: list[Any], ran: set[Hashable],
-               key: Callable[[Any], Hashable], order: Sequence[Hashable]) -> list[Any]:
+def merge_rows(
+    old: Iterable[Any],
+    new: list[Any],
+    ran: set[Hashable],
+    key: Callable[[Any], Hashable],
+    order: Sequence[Hashable],
+) -> list[Any]:
     """``new`` replaces the rows of the cases in ``ran``; ``old`` rows of other cases are kept.
     Rows come out in case order (``order``: case keys), stable within a case; rows of keys
     not in ``order`` last."""

@@ -27,8 +27,9 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..bound import bound
 from ..collective import Collective
@@ -85,39 +86,66 @@ def _cases_scale() -> list[Case]:
     cases = []
     for servers in (8, 16, 32, 64, 128):  # 64 .. 1024 GPUs
         cases.append(Case(f"h800_rails:servers={servers}", "allgather", "ring", (1 * GB,)))
-    for side in (8, 16, 32):              # 64 .. 1024 GPUs
+    for side in (8, 16, 32):  # 64 .. 1024 GPUs
         cases.append(Case(f"torus2d:w={side},h={side}", "allgather", "ring", (1 * GB,)))
-    for nodes in (2, 8, 32, 128):          # 16 .. 1024 GPUs
+    for nodes in (2, 8, 32, 128):  # 16 .. 1024 GPUs
         cases.append(Case(f"dgx_a100:nodes={nodes}", "allgather", "forestcoll", (1 * GB,)))
-    for chassis in (2, 4, 8):               # 32 .. 128 GCDs (16 and 32 chassis: see the notes)
+    for chassis in (2, 4, 8):  # 32 .. 128 GCDs (16 and 32 chassis: see the notes)
         cases.append(Case(f"mi250:chassis={chassis}", "allgather", "forestcoll", (1 * GB,)))
-    for chassis in (8, 16, 32):             # TE-CCL's MI250 model: 128 .. 512 GCDs
-        cases.append(Case(f"mi250:chassis={chassis},inter=teccl", "allgather", "forestcoll",
-                          (1 * GB,)))
+    for chassis in (8, 16, 32):  # TE-CCL's MI250 model: 128 .. 512 GCDs
+        cases.append(
+            Case(f"mi250:chassis={chassis},inter=teccl", "allgather", "forestcoll", (1 * GB,))
+        )
     for spec in ("torus2d:w=8,h=8", "torus2d:w=16,h=16", "torus3d", "fat_tree:k=8"):
         cases.append(Case(spec, "allgather", "forestcoll", (1 * GB,)))
     return cases
 
 
 #: Every zoo fabric at its defaults, plus the two-chassis MI250 (the hardest case found).
-QUALITY_TOPOLOGIES = ("a800_clos", "dgx1", "dgx2", "dgx_a100", "dragonfly", "fat_tree", "full",
-                      "h800_rails", "hypercube", "line", "mesh2d", "mi250", "mi250:chassis=2",
-                      "ndv2", "random_regular", "ring", "star", "torus2d", "torus3d", "wan")
+QUALITY_TOPOLOGIES = (
+    "a800_clos",
+    "dgx1",
+    "dgx2",
+    "dgx_a100",
+    "dragonfly",
+    "fat_tree",
+    "full",
+    "h800_rails",
+    "hypercube",
+    "line",
+    "mesh2d",
+    "mi250",
+    "mi250:chassis=2",
+    "ndv2",
+    "random_regular",
+    "ring",
+    "star",
+    "torus2d",
+    "torus3d",
+    "wan",
+)
 
 
 def _cases_quality() -> list[Case]:
-    return [Case(topo, coll, "forestcoll", (1 * KB, 1 * MB, 1 * GB))
-            for coll in ("allgather", "reducescatter", "allreduce")
-            for topo in QUALITY_TOPOLOGIES]
+    return [
+        Case(topo, coll, "forestcoll", (1 * KB, 1 * MB, 1 * GB))
+        for coll in ("allgather", "reducescatter", "allreduce")
+        for topo in QUALITY_TOPOLOGIES
+    ]
 
 
 def _cases_sim() -> list[Case]:
-    return [Case("ring:n=1024", "allgather", "ring", (1 * GB,), chunks=8),
-            Case("h800_rails:servers=128", "allgather", "ring", (1 * GB,), chunks=8)]
+    return [
+        Case("ring:n=1024", "allgather", "ring", (1 * GB,), chunks=8),
+        Case("h800_rails:servers=128", "allgather", "ring", (1 * GB,), chunks=8),
+    ]
 
 
 SUITES: dict[str, Callable[[], list[Case]]] = {
-    "quick": _cases_quick, "paper": _cases_paper, "scale": _cases_scale, "sim": _cases_sim,
+    "quick": _cases_quick,
+    "paper": _cases_paper,
+    "scale": _cases_scale,
+    "sim": _cases_sim,
     "quality": _cases_quality,
 }
 
@@ -138,26 +166,47 @@ def run_case(case: Case, repeat: int) -> list[dict]:
         if key not in cache:
             try:
                 synth_s, sched = _median_time(
-                    lambda: synthesize(case.algo, topo, coll, size=key), repeat)
+                    lambda: synthesize(case.algo, topo, coll, size=key), repeat
+                )
             except CollsynthError as e:
-                return rows + [{"topology": case.topology, "collective": case.collective,
-                                "algo": case.algo, "status": "skipped", "reason": str(e)}]
+                return rows + [
+                    {
+                        "topology": case.topology,
+                        "collective": case.collective,
+                        "algo": case.algo,
+                        "status": "skipped",
+                        "reason": str(e),
+                    }
+                ]
             verify_s, _ = _median_time(lambda: verify(sched), 1)
             cache[key] = (sched, synth_s, verify_s)
         sched, synth_s, verify_s = cache[key]
         sim_s, sim = _median_time(lambda: simulate(sched, size), repeat)
         b = bound(topo, sched.collective, size)
-        rows.append({
-            "topology": case.topology, "gpus": topo.num_ranks, "collective": case.collective,
-            "algo": case.algo, "status": "ok", "size_bytes": size,
-            "chunks_per_rank": sched.collective.chunks_per_rank, "ops": sched.num_ops,
-            "hops": sim.hops, "synth_time_s": synth_s, "verify_time_s": verify_s,
-            "sim_wall_s": sim_s, "sim_hops_per_s": sim.hops / sim_s if sim_s > 0 else None,
-            "time_s": sim.time_s, "algbw_GBps": sim.algbw / 1e9, "busbw_GBps": sim.busbw / 1e9,
-            "bound_time_s": b.time_s, "bound_kind": b.kind,
-            "ratio_to_bound": sim.time_s / b.time_s,
-            **_algo_info(sched),
-        })
+        rows.append(
+            {
+                "topology": case.topology,
+                "gpus": topo.num_ranks,
+                "collective": case.collective,
+                "algo": case.algo,
+                "status": "ok",
+                "size_bytes": size,
+                "chunks_per_rank": sched.collective.chunks_per_rank,
+                "ops": sched.num_ops,
+                "hops": sim.hops,
+                "synth_time_s": synth_s,
+                "verify_time_s": verify_s,
+                "sim_wall_s": sim_s,
+                "sim_hops_per_s": sim.hops / sim_s if sim_s > 0 else None,
+                "time_s": sim.time_s,
+                "algbw_GBps": sim.algbw / 1e9,
+                "busbw_GBps": sim.busbw / 1e9,
+                "bound_time_s": b.time_s,
+                "bound_kind": b.kind,
+                "ratio_to_bound": sim.time_s / b.time_s,
+                **_algo_info(sched),
+            }
+        )
     if case.algo == "forestcoll" and case.collective == "allreduce":
         _add_tree_lp(topo, rows)
     return rows
@@ -185,16 +234,18 @@ def _algo_info(sched) -> dict:
     fc = sched.meta.get("forestcoll")
     if not fc:
         return {}
-    return {"k": fc.get("k"), "pipeline": fc.get("pipeline"),
-            "tree_height": fc.get("tree_height")}
+    return {"k": fc.get("k"), "pipeline": fc.get("pipeline"), "tree_height": fc.get("tree_height")}
 
 
 def _markdown(suite: str, rows: list[dict]) -> str:
     ok = [r for r in rows if r.get("status") == "ok"]
-    lines = [f"# bench suite `{suite}`", "",
-             "| topology | GPUs | collective | algo | size | time | algbw GB/s | x bound | "
-             "synth s | verify s | sim s | Mhops/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# bench suite `{suite}`",
+        "",
+        "| topology | GPUs | collective | algo | size | time | algbw GB/s | x bound | "
+        "synth s | verify s | sim s | Mhops/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     from ..units import fmt_size, fmt_time
 
     choices = any("k" in r for r in ok)
@@ -207,39 +258,44 @@ def _markdown(suite: str, rows: list[dict]) -> str:
         lines[3] += "---|"
     for r in ok:
         mh = r["sim_hops_per_s"] / 1e6 if r["sim_hops_per_s"] else float("nan")
-        line = (f"| {r['topology']} | {r['gpus']} | {r['collective']} | {r['algo']} | "
-                f"{fmt_size(r['size_bytes'])} | {fmt_time(r['time_s'])} | "
-                f"{r['algbw_GBps']:.4g} | {r['ratio_to_bound']:.4g} | "
-                f"{r['synth_time_s']:.3g} | {r['verify_time_s']:.3g} | "
-                f"{r['sim_wall_s']:.3g} | {mh:.3g} |")
+        line = (
+            f"| {r['topology']} | {r['gpus']} | {r['collective']} | {r['algo']} | "
+            f"{fmt_size(r['size_bytes'])} | {fmt_time(r['time_s'])} | "
+            f"{r['algbw_GBps']:.4g} | {r['ratio_to_bound']:.4g} | "
+            f"{r['synth_time_s']:.3g} | {r['verify_time_s']:.3g} | "
+            f"{r['sim_wall_s']:.3g} | {mh:.3g} |"
+        )
         if choices:
             line += f" {r.get('k', '')} | {r.get('pipeline', '')} | {r.get('tree_height', '')} |"
         if tree_lp:
             x = r.get("ratio_to_tree_lp")
-            line += (f" {x:.4g}{'' if r.get('tree_lp_exact') else '*'} |" if x is not None
-                     else "  |")
+            line += f" {x:.4g}{'' if r.get('tree_lp_exact') else '*'} |" if x is not None else "  |"
         lines.append(line)
     if tree_lp:
-        lines += ["", "`x tree LP`: simulated time over ForestColl's Appendix E AllReduce LP "
-                  "(best in-tree + out-tree scheme, bandwidth only); `*`: topology with "
-                  "switches, where the LP is relaxed through them (a lower bound for tree "
-                  "schemes, not always reachable). Empty: LP too big."]
+        lines += [
+            "",
+            "`x tree LP`: simulated time over ForestColl's Appendix E AllReduce LP "
+            "(best in-tree + out-tree scheme, bandwidth only); `*`: topology with "
+            "switches, where the LP is relaxed through them (a lower bound for tree "
+            "schemes, not always reachable). Empty: LP too big.",
+        ]
     skipped = [r for r in rows if r.get("status") == "skipped"]
     if skipped:
         lines += ["", "Skipped:", ""]
-        lines += [f"- {r['algo']} on {r['topology']} {r['collective']}: {r['reason']}"
-                  for r in skipped]
+        lines += [
+            f"- {r['algo']} on {r['topology']} {r['collective']}: {r['reason']}" for r in skipped
+        ]
     return "\n".join(lines) + "\n"
 
 
 def _case_key(row_or_case) -> tuple:
-    get = row_or_case.get if isinstance(row_or_case, dict) else \
-        (lambda k: getattr(row_or_case, k))
+    get = row_or_case.get if isinstance(row_or_case, dict) else (lambda k: getattr(row_or_case, k))
     return (get("topology"), get("collective"), get("algo"))
 
 
-def _merge(path: str, suite: str, cases: list[Case], all_cases: list[Case],
-           rows: list[dict]) -> list[dict]:
+def _merge(
+    path: str, suite: str, cases: list[Case], all_cases: list[Case], rows: list[dict]
+) -> list[dict]:
     """Rows of the cases just run replace theirs in the results file at ``path``; the other
     cases' rows are kept; rows come out in the suite's case order."""
     try:
@@ -253,12 +309,17 @@ def _merge(path: str, suite: str, cases: list[Case], all_cases: list[Case],
     kept = [r for r in old.get("rows", []) if _case_key(r) not in ran]
     order = {_case_key(c): i for i, c in enumerate(all_cases)}
     merged = kept + rows
-    merged.sort(key=lambda r: order.get(_case_key(r), len(order)))   # stable within a case
+    merged.sort(key=lambda r: order.get(_case_key(r), len(order)))  # stable within a case
     return merged
 
 
-def run_suite(suite: str, out_dir: str, repeat: int = 3,
-              progress: Callable[[str], None] | None = None, only: str | None = None) -> dict:
+def run_suite(
+    suite: str,
+    out_dir: str,
+    repeat: int = 3,
+    progress: Callable[[str], None] | None = None,
+    only: str | None = None,
+) -> dict:
     """Run ``suite`` and write ``OUT/SUITE.json`` and ``.md``. ``only``: run just the cases
     whose ``"algo collective topology"`` contains this text, and merge their rows into the
     existing results file (the other cases' rows are kept)."""
@@ -279,9 +340,12 @@ def run_suite(suite: str, out_dir: str, repeat: int = 3,
     if only is not None:
         rows = _merge(os.path.join(out_dir, f"{suite}.json"), suite, cases, all_cases, rows)
     ok = [r for r in rows if r.get("status") == "ok"]
-    summary: dict[str, Any] = {"cases": len(all_cases), "rows": len(ok),
-                               "skipped": len(rows) - len(ok),
-                               "wall_s": time.perf_counter() - t0}
+    summary: dict[str, Any] = {
+        "cases": len(all_cases),
+        "rows": len(ok),
+        "skipped": len(rows) - len(ok),
+        "wall_s": time.perf_counter() - t0,
+    }
     if only is not None:
         summary["only"] = {"pattern": only, "cases_run": len(cases)}
     rates = [r["sim_hops_per_s"] for r in ok if r.get("sim_hops_per_s")]
@@ -290,12 +354,22 @@ def run_suite(suite: str, out_dir: str, repeat: int = 3,
     ratios = [r["ratio_to_bound"] for r in ok]
     if ratios:
         summary["median_ratio_to_bound"] = statistics.median(ratios)
-    result = {"suite": suite, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                          "cpus": os.cpu_count()},
-              "repeat": repeat, "summary": summary, "rows": rows}
+    result = {
+        "suite": suite,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "repeat": repeat,
+        "summary": summary,
+        "rows": rows,
+    }
     from .common import write_files
 
-    write_files(out_dir, {f"{suite}.json": json.dumps(result, indent=1),
-                          f"{suite}.md": _markdown(suite, rows)})
+    write_files(
+        out_dir,
+        {f"{suite}.json": json.dumps(result, indent=1), f"{suite}.md": _markdown(suite, rows)},
+    )
     return result

@@ -42,11 +42,15 @@ from ..units import fmt_size, fmt_time
 from ..verify import ensure_verified
 from .common import merge_rows, read_json, select, summary, write_files
 
-TOPOLOGIES = ["a800_clos:servers=4", "h800_rails:servers=8", "h800_rails:servers=16",
-              "h800_rails:servers=64"]
+TOPOLOGIES = [
+    "a800_clos:servers=4",
+    "h800_rails:servers=8",
+    "h800_rails:servers=16",
+    "h800_rails:servers=64",
+]
 COLLECTIVES = ["allgather", "reducescatter", "alltoall"]
 SIZES = [1e3, 32e3, 1e6, 32e6, 1e9, 4e9]
-BIG = 256                       # ranks from which a topology counts as big (1 timed run)
+BIG = 256  # ranks from which a topology counts as big (1 timed run)
 QUICK_TOPOLOGIES = ["a800_clos:servers=4", "h800_rails:servers=8"]
 
 
@@ -59,12 +63,12 @@ class DemandCutCache:
         t = topo
         ref = 1e9
         cb = coll.chunk_bytes(ref)
-        self.cuts = []      # (side, #crossing chunks, out bw, alpha) in the provider's order
+        self.cuts = []  # (side, #crossing chunks, out bw, alpha) in the provider's order
         for side in bc._group_cuts(t):
             ranks = {int(t.rank_of_node[v]) for v in side if t.is_compute(v)}
             need = bc.crossing_bytes(coll, ref, ranks)
             count = round(need / cb)
-            if float(count) * cb != need:       # pragma: no cover - not a whole chunk count
+            if float(count) * cb != need:  # pragma: no cover - not a whole chunk count
                 raise RuntimeError("demand-cut: crossing bytes are not a chunk multiple")
             out_bw = sum(lk.bw for lk in t.links if lk.src in side and lk.dst not in side)
             self.cuts.append((side, count, out_bw, bc._alpha_min_out(t, side)))
@@ -83,8 +87,9 @@ class DemandCutCache:
         if best is None:
             return []
         val, side, need, out_bw = best
-        return [Bound("demand-cut", val, bc._names(self.topo, side),
-                      {"bytes": need, "cut_bw": out_bw})]
+        return [
+            Bound("demand-cut", val, bc._names(self.topo, side), {"bytes": need, "cut_bw": out_bw})
+        ]
 
 
 def _bound(topo, coll, size, cache: DemandCutCache | None) -> tuple[float, str]:
@@ -94,14 +99,21 @@ def _bound(topo, coll, size, cache: DemandCutCache | None) -> tuple[float, str]:
     # every provider but demand-cut as usual, demand-cut from the cache, in PROVIDERS order
     bounds: list[Bound] = []
     for name in PROVIDERS:
-        bounds += (cache.bounds(size) if name == "demand-cut" else
-                   bound(topo, coll, size, providers=[name]).bounds)
+        bounds += (
+            cache.bounds(size)
+            if name == "demand-cut"
+            else bound(topo, coll, size, providers=[name]).bounds
+        )
     b = BoundResult(float(size), bounds)
     return b.time_s, b.kind
 
 
-def run(topologies: list[str], repeat: int, collectives: Sequence[str] = COLLECTIVES,
-        progress: Callable[[str], None] | None = None) -> list[dict]:
+def run(
+    topologies: list[str],
+    repeat: int,
+    collectives: Sequence[str] = COLLECTIVES,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
     """The rows of ``collectives`` on ``topologies``, every size."""
     rows = []
     for spec in topologies:
@@ -117,17 +129,20 @@ def run(topologies: list[str], repeat: int, collectives: Sequence[str] = COLLECT
                 # self-check: the cached provider equals the module's, bit for bit
                 want = bound(topo, coll, SIZES[0], providers=["demand-cut"]).bounds
                 got = cache.bounds(SIZES[0])
-                if [(x.kind, x.time_s, x.witness) for x in want] != \
-                        [(x.kind, x.time_s, x.witness) for x in got]:
+                if [(x.kind, x.time_s, x.witness) for x in want] != [
+                    (x.kind, x.time_s, x.witness) for x in got
+                ]:
                     raise RuntimeError(f"demand-cut cache differs on {spec}: {got} != {want}")
                 if progress:
-                    progress(f"{spec} {cname}: demand-cut cache built and checked in "
-                             f"{time.perf_counter() - t0:.0f}s")
+                    progress(
+                        f"{spec} {cname}: demand-cut cache built and checked in "
+                        f"{time.perf_counter() - t0:.0f}s"
+                    )
             baselines = {}
             for algo in (["direct"] if cname == "alltoall" else []) + ["ring"]:
                 try:
                     baselines[algo] = synthesize(algo, topo, coll)
-                except Exception:   # ring does not support AllToAll
+                except Exception:  # ring does not support AllToAll
                     continue
             for size in SIZES:
                 times = []
@@ -141,17 +156,29 @@ def run(topologies: list[str], repeat: int, collectives: Sequence[str] = COLLECT
                 sim = simulate(sched, size)
                 meta = sched.meta["syccl"]
                 b_t, b_kind = _bound(topo, coll, size, cache)
-                row = {"topology": spec, "ranks": n, "collective": cname, "size": size,
-                       "synth_s": statistics.median(times), "synth_runs": times,
-                       "ops": sched.num_ops, "time_s": sim.time_s, "busbw_GBps": sim.busbw / 1e9,
-                       "allocation": meta["allocation"], "fractions": meta["fractions"],
-                       "rail_template": meta["rail_template"], "pipeline": meta["pipeline"],
-                       "candidates": meta["candidates"], "bound_s": b_t, "bound_kind": b_kind,
-                       "bound_ratio": sim.time_s / b_t if b_t > 0 else None}
+                row = {
+                    "topology": spec,
+                    "ranks": n,
+                    "collective": cname,
+                    "size": size,
+                    "synth_s": statistics.median(times),
+                    "synth_runs": times,
+                    "ops": sched.num_ops,
+                    "time_s": sim.time_s,
+                    "busbw_GBps": sim.busbw / 1e9,
+                    "allocation": meta["allocation"],
+                    "fractions": meta["fractions"],
+                    "rail_template": meta["rail_template"],
+                    "pipeline": meta["pipeline"],
+                    "candidates": meta["candidates"],
+                    "bound_s": b_t,
+                    "bound_kind": b_kind,
+                    "bound_ratio": sim.time_s / b_t if b_t > 0 else None,
+                }
                 for algo, bs in baselines.items():
                     bt = simulate(bs, size).time_s
                     row[f"{algo}_time_s"] = bt
-                    row[f"vs_{algo}"] = bt / sim.time_s     # busbw ratio = inverse time ratio
+                    row[f"vs_{algo}"] = bt / sim.time_s  # busbw ratio = inverse time ratio
                 rows.append(row)
                 if progress:
                     progress(_line(row))
@@ -160,43 +187,60 @@ def run(topologies: list[str], repeat: int, collectives: Sequence[str] = COLLECT
 
 def _line(r: dict) -> str:
     vs = " ".join(f"x{r[k]:.2f} {k[3:]}" for k in ("vs_ring", "vs_direct") if k in r)
-    return (f"{r['topology']:<22} {r['collective']:<13} {fmt_size(r['size']):>7} "
-            f"synth {r['synth_s']:6.2f}s  {fmt_time(r['time_s']):>10}  "
-            f"busbw {r['busbw_GBps']:7.2f} GB/s  {vs}  bound x{r['bound_ratio']:.3f} "
-            f"({r['allocation']}, {r['rail_template']}, P={r['pipeline']})")
+    return (
+        f"{r['topology']:<22} {r['collective']:<13} {fmt_size(r['size']):>7} "
+        f"synth {r['synth_s']:6.2f}s  {fmt_time(r['time_s']):>10}  "
+        f"busbw {r['busbw_GBps']:7.2f} GB/s  {vs}  bound x{r['bound_ratio']:.3f} "
+        f"({r['allocation']}, {r['rail_template']}, P={r['pipeline']})"
+    )
 
 
 def write(rows: list[dict], out: str) -> None:
     """Write ``OUT/syccl.json`` and ``OUT/syccl.md``."""
-    env = {"python": sys.version.split()[0], "machine": platform.machine(),
-           "cpus": os.cpu_count()}
-    lines = ["# SyCCL benchmark (`collsynth bench syccl`)", "",
-             "Simulated with the collsynth simulator; synthesis time is the median of the timed "
-             "runs in a warm process on a shared 2-core machine (noisy). `vs ring` / `vs direct` "
-             "= busbw ratio (baseline time / SyCCL time); `/bound` = SyCCL time / best lower "
-             "bound.", "",
-             "| topology | coll | size | synth (s) | time | busbw GB/s | vs ring | vs direct | "
-             "/bound | bound | choice |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    env = {"python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count()}
+    lines = [
+        "# SyCCL benchmark (`collsynth bench syccl`)",
+        "",
+        "Simulated with the collsynth simulator; synthesis time is the median of the timed "
+        "runs in a warm process on a shared 2-core machine (noisy). `vs ring` / `vs direct` "
+        "= busbw ratio (baseline time / SyCCL time); `/bound` = SyCCL time / best lower "
+        "bound.",
+        "",
+        "| topology | coll | size | synth (s) | time | busbw GB/s | vs ring | vs direct | "
+        "/bound | bound | choice |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         vr = f"{r['vs_ring']:.2f}" if "vs_ring" in r else "-"
         vd = f"{r['vs_direct']:.2f}" if "vs_direct" in r else "-"
-        lines.append(f"| {r['topology']} | {r['collective']} | {fmt_size(r['size'])} | "
-                     f"{r['synth_s']:.2f} | {fmt_time(r['time_s'])} | {r['busbw_GBps']:.2f} | "
-                     f"{vr} | {vd} | {r['bound_ratio']:.3f} | {r['bound_kind']} | "
-                     f"{r['allocation']} {'/'.join(r['fractions'])}, {r['rail_template']}, "
-                     f"P={r['pipeline']} |")
-    write_files(out, {"syccl.json": json.dumps({"env": env, "rows": rows}, indent=1),
-                      "syccl.md": "\n".join(lines) + "\n"})
+        lines.append(
+            f"| {r['topology']} | {r['collective']} | {fmt_size(r['size'])} | "
+            f"{r['synth_s']:.2f} | {fmt_time(r['time_s'])} | {r['busbw_GBps']:.2f} | "
+            f"{vr} | {vd} | {r['bound_ratio']:.3f} | {r['bound_kind']} | "
+            f"{r['allocation']} {'/'.join(r['fractions'])}, {r['rail_template']}, "
+            f"P={r['pipeline']} |"
+        )
+    write_files(
+        out,
+        {
+            "syccl.json": json.dumps({"env": env, "rows": rows}, indent=1),
+            "syccl.md": "\n".join(lines) + "\n",
+        },
+    )
 
 
 def _row_key(row: dict) -> tuple:
     return (row.get("topology"), row.get("collective"))
 
 
-def run_suite(out_dir: str, repeat: int = 3, progress: Callable[[str], None] | None = None,
-              only: str | None = None, topologies: Sequence[str] | None = None,
-              quick: bool = False) -> dict:
+def run_suite(
+    out_dir: str,
+    repeat: int = 3,
+    progress: Callable[[str], None] | None = None,
+    only: str | None = None,
+    topologies: Sequence[str] | None = None,
+    quick: bool = False,
+) -> dict:
     """Run the suite and write ``OUT/syccl.json`` and ``.md``. ``topologies``: the topology
     specs (default :data:`TOPOLOGIES`; ``quick``: :data:`QUICK_TOPOLOGIES`, 32 and 64 GPUs)."""
     t0 = time.perf_counter()
@@ -219,6 +263,8 @@ def run_suite(out_dir: str, repeat: int = 3, progress: Callable[[str], None] | N
         if only is not None:
             out = merge_rows(old, rows, set(chosen), _row_key, all_cases)
         write(out, out_dir)
-    return {"suite": "syccl", "rows": out,
-            "summary": summary(len(all_cases), len(chosen), len(out),
-                               time.perf_counter() - t0, only)}
+    return {
+        "suite": "syccl",
+        "rows": out,
+        "summary": summary(len(all_cases), len(chosen), len(out), time.perf_counter() - t0, only),
+    }

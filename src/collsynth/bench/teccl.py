@@ -56,15 +56,16 @@ class TecclCase:
     epoch: str
     sizes: tuple[float, ...]
     note: str | None = None
-    tag: str = ""                   # "grain" or "alpha": matched by --only like the rest
+    tag: str = ""  # "grain" or "alpha": matched by --only like the rest
     chunks: int = 1
     multiplier: float = 1.0
     alpha_seed: int | None = None
 
     @property
     def label(self) -> str:
-        return " ".join(x for x in (self.system, self.collective, self.spec, self.tag,
-                                    self.note or "") if x)
+        return " ".join(
+            x for x in (self.system, self.collective, self.spec, self.tag, self.note or "") if x
+        )
 
     @property
     def key(self) -> tuple:
@@ -80,22 +81,62 @@ def cases(sizes: tuple[float, ...]) -> list[TecclCase]:
     out = [TecclCase(label, spec, kind, epoch, sizes) for label, spec, kind, epoch in SYSTEMS]
     # epoch granularity: finer epochs (alpha rounding) and more chunks per GPU
     for size, mult, chunks in ((1e6, 0.25, 1), (1e9, 1.0, 4)):
-        out.append(TecclCase("DGX-1", "dgx1", "allgather", "fast", (size,),
-                             f"(epoch x{mult:g}, {chunks} chunks/GPU)", "grain", chunks, mult))
+        out.append(
+            TecclCase(
+                "DGX-1",
+                "dgx1",
+                "allgather",
+                "fast",
+                (size,),
+                f"(epoch x{mult:g}, {chunks} chunks/GPU)",
+                "grain",
+                chunks,
+                mult,
+            )
+        )
     # heterogeneous alpha (Srinivasan's study of TE-CCL): per-link alphas in [0.3, 3] us
     for seed in (1, 2, 3):
-        out.append(TecclCase("DGX-1", "dgx1", "allgather", "fast", (1e6,),
-                             f"(random alpha, seed {seed})", "alpha", alpha_seed=seed))
+        out.append(
+            TecclCase(
+                "DGX-1",
+                "dgx1",
+                "allgather",
+                "fast",
+                (1e6,),
+                f"(random alpha, seed {seed})",
+                "alpha",
+                alpha_seed=seed,
+            )
+        )
     return out
 
 
-def run_one(label, topo, kind, size, epoch, time_limit, extra=None, chunks=1, multiplier=1.0,
-            progress: Callable[[str], None] | None = None) -> dict:
+def run_one(
+    label,
+    topo,
+    kind,
+    size,
+    epoch,
+    time_limit,
+    extra=None,
+    chunks=1,
+    multiplier=1.0,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
     """One row: synthesize, verify, simulate, bound and the ``spt`` heuristic's time."""
     coll = Collective.make(kind, topo.num_ranks, chunks)
     t0 = time.perf_counter()
-    sched = synthesize("teccl", topo, coll, size=size, epoch=epoch, time_limit=time_limit,
-                       gap=1e-4, alpha_ratio_max=4, epoch_multiplier=multiplier)
+    sched = synthesize(
+        "teccl",
+        topo,
+        coll,
+        size=size,
+        epoch=epoch,
+        time_limit=time_limit,
+        gap=1e-4,
+        alpha_ratio_max=4,
+        epoch_multiplier=multiplier,
+    )
     synth_s = time.perf_counter() - t0
     ensure_verified(sched)
     sim = simulate(sched, size).time_s
@@ -106,28 +147,50 @@ def run_one(label, topo, kind, size, epoch, time_limit, extra=None, chunks=1, mu
         heur_sim = simulate(synthesize("spt", topo, coll), size).time_s
     last = m["horizons"][-1] if m["horizons"] else {}
     row = {
-        "system": label, "topology": topo.name, "collective": kind, "size_bytes": size,
-        "size": fmt_size(size), "epoch": epoch, "mode": m["mode"], "status": m["status"],
-        "gap": m["gap"], "makespan_gap": m["makespan_gap"],
-        "epochs_required": m["epochs_required"], "lower_bound_epochs": m["lower_bound_epochs"],
-        "tau_s": m["tau_s"], "estimate_s": m["estimate_s"], "plan_s": m["plan_s"],
-        "sim_s": sim, "bound_s": b.time_s, "bound_kind": b.kind,
-        "ratio_to_bound": sim / b.time_s, "spt_sim_s": heur_sim,
-        "spt_ratio_to_bound": heur_sim / b.time_s, "algbw_GBps": size / sim / 1e9,
-        "solver_time_s": m["solver_time_s"], "synth_wall_s": synth_s,
-        "columns": last.get("columns"), "rows": last.get("rows"), "ops": sched.num_ops,
-        "rounding_up_s": m["rounding_up_s"], "rounding_down_s": m["rounding_down_s"],
+        "system": label,
+        "topology": topo.name,
+        "collective": kind,
+        "size_bytes": size,
+        "size": fmt_size(size),
+        "epoch": epoch,
+        "mode": m["mode"],
+        "status": m["status"],
+        "gap": m["gap"],
+        "makespan_gap": m["makespan_gap"],
+        "epochs_required": m["epochs_required"],
+        "lower_bound_epochs": m["lower_bound_epochs"],
+        "tau_s": m["tau_s"],
+        "estimate_s": m["estimate_s"],
+        "plan_s": m["plan_s"],
+        "sim_s": sim,
+        "bound_s": b.time_s,
+        "bound_kind": b.kind,
+        "ratio_to_bound": sim / b.time_s,
+        "spt_sim_s": heur_sim,
+        "spt_ratio_to_bound": heur_sim / b.time_s,
+        "algbw_GBps": size / sim / 1e9,
+        "solver_time_s": m["solver_time_s"],
+        "synth_wall_s": synth_s,
+        "columns": last.get("columns"),
+        "rows": last.get("rows"),
+        "ops": sched.num_ops,
+        "rounding_up_s": m["rounding_up_s"],
+        "rounding_down_s": m["rounding_down_s"],
         # the documented agreement: estimate - tau - rounding_up <= sim <= estimate + down
-        "sim_agrees": bool(m["estimate_s"] - m["tau_s"] - m["rounding_up_s"]
-                           <= sim * (1 + 1e-9)
-                           and sim <= (m["estimate_s"] + m["rounding_down_s"]) * (1 + 1e-9)),
-        "verified": True, **(extra or {}),
+        "sim_agrees": bool(
+            m["estimate_s"] - m["tau_s"] - m["rounding_up_s"] <= sim * (1 + 1e-9)
+            and sim <= (m["estimate_s"] + m["rounding_down_s"]) * (1 + 1e-9)
+        ),
+        "verified": True,
+        **(extra or {}),
     }
     if progress:
-        progress(f"{label:10s} {kind:9s} {fmt_size(size):>6s} {m['status']:22s} "
-                 f"K={m['epochs_required']:4d} "
-                 f"sim={fmt_time(sim):>9s} x bound={row['ratio_to_bound']:.3g} "
-                 f"(spt {row['spt_ratio_to_bound']:.3g}) solver {m['solver_time_s']:.1f}s")
+        progress(
+            f"{label:10s} {kind:9s} {fmt_size(size):>6s} {m['status']:22s} "
+            f"K={m['epochs_required']:4d} "
+            f"sim={fmt_time(sim):>9s} x bound={row['ratio_to_bound']:.3g} "
+            f"(spt {row['spt_ratio_to_bound']:.3g}) solver {m['solver_time_s']:.1f}s"
+        )
     return row
 
 
@@ -159,13 +222,19 @@ def to_markdown(rows: list[dict], time_limit: float) -> str:
             f"| {fmt_time(r['estimate_s'])} | {fmt_time(r['sim_s'])} "
             f"| {'yes' if r['sim_agrees'] else 'NO'} | {r['algbw_GBps']:.4g} "
             f"| {r['ratio_to_bound']:.3g} | {r['spt_ratio_to_bound']:.3g} "
-            f"| {r['solver_time_s']:.1f} | {r['columns']} |")
+            f"| {r['solver_time_s']:.1f} | {r['columns']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
-def run_suite(out_dir: str, repeat: int = 1, progress: Callable[[str], None] | None = None,
-              only: str | None = None, time_limit: float = TIME_LIMIT,
-              sizes: tuple[str, ...] = SIZES) -> dict:
+def run_suite(
+    out_dir: str,
+    repeat: int = 1,
+    progress: Callable[[str], None] | None = None,
+    only: str | None = None,
+    time_limit: float = TIME_LIMIT,
+    sizes: tuple[str, ...] = SIZES,
+) -> dict:
     """Run the suite (``repeat`` is not used) and write ``OUT/teccl.json`` and ``.md``."""
     del repeat
     t0 = time.perf_counter()
@@ -178,15 +247,40 @@ def run_suite(out_dir: str, repeat: int = 1, progress: Callable[[str], None] | N
             topo = sample_alphas(topo, seed=c.alpha_seed, low=0.3e-6, high=3e-6)
         extra = {"note": c.note} if c.note else None
         for size in c.sizes:
-            rows.append(run_one(c.system, topo, c.collective, size, c.epoch, time_limit, extra,
-                                chunks=c.chunks, multiplier=c.multiplier, progress=progress))
+            rows.append(
+                run_one(
+                    c.system,
+                    topo,
+                    c.collective,
+                    size,
+                    c.epoch,
+                    time_limit,
+                    extra,
+                    chunks=c.chunks,
+                    multiplier=c.multiplier,
+                    progress=progress,
+                )
+            )
     path = os.path.join(out_dir, "teccl.json")
     if only is not None:
-        rows = merge_rows(read_json(path).get("rows", []), rows, {c.key for c in chosen},
-                          _row_key, [c.key for c in all_cases])
-    data: dict[str, Any] = {"time_limit_s": time_limit, "wall_s": time.perf_counter() - t0,
-                            "rows": rows}
-    write_files(out_dir, {"teccl.json": json.dumps(data, indent=1),
-                          "teccl.md": to_markdown(rows, time_limit)})
-    return {"suite": "teccl", **data,
-            "summary": summary(len(all_cases), len(chosen), len(rows), data["wall_s"], only)}
+        rows = merge_rows(
+            read_json(path).get("rows", []),
+            rows,
+            {c.key for c in chosen},
+            _row_key,
+            [c.key for c in all_cases],
+        )
+    data: dict[str, Any] = {
+        "time_limit_s": time_limit,
+        "wall_s": time.perf_counter() - t0,
+        "rows": rows,
+    }
+    write_files(
+        out_dir,
+        {"teccl.json": json.dumps(data, indent=1), "teccl.md": to_markdown(rows, time_limit)},
+    )
+    return {
+        "suite": "teccl",
+        **data,
+        "summary": summary(len(all_cases), len(chosen), len(rows), data["wall_s"], only),
+    }

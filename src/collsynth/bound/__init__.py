@@ -25,12 +25,12 @@ plugin's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
-from ..collective import CollKind, Collective
+from ..collective import Collective
 from ..errors import CollsynthError
 from ..plugins import load_group
 from ..topology.model import Topology
@@ -40,7 +40,7 @@ from ..topology.model import Topology
 class Bound:
     kind: str
     time_s: float
-    witness: str = ""          # the rank, pair or cut that binds
+    witness: str = ""  # the rank, pair or cut that binds
     detail: dict = field(default_factory=dict)
 
 
@@ -66,10 +66,17 @@ class BoundResult:
 
     def to_dict(self) -> dict:
         b = self.best
-        return {"size_bytes": self.size, "time_s": b.time_s, "algbw_GBps": self.algbw() / 1e9,
-                "kind": b.kind, "witness": b.witness,
-                "bounds": [{"kind": x.kind, "time_s": x.time_s, "witness": x.witness,
-                            **x.detail} for x in self.bounds]}
+        return {
+            "size_bytes": self.size,
+            "time_s": b.time_s,
+            "algbw_GBps": self.algbw() / 1e9,
+            "kind": b.kind,
+            "witness": b.witness,
+            "bounds": [
+                {"kind": x.kind, "time_s": x.time_s, "witness": x.witness, **x.detail}
+                for x in self.bounds
+            ],
+        }
 
 
 Provider = Callable[[Topology, Collective, float], list[Bound]]
@@ -153,47 +160,74 @@ def simple_bounds(topology: Topology, collective: Collective, size: float) -> li
     for r in range(n):
         if b_in[r] <= 0:
             continue
-        srcs = np.flatnonzero(senders[:, r]) if not collective.reduces else \
-            np.array([s for s in range(n) if s != r])
+        srcs = (
+            np.flatnonzero(senders[:, r])
+            if not collective.reduces
+            else np.array([s for s in range(n) if s != r])
+        )
         first = float(d[srcs, r].min()) if len(srcs) else 0.0
         val = first + b_in[r] / in_bw[r]
         if val > best_in[0]:
             best_in = (val, r)
     if best_in[1] >= 0:
-        out.append(Bound("ingress", best_in[0], t.rank_name(best_in[1]),
-                         {"bytes": float(b_in[best_in[1]]), "bw": float(in_bw[best_in[1]])}))
+        out.append(
+            Bound(
+                "ingress",
+                best_in[0],
+                t.rank_name(best_in[1]),
+                {"bytes": float(b_in[best_in[1]]), "bw": float(in_bw[best_in[1]])},
+            )
+        )
     best_out = (0.0, -1)
     for s in range(n):
         if b_out[s] <= 0:
             continue
-        dsts = np.flatnonzero(senders[s, :]) if not collective.reduces else \
-            np.array([x for x in range(n) if x != s])
+        dsts = (
+            np.flatnonzero(senders[s, :])
+            if not collective.reduces
+            else np.array([x for x in range(n) if x != s])
+        )
         last = float(d[s, dsts].min()) if len(dsts) else 0.0
         val = b_out[s] / out_bw[s] + last
         if val > best_out[0]:
             best_out = (val, s)
     if best_out[1] >= 0:
-        out.append(Bound("egress", best_out[0], t.rank_name(best_out[1]),
-                         {"bytes": float(b_out[best_out[1]]), "bw": float(out_bw[best_out[1]])}))
+        out.append(
+            Bound(
+                "egress",
+                best_out[0],
+                t.rank_name(best_out[1]),
+                {"bytes": float(b_out[best_out[1]]), "bw": float(out_bw[best_out[1]])},
+            )
+        )
     rate = np.minimum(out_bw[:, None], in_bw[None, :])
     lat = np.where(pair > 0, pair / rate + d, 0.0)
     if np.any(pair > 0):
         s_idx, r_idx = np.unravel_index(int(np.argmax(lat)), lat.shape)
         s, r = int(s_idx), int(r_idx)
         pair_name = f"{t.rank_name(s)}->{t.rank_name(r)}"
-        out.append(Bound("latency", float(lat[s, r]), pair_name,
-                         {"alpha_path_s": float(d[s, r]), "bytes": float(pair[s, r])}))
+        out.append(
+            Bound(
+                "latency",
+                float(lat[s, r]),
+                pair_name,
+                {"alpha_path_s": float(d[s, r]), "bytes": float(pair[s, r])},
+            )
+        )
     return out
 
 
-def bound(topology: Topology, collective: Collective, size: float,
-          providers: list[str] | None = None) -> BoundResult:
+def bound(
+    topology: Topology, collective: Collective, size: float, providers: list[str] | None = None
+) -> BoundResult:
     """All registered lower bounds for moving ``size`` bytes; ``.best`` binds."""
     if not (np.isfinite(size) and size > 0):
         raise CollsynthError(f"size {size!r} must be a positive number of bytes")
     if collective.num_ranks != topology.num_ranks:
-        raise CollsynthError(f"collective has {collective.num_ranks} ranks but the topology has "
-                             f"{topology.num_ranks} compute nodes")
+        raise CollsynthError(
+            f"collective has {collective.num_ranks} ranks but the topology has "
+            f"{topology.num_ranks} compute nodes"
+        )
     load_group("collsynth.bounds")
     names = providers or list(PROVIDERS)
     bounds: list[Bound] = []
@@ -204,4 +238,3 @@ def bound(topology: Topology, collective: Collective, size: float,
     if not bounds:
         bounds.append(Bound("trivial", 0.0, ""))
     return BoundResult(float(size), bounds)
-

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fractions import Fraction
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..topology.model import Topology
 from . import Bound, register
 
@@ -43,8 +43,7 @@ def _flow_net(topo: Topology):
     return net, unit
 
 
-def _min_cut_from(topo: Topology,
-                  pairs: Iterable[tuple[int, int]]) -> tuple[Fraction, set[int]]:
+def _min_cut_from(topo: Topology, pairs: Iterable[tuple[int, int]]) -> tuple[Fraction, set[int]]:
     """Smallest max-flow over (source node, sink node) pairs, with the source side of its cut."""
     net, unit = _flow_net(topo)
     best = None
@@ -77,9 +76,18 @@ def cut_bounds(topology: Topology, collective: Collective, size: float) -> list[
         # on the transposed graph the cut's out-links are the original topology's in-links
         alpha = _alpha_min_out(g, side) if side else 0.0
         time = opt.time(size) + alpha
-        return [Bound("cut", time, _names(t, side) if side else "",
-                      {"bandwidth_time_s": opt.time(size), "cut_bw": float(opt.cut_bw or 0),
-                       "cut_compute": opt.cut_compute})]
+        return [
+            Bound(
+                "cut",
+                time,
+                _names(t, side) if side else "",
+                {
+                    "bandwidth_time_s": opt.time(size),
+                    "cut_bw": float(opt.cut_bw or 0),
+                    "cut_compute": opt.cut_compute,
+                },
+            )
+        ]
     comp = [int(v) for v in t.compute_nodes]
     root = collective.root
     if kind is CollKind.ALLREDUCE:
@@ -97,8 +105,14 @@ def cut_bounds(topology: Topology, collective: Collective, size: float) -> list[
         return []
     bw, side = _min_cut_from(t, pairs)
     bw_time = size / float(bw)
-    return [Bound("cut", bw_time + _alpha_min_out(t, side), _names(t, side),
-                  {"bandwidth_time_s": bw_time, "cut_bw": float(bw)})]
+    return [
+        Bound(
+            "cut",
+            bw_time + _alpha_min_out(t, side),
+            _names(t, side),
+            {"bandwidth_time_s": bw_time, "cut_bw": float(bw)},
+        )
+    ]
 
 
 def crossing_bytes(collective: Collective, size: float, inside: set[int]) -> float:

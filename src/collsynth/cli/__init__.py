@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import CollsynthError
@@ -28,11 +28,13 @@ GROUPS = (topology, synth, verify, bound, compare, export, run, wan, bench, demo
 
 def build_parser() -> Parser:
     """The whole command line: each group adds its subcommands."""
-    p = Parser(prog="collsynth",
-               description="Design, bound, verify, simulate and export collective-communication "
-                           "schedules for accelerator networks.",
-               epilog="examples:\n  collsynth demo\n  collsynth compare -t dgx1 -c allreduce "
-                      "--sizes 1KB:1GB:x8\n  collsynth COMMAND --help")
+    p = Parser(
+        prog="collsynth",
+        description="Design, bound, verify, simulate and export collective-communication "
+        "schedules for accelerator networks.",
+        epilog="examples:\n  collsynth demo\n  collsynth compare -t dgx1 -c allreduce "
+        "--sizes 1KB:1GB:x8\n  collsynth COMMAND --help",
+    )
     p.add_argument("--version", action="version", version=f"collsynth {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
@@ -64,8 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("COLLSYNTH_DEBUG"):
             raise
         msg = " ".join(str(e).split())[:300]
-        print(f"collsynth: internal error: {type(e).__name__}: {msg} "
-              f"(set COLLSYNTH_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(
+            f"collsynth: internal error: {type(e).__name__}: {msg} "
+            f"(set COLLSYNTH_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -15,22 +15,41 @@ def add_parser(sub: Any) -> None:
     from ..bench import SUITES
 
     names = ", ".join(SUITES)
-    p = add_command(sub, "bench", "run a benchmark suite",
-                    f"Run a benchmark suite ({names}) and write OUT/SUITE.json and "
-                    f"OUT/SUITE.md. Timings are medians over --repeat runs. Without -o the "
-                    f"results go to {default_output_dir('bench')}; the repository's own "
-                    f"results live in bench/results (-o bench/results).",
-                    examples=("collsynth bench quick", "collsynth bench quick -o bench/results",
-                              "collsynth bench quality --only mi250 -o bench/results"))
+    p = add_command(
+        sub,
+        "bench",
+        "run a benchmark suite",
+        f"Run a benchmark suite ({names}) and write OUT/SUITE.json and "
+        f"OUT/SUITE.md. Timings are medians over --repeat runs. Without -o the "
+        f"results go to {default_output_dir('bench')}; the repository's own "
+        f"results live in bench/results (-o bench/results).",
+        examples=(
+            "collsynth bench quick",
+            "collsynth bench quick -o bench/results",
+            "collsynth bench quality --only mi250 -o bench/results",
+        ),
+    )
     p.add_argument("suite", metavar="SUITE", help=names)
-    p.add_argument("--repeat", type=int, default=3,
-                   help="timing repeats (harness suites: median; mteg: best; teccl solves once)")
-    add_output(p, required=False, metavar="DIR",
-               help="results folder (default: a per-user data folder, see above)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="timing repeats (harness suites: median; mteg: best; teccl solves once)",
+    )
+    add_output(
+        p,
+        required=False,
+        metavar="DIR",
+        help="results folder (default: a per-user data folder, see above)",
+    )
     add_json(p)
-    p.add_argument("--only", metavar="TEXT", default=None,
-                   help="run only the cases whose 'algo collective topology' contains TEXT and "
-                        "merge their rows into the existing results")
+    p.add_argument(
+        "--only",
+        metavar="TEXT",
+        default=None,
+        help="run only the cases whose 'algo collective topology' contains TEXT and "
+        "merge their rows into the existing results",
+    )
     p.set_defaults(func=cmd_bench)
 
 
@@ -42,9 +61,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise CollsynthError(f"--repeat must be at least 1, got {args.repeat}")
     out = args.output or default_output_dir("bench")
     con = console()
-    res = run_suite(args.suite, out_dir=out, repeat=args.repeat,
-                    progress=None if args.json else (lambda m: con.print(f"[dim]{m}[/dim]")),
-                    only=args.only)
+    res = run_suite(
+        args.suite,
+        out_dir=out,
+        repeat=args.repeat,
+        progress=None if args.json else (lambda m: con.print(f"[dim]{m}[/dim]")),
+        only=args.only,
+    )
     if args.json:
         emit_json(res)
         return 0

@@ -7,9 +7,10 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 from ..collective import Collective
 from ..errors import CollsynthError
@@ -46,20 +47,26 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if ("default" in text or default in (None, False, argparse.SUPPRESS)
-                or not action.option_strings or isinstance(default, (list, tuple))):
+        if (
+            "default" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or not action.option_strings
+            or isinstance(default, (list, tuple))
+        ):
             return text
         return f"{text} (default: %(default)s)"
 
 
-def add_command(sub: Any, name: str, help: str, description: str | None = None,
-                examples: tuple[str, ...] = ()) -> Parser:
+def add_command(
+    sub: Any, name: str, help: str, description: str | None = None, examples: tuple[str, ...] = ()
+) -> Parser:
     """A subcommand whose help ends with its examples."""
     epilog = None
     if examples:
         epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
-    return sub.add_parser(name, help=help, description=description or help[:1].upper() + help[1:],
-                          epilog=epilog)
+    return sub.add_parser(
+        name, help=help, description=description or help[:1].upper() + help[1:], epilog=epilog
+    )
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -67,45 +74,80 @@ def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def add_output(p: argparse.ArgumentParser, required: bool = True, default: str | None = None,
-               metavar: str = "FILE", help: str = "file to write") -> None:
+def add_output(
+    p: argparse.ArgumentParser,
+    required: bool = True,
+    default: str | None = None,
+    metavar: str = "FILE",
+    help: str = "file to write",
+) -> None:
     """``-o/--output`` (``--out`` is accepted as an old spelling)."""
-    p.add_argument("-o", "--output", "--out", dest="output", required=required, default=default,
-                   metavar=metavar, help=help)
+    p.add_argument(
+        "-o",
+        "--output",
+        "--out",
+        dest="output",
+        required=required,
+        default=default,
+        metavar=metavar,
+        help=help,
+    )
 
 
 def add_topology(p: argparse.ArgumentParser, required: bool = True) -> None:
     """``-t/--topology SPEC``."""
-    p.add_argument("-t", "--topology", required=required, metavar="SPEC",
-                   help="zoo NAME[:key=value,...] or a topology file (JSON, YAML, TE-CCL input)")
+    p.add_argument(
+        "-t",
+        "--topology",
+        required=required,
+        metavar="SPEC",
+        help="zoo NAME[:key=value,...] or a topology file (JSON, YAML, TE-CCL input)",
+    )
 
 
 def add_size(p: argparse.ArgumentParser, required: bool = False, help: str = "") -> None:
     """``-s/--size SIZE``."""
-    p.add_argument("-s", "--size", required=required, metavar="SIZE",
-                   help=help or "collective size, e.g. 1MB (nccl-tests convention)")
+    p.add_argument(
+        "-s",
+        "--size",
+        required=required,
+        metavar="SIZE",
+        help=help or "collective size, e.g. 1MB (nccl-tests convention)",
+    )
 
 
 def add_sizes(p: argparse.ArgumentParser) -> None:
     """``--sizes LIST|SWEEP``."""
-    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="SIZES",
-                   help="comma-separated sizes and sweeps: 1KB,1MB or 1KB:1GB:x2 (x factor) or "
-                        "1MB:8MB:+1MB (step)")
+    p.add_argument(
+        "--sizes",
+        default=DEFAULT_SIZES,
+        metavar="SIZES",
+        help="comma-separated sizes and sweeps: 1KB,1MB or 1KB:1GB:x2 (x factor) or "
+        "1MB:8MB:+1MB (step)",
+    )
 
 
-def add_problem(p: argparse.ArgumentParser, chunks: bool = True,
-                required: bool = True) -> None:
+def add_problem(p: argparse.ArgumentParser, chunks: bool = True, required: bool = True) -> None:
     """``-t``, ``-c``, ``--root``, ``--chunks`` and ``--demand`` (synth, bound, compare, tune)."""
     add_topology(p, required=required)
-    p.add_argument("-c", "--collective", required=required, metavar="NAME",
-                   help="allgather, reducescatter, allreduce, broadcast, reduce, alltoall, "
-                        "gather, scatter or custom")
+    p.add_argument(
+        "-c",
+        "--collective",
+        required=required,
+        metavar="NAME",
+        help="allgather, reducescatter, allreduce, broadcast, reduce, alltoall, "
+        "gather, scatter or custom",
+    )
     p.add_argument("--root", type=int, default=None, help="root rank of rooted collectives")
-    p.add_argument("--chunks", type=int, default=1,
-                   help="chunks per rank" if chunks else argparse.SUPPRESS)
-    p.add_argument("--demand", metavar="FILE",
-                   help="custom collective: a JSON demand matrix (list of rows) or "
-                        "{\"chunks\": [[src, [dsts]], ...]}")
+    p.add_argument(
+        "--chunks", type=int, default=1, help="chunks per rank" if chunks else argparse.SUPPRESS
+    )
+    p.add_argument(
+        "--demand",
+        metavar="FILE",
+        help="custom collective: a JSON demand matrix (list of rows) or "
+        '{"chunks": [[src, [dsts]], ...]}',
+    )
 
 
 def add_options(p: argparse.ArgumentParser, targeted: bool) -> None:
@@ -113,15 +155,24 @@ def add_options(p: argparse.ArgumentParser, targeted: bool) -> None:
     from ..synth import shorthand_options
 
     what = "[ALGO.]KEY=VALUE[,...]" if targeted else "KEY=VALUE[,...]"
-    extra = (": ALGO.KEY for one algorithm, KEY for every algorithm that declares it"
-             if targeted else "")
-    p.add_argument("--opt", action="append", metavar=what,
-                   help=f"algorithm options (repeatable or comma-joined){extra}; "
-                        f"`collsynth list` shows each algorithm's options")
+    extra = (
+        ": ALGO.KEY for one algorithm, KEY for every algorithm that declares it" if targeted else ""
+    )
+    p.add_argument(
+        "--opt",
+        action="append",
+        metavar=what,
+        help=f"algorithm options (repeatable or comma-joined){extra}; "
+        f"`collsynth list` shows each algorithm's options",
+    )
     for name, opt in sorted(shorthand_options().items()):
         flag = "--" + name.replace("_", "-")
-        p.add_argument(flag, dest=f"opt_{name}", metavar=name.upper(),
-                       help=f"same as --opt {name}=VALUE: {opt.help.split(';')[0]}")
+        p.add_argument(
+            flag,
+            dest=f"opt_{name}",
+            metavar=name.upper(),
+            help=f"same as --opt {name}=VALUE: {opt.help.split(';')[0]}",
+        )
 
 
 # ------------------------------------------------------------------------------ requests
@@ -152,8 +203,9 @@ def make_collective(args: argparse.Namespace, topo: Topology) -> Collective:
         raise CollsynthError(f"--chunks must be at least 1, got {chunks}")
     root = args.root
     if root is not None and not 0 <= root < topo.num_ranks:
-        raise CollsynthError(f"--root {root} is not a rank of {topo.name} "
-                             f"(0..{topo.num_ranks - 1})")
+        raise CollsynthError(
+            f"--root {root} is not a rank of {topo.name} (0..{topo.num_ranks - 1})"
+        )
     if root is not None and kind.value not in ("broadcast", "reduce", "gather", "scatter"):
         raise CollsynthError(f"--root does not apply to {kind.value}")
     return Collective.make(kind, topo.num_ranks, chunks, root)
@@ -167,13 +219,15 @@ def _custom_collective(path: str | None, topo: Topology) -> Collective:
 
     data = read_structured(path)
     if isinstance(data, dict):
-        coll = Collective.from_dict({"kind": "custom", "ranks": topo.num_ranks, **data},
-                                    source=path)
+        coll = Collective.from_dict(
+            {"kind": "custom", "ranks": topo.num_ranks, **data}, source=path
+        )
     else:
         coll = Collective.from_demand_matrix(data)
     if coll.num_ranks != topo.num_ranks:
-        raise CollsynthError(f"{path}: demand is for {coll.num_ranks} ranks but the topology "
-                             f"has {topo.num_ranks}")
+        raise CollsynthError(
+            f"{path}: demand is for {coll.num_ranks} ranks but the topology has {topo.num_ranks}"
+        )
     return coll
 
 
@@ -205,8 +259,9 @@ def algo_options(args: argparse.Namespace, algo: str | None) -> dict[str, dict[s
     return parse_options(items, algo)
 
 
-def build_request(args: argparse.Namespace, *, sizes: bool = False,
-                  algorithm: str | None = None) -> Request:
+def build_request(
+    args: argparse.Namespace, *, sizes: bool = False, algorithm: str | None = None
+) -> Request:
     """The request of a problem command: topology, collective, options and sizes."""
     from ..topology import load_topology
 
@@ -255,13 +310,19 @@ def progress(total: int, enabled: bool):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(),
-                    TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
 
 
-def with_progress(names: list[str], enabled: bool,
-                  work: Callable[[Callable[[str], None] | None], Any]) -> Any:
+def with_progress(
+    names: list[str], enabled: bool, work: Callable[[Callable[[str], None] | None], Any]
+) -> Any:
     """Run ``work(on_step)`` with a progress bar over ``names``."""
     with progress(len(names), enabled) as prog:
         if prog is None:
@@ -278,13 +339,15 @@ def default_output_dir(kind: str) -> str:
     """Where ``bench`` and ``demo`` write when no ``-o`` is given: a per-user data folder
     (``$XDG_DATA_HOME/collsynth/KIND``, else ``~/.local/share/collsynth/KIND``), never the
     current folder, which may be a source tree."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local",
-                                                           "share")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
     return os.path.join(base, "collsynth", kind)
 
 
-def refuse_overwriting_inputs(outputs: dict[str, str | None], inputs: dict[str, str | None]
-                              ) -> None:
+def refuse_overwriting_inputs(
+    outputs: dict[str, str | None], inputs: dict[str, str | None]
+) -> None:
     """Refuse an output path that names an input file (or another output): ``{flag: path}``."""
     seen: dict[str, str] = {}
     for flag, path in inputs.items():

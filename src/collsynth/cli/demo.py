@@ -7,31 +7,62 @@ import time
 from typing import Any
 
 from ..units import fmt_size, fmt_time
-from .common import (Request, add_command, check_plot, add_json, add_output, console, default_output_dir,
-                     emit_json)
+from .common import (
+    Request,
+    add_command,
+    add_json,
+    add_output,
+    check_plot,
+    console,
+    default_output_dir,
+    emit_json,
+)
 
-DEMO_TOPOLOGIES = ("dgx1", "ndv2:chassis=2", "dgx2:chassis=2", "mi250:chassis=2",
-                   "dgx_a100:nodes=2", "wan:dcs=3,gpus=8")
+DEMO_TOPOLOGIES = (
+    "dgx1",
+    "ndv2:chassis=2",
+    "dgx2:chassis=2",
+    "mi250:chassis=2",
+    "dgx_a100:nodes=2",
+    "wan:dcs=3,gpus=8",
+)
 DEMO_COMPARE = ("dgx_a100:nodes=2", "allgather", (1e3, 1e6, 1e9))
 #: The demo's comparison: the baselines and the fast synthesizers (the MILP is left to compare).
-DEMO_ALGOS = ("ring", "tree", "hier_ring", "rd", "direct", "bruck", "sph", "spt", "forestcoll",
-              "mteg")
+DEMO_ALGOS = (
+    "ring",
+    "tree",
+    "hier_ring",
+    "rd",
+    "direct",
+    "bruck",
+    "sph",
+    "spt",
+    "forestcoll",
+    "mteg",
+)
 #: The size whose winner the demo runs under MPI.
 DEMO_RUN_SIZE = 1e6
 
 
 def add_parser(sub: Any) -> None:
     """Register ``demo``."""
-    p = add_command(sub, "demo", "run the built-in example end to end",
-                    "Build zoo topologies and verify shortest-path-tree schedules on them; "
-                    f"compare algorithms on {DEMO_COMPARE[0]} {DEMO_COMPARE[1]}; export the "
-                    "winners to checked MSCCL XML; run the 1MB winner under MPI with --check. "
-                    f"Without -o the files go to {default_output_dir('demo')}.",
-                    examples=("collsynth demo", "collsynth demo -o demo-out --no-run --json"))
+    p = add_command(
+        sub,
+        "demo",
+        "run the built-in example end to end",
+        "Build zoo topologies and verify shortest-path-tree schedules on them; "
+        f"compare algorithms on {DEMO_COMPARE[0]} {DEMO_COMPARE[1]}; export the "
+        "winners to checked MSCCL XML; run the 1MB winner under MPI with --check. "
+        f"Without -o the files go to {default_output_dir('demo')}.",
+        examples=("collsynth demo", "collsynth demo -o demo-out --no-run --json"),
+    )
     p.add_argument("--plot", metavar="FILE.png", help="also plot the comparison")
-    add_output(p, required=False, metavar="DIR",
-               help="where the exported XML and schedules go (default: a per-user data "
-                    "folder, see above)")
+    add_output(
+        p,
+        required=False,
+        metavar="DIR",
+        help="where the exported XML and schedules go (default: a per-user data folder, see above)",
+    )
     p.add_argument("--no-run", action="store_true", help="skip the MPI run at the end")
     add_json(p)
     p.set_defaults(func=cmd_demo)
@@ -54,12 +85,23 @@ def _zoo_rows() -> list[dict]:
             synth_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             report = ensure_verified(sched)
-            rows.append({"topology": spec, "compute_nodes": topo.num_ranks,
-                         "switches": topo.num_switches, "routers": topo.num_routers,
-                         "links": len(topo.links), "hop_diameter": topo.hop_diameter,
-                         "collective": kind, "algorithm": "spt", "ops": sched.num_ops,
-                         "link_hops": report.link_hops, "verified": report.ok,
-                         "synth_time_s": synth_s, "verify_time_s": time.perf_counter() - t1})
+            rows.append(
+                {
+                    "topology": spec,
+                    "compute_nodes": topo.num_ranks,
+                    "switches": topo.num_switches,
+                    "routers": topo.num_routers,
+                    "links": len(topo.links),
+                    "hop_diameter": topo.hop_diameter,
+                    "collective": kind,
+                    "algorithm": "spt",
+                    "ops": sched.num_ops,
+                    "link_hops": report.link_hops,
+                    "verified": report.ok,
+                    "synth_time_s": synth_s,
+                    "verify_time_s": time.perf_counter() - t1,
+                }
+            )
     return rows
 
 
@@ -75,8 +117,9 @@ def _tune(out_dir: str, show_progress: bool):
     spec, kind, sizes = DEMO_COMPARE
     topo = load_topology(spec)
     req = Request(topo, Collective.make(kind, topo.num_ranks, 1), sizes=list(sizes))
-    tuned, _ = run_compare(req, ",".join(DEMO_ALGOS), show_progress=show_progress,
-                           run=partial(tune, out_dir=out_dir))
+    tuned, _ = run_compare(
+        req, ",".join(DEMO_ALGOS), show_progress=show_progress, run=partial(tune, out_dir=out_dir)
+    )
     return topo, tuned
 
 
@@ -90,8 +133,14 @@ def _run_winner(tuned: Any, ranks: int) -> dict:
     q = size_quantum(load_schedule(win.schedule), 1)
     run_size = max(q, int(round(DEMO_RUN_SIZE / q)) * q)
     rep = launch(win.schedule, run_size, ranks, check=True, iters=3)
-    return {"schedule": win.schedule, "xml": win.xml, "algorithm": win.algo,
-            "size_bytes": run_size, "ranks": ranks, **rep.runs[0]}
+    return {
+        "schedule": win.schedule,
+        "xml": win.xml,
+        "algorithm": win.algo,
+        "size_bytes": run_size,
+        "ranks": ranks,
+        **rep.runs[0],
+    }
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -108,18 +157,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     run_info = None if args.no_run else _run_winner(tuned, topo.num_ranks)
     spec, kind, _ = DEMO_COMPARE
     if args.json:
-        emit_json({"demo": "zoo topologies with spt schedules verified independently, then "
-                           f"compare on {spec} {kind}, export the winners to MSCCL XML and "
-                           f"run the {fmt_size(DEMO_RUN_SIZE)} winner under MPI",
-                   "output": out, "rows": rows, "compare": result.to_dict(),
-                   "tune": tuned.to_dict(), "run": run_info})
+        emit_json(
+            {
+                "demo": "zoo topologies with spt schedules verified independently, then "
+                f"compare on {spec} {kind}, export the winners to MSCCL XML and "
+                f"run the {fmt_size(DEMO_RUN_SIZE)} winner under MPI",
+                "output": out,
+                "rows": rows,
+                "compare": result.to_dict(),
+                "tune": tuned.to_dict(),
+                "run": run_info,
+            }
+        )
         return 0
     _print(args, out, rows, result, tuned, run_info)
     return 0
 
 
-def _print(args: argparse.Namespace, out: str, rows: list[dict], result: Any, tuned: Any,
-           run_info: dict | None) -> None:
+def _print(
+    args: argparse.Namespace,
+    out: str,
+    rows: list[dict],
+    result: Any,
+    tuned: Any,
+    run_info: dict | None,
+) -> None:
     """The demo's human-readable report."""
     from rich.table import Table
 
@@ -127,35 +189,66 @@ def _print(args: argparse.Namespace, out: str, rows: list[dict], result: Any, tu
 
     spec, kind, _ = DEMO_COMPARE
     con = console()
-    con.print("[bold]collsynth demo[/bold] 1/3: build zoo topologies, synthesize "
-              "shortest-path-tree schedules, verify them independently")
+    con.print(
+        "[bold]collsynth demo[/bold] 1/3: build zoo topologies, synthesize "
+        "shortest-path-tree schedules, verify them independently"
+    )
     table = Table()
-    for col in ("topology", "GPUs", "switches", "routers", "links", "diameter", "collective",
-                "ops", "link hops", "verified", "synth", "verify"):
+    for col in (
+        "topology",
+        "GPUs",
+        "switches",
+        "routers",
+        "links",
+        "diameter",
+        "collective",
+        "ops",
+        "link hops",
+        "verified",
+        "synth",
+        "verify",
+    ):
         table.add_column(col, justify="left" if col in ("topology", "collective") else "right")
     for r in rows:
-        table.add_row(r["topology"], str(r["compute_nodes"]), str(r["switches"]),
-                      str(r["routers"]), str(r["links"]), str(r["hop_diameter"]),
-                      r["collective"], str(r["ops"]), str(r["link_hops"]),
-                      "yes" if r["verified"] else "NO", fmt_time(r["synth_time_s"]),
-                      fmt_time(r["verify_time_s"]))
+        table.add_row(
+            r["topology"],
+            str(r["compute_nodes"]),
+            str(r["switches"]),
+            str(r["routers"]),
+            str(r["links"]),
+            str(r["hop_diameter"]),
+            r["collective"],
+            str(r["ops"]),
+            str(r["link_hops"]),
+            "yes" if r["verified"] else "NO",
+            fmt_time(r["synth_time_s"]),
+            fmt_time(r["verify_time_s"]),
+        )
     con.print(table)
     con.print(f"{len(rows)} schedules synthesized and verified.\n")
-    con.print(f"[bold]collsynth demo[/bold] 2/3: compare algorithms on {spec} {kind} "
-              f"(simulated; 'x bound' = time / best lower bound)")
+    con.print(
+        f"[bold]collsynth demo[/bold] 2/3: compare algorithms on {spec} {kind} "
+        f"(simulated; 'x bound' = time / best lower bound)"
+    )
     print_comparison(result, best_only=False)
     if args.plot:
         con.print(f"wrote {args.plot}")
-    con.print(f"\n[bold]collsynth demo[/bold] 3/3: the fastest exportable schedule per size as "
-              f"MSCCL XML (checked independently), in {out}/")
+    con.print(
+        f"\n[bold]collsynth demo[/bold] 3/3: the fastest exportable schedule per size as "
+        f"MSCCL XML (checked independently), in {out}/"
+    )
     for w in tuned.windows:
         hi = "..." if w.max_bytes is None else fmt_size(w.max_bytes)
-        con.print(f"  [{fmt_size(w.min_bytes)}, {hi}): {w.algo:10s} -> {w.xml}"
-                  + (f"  ({w.note})" if w.note else ""))
+        con.print(
+            f"  [{fmt_size(w.min_bytes)}, {hi}): {w.algo:10s} -> {w.xml}"
+            + (f"  ({w.note})" if w.note else "")
+        )
     if run_info is not None:
-        con.print(f"Ran {run_info['algorithm']} ({fmt_size(run_info['size_bytes'])}, "
-                  f"{run_info['ranks']} ranks) under mpiexec with --check: the result matches "
-                  f"MPI's own {kind} ({run_info.get('check')}); "
-                  f"{fmt_time(run_info['time_s'])} per iteration, MPI's own "
-                  f"{fmt_time(run_info['reference_time_s'])} (processes on this machine, not "
-                  f"GPUs)")
+        con.print(
+            f"Ran {run_info['algorithm']} ({fmt_size(run_info['size_bytes'])}, "
+            f"{run_info['ranks']} ranks) under mpiexec with --check: the result matches "
+            f"MPI's own {kind} ({run_info.get('check')}); "
+            f"{fmt_time(run_info['time_s'])} per iteration, MPI's own "
+            f"{fmt_time(run_info['reference_time_s'])} (processes on this machine, not "
+            f"GPUs)"
+        )

@@ -5,43 +5,66 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import (Parser, add_command, add_json, add_output, emit_json,
-                     refuse_overwriting_inputs)
+from .common import Parser, add_command, add_json, add_output, emit_json, refuse_overwriting_inputs
 
 
 def add_parser(sub: Any) -> None:
     """Register ``export`` (one subcommand per registered exporter) and ``check-xml``."""
     from ..export import load_exporters
 
-    exp = add_command(sub, "export", "export a schedule to a runtime format",
-                      "Export a schedule file with a registered exporter; where the exporter "
-                      "has an independent checker, the output passes it before it is written.",
-                      examples=("collsynth export msccl ar.json --dialect executor -o ar.xml",))
+    exp = add_command(
+        sub,
+        "export",
+        "export a schedule to a runtime format",
+        "Export a schedule file with a registered exporter; where the exporter "
+        "has an independent checker, the output passes it before it is written.",
+        examples=("collsynth export msccl ar.json --dialect executor -o ar.xml",),
+    )
     esub = exp.add_subparsers(dest="export_format", metavar="FORMAT", parser_class=Parser)
     esub.required = True
     for name, exporter in sorted(load_exporters().items()):
-        p = add_command(esub, name, exporter.summary,
-                        examples=(f"collsynth export {name} s.json -o s{exporter.suffix}",))
+        p = add_command(
+            esub,
+            name,
+            exporter.summary,
+            examples=(f"collsynth export {name} s.json -o s{exporter.suffix}",),
+        )
         p.add_argument("schedule", metavar="SCHEDULE.json")
         for opt in exporter.options.values():
             _add_option_flag(p, opt)
         if name == "msccl":  # the old spelling of --protocol
-            p.add_argument("--proto", dest="protocol", choices=("Simple", "LL", "LL128"),
-                           help=argparse.SUPPRESS)
+            p.add_argument(
+                "--proto",
+                dest="protocol",
+                choices=("Simple", "LL", "LL128"),
+                help=argparse.SUPPRESS,
+            )
         add_output(p, help=f"file to write ({exporter.suffix})")
         add_json(p)
         p.set_defaults(func=cmd_export, exporter=name)
 
-    chk = add_command(sub, "check-xml", "check an MSCCL XML file independently",
-                      "Parse an MSCCL XML file, enforce the structural rules, pair sends and "
-                      "receives, detect cycles and deadlocks, execute it symbolically and "
-                      "confirm the collective's postcondition.",
-                      examples=("collsynth check-xml ar.xml -t dgx1",))
+    chk = add_command(
+        sub,
+        "check-xml",
+        "check an MSCCL XML file independently",
+        "Parse an MSCCL XML file, enforce the structural rules, pair sends and "
+        "receives, detect cycles and deadlocks, execute it symbolically and "
+        "confirm the collective's postcondition.",
+        examples=("collsynth check-xml ar.xml -t dgx1",),
+    )
     chk.add_argument("xml", metavar="FILE.xml")
-    chk.add_argument("-t", "--topology", metavar="SPEC",
-                     help="check GPU count and that every sending pair has a route")
-    chk.add_argument("--dialect", choices=("msccl", "executor"), default=None,
-                     help="default: detected from the attributes")
+    chk.add_argument(
+        "-t",
+        "--topology",
+        metavar="SPEC",
+        help="check GPU count and that every sending pair has a route",
+    )
+    chk.add_argument(
+        "--dialect",
+        choices=("msccl", "executor"),
+        default=None,
+        help="default: detected from the attributes",
+    )
     chk.add_argument("--root", type=int, default=0, help="root of broadcast/reduce programs")
     add_json(chk)
     chk.set_defaults(func=cmd_check_xml)
@@ -51,11 +74,17 @@ def _add_option_flag(p: argparse.ArgumentParser, opt: Any) -> None:
     """A ``--NAME`` flag for a declared exporter option (validated by the declaration)."""
     flag = "--" + opt.name.replace("_", "-")
     if opt.kind == "bool":
-        p.add_argument(flag, dest=opt.name, action="store_const", const="true",
-                       default=None, help=opt.help)
+        p.add_argument(
+            flag, dest=opt.name, action="store_const", const="true", default=None, help=opt.help
+        )
         return
-    p.add_argument(flag, dest=opt.name, default=None, metavar=opt.name.upper(),
-                   help=f"{opt.help} ({opt.values_text()}; default: {opt.default_text()})")
+    p.add_argument(
+        flag,
+        dest=opt.name,
+        default=None,
+        metavar=opt.name.upper(),
+        help=f"{opt.help} ({opt.values_text()}; default: {opt.default_text()})",
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -67,14 +96,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     exporter = get_exporter(args.exporter)
     refuse_overwriting_inputs({"-o": args.output}, {"the schedule": args.schedule})
     sched = load_schedule(args.schedule)
-    given = {name: getattr(args, name) for name in exporter.options
-             if getattr(args, name, None) is not None}
+    given = {
+        name: getattr(args, name)
+        for name in exporter.options
+        if getattr(args, name, None) is not None
+    }
     text, report = exporter.export(sched, given)
     write_text_atomic(args.output, text)
-    values = exporter.options and {k: (given.get(k, o.default)) for k, o in
-                                   exporter.options.items()}
-    info: dict[str, Any] = {"output": args.output, "format": exporter.name,
-                            "checked": report is not None and bool(getattr(report, "ok", True))}
+    values = exporter.options and {
+        k: (given.get(k, o.default)) for k, o in exporter.options.items()
+    }
+    info: dict[str, Any] = {
+        "output": args.output,
+        "format": exporter.name,
+        "checked": report is not None and bool(getattr(report, "ok", True)),
+    }
     if report is not None:
         info.update({k: v for k, v in report.to_dict().items() if k != "ok"})
     if "dialect" in (values or {}):
@@ -82,9 +118,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(info)
     elif exporter.name == "msccl" and report is not None:
-        print(f"wrote {args.output} ({info['dialect']} dialect, {report.ngpus} GPUs, "
-              f"{report.nchannels} channel(s), {report.threadblocks} thread blocks, "
-              f"{report.steps} steps); the independent XML checker passed")
+        print(
+            f"wrote {args.output} ({info['dialect']} dialect, {report.ngpus} GPUs, "
+            f"{report.nchannels} channel(s), {report.threadblocks} thread blocks, "
+            f"{report.steps} steps); the independent XML checker passed"
+        )
     else:
         checked = "; its checker passed" if report is not None else ""
         print(f"wrote {args.output} ({exporter.name}){checked}")
@@ -103,9 +141,9 @@ def cmd_check_xml(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"xml": args.xml, **report.to_dict()})
     else:
-        print(f"OK: {args.xml}: {report.coll} on {report.ngpus} GPUs ({report.dialect} "
-              f"dialect), {report.threadblocks} thread blocks, {report.steps} steps, "
-              f"{report.transfers} transfers; checks: {', '.join(report.checks)}")
+        print(
+            f"OK: {args.xml}: {report.coll} on {report.ngpus} GPUs ({report.dialect} "
+            f"dialect), {report.threadblocks} thread blocks, {report.steps} steps, "
+            f"{report.transfers} transfers; checks: {', '.join(report.checks)}"
+        )
     return 0
-
-

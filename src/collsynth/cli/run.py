@@ -28,31 +28,58 @@ RUN_FAILED = 3
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Register ``run``."""
     p = add_command(
-        sub, "run", "execute schedules with MPI or torch.distributed",
+        sub,
+        "run",
+        "execute schedules with MPI or torch.distributed",
         "Every rank interprets its part of the schedule with non-blocking point-to-point "
         "messages (numpy buffers, reductions in numpy), honouring dependencies and per-link "
         "order; reports the time per iteration next to the engine's own collective. Start "
         "with `mpiexec -n N collsynth run ...` or add `--launch N`.",
-        examples=("collsynth run ar.json -s 3MiB --check --iters 5 --launch 8",
-                  "mpiexec -n 8 collsynth run ar.json ag.json -s 1MB --json"))
-    p.add_argument("schedules", nargs="+", metavar="SCHEDULE.json",
-                   help="schedule file(s); several run one after another in one launch")
+        examples=(
+            "collsynth run ar.json -s 3MiB --check --iters 5 --launch 8",
+            "mpiexec -n 8 collsynth run ar.json ag.json -s 1MB --json",
+        ),
+    )
+    p.add_argument(
+        "schedules",
+        nargs="+",
+        metavar="SCHEDULE.json",
+        help="schedule file(s); several run one after another in one launch",
+    )
     add_size(p, required=True)
-    p.add_argument("--backend", choices=("mpi", "torch"), default="mpi",
-                   help="mpi (mpi4py) or torch (torch.distributed: gloo on CPU, NCCL on GPUs)")
+    p.add_argument(
+        "--backend",
+        choices=("mpi", "torch"),
+        default="mpi",
+        help="mpi (mpi4py) or torch (torch.distributed: gloo on CPU, NCCL on GPUs)",
+    )
     p.add_argument("--iters", type=int, default=5, help="timed iterations (median reported)")
     p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
-    p.add_argument("--check", action="store_true",
-                   help="compare the result with the engine's own collective on seeded data")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the result with the engine's own collective on seeded data",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the input data")
-    p.add_argument("--timeout", default="30s",
-                   help="fail (never hang) when one iteration takes longer (default 30s)")
-    p.add_argument("--dtype", default="float32",
-                   help="element type of reductions: float32, float64 or int32")
-    p.add_argument("--no-reference", action="store_true",
-                   help="do not time the engine's own collective")
-    p.add_argument("--launch", "--np", type=int, metavar="N", dest="launch",
-                   help="re-run this command under mpiexec with N ranks")
+    p.add_argument(
+        "--timeout",
+        default="30s",
+        help="fail (never hang) when one iteration takes longer (default 30s)",
+    )
+    p.add_argument(
+        "--dtype", default="float32", help="element type of reductions: float32, float64 or int32"
+    )
+    p.add_argument(
+        "--no-reference", action="store_true", help="do not time the engine's own collective"
+    )
+    p.add_argument(
+        "--launch",
+        "--np",
+        type=int,
+        metavar="N",
+        dest="launch",
+        help="re-run this command under mpiexec with N ranks",
+    )
     p.add_argument("--inject", action="append", metavar="FAULT", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="rank 0 prints one JSON object on stdout")
     p.set_defaults(func=cmd_run)
@@ -80,11 +107,20 @@ def _launch(args: argparse.Namespace) -> int:
     if importlib.util.find_spec(module) is None:
         _make_backend(args.backend, 1.0)  # raises the backend's one-line "needs ..." error
 
-    argv = run_argv(args.schedules, args.size, backend=args.backend, iters=args.iters,
-                    warmup=args.warmup, check=args.check, seed=args.seed,
-                    timeout=parse_time(args.timeout, "--timeout"), dtype=args.dtype,
-                    reference=not args.no_reference, json_out=args.json,
-                    inject=args.inject or ())
+    argv = run_argv(
+        args.schedules,
+        args.size,
+        backend=args.backend,
+        iters=args.iters,
+        warmup=args.warmup,
+        check=args.check,
+        seed=args.seed,
+        timeout=parse_time(args.timeout, "--timeout"),
+        dtype=args.dtype,
+        reference=not args.no_reference,
+        json_out=args.json,
+        inject=args.inject or (),
+    )
     cmd = mpiexec_command(args.launch, argv)
     try:
         return subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode
@@ -93,9 +129,9 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace):
-    from ..schedule.io import load_schedule
     from ..runtime.check import parse_dtype
     from ..runtime.driver import Inject
+    from ..schedule.io import load_schedule
 
     if args.iters < 1:
         raise CollsynthError(f"--iters must be at least 1, got {args.iters}")
@@ -110,8 +146,10 @@ def _validate(args: argparse.Namespace):
     scheds = [(path, load_schedule(path)) for path in args.schedules]
     ranks = {s.collective.num_ranks for _, s in scheds}
     if len(ranks) > 1:
-        raise CollsynthError(f"the schedules need different numbers of ranks "
-                             f"({', '.join(map(str, sorted(ranks)))}); run them separately")
+        raise CollsynthError(
+            f"the schedules need different numbers of ranks "
+            f"({', '.join(map(str, sorted(ranks)))}); run them separately"
+        )
     from ..runtime.check import element_dtype
     from ..runtime.plan import chunk_bytes_for
 
@@ -146,13 +184,17 @@ def _make_backend(name: str, timeout: float):
 
 
 def _print_report(info: dict) -> None:
-    print(f"collsynth run: {info['ranks']} ranks ({info['backend']}), size "
-          f"{fmt_size(info['size'])}, {info['iters']} iteration(s) after {info['warmup']} "
-          f"warm-up")
+    print(
+        f"collsynth run: {info['ranks']} ranks ({info['backend']}), size "
+        f"{fmt_size(info['size'])}, {info['iters']} iteration(s) after {info['warmup']} "
+        f"warm-up"
+    )
     for r in info["runs"]:
-        line = (f"  {r['algorithm'] or 'schedule'} {r['collective']['kind']} on "
-                f"{r['topology']} ({r['ops']} ops, {r['schedule']}): "
-                f"{fmt_time(r['time_s'])} per iteration")
+        line = (
+            f"  {r['algorithm'] or 'schedule'} {r['collective']['kind']} on "
+            f"{r['topology']} ({r['ops']} ops, {r['schedule']}): "
+            f"{fmt_time(r['time_s'])} per iteration"
+        )
         if r.get("algbw"):
             line += f", algbw {fmt_bandwidth(r['algbw'])}, busbw {fmt_bandwidth(r['busbw'])}"
         if r.get("reference_time_s") is not None:
@@ -173,10 +215,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         backend = _make_backend(args.backend, timeout)
         need = scheds[0][1].collective.num_ranks
         if backend.size != need:
-            hint = (f" (start it with `mpiexec -n {need} collsynth run ...` or add "
-                    f"`--launch {need}`)" if backend.size == 1 else "")
-            raise CollsynthError(f"the schedule needs {need} ranks but {backend.size} "
-                                 f"{'is' if backend.size == 1 else 'are'} running{hint}")
+            hint = (
+                f" (start it with `mpiexec -n {need} collsynth run ...` or add `--launch {need}`)"
+                if backend.size == 1
+                else ""
+            )
+            raise CollsynthError(
+                f"the schedule needs {need} ranks but {backend.size} "
+                f"{'is' if backend.size == 1 else 'are'} running{hint}"
+            )
     except CollsynthError:
         if quiet:
             return 2  # every rank found the same problem; rank 0 prints it
@@ -204,10 +251,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs = []
     try:
         for path, sched in scheds:
-            summ = run_on_backend(sched, backend, size, name=path, iters=args.iters,
-                                  warmup=args.warmup, check=args.check, seed=args.seed,
-                                  timeout=timeout, dtype=dtype,
-                                  reference=not args.no_reference, inject=inject)
+            summ = run_on_backend(
+                sched,
+                backend,
+                size,
+                name=path,
+                iters=args.iters,
+                warmup=args.warmup,
+                check=args.check,
+                seed=args.seed,
+                timeout=timeout,
+                dtype=dtype,
+                reference=not args.no_reference,
+                inject=inject,
+            )
             runs.append(summ.to_dict())
     except RunTimeout as e:
         print(f"collsynth: error: {e}", file=sys.stderr, flush=True)
@@ -216,9 +273,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         backend.abort(RUN_FAILED)
         return RUN_FAILED
     failed = [r for r in runs if r["check"] == "failed"]
-    info = {"backend": backend.name, "ranks": backend.size, "size": int(size),
-            "iters": args.iters, "warmup": args.warmup, "seed": args.seed, "dtype": str(dtype),
-            "ok": not failed, "runs": runs}
+    info = {
+        "backend": backend.name,
+        "ranks": backend.size,
+        "size": int(size),
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "seed": args.seed,
+        "dtype": str(dtype),
+        "ok": not failed,
+        "runs": runs,
+    }
     if not quiet:
         if args.json:
             sys.stdout.write(json.dumps(info) + "\n")
@@ -226,8 +291,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print_report(info)
         sys.stdout.flush()
         if failed:
-            print(f"collsynth: error: check failed: {failed[0]['schedule']}: "
-                  f"{failed[0]['check_error']}", file=sys.stderr, flush=True)
+            print(
+                f"collsynth: error: check failed: {failed[0]['schedule']}: "
+                f"{failed[0]['check_error']}",
+                file=sys.stderr,
+                flush=True,
+            )
     if hasattr(backend, "close"):
         backend.close()
     return RUN_FAILED if failed else 0

@@ -9,37 +9,67 @@ from typing import Any
 
 from ..errors import CollsynthError
 from ..units import fmt_size, fmt_time
-from .common import (Request, add_command, add_json, add_options, add_output, add_problem,
-                     add_size, algo_options, build_request, emit_json, parse_positive_size,
-                     refuse_overwriting_inputs)
+from .common import (
+    Request,
+    add_command,
+    add_json,
+    add_options,
+    add_output,
+    add_problem,
+    add_size,
+    algo_options,
+    build_request,
+    emit_json,
+    parse_positive_size,
+    refuse_overwriting_inputs,
+)
 
 
 def add_parser(sub: Any) -> None:
     """Register ``synth``."""
-    p = add_command(sub, "synth", "synthesize a schedule, verify it and write it",
-                    "Synthesize a schedule with ALGO (or the best simulated one with "
-                    "--algo best), verify it with the independent verifier and write it as "
-                    "JSON. Size-aware algorithms plan for --size (1MiB when none is given).",
-                    examples=("collsynth synth -t dgx1 -c allreduce --algo ring -o ar.json",
-                              "collsynth synth -t ndv2:chassis=2 -c allgather --algo forestcoll "
-                              "-s 1GB --k 2 -o ag.json",
-                              "collsynth synth -t dgx1 -c allgather --algo teccl "
-                              "--opt epoch=fast,time_limit=5 -o ag.json",
-                              "collsynth synth --teccl-input in.json --algo teccl -o s.json"))
+    p = add_command(
+        sub,
+        "synth",
+        "synthesize a schedule, verify it and write it",
+        "Synthesize a schedule with ALGO (or the best simulated one with "
+        "--algo best), verify it with the independent verifier and write it as "
+        "JSON. Size-aware algorithms plan for --size (1MiB when none is given).",
+        examples=(
+            "collsynth synth -t dgx1 -c allreduce --algo ring -o ar.json",
+            "collsynth synth -t ndv2:chassis=2 -c allgather --algo forestcoll "
+            "-s 1GB --k 2 -o ag.json",
+            "collsynth synth -t dgx1 -c allgather --algo teccl "
+            "--opt epoch=fast,time_limit=5 -o ag.json",
+            "collsynth synth --teccl-input in.json --algo teccl -o s.json",
+        ),
+    )
     add_problem(p, required=False)
-    p.add_argument("-a", "--algo", default="spt",
-                   help="algorithm (see `collsynth list`), or best: the fastest simulated "
-                        "schedule at --size among every applicable algorithm")
+    p.add_argument(
+        "-a",
+        "--algo",
+        default="spt",
+        help="algorithm (see `collsynth list`), or best: the fastest simulated "
+        "schedule at --size among every applicable algorithm",
+    )
     add_options(p, targeted=False)
-    add_size(p, help="data size, e.g. 1GB: size-aware algorithms plan for it, and it is "
-                     "recorded in the schedule")
+    add_size(
+        p,
+        help="data size, e.g. 1GB: size-aware algorithms plan for it, and it is "
+        "recorded in the schedule",
+    )
     add_output(p, help="schedule file to write (JSON)")
     add_json(p)
-    p.add_argument("--teccl-input", metavar="FILE.json",
-                   help="a TE-CCL input file: topology, collective, size and solver parameters "
-                        "(implies --algo teccl; --opt overrides its values)")
-    p.add_argument("--teccl-output", metavar="FILE.json",
-                   help="also write TE-CCL-style output keys (--algo teccl)")
+    p.add_argument(
+        "--teccl-input",
+        metavar="FILE.json",
+        help="a TE-CCL input file: topology, collective, size and solver parameters "
+        "(implies --algo teccl; --opt overrides its values)",
+    )
+    p.add_argument(
+        "--teccl-output",
+        metavar="FILE.json",
+        help="also write TE-CCL-style output keys (--algo teccl)",
+    )
     p.set_defaults(func=cmd_synth)
 
 
@@ -49,8 +79,9 @@ def _request(args: argparse.Namespace) -> tuple[Request, dict[str, Any]]:
         from ..export.teccl import read_teccl_input
 
         if args.topology or args.collective:
-            raise CollsynthError("--teccl-input gives the topology and collective; drop "
-                                 "--topology/--collective")
+            raise CollsynthError(
+                "--teccl-input gives the topology and collective; drop --topology/--collective"
+            )
         if args.algo not in ("spt", "teccl"):  # spt is the default
             raise CollsynthError(f"--teccl-input needs --algo teccl, not {args.algo}")
         args.algo = "teccl"
@@ -59,10 +90,14 @@ def _request(args: argparse.Namespace) -> tuple[Request, dict[str, Any]]:
         req.sizes = [parse_positive_size(args.size, "--size")] if args.size else [inp.size]
         return req, dict(inp.options)
     if not args.topology or not args.collective:
-        missing = ", ".join(name for name, v in (("-t/--topology", args.topology),
-                                                 ("-c/--collective", args.collective)) if not v)
-        raise CollsynthError(f"synth: the following arguments are required: "
-                             f"{missing} (or --teccl-input)")
+        missing = ", ".join(
+            name
+            for name, v in (("-t/--topology", args.topology), ("-c/--collective", args.collective))
+            if not v
+        )
+        raise CollsynthError(
+            f"synth: the following arguments are required: {missing} (or --teccl-input)"
+        )
     return build_request(args, algorithm=None if args.algo == "best" else args.algo), {}
 
 
@@ -74,7 +109,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     refuse_overwriting_inputs(
         {"-o": args.output, "--teccl-output": args.teccl_output},
-        {"-t": args.topology, "--teccl-input": args.teccl_input, "--demand": args.demand})
+        {"-t": args.topology, "--teccl-input": args.teccl_input, "--demand": args.demand},
+    )
     req, file_opts = _request(args)
     if args.teccl_output and args.algo != "teccl":
         raise CollsynthError(f"--teccl-output needs --algo teccl, not {args.algo}")
@@ -85,8 +121,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
         name = args.algo
         unknown = set(req.options) - {name}
         if unknown:
-            raise CollsynthError(f"--opt for {sorted(unknown)[0]!r} does not apply to "
-                                 f"--algo {name}")
+            raise CollsynthError(
+                f"--opt for {sorted(unknown)[0]!r} does not apply to --algo {name}"
+            )
         opts = {**file_opts, **req.options.get(name, {})}
         sched = synthesize(name, req.topology, req.collective, size=req.size, **opts)
     synth_s = time.perf_counter() - t0
@@ -100,16 +137,25 @@ def cmd_synth(args: argparse.Namespace) -> int:
         from ..export.teccl import write_teccl_output
 
         write_teccl_output(sched, args.teccl_output)
-    info = {"output": args.output, "algorithm": name, "topology": req.topology.name,
-            "collective": sched.collective.to_dict(), "ops": sched.num_ops,
-            "synth_time_s": synth_s, "verify_time_s": verify_s, "verified": report.ok,
-            **{k: v for k, v in sched.stats().items() if k != "ops"}}
+    info = {
+        "output": args.output,
+        "algorithm": name,
+        "topology": req.topology.name,
+        "collective": sched.collective.to_dict(),
+        "ops": sched.num_ops,
+        "synth_time_s": synth_s,
+        "verify_time_s": verify_s,
+        "verified": report.ok,
+        **{k: v for k, v in sched.stats().items() if k != "ops"},
+    }
     if args.json:
         emit_json(info)
     else:
-        print(f"{name}: {sched.collective.describe()} on {req.topology.name}: "
-              f"{sched.num_ops} ops, verified, synthesized in {fmt_time(synth_s)}; "
-              f"wrote {args.output}")
+        print(
+            f"{name}: {sched.collective.describe()} on {req.topology.name}: "
+            f"{sched.num_ops} ops, verified, synthesized in {fmt_time(synth_s)}; "
+            f"wrote {args.output}"
+        )
     return 0
 
 
@@ -122,12 +168,14 @@ def _best(req: Request) -> tuple[str, Any]:
     req.sizes = [size]
     algos, _ = resolve_algos("all", req.collective)
     kept: dict[tuple[str, float], Any] = {}
-    result = compare(req.topology, req.collective, [size], algos, options=req.options,
-                     keep=kept)
+    result = compare(req.topology, req.collective, [size], algos, options=req.options, keep=kept)
     if not result.rows:
-        raise CollsynthError("no algorithm could produce a schedule: "
-                             + "; ".join(f"{s['algo']}: {s['reason']}" for s in result.skipped))
+        raise CollsynthError(
+            "no algorithm could produce a schedule: "
+            + "; ".join(f"{s['algo']}: {s['reason']}" for s in result.skipped)
+        )
     best = min(result.rows, key=lambda r: (r.time_s, r.algo))
     sched = kept[(best.algo, best.size_bytes)]
-    return best.algo, sched.with_meta(selected_by=f"fastest simulated at {fmt_size(size)} "
-                                                  f"among {', '.join(algos)}")
+    return best.algo, sched.with_meta(
+        selected_by=f"fastest simulated at {fmt_size(size)} among {', '.join(algos)}"
+    )

@@ -8,50 +8,86 @@ from typing import Any
 
 from ..errors import CollsynthError
 from ..units import fmt_bandwidth, fmt_size, fmt_time
-from .common import (Parser, add_command, add_json, add_output, console, emit_json,
-                     refuse_overwriting_inputs)
+from .common import (
+    Parser,
+    add_command,
+    add_json,
+    add_output,
+    console,
+    emit_json,
+    refuse_overwriting_inputs,
+)
 
 
 def add_parser(sub: Any) -> None:
     """Register ``topo`` (show, export) and ``list``."""
-    topo = add_command(sub, "topo", "show or export a topology",
-                       "Inspect and export topologies. SPEC is NAME, NAME:key=value,... (see "
-                       "`collsynth list`) or a file path (collsynth JSON/YAML, or a TE-CCL "
-                       "input JSON).",
-                       examples=("collsynth topo show -t mi250:chassis=2",
-                                 "collsynth topo export -t dgx1 -o dgx1.yaml"))
+    topo = add_command(
+        sub,
+        "topo",
+        "show or export a topology",
+        "Inspect and export topologies. SPEC is NAME, NAME:key=value,... (see "
+        "`collsynth list`) or a file path (collsynth JSON/YAML, or a TE-CCL "
+        "input JSON).",
+        examples=(
+            "collsynth topo show -t mi250:chassis=2",
+            "collsynth topo export -t dgx1 -o dgx1.yaml",
+        ),
+    )
     tsub = topo.add_subparsers(dest="topo_command", metavar="ACTION", parser_class=Parser)
     tsub.required = True
-    show = add_command(tsub, "show", "summarize a topology",
-                       examples=("collsynth topo show -t dgx_a100:nodes=2",
-                                 "collsynth topo show -t my_fabric.yaml --json"))
+    show = add_command(
+        tsub,
+        "show",
+        "summarize a topology",
+        examples=(
+            "collsynth topo show -t dgx_a100:nodes=2",
+            "collsynth topo show -t my_fabric.yaml --json",
+        ),
+    )
     _add_spec(show)
     add_json(show)
     show.add_argument("--max-rows", type=int, default=64, help="per-node rows to print")
     show.set_defaults(func=cmd_topo_show)
-    exp = add_command(tsub, "export", "write a topology file in the collsynth format",
-                      examples=("collsynth topo export -t ndv2:chassis=2 -o ndv2x2.json",))
+    exp = add_command(
+        tsub,
+        "export",
+        "write a topology file in the collsynth format",
+        examples=("collsynth topo export -t ndv2:chassis=2 -o ndv2x2.json",),
+    )
     _add_spec(exp)
     add_output(exp, help="output file (.json, .yaml or .yml)")
     exp.add_argument("--format", choices=("json", "yaml"), help="override the extension")
     add_json(exp)
     exp.set_defaults(func=cmd_topo_export)
 
-    lst = add_command(sub, "list", "list zoo topologies, algorithms (with their options) and "
-                      "collectives",
-                      examples=("collsynth list", "collsynth list --json",
-                                "collsynth list --options-markdown > docs/options.md"))
+    lst = add_command(
+        sub,
+        "list",
+        "list zoo topologies, algorithms (with their options) and collectives",
+        examples=(
+            "collsynth list",
+            "collsynth list --json",
+            "collsynth list --options-markdown > docs/options.md",
+        ),
+    )
     add_json(lst)
-    lst.add_argument("--options-markdown", action="store_true",
-                     help="print the algorithms' option tables as Markdown (docs/options.md)")
+    lst.add_argument(
+        "--options-markdown",
+        action="store_true",
+        help="print the algorithms' option tables as Markdown (docs/options.md)",
+    )
     lst.set_defaults(func=cmd_list)
 
 
 def _add_spec(p: argparse.ArgumentParser) -> None:
     """``-t/--topology SPEC`` (the SPEC may also come positionally, as before)."""
     p.add_argument("spec", nargs="?", metavar="SPEC", help=argparse.SUPPRESS)
-    p.add_argument("-t", "--topology", metavar="SPEC",
-                   help="zoo NAME[:key=value,...] or a topology file (JSON, YAML, TE-CCL input)")
+    p.add_argument(
+        "-t",
+        "--topology",
+        metavar="SPEC",
+        help="zoo NAME[:key=value,...] or a topology file (JSON, YAML, TE-CCL input)",
+    )
 
 
 def _spec(args: argparse.Namespace) -> str:
@@ -78,10 +114,13 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     con = console()
-    con.print(f"[bold]{escape(topo.name)}[/bold]  ({escape(spec)})  "
-              f"fingerprint {info['fingerprint']}")
-    con.print(f"compute nodes {info['compute_nodes']}, switches {info['switches']}, routers "
-              f"{info['routers']}, links {info['links']}, hop diameter {info['hop_diameter']}")
+    con.print(
+        f"[bold]{escape(topo.name)}[/bold]  ({escape(spec)})  fingerprint {info['fingerprint']}"
+    )
+    con.print(
+        f"compute nodes {info['compute_nodes']}, switches {info['switches']}, routers "
+        f"{info['routers']}, links {info['links']}, hop diameter {info['hop_diameter']}"
+    )
     classes = ", ".join(f"{k}: {v}" for k, v in info["links_by_class"].items())
     con.print(f"links by class: {escape(classes)}")
     for key in ("source", "notes"):
@@ -93,8 +132,14 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
     rows = info["per_node"]
     shown = rows[: max(0, args.max_rows)]
     for r in shown:
-        table.add_row(str(r["rank"]), escape(r["name"]), str(r["out_links"]),
-                      fmt_bandwidth(r["out_bw"]), str(r["in_links"]), fmt_bandwidth(r["in_bw"]))
+        table.add_row(
+            str(r["rank"]),
+            escape(r["name"]),
+            str(r["out_links"]),
+            fmt_bandwidth(r["out_bw"]),
+            str(r["in_links"]),
+            fmt_bandwidth(r["in_bw"]),
+        )
     con.print(table)
     if len(rows) > len(shown):
         con.print(f"... {len(rows) - len(shown)} more (use --max-rows or --json)")
@@ -111,11 +156,20 @@ def cmd_topo_export(args: argparse.Namespace) -> int:
     topo = load_topology(spec)
     save_topology(topo, args.output, args.format)
     if args.json:
-        emit_json({"output": args.output, "name": topo.name, "fingerprint": topo.fingerprint,
-                   "compute_nodes": topo.num_ranks, "links": len(topo.links)})
+        emit_json(
+            {
+                "output": args.output,
+                "name": topo.name,
+                "fingerprint": topo.fingerprint,
+                "compute_nodes": topo.num_ranks,
+                "links": len(topo.links),
+            }
+        )
     else:
-        print(f"wrote {args.output} ({topo.name}: {topo.num_ranks} compute nodes, "
-              f"{len(topo.links)} links)")
+        print(
+            f"wrote {args.output} ({topo.name}: {topo.num_ranks} compute nodes, "
+            f"{len(topo.links)} links)"
+        )
     return 0
 
 
@@ -128,27 +182,46 @@ def catalog() -> dict[str, Any]:
     from ..topology.registry import ZOO
 
     return {
-        "topologies": {name: {"summary": e.summary,
-                              "params": {k: {"kind": p.kind, "default": _show_default(p),
-                                             "doc": p.doc} for k, p in e.params.items()}}
-                       for name, e in sorted(ZOO.items())},
-        "algorithms": {name: {"summary": a.summary,
-                              "collectives": sorted(k.value for k in a.collectives),
-                              "options": {k: o.to_dict() for k, o in a.options.items()},
-                              "size_aware": a.size_aware, "reference": a.reference}
-                       for name, a in sorted(load_all().items())},
+        "topologies": {
+            name: {
+                "summary": e.summary,
+                "params": {
+                    k: {"kind": p.kind, "default": _show_default(p), "doc": p.doc}
+                    for k, p in e.params.items()
+                },
+            }
+            for name, e in sorted(ZOO.items())
+        },
+        "algorithms": {
+            name: {
+                "summary": a.summary,
+                "collectives": sorted(k.value for k in a.collectives),
+                "options": {k: o.to_dict() for k, o in a.options.items()},
+                "size_aware": a.size_aware,
+                "reference": a.reference,
+            }
+            for name, a in sorted(load_all().items())
+        },
         "collectives": [k.value for k in CollKind],
-        "exporters": {name: {"summary": e.summary, "suffix": e.suffix,
-                             "options": {k: o.to_dict() for k, o in e.options.items()}}
-                      for name, e in sorted(load_exporters().items())},
+        "exporters": {
+            name: {
+                "summary": e.summary,
+                "suffix": e.suffix,
+                "options": {k: o.to_dict() for k, o in e.options.items()},
+            }
+            for name, e in sorted(load_exporters().items())
+        },
     }
 
 
 def _show_default(p: Any) -> Any:
     if p.default is None:
         return None
-    fmts: dict[str, Callable[[float], str]] = {"bw": fmt_bandwidth, "time": fmt_time,
-                                               "size": fmt_size}
+    fmts: dict[str, Callable[[float], str]] = {
+        "bw": fmt_bandwidth,
+        "time": fmt_time,
+        "size": fmt_size,
+    }
     fmt = fmts.get(p.kind)
     return fmt(p.default) if fmt else p.default
 
@@ -157,14 +230,19 @@ def options_markdown() -> str:
     """The algorithms' option tables (docs/options.md), from their declarations."""
     from ..synth import DEFAULT_SIZE, load_all
 
-    lines = ["# Algorithm options", "",
-             "Generated from the algorithms' declarations by "
-             "`collsynth list --options-markdown`; do not edit by hand.", "",
-             "Give options as `--opt KEY=VALUE[,KEY=VALUE...]` (repeatable); `compare` and "
-             "`tune` also take `--opt ALGO.KEY=VALUE`. Options marked with a flag also have a "
-             "shorthand (`--k 2` is `--opt k=2`). Durations take units (`2us`), sizes too "
-             f"(`1MB`). Size-aware algorithms plan for {fmt_size(DEFAULT_SIZE, binary=True)} "
-             "when no `--size` is given.", ""]
+    lines = [
+        "# Algorithm options",
+        "",
+        "Generated from the algorithms' declarations by "
+        "`collsynth list --options-markdown`; do not edit by hand.",
+        "",
+        "Give options as `--opt KEY=VALUE[,KEY=VALUE...]` (repeatable); `compare` and "
+        "`tune` also take `--opt ALGO.KEY=VALUE`. Options marked with a flag also have a "
+        "shorthand (`--k 2` is `--opt k=2`). Durations take units (`2us`), sizes too "
+        f"(`1MB`). Size-aware algorithms plan for {fmt_size(DEFAULT_SIZE, binary=True)} "
+        "when no `--size` is given.",
+        "",
+    ]
     for name, algo in sorted(load_all().items()):
         lines += [f"## {name}", "", algo.summary + ".", ""]
         if algo.reference:
@@ -176,8 +254,10 @@ def options_markdown() -> str:
         for opt in algo.options.values():
             flag = f"`--{opt.name.replace('_', '-')}`" if opt.shorthand else ""
             values = opt.values_text().replace("|", "\\|")
-            lines.append(f"| `{opt.name}` | {values} | `{opt.default_text()}` | {flag} | "
-                         f"{opt.help.replace('|', '/')} |")
+            lines.append(
+                f"| `{opt.name}` | {values} | `{opt.default_text()}` | {flag} | "
+                f"{opt.help.replace('|', '/')} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -198,15 +278,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     for col in ("name", "parameters (defaults)", "summary"):
         t.add_column(col)
     for name, e in data["topologies"].items():
-        t.add_row(name, ", ".join(f"{k}={v['default']}" for k, v in e["params"].items()),
-                  e["summary"])
+        t.add_row(
+            name, ", ".join(f"{k}={v['default']}" for k, v in e["params"].items()), e["summary"]
+        )
     con.print(t)
     t = Table(title="algorithms (--opt KEY=VALUE[,KEY=VALUE]; values and defaults)")
     for col in ("name", "collectives", "summary", "options"):
         t.add_column(col)
     for name, a in data["algorithms"].items():
-        opts = "; ".join(f"{k}={o['values']} (default {o['default']})"
-                         for k, o in a["options"].items())
+        opts = "; ".join(
+            f"{k}={o['values']} (default {o['default']})" for k, o in a["options"].items()
+        )
         t.add_row(name, ", ".join(a["collectives"]), a["summary"], opts)
     con.print(t)
     con.print("collectives: " + ", ".join(data["collectives"]))

@@ -9,39 +9,69 @@ from typing import Any
 
 from ..errors import CollsynthError
 from ..units import fmt_bandwidth, fmt_size, fmt_time
-from .common import (add_command, check_plot, add_json, add_size, console, emit_json,
-                     parse_positive_size)
+from .common import (
+    add_command,
+    add_json,
+    add_size,
+    check_plot,
+    console,
+    emit_json,
+    parse_positive_size,
+)
 
 
 def add_parser(sub: Any) -> None:
     """Register ``verify`` and ``simulate``."""
-    ver = add_command(sub, "verify", "check that a schedule implements its collective",
-                      "Symbolically execute a schedule file on its topology and report the "
-                      "first violation in one line (exit status 2).",
-                      examples=("collsynth verify ar.json", "collsynth verify ar.json -t dgx1 "
-                                                            "--json"))
+    ver = add_command(
+        sub,
+        "verify",
+        "check that a schedule implements its collective",
+        "Symbolically execute a schedule file on its topology and report the "
+        "first violation in one line (exit status 2).",
+        examples=("collsynth verify ar.json", "collsynth verify ar.json -t dgx1 --json"),
+    )
     ver.add_argument("schedule", metavar="SCHEDULE.json")
-    ver.add_argument("-t", "--topology", metavar="SPEC",
-                     help="check against this topology (must match the embedded one)")
+    ver.add_argument(
+        "-t",
+        "--topology",
+        metavar="SPEC",
+        help="check against this topology (must match the embedded one)",
+    )
     add_json(ver)
     ver.set_defaults(func=cmd_verify)
 
-    sim = add_command(sub, "simulate", "simulate a schedule file",
-                      "Simulate a schedule (alpha-beta, store-and-forward at GPUs, cut-through "
-                      "at switches/routers, link contention; see docs/simulator.md).",
-                      examples=("collsynth simulate ar.json -s 256MB --gantt ar.png",
-                                "collsynth simulate ar.json -s 1GB --json"))
+    sim = add_command(
+        sub,
+        "simulate",
+        "simulate a schedule file",
+        "Simulate a schedule (alpha-beta, store-and-forward at GPUs, cut-through "
+        "at switches/routers, link contention; see docs/simulator.md).",
+        examples=(
+            "collsynth simulate ar.json -s 256MB --gantt ar.png",
+            "collsynth simulate ar.json -s 1GB --json",
+        ),
+    )
     sim.add_argument("schedule", metavar="SCHEDULE.json")
     add_size(sim, help="collective size, e.g. 1GB (default: the size the schedule records)")
-    sim.add_argument("-t", "--topology", metavar="SPEC",
-                     help="simulate on this topology (must match the embedded one)")
-    sim.add_argument("--order", choices=("auto", "plan", "fcfs"), default="auto",
-                     help="link service order: the schedule's plan where it has one (auto, "
-                          "plan) or first-ready-first-served everywhere (fcfs)")
-    sim.add_argument("--release", action="store_true",
-                     help="hold each operation until its planned start time")
-    sim.add_argument("--reduce-bw", metavar="BW",
-                     help="reduction speed, e.g. 500GB/s (default: free)")
+    sim.add_argument(
+        "-t",
+        "--topology",
+        metavar="SPEC",
+        help="simulate on this topology (must match the embedded one)",
+    )
+    sim.add_argument(
+        "--order",
+        choices=("auto", "plan", "fcfs"),
+        default="auto",
+        help="link service order: the schedule's plan where it has one (auto, "
+        "plan) or first-ready-first-served everywhere (fcfs)",
+    )
+    sim.add_argument(
+        "--release", action="store_true", help="hold each operation until its planned start time"
+    )
+    sim.add_argument(
+        "--reduce-bw", metavar="BW", help="reduction speed, e.g. 500GB/s (default: free)"
+    )
     sim.add_argument("--gantt", metavar="FILE.png", help="draw the per-link timeline")
     add_json(sim)
     sim.set_defaults(func=cmd_simulate)
@@ -65,9 +95,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     report = check_schedule(sched)
     elapsed = time.perf_counter() - t0
     if args.json:
-        emit_json({"schedule": args.schedule, "topology": sched.topology.name,
-                   "collective": sched.collective.to_dict(), "verify_time_s": elapsed,
-                   **report.to_dict()})
+        emit_json(
+            {
+                "schedule": args.schedule,
+                "topology": sched.topology.name,
+                "collective": sched.collective.to_dict(),
+                "verify_time_s": elapsed,
+                **report.to_dict(),
+            }
+        )
         if not report.ok:
             print(f"collsynth: error: {args.schedule}: {report.error}", file=sys.stderr)
         return 0 if report.ok else 2
@@ -78,8 +114,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         extra = f", planned finish {fmt_time(report.planned_finish_s)}"
     if report.redundant_deliveries:
         extra += f", {report.redundant_deliveries} redundant deliveries"
-    print(f"OK: {sched.collective.describe()} on {sched.topology.name}: {report.ops} ops, "
-          f"{report.link_hops} link hops; checks: {', '.join(report.checks)}{extra}")
+    print(
+        f"OK: {sched.collective.describe()} on {sched.topology.name}: {report.ops} ops, "
+        f"{report.link_hops} link hops; checks: {', '.join(report.checks)}{extra}"
+    )
     return 0
 
 
@@ -107,19 +145,31 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         plot_gantt(res, args.gantt)
     if args.json:
-        emit_json({"schedule": args.schedule, "algorithm": sched.meta.get("algorithm"),
-                   "topology": sched.topology.name, "collective": sched.collective.to_dict(),
-                   **res.to_dict()})
+        emit_json(
+            {
+                "schedule": args.schedule,
+                "algorithm": sched.meta.get("algorithm"),
+                "topology": sched.topology.name,
+                "collective": sched.collective.to_dict(),
+                **res.to_dict(),
+            }
+        )
         return 0
     con = console()
-    con.print(f"{sched.meta.get('algorithm', 'schedule')}: {sched.collective.describe()} on "
-              f"{sched.topology.name}, {fmt_size(size)}")
-    con.print(f"time {fmt_time(res.time_s)}, algbw {fmt_bandwidth(res.algbw)}, busbw "
-              f"{fmt_bandwidth(res.busbw)}  ({res.hops} hops simulated in "
-              f"{fmt_time(res.wall_s)}; order: {res.order_policy})")
+    con.print(
+        f"{sched.meta.get('algorithm', 'schedule')}: {sched.collective.describe()} on "
+        f"{sched.topology.name}, {fmt_size(size)}"
+    )
+    con.print(
+        f"time {fmt_time(res.time_s)}, algbw {fmt_bandwidth(res.algbw)}, busbw "
+        f"{fmt_bandwidth(res.busbw)}  ({res.hops} hops simulated in "
+        f"{fmt_time(res.wall_s)}; order: {res.order_policy})"
+    )
     for link in res.to_dict(links=5)["busiest_links"]:
-        con.print(f"  busiest: {link['src']}->{link['dst']} busy {fmt_time(link['busy_s'])} "
-                  f"({100 * link['utilisation']:.1f}%)")
+        con.print(
+            f"  busiest: {link['src']}->{link['dst']} busy {fmt_time(link['busy_s'])} "
+            f"({100 * link['utilisation']:.1f}%)"
+        )
     if args.gantt:
         con.print(f"wrote {args.gantt}")
     return 0

@@ -12,5 +12,14 @@ from .check import XmlCheckError, XmlCheckReport, check_msccl_xml
 from .msccl import to_msccl_xml
 from .registry import EXPORTERS, Exporter, get_exporter, load_exporters, register
 
-__all__ = ["EXPORTERS", "Exporter", "XmlCheckError", "XmlCheckReport", "check_msccl_xml",
-           "get_exporter", "load_exporters", "register", "to_msccl_xml"]
+__all__ = [
+    "EXPORTERS",
+    "Exporter",
+    "XmlCheckError",
+    "XmlCheckReport",
+    "check_msccl_xml",
+    "get_exporter",
+    "load_exporters",
+    "register",
+    "to_msccl_xml",
+]

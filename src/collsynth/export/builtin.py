@@ -11,17 +11,38 @@ from .msccl import to_msccl_xml
 from .registry import register
 
 MSCCL_OPTIONS = (
-    Option("dialect", "choice", "msccl", choices=("msccl", "executor"),
-           help="msccl (the microsoft/msccl fork) or executor (msccl-executor-nccl, RCCL)"),
-    Option("protocol", "choice", "Simple", choices=("Simple", "LL", "LL128"),
-           help="NCCL protocol, as msccl-tools names it"),
-    Option("instances", "int", 1, minimum=1, maximum=64,
-           help="copies of the program (channels)"),
+    Option(
+        "dialect",
+        "choice",
+        "msccl",
+        choices=("msccl", "executor"),
+        help="msccl (the microsoft/msccl fork) or executor (msccl-executor-nccl, RCCL)",
+    ),
+    Option(
+        "protocol",
+        "choice",
+        "Simple",
+        choices=("Simple", "LL", "LL128"),
+        help="NCCL protocol, as msccl-tools names it",
+    ),
+    Option("instances", "int", 1, minimum=1, maximum=64, help="copies of the program (channels)"),
     Option("inplace", "bool", False, help="in-place buffers"),
-    Option("min_bytes", "size", "none", words=("none",), minimum=0,
-           help="executor: smallest size this XML serves"),
-    Option("max_bytes", "size", "none", words=("none",), minimum=0,
-           help="executor: largest size this XML serves"),
+    Option(
+        "min_bytes",
+        "size",
+        "none",
+        words=("none",),
+        minimum=0,
+        help="executor: smallest size this XML serves",
+    ),
+    Option(
+        "max_bytes",
+        "size",
+        "none",
+        words=("none",),
+        minimum=0,
+        help="executor: largest size this XML serves",
+    ),
 )
 
 
@@ -35,12 +56,29 @@ def _check_msccl(text: str, schedule: Schedule, opts: dict[str, Any]) -> Any:
     return check_msccl_xml(text, schedule.topology, dialect=opts["dialect"], root=root or 0)
 
 
-@register("msccl", summary="MSCCL XML (old fork or executor dialect), checked independently",
-          suffix=".xml", options=MSCCL_OPTIONS, check=_check_msccl)
-def export_msccl(schedule: Schedule, dialect: str = "msccl", protocol: str = "Simple",
-                 instances: int = 1, inplace: bool = False, min_bytes: Any = "none",
-                 max_bytes: Any = "none") -> str:
+@register(
+    "msccl",
+    summary="MSCCL XML (old fork or executor dialect), checked independently",
+    suffix=".xml",
+    options=MSCCL_OPTIONS,
+    check=_check_msccl,
+)
+def export_msccl(
+    schedule: Schedule,
+    dialect: str = "msccl",
+    protocol: str = "Simple",
+    instances: int = 1,
+    inplace: bool = False,
+    min_bytes: Any = "none",
+    max_bytes: Any = "none",
+) -> str:
     """MSCCL XML of a verified schedule."""
-    return to_msccl_xml(schedule, dialect=dialect, proto=protocol, instances=instances,
-                        min_bytes=_bytes(min_bytes), max_bytes=_bytes(max_bytes),
-                        inplace=inplace)
+    return to_msccl_xml(
+        schedule,
+        dialect=dialect,
+        proto=protocol,
+        instances=instances,
+        min_bytes=_bytes(min_bytes),
+        max_bytes=_bytes(max_bytes),
+        inplace=inplace,
+    )

@@ -111,16 +111,8 @@ _ATTR = re.compile(r'([A-Za-z_][\w.-]*)="([^"<>]*)"')
 
 
 def _parse(text: str) -> _Elem:
-    if "\t" in text:
-        line = text[:text.index("\t")].count("\n") + 1
-        _fail("format", f"line {line}: tab character (MSCCL's parser allows only spaces and "
-                        f"newlines between elements)")
-    stripped = text.lstrip(" \r\n")
-    if stripped.startswith("<?"):
-        _fail("format", "XML declaration '<?xml ...?>' is not allowed (the first element must "
-                        "be <algo>)")
-    if not (stripped.startswith("<algo") or stripped.startswith("<!--")):
-        _fail("format", "the document must start with <algo> or a comment")
+    """The element tree of ``text``, enforcing MSCCL's formatting rules."""
+    _check_preamble(text)
     root = None
     stack: list[_Elem] = []
     line, counted = 1, 0  # line number of the token, counted incrementally (linear time)
@@ -153,33 +145,7 @@ def _parse(text: str) -> _Elem:
         if not mt:
             _fail("format", f"line {line}: malformed tag {tok[:30]!r}")
         tag = mt.group(1)
-        rest = body[mt.end():]
-        attrs: dict = {}
-        i = 0
-        nslots = 0
-        while i < len(rest):
-            if rest[i] == " ":
-                j = i
-                while j < len(rest) and rest[j] == " ":
-                    j += 1
-                nslots += j - i - 1  # extra spaces create empty attribute slots
-                i = j
-                continue
-            ma = _ATTR.match(rest, i)
-            if not ma:
-                _fail("format", f"line {line}: <{tag}> has a malformed attribute near "
-                                f"{rest[i:i + 20]!r} (values must be in double quotes)")
-            if ma.group(1) in attrs:
-                _fail("format", f"line {line}: <{tag}> repeats attribute {ma.group(1)!r}")
-            attrs[ma.group(1)] = ma.group(2)
-            nslots += 1
-            i = ma.end()
-            if i < len(rest) and rest[i] != " ":
-                _fail("format", f"line {line}: attributes of <{tag}> must be separated by "
-                                f"spaces")
-        if nslots > 16:
-            _fail("format", f"line {line}: <{tag}> has more than 16 attribute slots")
-        el = _Elem(tag, attrs, line)
+        el = _Elem(tag, _parse_attrs(body[mt.end():], tag, line), line)
         if stack:
             stack[-1].children.append(el)
             if len(stack[-1].children) > 1024:
@@ -195,6 +161,50 @@ def _parse(text: str) -> _Elem:
     if root is None or root.tag != "algo":
         _fail("format", "the top-level element must be <algo>")
     return root
+
+
+def _check_preamble(text: str) -> None:
+    """No tab anywhere; the document starts with ``<algo>`` or a comment, no declaration."""
+    if "\t" in text:
+        line = text[:text.index("\t")].count("\n") + 1
+        _fail("format", f"line {line}: tab character (MSCCL's parser allows only spaces and "
+                        f"newlines between elements)")
+    stripped = text.lstrip(" \r\n")
+    if stripped.startswith("<?"):
+        _fail("format", "XML declaration '<?xml ...?>' is not allowed (the first element must "
+                        "be <algo>)")
+    if not (stripped.startswith("<algo") or stripped.startswith("<!--")):
+        _fail("format", "the document must start with <algo> or a comment")
+
+
+def _parse_attrs(rest: str, tag: str, line: int) -> dict:
+    """The attributes after a tag's name: double-quoted, space-separated, at most 16 slots."""
+    attrs: dict = {}
+    i = 0
+    nslots = 0
+    while i < len(rest):
+        if rest[i] == " ":
+            j = i
+            while j < len(rest) and rest[j] == " ":
+                j += 1
+            nslots += j - i - 1  # extra spaces create empty attribute slots
+            i = j
+            continue
+        ma = _ATTR.match(rest, i)
+        if not ma:
+            _fail("format", f"line {line}: <{tag}> has a malformed attribute near "
+                            f"{rest[i:i + 20]!r} (values must be in double quotes)")
+        if ma.group(1) in attrs:
+            _fail("format", f"line {line}: <{tag}> repeats attribute {ma.group(1)!r}")
+        attrs[ma.group(1)] = ma.group(2)
+        nslots += 1
+        i = ma.end()
+        if i < len(rest) and rest[i] != " ":
+            _fail("format", f"line {line}: attributes of <{tag}> must be separated by "
+                            f"spaces")
+    if nslots > 16:
+        _fail("format", f"line {line}: <{tag}> has more than 16 attribute slots")
+    return attrs
 
 
 def _int(el: _Elem, key: str, where: str, check: str = "structure") -> int:
@@ -237,6 +247,18 @@ class _Tb:
     steps: list
 
 
+@dataclass
+class _Header:
+    """The ``<algo>`` attributes the later checks need."""
+    dialect: str
+    coll: str          # normalised: reducescatter for both spellings
+    nch: int
+    ncpl: int
+    ngpus: int
+    inplace: int
+    max_steps: int
+
+
 def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
                     root: int = 0, fifo_slots: int = 1) -> XmlCheckReport:
     """Check MSCCL XML ``text``; raise :class:`XmlCheckError` at the first violation.
@@ -250,34 +272,37 @@ def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
     checks: list[str] = []
     algo = _parse(text)
     checks.append("format")
+    h = _check_algo(algo, dialect, topology)
+    gpus = _check_gpus(algo, h)
+    if topology is not None:
+        _check_routes(gpus, h.ngpus, topology)
+    checks.append("structure")
+    _check_dependencies(gpus, h.ngpus)
+    checks.append("dependency")
+    sends, recvs = _transfers(gpus, h.ngpus)
+    transfers = _check_pairing(sends, recvs)
+    checks.append("pairing")
+    _check_cycles(gpus, h.ngpus, sends, recvs)
+    checks.append("dependency-cycle")
+    _Exec(gpus, h.ngpus, h.coll, h.ncpl, bool(h.inplace), root, fifo_slots).run()
+    checks += ["deadlock", "data", "race", "postcondition"]
+    return XmlCheckReport(True, h.dialect, algo.attrs["coll"], h.ngpus, h.nch, h.ncpl,
+                          bool(h.inplace), sum(len(gpus[g][1]) for g in range(h.ngpus)),
+                          sum(len(tb.steps) for g in range(h.ngpus) for tb in gpus[g][1]),
+                          transfers, checks)
+
+
+# ---------------------------------------------------------------------- structure
+def _check_algo(algo: _Elem, dialect: str | None, topology) -> _Header:
+    """The ``<algo>`` element: dialect, required attributes and their values."""
     A = algo.attrs
     if dialect is None:
         dialect = "executor" if ("outofplace" in A or A.get("coll") == "reducescatter") \
             else "msccl"
     if dialect not in ("msccl", "executor"):
         _fail("structure", f"unknown dialect {dialect!r}")
-    for key in ("proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace"):
-        if key not in A:
-            _fail("structure", f"<algo> lacks attribute {key!r}")
-    if dialect == "msccl" and "name" not in A:
-        _fail("structure", "<algo> lacks attribute 'name' (required by the msccl dialect)")
-    if dialect == "executor":
-        for key in ("outofplace", "minBytes", "maxBytes"):
-            if key not in A:
-                _fail("structure", f"<algo> lacks attribute {key!r} (required by the "
-                                   f"executor dialect)")
-    if A["proto"] not in ("Simple", "LL", "LL128"):
-        _fail("structure", f"<algo> proto={A['proto']!r} is not Simple, LL or LL128")
-    coll = A["coll"]
-    if coll not in _COLLS:
-        _fail("structure", f"<algo> coll={coll!r} is not supported by the checker")
-    if dialect == "msccl" and coll == "reducescatter":
-        _fail("structure", "coll='reducescatter' is the executor spelling; the msccl dialect "
-                           "needs 'reduce_scatter'")
-    if dialect == "executor" and coll == "reduce_scatter":
-        _fail("structure", "coll='reduce_scatter' is the old-fork spelling; the executor "
-                           "needs 'reducescatter'")
-    coll = "reducescatter" if coll == "reduce_scatter" else coll
+    _check_algo_keys(A, dialect)
+    coll = "reducescatter" if A["coll"] == "reduce_scatter" else A["coll"]
     nch = _int(algo, "nchannels", "<algo>")
     ncpl = _int(algo, "nchunksperloop", "<algo>")
     ngpus = _int(algo, "ngpus", "<algo>")
@@ -299,159 +324,206 @@ def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
     if topology is not None and topology.num_ranks != ngpus:
         _fail("structure", f"ngpus={ngpus} but the topology has {topology.num_ranks} ranks")
     max_steps = 256 if dialect == "msccl" else 64
+    return _Header(dialect, coll, nch, ncpl, ngpus, inplace, max_steps)
+
+
+def _check_algo_keys(A: dict, dialect: str) -> None:
+    """Required ``<algo>`` attributes per dialect, protocol and collective spelling."""
+    for key in ("proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace"):
+        if key not in A:
+            _fail("structure", f"<algo> lacks attribute {key!r}")
+    if dialect == "msccl" and "name" not in A:
+        _fail("structure", "<algo> lacks attribute 'name' (required by the msccl dialect)")
+    if dialect == "executor":
+        for key in ("outofplace", "minBytes", "maxBytes"):
+            if key not in A:
+                _fail("structure", f"<algo> lacks attribute {key!r} (required by the "
+                                   f"executor dialect)")
+    if A["proto"] not in ("Simple", "LL", "LL128"):
+        _fail("structure", f"<algo> proto={A['proto']!r} is not Simple, LL or LL128")
+    coll = A["coll"]
+    if coll not in _COLLS:
+        _fail("structure", f"<algo> coll={coll!r} is not supported by the checker")
+    if dialect == "msccl" and coll == "reducescatter":
+        _fail("structure", "coll='reducescatter' is the executor spelling; the msccl dialect "
+                           "needs 'reduce_scatter'")
+    if dialect == "executor" and coll == "reduce_scatter":
+        _fail("structure", "coll='reduce_scatter' is the old-fork spelling; the executor "
+                           "needs 'reducescatter'")
+
+
+def _check_gpus(algo: _Elem, h: _Header) -> dict[int, tuple[dict, list[_Tb]]]:
+    """Every ``<gpu>`` once, each read into its buffer sizes and thread blocks."""
     gpus: dict[int, tuple[dict, list[_Tb]]] = {}
     for gel in algo.children:
         if gel.tag != "gpu":
             continue  # the runtime parsers ignore unknown elements
         g = _int(gel, "id", "<gpu>")
-        if not 0 <= g < ngpus:
-            _fail("structure", f"<gpu id={g}> is not a rank in 0..{ngpus - 1}")
+        if not 0 <= g < h.ngpus:
+            _fail("structure", f"<gpu id={g}> is not a rank in 0..{h.ngpus - 1}")
         if g in gpus:
             _fail("structure", f"gpu {g} appears twice")
-        bufs = {}
-        for b in ("i", "o", "s"):
-            bufs[b] = _int(gel, f"{b}_chunks", f"gpu {g}")
-            if bufs[b] < 0:
-                _fail("structure", f"gpu {g}: {b}_chunks is negative")
-        if dialect == "msccl":  # the old fork's consistency check
-            mi = ngpus if coll == "allgather" else 1
-            mo = ngpus if coll == "reducescatter" else 1
-            for b, mult in (("i", mi), ("o", mo)):
-                if bufs[b] > 0 and bufs[b] * mult != ncpl:
-                    _fail("structure", f"gpu {g}: {b}_chunks={bufs[b]} x {mult} is not "
-                                       f"nchunksperloop={ncpl} (rejected by the msccl fork)")
-        tbs: dict[int, _Tb] = {}
-        for tel in gel.children:
-            if tel.tag != "tb":
-                continue
-            tid = _int(tel, "id", f"gpu {g} <tb>")
-            w = f"gpu {g} tb {tid}"
-            if tid in tbs:
-                _fail("structure", f"{w}: thread block id used twice")
-            send = _int(tel, "send", w)
-            recv = _int(tel, "recv", w)
-            chan = _int(tel, "chan", w)
-            for label, p in (("send", send), ("recv", recv)):
-                if not -1 <= p < ngpus or p == g:
-                    _fail("structure", f"{w}: {label} peer {p} is not another rank")
-            if not 0 <= chan < nch:
-                _fail("structure", f"{w}: chan={chan} is not below nchannels={nch}")
-            steps = []
-            for sel in tel.children:
-                if sel.tag != "step":
-                    continue
-                idx = len(steps)
-                sw = f"gpu {g} tb {tid} step {idx}"
-                for key in _STEP_ATTRS:
-                    if key not in sel.attrs:
-                        _fail("structure", f"{sw} lacks attribute {key!r}")
-                vals = {k: _int(sel, k, sw) for k in ("s", "srcoff", "dstoff", "cnt", "depid",
-                                                      "deps", "hasdep")}
-                st = _St(g, tid, idx, sel.attrs["type"], sel.attrs["srcbuf"], vals["srcoff"],
-                         sel.attrs["dstbuf"], vals["dstoff"], vals["cnt"], vals["depid"],
-                         vals["deps"], vals["hasdep"])
-                if vals["s"] != idx:
-                    _fail("structure", f"{sw}: s={vals['s']} but the step is at position "
-                                       f"{idx} (dependency flags use the position)")
-                if st.type not in _TYPES:
-                    _fail("structure", f"{sw}: unknown step type {st.type!r}")
-                for b in (st.srcbuf, st.dstbuf):
-                    if b not in ("i", "o", "s"):
-                        _fail("structure", f"{sw}: unknown buffer {b!r}")
-                if st.hasdep not in (0, 1):
-                    _fail("structure", f"{sw}: hasdep must be 0 or 1")
-                sends, recvs, reads, writes, _ = _TYPES[st.type]
-                lo = 0 if st.type == "nop" else 1
-                if not lo <= st.cnt < 72:
-                    _fail("structure", f"{sw}: cnt={st.cnt} is not in {lo}..71")
-                if sends and send < 0:
-                    _fail("structure", f"{sw}: {st.type} sends but the thread block has no "
-                                       f"send peer")
-                if recvs and recv < 0:
-                    _fail("structure", f"{sw}: {st.type} receives but the thread block has no "
-                                       f"recv peer")
-                uses_src = reads or st.type == "s"
-                uses_dst = writes
-                for use, b, o, label in ((uses_src, st.srcbuf, st.srcoff, "src"),
-                                         (uses_dst, st.dstbuf, st.dstoff, "dst")):
-                    if use and not (0 <= o and o + st.cnt <= bufs[b]):
-                        _fail("structure", f"{sw}: {label} {b}[{o}..{o + st.cnt - 1}] is "
-                                           f"outside the {bufs[b]}-chunk {b} buffer")
-                steps.append(st)
-            if len(steps) > max_steps:
-                _fail("structure", f"{w} has {len(steps)} steps, more than the {dialect} "
-                                   f"limit of {max_steps}")
-            tbs[tid] = _Tb(g, tid, send, recv, chan, steps)
-        for k in range(len(tbs)):
-            if k not in tbs:
-                _fail("structure", f"gpu {g}: thread block {k} is missing (ids must be "
-                                   f"contiguous from 0)")
-        tbl = [tbs[k] for k in range(len(tbs))]
-        seen_s: dict = {}
-        seen_r: dict = {}
-        per_ch_s: dict = {}
-        per_ch_r: dict = {}
-        for tb in tbl:
-            if tb.send >= 0:
-                key = (tb.chan, tb.send)
-                if key in seen_s:
-                    _fail("structure", f"gpu {g}: thread blocks {seen_s[key]} and {tb.id} both "
-                                       f"send to {tb.send} on channel {tb.chan} (one thread "
-                                       f"block per (channel, peer) and direction)")
-                seen_s[key] = tb.id
-                per_ch_s[tb.chan] = per_ch_s.get(tb.chan, 0) + 1
-            if tb.recv >= 0:
-                key = (tb.chan, tb.recv)
-                if key in seen_r:
-                    _fail("structure", f"gpu {g}: thread blocks {seen_r[key]} and {tb.id} both "
-                                       f"receive from {tb.recv} on channel {tb.chan} (one "
-                                       f"thread block per (channel, peer) and direction)")
-                seen_r[key] = tb.id
-                per_ch_r[tb.chan] = per_ch_r.get(tb.chan, 0) + 1
-        for ch, k in sorted(per_ch_s.items()) + sorted(per_ch_r.items()):
-            if k > 32:
-                _fail("structure", f"gpu {g}: channel {ch} has {k} sending or receiving "
-                                   f"thread blocks, more than 32")
-        nodes = 2 + len(tbl) + sum(len(tb.steps) for tb in tbl)
-        if nodes > 4096:
-            _fail("structure", f"gpu {g}: {nodes} XML nodes, more than the parser's 4096")
-        gpus[g] = (bufs, tbl)
-    for g in range(ngpus):
+        gpus[g] = _read_gpu(gel, g, h)
+    for g in range(h.ngpus):
         if g not in gpus:
             _fail("structure", f"gpu {g} is missing")
-    if topology is not None:
-        from ..topology.paths import RouteTable
+    return gpus
 
-        rt = RouteTable(topology)
-        for g in range(ngpus):
-            for tb in gpus[g][1]:
-                if tb.send >= 0 and not rt.has_route(g, tb.send):
-                    _fail("structure", f"gpu {g} tb {tb.id} sends to {tb.send}, but the "
-                                       f"topology has no direct route between them")
-    checks.append("structure")
-    # ---- dependencies and nop chains
+
+def _read_gpu(gel: _Elem, g: int, h: _Header) -> tuple[dict, list[_Tb]]:
+    """One GPU: buffer sizes, contiguous thread blocks, per-channel peers, node count."""
+    bufs = _gpu_buffers(gel, g, h)
+    tbs: dict[int, _Tb] = {}
+    for tel in gel.children:
+        if tel.tag != "tb":
+            continue
+        tid = _int(tel, "id", f"gpu {g} <tb>")
+        if tid in tbs:
+            _fail("structure", f"gpu {g} tb {tid}: thread block id used twice")
+        tbs[tid] = _read_tb(tel, g, tid, bufs, h)
+    for k in range(len(tbs)):
+        if k not in tbs:
+            _fail("structure", f"gpu {g}: thread block {k} is missing (ids must be "
+                               f"contiguous from 0)")
+    tbl = [tbs[k] for k in range(len(tbs))]
+    _check_channel_peers(g, tbl)
+    nodes = 2 + len(tbl) + sum(len(tb.steps) for tb in tbl)
+    if nodes > 4096:
+        _fail("structure", f"gpu {g}: {nodes} XML nodes, more than the parser's 4096")
+    return bufs, tbl
+
+
+def _gpu_buffers(gel: _Elem, g: int, h: _Header) -> dict:
+    """The ``i``/``o``/``s`` chunk counts of a GPU (msccl: consistent with nchunksperloop)."""
+    bufs = {}
+    for b in ("i", "o", "s"):
+        bufs[b] = _int(gel, f"{b}_chunks", f"gpu {g}")
+        if bufs[b] < 0:
+            _fail("structure", f"gpu {g}: {b}_chunks is negative")
+    if h.dialect == "msccl":  # the old fork's consistency check
+        mi = h.ngpus if h.coll == "allgather" else 1
+        mo = h.ngpus if h.coll == "reducescatter" else 1
+        for b, mult in (("i", mi), ("o", mo)):
+            if bufs[b] > 0 and bufs[b] * mult != h.ncpl:
+                _fail("structure", f"gpu {g}: {b}_chunks={bufs[b]} x {mult} is not "
+                                   f"nchunksperloop={h.ncpl} (rejected by the msccl fork)")
+    return bufs
+
+
+def _read_tb(tel: _Elem, g: int, tid: int, bufs: dict, h: _Header) -> _Tb:
+    """One thread block: peers, channel and its steps within the step limit."""
+    w = f"gpu {g} tb {tid}"
+    send = _int(tel, "send", w)
+    recv = _int(tel, "recv", w)
+    chan = _int(tel, "chan", w)
+    for label, p in (("send", send), ("recv", recv)):
+        if not -1 <= p < h.ngpus or p == g:
+            _fail("structure", f"{w}: {label} peer {p} is not another rank")
+    if not 0 <= chan < h.nch:
+        _fail("structure", f"{w}: chan={chan} is not below nchannels={h.nch}")
+    steps = []
+    for sel in tel.children:
+        if sel.tag == "step":
+            steps.append(_read_step(sel, g, tid, len(steps), send, recv, bufs))
+    if len(steps) > h.max_steps:
+        _fail("structure", f"{w} has {len(steps)} steps, more than the {h.dialect} "
+                           f"limit of {h.max_steps}")
+    return _Tb(g, tid, send, recv, chan, steps)
+
+
+def _read_step(sel: _Elem, g: int, tid: int, idx: int, send: int, recv: int,
+               bufs: dict) -> _St:
+    """One step: attributes, position, type, buffers, count, peers and offsets."""
+    sw = f"gpu {g} tb {tid} step {idx}"
+    for key in _STEP_ATTRS:
+        if key not in sel.attrs:
+            _fail("structure", f"{sw} lacks attribute {key!r}")
+    vals = {k: _int(sel, k, sw) for k in ("s", "srcoff", "dstoff", "cnt", "depid",
+                                          "deps", "hasdep")}
+    st = _St(g, tid, idx, sel.attrs["type"], sel.attrs["srcbuf"], vals["srcoff"],
+             sel.attrs["dstbuf"], vals["dstoff"], vals["cnt"], vals["depid"],
+             vals["deps"], vals["hasdep"])
+    if vals["s"] != idx:
+        _fail("structure", f"{sw}: s={vals['s']} but the step is at position "
+                           f"{idx} (dependency flags use the position)")
+    if st.type not in _TYPES:
+        _fail("structure", f"{sw}: unknown step type {st.type!r}")
+    for b in (st.srcbuf, st.dstbuf):
+        if b not in ("i", "o", "s"):
+            _fail("structure", f"{sw}: unknown buffer {b!r}")
+    if st.hasdep not in (0, 1):
+        _fail("structure", f"{sw}: hasdep must be 0 or 1")
+    sends, recvs, reads, writes, _ = _TYPES[st.type]
+    lo = 0 if st.type == "nop" else 1
+    if not lo <= st.cnt < 72:
+        _fail("structure", f"{sw}: cnt={st.cnt} is not in {lo}..71")
+    if sends and send < 0:
+        _fail("structure", f"{sw}: {st.type} sends but the thread block has no "
+                           f"send peer")
+    if recvs and recv < 0:
+        _fail("structure", f"{sw}: {st.type} receives but the thread block has no "
+                           f"recv peer")
+    uses_src = reads or st.type == "s"
+    uses_dst = writes
+    for use, b, o, label in ((uses_src, st.srcbuf, st.srcoff, "src"),
+                             (uses_dst, st.dstbuf, st.dstoff, "dst")):
+        if use and not (0 <= o and o + st.cnt <= bufs[b]):
+            _fail("structure", f"{sw}: {label} {b}[{o}..{o + st.cnt - 1}] is "
+                               f"outside the {bufs[b]}-chunk {b} buffer")
+    return st
+
+
+def _check_channel_peers(g: int, tbl: list[_Tb]) -> None:
+    """One thread block per (channel, peer) and direction, at most 32 per channel."""
+    seen_s: dict = {}
+    seen_r: dict = {}
+    per_ch_s: dict = {}
+    per_ch_r: dict = {}
+    for tb in tbl:
+        if tb.send >= 0:
+            key = (tb.chan, tb.send)
+            if key in seen_s:
+                _fail("structure", f"gpu {g}: thread blocks {seen_s[key]} and {tb.id} both "
+                                   f"send to {tb.send} on channel {tb.chan} (one thread "
+                                   f"block per (channel, peer) and direction)")
+            seen_s[key] = tb.id
+            per_ch_s[tb.chan] = per_ch_s.get(tb.chan, 0) + 1
+        if tb.recv >= 0:
+            key = (tb.chan, tb.recv)
+            if key in seen_r:
+                _fail("structure", f"gpu {g}: thread blocks {seen_r[key]} and {tb.id} both "
+                                   f"receive from {tb.recv} on channel {tb.chan} (one "
+                                   f"thread block per (channel, peer) and direction)")
+            seen_r[key] = tb.id
+            per_ch_r[tb.chan] = per_ch_r.get(tb.chan, 0) + 1
+    for ch, k in sorted(per_ch_s.items()) + sorted(per_ch_r.items()):
+        if k > 32:
+            _fail("structure", f"gpu {g}: channel {ch} has {k} sending or receiving "
+                               f"thread blocks, more than 32")
+
+
+def _check_routes(gpus, ngpus: int, topology) -> None:
+    """Every (GPU, send peer) pair has a direct route in the topology."""
+    from ..topology.paths import RouteTable
+
+    rt = RouteTable(topology)
+    for g in range(ngpus):
+        for tb in gpus[g][1]:
+            if tb.send >= 0 and not rt.has_route(g, tb.send):
+                _fail("structure", f"gpu {g} tb {tb.id} sends to {tb.send}, but the "
+                                   f"topology has no direct route between them")
+
+
+# ---------------------------------------------------------------------- dependencies, pairing
+def _check_dependencies(gpus, ngpus: int) -> None:
+    """Every dependency names a published non-nop step; nop chains end on a dependency."""
     for g in range(ngpus):
         tbl = gpus[g][1]
         for tb in tbl:
             pending: list = []
             for st in tb.steps:
                 if st.depid != -1 or st.deps != -1:
-                    if not 0 <= st.depid < len(tbl):
-                        _fail("dependency", f"{st.where()}: depid={st.depid} is not a thread "
-                                            f"block of gpu {g}")
-                    if st.depid == tb.id:
-                        _fail("dependency", f"{st.where()}: depends on its own thread block")
-                    target = tbl[st.depid]
-                    if not 0 <= st.deps < len(target.steps):
-                        _fail("dependency", f"{st.where()}: deps={st.deps} is not a step of "
-                                            f"gpu {g} tb {st.depid}")
-                    t = target.steps[st.deps]
-                    if t.type == "nop":
-                        _fail("dependency", f"{st.where()}: depends on {t.where()}, a nop, "
-                                            f"which never publishes completion")
-                    if t.hasdep != 1:
-                        _fail("dependency", f"{st.where()}: depends on {t.where()}, which has "
-                                            f"hasdep=\"0\" (its completion is never published)")
+                    _check_dep_target(st, g, tb, tbl)
                 if st.type == "nop":
                     if st.depid < 0:
                         _fail("dependency", f"{st.where()}: a nop without a dependency")
@@ -464,8 +536,30 @@ def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
                 pending = []
             if pending:
                 _fail("dependency", f"gpu {g} tb {tb.id}: ends with nops")
-    checks.append("dependency")
-    # ---- pairing per (sender, receiver, channel)
+
+
+def _check_dep_target(st: _St, g: int, tb: _Tb, tbl: list[_Tb]) -> None:
+    """``depid``/``deps`` name a non-nop step with ``hasdep="1"`` of another thread block."""
+    if not 0 <= st.depid < len(tbl):
+        _fail("dependency", f"{st.where()}: depid={st.depid} is not a thread "
+                            f"block of gpu {g}")
+    if st.depid == tb.id:
+        _fail("dependency", f"{st.where()}: depends on its own thread block")
+    target = tbl[st.depid]
+    if not 0 <= st.deps < len(target.steps):
+        _fail("dependency", f"{st.where()}: deps={st.deps} is not a step of "
+                            f"gpu {g} tb {st.depid}")
+    t = target.steps[st.deps]
+    if t.type == "nop":
+        _fail("dependency", f"{st.where()}: depends on {t.where()}, a nop, "
+                            f"which never publishes completion")
+    if t.hasdep != 1:
+        _fail("dependency", f"{st.where()}: depends on {t.where()}, which has "
+                            f"hasdep=\"0\" (its completion is never published)")
+
+
+def _transfers(gpus, ngpus: int) -> tuple[dict, dict]:
+    """Sending and receiving steps per (sender, receiver, channel), in order."""
     sends: dict = {}
     recvs: dict = {}
     for g in range(ngpus):
@@ -476,6 +570,11 @@ def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
                     sends.setdefault((g, tb.send, tb.chan), []).append(st)
                 if r_:
                     recvs.setdefault((tb.recv, g, tb.chan), []).append(st)
+    return sends, recvs
+
+
+def _check_pairing(sends: dict, recvs: dict) -> int:
+    """Sends and receives agree in number and ``cnt`` per connection; the transfer count."""
     transfers = 0
     for key in sorted(set(sends) | set(recvs)):
         a, b, ch = key
@@ -491,15 +590,7 @@ def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
                              f"gpu {b} receives {len(rr)} time(s); first unmatched: "
                              f"{extra.where()}")
         transfers += len(ss)
-    checks.append("pairing")
-    _check_cycles(gpus, ngpus, sends, recvs)
-    checks.append("dependency-cycle")
-    _Exec(gpus, ngpus, coll, ncpl, bool(inplace), root, fifo_slots).run()
-    checks += ["deadlock", "data", "race", "postcondition"]
-    return XmlCheckReport(True, dialect, A["coll"], ngpus, nch, ncpl, bool(inplace),
-                          sum(len(gpus[g][1]) for g in range(ngpus)),
-                          sum(len(tb.steps) for g in range(ngpus) for tb in gpus[g][1]),
-                          transfers, checks)
+    return transfers
 
 
 def _merge(vc: list, other: list) -> None:
@@ -667,6 +758,7 @@ class _Exec:
         return ("r", a[1], a[2] | b[2])
 
     def run(self) -> None:
+        """Run every thread block as far as it can; fail on a deadlock or a wrong result."""
         n, gpus = self.n, self.gpus
         pc = {(g, tb.id): 0 for g in range(n) for tb in gpus[g][1]}
         fifo: dict = {}
@@ -713,24 +805,32 @@ class _Exec:
                     remaining -= 1
                     progress = True
         if remaining:
-            blocked = []
-            for g, tb in tb_list:
-                i = pc[(g, tb.id)]
-                if i < len(tb.steps):
-                    st = tb.steps[i]
-                    why = []
-                    for d, s in st.waits:
-                        if pc[(g, d)] <= s:
-                            why.append(f"tb {d} step {s}")
-                    if _TYPES[st.type][1] and not fifo.get((tb.recv, g, tb.chan)):
-                        why.append(f"data from gpu {tb.recv} chan {tb.chan}")
-                    if _TYPES[st.type][0] and len(fifo.get((g, tb.send, tb.chan), [])) \
-                            >= self.slots:
-                        why.append(f"a free slot to gpu {tb.send} chan {tb.chan}")
-                    blocked.append(f"{st.where()} waits for {', '.join(why)}")
-            _fail("deadlock", f"{len(blocked)} thread block(s) stuck, e.g. {blocked[0]}"
-                              + (f"; {blocked[1]}" if len(blocked) > 1 else ""))
-        for r in range(n):
+            self._report_deadlock(pc, fifo)
+        self._check_postcondition()
+
+    def _report_deadlock(self, pc: dict, fifo: dict) -> None:
+        """Fail with what the first stuck thread blocks wait for."""
+        blocked = []
+        for g, tb in self.tb_list:
+            i = pc[(g, tb.id)]
+            if i < len(tb.steps):
+                st = tb.steps[i]
+                why = []
+                for d, s in st.waits:
+                    if pc[(g, d)] <= s:
+                        why.append(f"tb {d} step {s}")
+                if _TYPES[st.type][1] and not fifo.get((tb.recv, g, tb.chan)):
+                    why.append(f"data from gpu {tb.recv} chan {tb.chan}")
+                if _TYPES[st.type][0] and len(fifo.get((g, tb.send, tb.chan), [])) \
+                        >= self.slots:
+                    why.append(f"a free slot to gpu {tb.send} chan {tb.chan}")
+                blocked.append(f"{st.where()} waits for {', '.join(why)}")
+        _fail("deadlock", f"{len(blocked)} thread block(s) stuck, e.g. {blocked[0]}"
+                          + (f"; {blocked[1]}" if len(blocked) > 1 else ""))
+
+    def _check_postcondition(self) -> None:
+        """Every output location holds what the collective requires."""
+        for r in range(self.n):
             for loc in sorted(self.expect[r]):
                 want = self.expect[r][loc]
                 got = self.mem[r].get(loc)

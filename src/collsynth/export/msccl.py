@@ -1,4 +1,4 @@
-"""Lower a schedule IR to MSCCL XML (see ``/work/shared/reference/msccl-xml.md`` §1).
+"""Lower a schedule IR to MSCCL XML, the algorithm format of the MSCCL runtimes.
 
 Layout decisions
 ----------------
@@ -171,6 +171,7 @@ def _layout(coll: Collective, inplace: bool):
 
 
 def _linear_order(s: Schedule) -> np.ndarray:
+    """The operations in one linear extension of the dependencies (ties: start, step, id)."""
     n = s.num_ops
     if s.start is not None:
         t = np.where(np.isnan(s.start), np.inf, s.start)
@@ -211,50 +212,9 @@ def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simpl
     default automatic). ``max_tbs``: most thread blocks per GPU (co-residency; 108 = A100 SMs).
     Raises :class:`CollsynthError` with a one-line message for what cannot be exported.
     """
-    if dialect not in DIALECTS:
-        raise CollsynthError(f"unknown MSCCL dialect {dialect!r} (known: msccl, executor)")
-    if proto not in PROTOS:
-        raise CollsynthError(f"unknown MSCCL protocol {proto!r} (known: Simple, LL, LL128)")
-    if isinstance(instances, bool) or not isinstance(instances, (int, np.integer)) \
-            or not 1 <= instances <= MAX_CHANNELS:
-        raise CollsynthError(f"instances must be an integer in 1..{MAX_CHANNELS}, "
-                             f"got {instances!r}")
-    instances = int(instances)
-    for label, v in (("min_bytes", min_bytes), ("max_bytes", max_bytes)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
-                              or v < 0):
-            raise CollsynthError(f"{label} must be a non-negative integer, got {v!r}")
-    coll = schedule.collective
-    _layout(coll, inplace)  # early "unsupported" errors
-    if schedule.part_den is not None:
-        whole = (schedule.part_lo == 0) & (schedule.part_hi == schedule.part_den)
-        if not bool(np.all(whole)):
-            schedule = refine_parts(schedule)
-    if schedule.num_ops == 0:
-        raise CollsynthError("cannot export an empty schedule to MSCCL XML")
-    _check_step_floor(schedule, dialect, instances if channels is None else None, channels)
-    if verify:
-        from ..verify import ensure_verified
-
-        ensure_verified(schedule)
-    max_ch = MAX_CHANNELS // instances
-    if channels is not None:
-        if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) \
-                or channels < 1:
-            raise CollsynthError(f"channels must be a positive integer, got {channels!r}")
-        if channels * instances > MAX_CHANNELS:
-            raise CollsynthError(f"{channels} channels x {instances} instances exceed the "
-                                 f"{MAX_CHANNELS}-channel limit of MSCCL")
-        candidates = [int(channels)]
-    else:
-        # fewer channels than the busiest (GPU, peer) pair's transfers / step limit cannot fit
-        floor1, limit, _, _ = step_floor(schedule, dialect, channels=1)
-        candidates = []
-        k = 1
-        while k <= max_ch:
-            if k * limit >= floor1 or k * 2 > max_ch:
-                candidates.append(k)
-            k *= 2
+    instances = _check_options(dialect, proto, instances, min_bytes, max_bytes)
+    schedule = _prepare(schedule, dialect, instances, inplace, channels, verify)
+    candidates = _channel_candidates(schedule, dialect, instances, channels)
     plan = _Plan(schedule, inplace)
     last_err = None
     for k in candidates:
@@ -268,6 +228,64 @@ def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simpl
                              f"instance (try more channels, or fewer chunks)")
     raise CollsynthError(f"cannot export: {last_err} even with {candidates[-1]} channel(s) "
                          f"per instance (try fewer chunks)")
+
+
+def _check_options(dialect: str, proto: str, instances, min_bytes, max_bytes) -> int:
+    """Validate the dialect, protocol, instance count and byte range; the instance count."""
+    if dialect not in DIALECTS:
+        raise CollsynthError(f"unknown MSCCL dialect {dialect!r} (known: msccl, executor)")
+    if proto not in PROTOS:
+        raise CollsynthError(f"unknown MSCCL protocol {proto!r} (known: Simple, LL, LL128)")
+    if isinstance(instances, bool) or not isinstance(instances, (int, np.integer)) \
+            or not 1 <= instances <= MAX_CHANNELS:
+        raise CollsynthError(f"instances must be an integer in 1..{MAX_CHANNELS}, "
+                             f"got {instances!r}")
+    for label, v in (("min_bytes", min_bytes), ("max_bytes", max_bytes)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                              or v < 0):
+            raise CollsynthError(f"{label} must be a non-negative integer, got {v!r}")
+    return int(instances)
+
+
+def _prepare(schedule: Schedule, dialect: str, instances: int, inplace: bool,
+             channels: int | None, verify: bool) -> Schedule:
+    """Reject what cannot be exported, refine byte ranges into chunks and verify the result."""
+    _layout(schedule.collective, inplace)  # early "unsupported" errors
+    if schedule.part_den is not None:
+        whole = (schedule.part_lo == 0) & (schedule.part_hi == schedule.part_den)
+        if not bool(np.all(whole)):
+            schedule = refine_parts(schedule)
+    if schedule.num_ops == 0:
+        raise CollsynthError("cannot export an empty schedule to MSCCL XML")
+    _check_step_floor(schedule, dialect, instances if channels is None else None, channels)
+    if verify:
+        from ..verify import ensure_verified
+
+        ensure_verified(schedule)
+    return schedule
+
+
+def _channel_candidates(schedule: Schedule, dialect: str, instances: int,
+                        channels: int | None) -> list[int]:
+    """The channel counts per instance to try, fewest first (just ``channels`` if given)."""
+    max_ch = MAX_CHANNELS // instances
+    if channels is not None:
+        if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) \
+                or channels < 1:
+            raise CollsynthError(f"channels must be a positive integer, got {channels!r}")
+        if channels * instances > MAX_CHANNELS:
+            raise CollsynthError(f"{channels} channels x {instances} instances exceed the "
+                                 f"{MAX_CHANNELS}-channel limit of MSCCL")
+        return [int(channels)]
+    # fewer channels than the busiest (GPU, peer) pair's transfers / step limit cannot fit
+    floor1, limit, _, _ = step_floor(schedule, dialect, channels=1)
+    candidates = []
+    k = 1
+    while k <= max_ch:
+        if k * limit >= floor1 or k * 2 > max_ch:
+            candidates.append(k)
+        k *= 2
+    return candidates
 
 
 #: Most sub-chunks one chunk may be cut into when byte ranges are refined for export.
@@ -358,7 +376,7 @@ def _check_step_floor(s: Schedule, dialect: str, instances: int | None,
 
 
 class _TooManySteps(Exception):
-    pass
+    """A thread block exceeds the step limit (more channels may fix it)."""
 
 
 class _Plan:
@@ -379,12 +397,14 @@ class _Plan:
         self._order_and_fuse()
 
     def is_dest(self, r: int, c: int) -> bool:
+        """Whether rank ``r`` is a destination of chunk ``c``."""
         d = self.dests.get(c)
         if d is None:
             d = self.dests[c] = frozenset(self.coll.destinations(c))
         return r in d
 
     def _order_and_fuse(self) -> None:
+        """The order ``L``, each receive fused with a send of the same chunk moved after it."""
         s = self.s
         n = s.num_ops
         L = _linear_order(s).tolist()
@@ -448,139 +468,258 @@ class _Plan:
     # ------------------------------------------------------------------ emit
     def emit(self, K: int, dialect: str, proto: str, instances: int, min_bytes, max_bytes,
              max_tbs: int, name: str | None) -> str:
-        s, coll = self.s, self.coll
-        nr = coll.num_ranks
-        order = self.order
-        src, dst, chunk = self.src, self.dst, self.chunk
-        n = s.num_ops
-        # ---- channels (fused successors inherit unless the thread-block pairing conflicts)
-        chan = [0] * n
-        fused_ok = [False] * n  # fused_ok[x]: x's receive really fused with its successor
+        """The XML text with ``K`` channels per instance: the lowering passes in order."""
+        low = _Lowering(self, K)
+        low.assign_channels()
+        low.make_steps()
+        low.add_final_copies()
+        low.build_thread_blocks()
+        low.place_steps()
+        low.check_coresidency(instances, max_tbs)
+        low.drop_implied_waits()
+        low.number_thread_blocks(instances, max_tbs)
+        low.position_steps(dialect, instances)
+        low.mark_waited_on()
+        return self._write(low.gpu_tbs, low.num_channels(), dialect, proto, instances,
+                           min_bytes, max_bytes, name, low.scratch)
+
+    # ------------------------------------------------------------------ XML text
+    def _write(self, gpu_tbs, nch, dialect, proto, N, min_bytes, max_bytes, name,
+               scratch) -> str:
+        """The XML document: the ``<algo>`` line, then every GPU's thread blocks and steps."""
+        coll = self.coll
+        if nch * N > MAX_CHANNELS:
+            raise CollsynthError(f"cannot export: {nch} channel(s) x {N} instance(s) exceed "
+                                 f"the {MAX_CHANNELS}-channel limit of MSCCL")
+        attrs = self._algo_attrs(nch, dialect, proto, N, min_bytes, max_bytes, name)
+        lines = ["<algo " + _attrs(attrs) + ">"]
+        for g in range(coll.num_ranks):
+            lines.append("  <gpu " + _attrs([("id", g), ("i_chunks", self.ic * N),
+                                            ("o_chunks", self.oc * N),
+                                            ("s_chunks", scratch[g] * N)]) + ">")
+            ntb = len(gpu_tbs[g])
+            for t in range(N):
+                for tb in gpu_tbs[g]:
+                    lines.extend(_tb_lines(tb, t, ntb, nch, N))
+            lines.append("  </gpu>")
+        lines.append("</algo>")
+        return "\n".join(lines) + "\n"
+
+    def _algo_attrs(self, nch, dialect, proto, N, min_bytes, max_bytes, name) -> list:
+        """The ``<algo>`` attributes: name, protocol, sizes, collective and dialect extras."""
+        coll = self.coll
+        cname = _COLL_NAMES[coll.kind][0 if dialect == "msccl" else 1]
+        if name is None:
+            algo = self.s.meta.get("algorithm")
+            name = "-".join(["collsynth"] + ([str(algo)] if algo else [])
+                            + [coll.kind.value, f"n{coll.num_ranks}"])
+        name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(name))[:63]
+        attrs = [("name", name), ("proto", proto), ("nchannels", nch * N),
+                 ("nchunksperloop", self.ncpl * N), ("ngpus", coll.num_ranks),
+                 ("coll", cname), ("inplace", int(self.inplace))]
+        if dialect == "executor":
+            attrs += [("outofplace", int(not self.inplace)),
+                      ("minBytes", 0 if min_bytes is None else int(min_bytes)),
+                      ("maxBytes", 0 if max_bytes is None else int(max_bytes))]
+        else:
+            if min_bytes is not None:
+                attrs.append(("minBytes", int(min_bytes)))
+            if max_bytes is not None:
+                attrs.append(("maxBytes", int(max_bytes)))
+        return attrs
+
+
+def _tb_lines(tb: _TB, t: int, ntb: int, nch: int, N: int) -> list[str]:
+    """The lines of thread block ``tb`` in instance ``t``: its steps, each after its nops."""
+
+    def off(loc):
+        return loc[1] * N + t
+
+    lines = ["    <tb " + _attrs([("id", tb.id + t * ntb), ("send", tb.send),
+                                  ("recv", tb.recv), ("chan", tb.chan + t * nch)]) + ">"]
+    for st in tb.steps:
+        deps = [(w.tb.id + t * ntb, w.pos) for w in st.waits]
+        p0 = st.pos - max(0, len(deps) - 1)
+        for i, (d_tb, d_s) in enumerate(deps[1:]):
+            lines.append("      <step " + _attrs([
+                ("s", p0 + i), ("type", "nop"), ("srcbuf", "i"), ("srcoff", -1),
+                ("dstbuf", "o"), ("dstoff", -1), ("cnt", 0), ("depid", d_tb), ("deps", d_s),
+                ("hasdep", 0)]) + "/>")
+        d_tb, d_s = deps[0] if deps else (-1, -1)
+        lines.append("      <step " + _attrs([
+            ("s", st.pos), ("type", st.type), ("srcbuf", st.src[0]), ("srcoff", off(st.src)),
+            ("dstbuf", st.dst[0]), ("dstoff", off(st.dst)), ("cnt", 1), ("depid", d_tb),
+            ("deps", d_s), ("hasdep", int(st.hasdep))]) + "/>")
+    lines.append("    </tb>")
+    return lines
+
+
+class _Lowering:
+    """One lowering of a :class:`_Plan` with ``K`` channels per instance: its passes' state."""
+
+    def __init__(self, plan: _Plan, K: int):
+        self.plan = plan
+        self.K = K
+        self.src, self.dst, self.chunk = plan.src, plan.dst, plan.chunk
+        self.src_of = plan.coll.chunk_source
+        n, nr = plan.s.num_ops, plan.coll.num_ranks
+        self.nr = nr
+        self.chan = [0] * n
+        self.fused_ok = [False] * n  # fused_ok[x]: x's receive really fused with its successor
+        self.pair_r: dict[tuple[int, int, int], int] = {}  # (gpu, ch, recv peer) -> send peer
+        self.pair_s: dict[tuple[int, int, int], int] = {}  # (gpu, ch, send peer) -> recv peer
+        self.cur: dict[tuple[int, int], tuple[str, int]] = {}   # (gpu, chunk) -> held at
+        self.work: dict[tuple[int, int], tuple[str, int]] = {}  # (gpu, chunk) -> received at
+        self.scratch = [0] * nr
+        self.last_write: dict[tuple[int, int], _Step] = {}
+        self.reads_since: dict[tuple[int, int], list[_Step]] = {}
+        self.steps: list[_Step] = []
+        self.cpys: list[_Step] = []
+        self.tbs_of: list[dict] = [{} for _ in range(nr)]  # key -> _TB
+        self.role_tb: dict[tuple, _TB] = {}
+        self.gpu_tbs: list[list[_TB]] = []
+
+    # ------------------------------------------------------------------ channels
+    def assign_channels(self) -> None:
+        """Give every chain start the next channel of its pair; fused successors inherit."""
+        plan, src, dst, chan = self.plan, self.src, self.dst, self.chan
+        pair_r, pair_s = self.pair_r, self.pair_s
         heads: dict[tuple[int, int], int] = {}
-        pair_r: dict[tuple[int, int, int], int] = {}  # (gpu, ch, recv peer) -> send peer
-        pair_s: dict[tuple[int, int, int], int] = {}  # (gpu, ch, send peer) -> recv peer
-        for op in order:
-            p = self.fused_prev[op]
-            if p >= 0:
+        for op in plan.order:
+            p = plan.fused_prev[op]
+            if p >= 0:  # inherit unless the thread-block pairing conflicts
                 g, ch = src[op], chan[p]
                 a, b = src[p], dst[op]
                 if pair_r.get((g, ch, a), b) == b and pair_s.get((g, ch, b), a) == a:
                     pair_r[(g, ch, a)] = b
                     pair_s[(g, ch, b)] = a
                     chan[op] = ch
-                    fused_ok[p] = True
+                    self.fused_ok[p] = True
                     continue
             key = (src[op], dst[op])
             k = heads.get(key, 0)
             heads[key] = k + 1
-            chan[op] = k % K
-        # ---- steps in global order, with buffer locations and conflict tracking
-        cur: dict[tuple[int, int], tuple[str, int]] = {}
-        work: dict[tuple[int, int], tuple[str, int]] = {}
-        scratch = [0] * nr
-        src_of = coll.chunk_source
+            chan[op] = k % self.K
 
-        def cur_loc(g, c):
-            key = (g, c)
-            if key in cur:
-                return cur[key]
-            if self.reduces or int(src_of[c]) == g:
-                return self.inloc(g, c)
-            raise CollsynthError(f"cannot export: rank {g} sends chunk {c} before holding it")
+    # ------------------------------------------------------------------ steps
+    def make_steps(self) -> None:
+        """Turn the operations, in plan order, into send and receive steps."""
+        plan = self.plan
+        for op in plan.order:
+            p = plan.fused_prev[op]
+            if not (p >= 0 and self.fused_ok[p]):
+                self._add_send(op)
+            self._add_receive(op)
 
-        def work_loc(g, c):
-            key = (g, c)
-            w = work.get(key)
-            if w is None:
-                if self.is_dest(g, c):
-                    w = self.outloc(g, c)
-                else:
-                    w = ("s", scratch[g])
-                    scratch[g] += 1
-                work[key] = w
-            return w
+    def _add_send(self, op: int) -> None:
+        """The send half ``s`` of an operation whose send is not fused with a receive."""
+        a, c = self.src[op], self.chunk[op]
+        loc = self._cur_loc(a, c)
+        st = _Step(a, "s", loc, loc, send_op=op, chan=self.chan[op])
+        self._read_event(st, a, c)
+        self.steps.append(st)
 
-        last_write: dict[tuple[int, int], _Step] = {}
-        reads_since: dict[tuple[int, int], list[_Step]] = {}
-
-        def read_event(step, g, c):
-            w = last_write.get((g, c))
-            if w is not None:
-                step.waits.append(w)
-            reads_since.setdefault((g, c), []).append(step)
-
-        def write_event(step, g, c):
-            key = (g, c)
-            if self.reduces:
-                rs = reads_since.get(key)
-                if rs:
-                    step.waits.extend(rs)
-                elif key in last_write:
-                    step.waits.append(last_write[key])
-            last_write[key] = step
-            reads_since[key] = []
-
-        steps: list[_Step] = []
-        for op in order:
-            c = chunk[op]
-            if not (self.fused_prev[op] >= 0 and fused_ok[self.fused_prev[op]]):
-                a = src[op]
-                loc = cur_loc(a, c)
-                st = _Step(a, "s", loc, loc, send_op=op, chan=chan[op])
-                read_event(st, a, c)
-                steps.append(st)
-            g = dst[op]
-            y = self.fused_next[op] if fused_ok[op] else -1
-            is_red = self.kind[op] == OpKind.REDUCE
-            if y < 0:
-                if is_red:
-                    sl = cur_loc(g, c)
-                    w = work_loc(g, c)
-                    st = _Step(g, "rrc", sl, w, recv_op=op, chan=chan[op])
-                else:
-                    w = work_loc(g, c)
-                    st = _Step(g, "r", w, w, recv_op=op, chan=chan[op])
-                write_event(st, g, c)
-                cur[(g, c)] = w
+    def _add_receive(self, op: int) -> None:
+        """The receive half of an operation: ``r``/``rrc``, or fused ``rcs``/``rrcs``/``rrs``."""
+        plan = self.plan
+        g, c, ch = self.dst[op], self.chunk[op], self.chan[op]
+        y = plan.fused_next[op] if self.fused_ok[op] else -1
+        if y < 0:
+            if plan.kind[op] == OpKind.REDUCE:
+                sl = self._cur_loc(g, c)
+                w = self._work_loc(g, c)
+                st = _Step(g, "rrc", sl, w, recv_op=op, chan=ch)
             else:
-                t = self.fused_type[op]
-                if t == "rcs":
-                    w = work_loc(g, c)
-                    st = _Step(g, "rcs", w, w, recv_op=op, send_op=y, chan=chan[op])
-                    write_event(st, g, c)
-                    cur[(g, c)] = w
-                elif t == "rrcs":
-                    sl = cur_loc(g, c)
-                    w = work_loc(g, c)
-                    st = _Step(g, "rrcs", sl, w, recv_op=op, send_op=y, chan=chan[op])
-                    write_event(st, g, c)
-                    cur[(g, c)] = w
-                else:  # rrs: nothing stored at g
-                    sl = cur_loc(g, c)
-                    st = _Step(g, "rrs", sl, sl, recv_op=op, send_op=y, chan=chan[op])
-                    read_event(st, g, c)
-            steps.append(st)
-        # final copies for destinations whose data is still in the input buffer
-        cpys: list[_Step] = []
-        post_r, post_c = coll.postcondition()
+                w = self._work_loc(g, c)
+                st = _Step(g, "r", w, w, recv_op=op, chan=ch)
+            self._write_event(st, g, c)
+            self.cur[(g, c)] = w
+        else:
+            t = plan.fused_type[op]
+            if t == "rcs":
+                w = self._work_loc(g, c)
+                st = _Step(g, "rcs", w, w, recv_op=op, send_op=y, chan=ch)
+                self._write_event(st, g, c)
+                self.cur[(g, c)] = w
+            elif t == "rrcs":
+                sl = self._cur_loc(g, c)
+                w = self._work_loc(g, c)
+                st = _Step(g, "rrcs", sl, w, recv_op=op, send_op=y, chan=ch)
+                self._write_event(st, g, c)
+                self.cur[(g, c)] = w
+            else:  # rrs: nothing stored at g
+                sl = self._cur_loc(g, c)
+                st = _Step(g, "rrs", sl, sl, recv_op=op, send_op=y, chan=ch)
+                self._read_event(st, g, c)
+        self.steps.append(st)
+
+    def _cur_loc(self, g: int, c: int) -> tuple[str, int]:
+        """Where GPU ``g`` holds chunk ``c`` now (its input slot before any receive)."""
+        key = (g, c)
+        if key in self.cur:
+            return self.cur[key]
+        plan = self.plan
+        if plan.reduces or int(self.src_of[c]) == g:
+            return plan.inloc(g, c)
+        raise CollsynthError(f"cannot export: rank {g} sends chunk {c} before holding it")
+
+    def _work_loc(self, g: int, c: int) -> tuple[str, int]:
+        """Where GPU ``g`` receives chunk ``c``: its output slot, or a new scratch slot."""
+        key = (g, c)
+        w = self.work.get(key)
+        if w is None:
+            if self.plan.is_dest(g, c):
+                w = self.plan.outloc(g, c)
+            else:
+                w = ("s", self.scratch[g])
+                self.scratch[g] += 1
+            self.work[key] = w
+        return w
+
+    def _read_event(self, step: _Step, g: int, c: int) -> None:
+        """A read of chunk ``c`` at ``g`` waits for the latest earlier write."""
+        w = self.last_write.get((g, c))
+        if w is not None:
+            step.waits.append(w)
+        self.reads_since.setdefault((g, c), []).append(step)
+
+    def _write_event(self, step: _Step, g: int, c: int) -> None:
+        """A reducing write waits for the reads since the latest write (or that write)."""
+        key = (g, c)
+        if self.plan.reduces:
+            rs = self.reads_since.get(key)
+            if rs:
+                step.waits.extend(rs)
+            elif key in self.last_write:
+                step.waits.append(self.last_write[key])
+        self.last_write[key] = step
+        self.reads_since[key] = []
+
+    def add_final_copies(self) -> None:
+        """A ``cpy`` for every destination whose data is not yet in its output slot."""
+        plan = self.plan
+        post_r, post_c = plan.coll.postcondition()
+        src_of = self.src_of
         for r, c in sorted(zip(post_r.tolist(), post_c.tolist())):
-            loc = cur.get((r, c))
+            loc = self.cur.get((r, c))
             if loc is None:
-                if not self.reduces and int(src_of[c]) != r:
+                if not plan.reduces and int(src_of[c]) != r:
                     raise CollsynthError(f"cannot export: rank {r} never receives chunk {c}")
-                loc = self.inloc(r, c)
-            out = self.outloc(r, c)
+                loc = plan.inloc(r, c)
+            out = plan.outloc(r, c)
             if loc != out:
                 st = _Step(r, "cpy", loc, out, chan=0)
-                if (r, c) in last_write:
-                    st.waits.append(last_write[(r, c)])
-                cpys.append(st)
-        # ---- thread blocks
-        tbs_of: list[dict] = [dict() for _ in range(nr)]  # key -> _TB
-        role_tb: dict[tuple, _TB] = {}
+                if (r, c) in self.last_write:
+                    st.waits.append(self.last_write[(r, c)])
+                self.cpys.append(st)
+
+    # ------------------------------------------------------------------ thread blocks
+    def build_thread_blocks(self) -> None:
+        """One thread block per receive and send peer on each (GPU, channel), paired."""
+        src, dst, pair_r, pair_s = self.src, self.dst, self.pair_r, self.pair_s
         roles_r: dict[tuple[int, int], set[int]] = {}
         roles_s: dict[tuple[int, int], set[int]] = {}
-        for st in steps:
+        for st in self.steps:
             if st.recv_op >= 0:
                 roles_r.setdefault((st.gpu, st.chan), set()).add(src[st.recv_op])
             if st.send_op >= 0:
@@ -588,7 +727,7 @@ class _Plan:
         for (g, ch) in sorted(set(roles_r) | set(roles_s)):
             rset = sorted(roles_r.get((g, ch), ()))
             sset = sorted(roles_s.get((g, ch), ()))
-            pairs = []
+            pairs = []  # fused pairs first, then the other roles in peer order
             free_r = [a for a in rset if (g, ch, a) not in pair_r]
             free_s = [b for b in sset if (g, ch, b) not in pair_s]
             for a in rset:
@@ -599,20 +738,22 @@ class _Plan:
                               free_s[i] if i < len(free_s) else -1))
             for a, b in pairs:
                 tb = _TB(g, ch, b, a)
-                tbs_of[g][(ch, a, b)] = tb
+                self.tbs_of[g][(ch, a, b)] = tb
                 if a >= 0:
-                    role_tb[(g, ch, "r", a)] = tb
+                    self.role_tb[(g, ch, "r", a)] = tb
                 if b >= 0:
-                    role_tb[(g, ch, "s", b)] = tb
-        for st in steps:
+                    self.role_tb[(g, ch, "s", b)] = tb
+
+    def place_steps(self) -> None:
+        """Append every step to its role's thread block, each copy to a short one."""
+        src, dst, tbs_of = self.src, self.dst, self.tbs_of
+        for st in self.steps:
             if st.recv_op >= 0:
-                tb = role_tb[(st.gpu, st.chan, "r", src[st.recv_op])]
+                tb = self.role_tb[(st.gpu, st.chan, "r", src[st.recv_op])]
             else:
-                tb = role_tb[(st.gpu, st.chan, "s", dst[st.send_op])]
-            st.tb = tb
-            st.index = len(tb.steps)
-            tb.steps.append(st)
-        for st in cpys:
+                tb = self.role_tb[(st.gpu, st.chan, "s", dst[st.send_op])]
+            _append(tb, st)
+        for st in self.cpys:
             # a local copy needs no peer: append it to the GPU's shortest thread block (it
             # reads data that is in place from the start), or to a local one if there is none
             cands = sorted(tbs_of[st.gpu].items(), key=lambda kv: (len(kv[1].steps),
@@ -621,17 +762,22 @@ class _Plan:
                 tb = cands[0][1]
             else:
                 tb = tbs_of[st.gpu]["local"] = _TB(st.gpu, 0, -1, -1)
-            st.tb = tb
-            st.index = len(tb.steps)
-            tb.steps.append(st)
-        for g in range(nr):  # co-residency, before the (costly) clocks below
-            if len(tbs_of[g]) * instances > max_tbs:
+            _append(tb, st)
+
+    def check_coresidency(self, instances: int, max_tbs: int) -> None:
+        """Every GPU's thread blocks (times the instances) fit ``max_tbs``."""
+        for g in range(self.nr):  # before the (costly) clocks
+            if len(self.tbs_of[g]) * instances > max_tbs:
                 raise CollsynthError(f"cannot export: GPU {g} needs "
-                                     f"{len(tbs_of[g]) * instances} thread blocks, more than "
-                                     f"the limit of {max_tbs}")
-        # ---- drop waits already implied by thread-block order, send -> receive matching and
-        # the waits kept so far (vector clocks over one valid execution: the global order)
-        all_tbs = [tb for g in range(nr) for tb in tbs_of[g].values()]
+                                     f"{len(self.tbs_of[g]) * instances} thread blocks, more "
+                                     f"than the limit of {max_tbs}")
+
+    # ------------------------------------------------------------------ dependencies
+    def drop_implied_waits(self) -> None:
+        """Drop waits implied by thread-block order, send -> receive and kept waits."""
+        # vector clocks over one valid execution: the global order
+        steps, cpys = self.steps, self.cpys
+        all_tbs = [tb for g in range(self.nr) for tb in self.tbs_of[g].values()]
         tix = {id(tb): k for k, tb in enumerate(all_tbs)}
         T = len(all_tbs)
         send_step = {st.send_op: st for st in steps if st.send_op >= 0}
@@ -652,121 +798,84 @@ class _Plan:
             st.waits = kept
             vc[k] = st.index + 1
             clock[id(st)] = vc
-        # ---- ids, waits -> deps, positions
-        max_steps = MAX_STEPS[dialect]
-        gpu_tbs: list[list[_TB]] = []
-        for g in range(nr):
-            items = sorted(((k, tb) for k, tb in tbs_of[g].items() if k != "local"),
+
+    def number_thread_blocks(self, instances: int, max_tbs: int) -> None:
+        """Number each GPU's thread blocks (local last) and check the per-channel limits."""
+        for g in range(self.nr):
+            tbs = self.tbs_of[g]
+            items = sorted(((k, tb) for k, tb in tbs.items() if k != "local"),
                            key=lambda kv: kv[0])
             lst = [tb for _, tb in items]
-            if "local" in tbs_of[g]:
-                lst.append(tbs_of[g]["local"])
+            if "local" in tbs:
+                lst.append(tbs["local"])
             for i, tb in enumerate(lst):
                 tb.id = i
-            gpu_tbs.append(lst)
+            self.gpu_tbs.append(lst)
             if len(lst) * instances > max_tbs:
                 raise CollsynthError(f"cannot export: GPU {g} needs {len(lst) * instances} "
                                      f"thread blocks, more than the limit of {max_tbs}")
-            for ch in range(K):
+            for ch in range(self.K):
                 ns = sum(1 for tb in lst if tb.chan == ch and tb.send >= 0)
                 nrv = sum(1 for tb in lst if tb.chan == ch and tb.recv >= 0)
                 if max(ns, nrv) > MAX_TBS_PER_CHANNEL:
                     raise CollsynthError(f"cannot export: GPU {g} needs {max(ns, nrv)} "
                                          f"thread blocks on channel {ch}, more than "
                                          f"{MAX_TBS_PER_CHANNEL}")
-        for g in range(nr):
-            for tb in gpu_tbs[g]:
-                p = 0
-                for st in tb.steps:
-                    best: dict[int, _Step] = {}
-                    for w in st.waits:
-                        if w.tb is tb:
-                            continue
-                        cur_w = best.get(w.tb.id)
-                        if cur_w is None or w.index > cur_w.index:
-                            best[w.tb.id] = w
-                    st.waits = [best[k] for k in sorted(best)]
-                    p += max(0, len(st.waits) - 1)
-                    st.pos = p
-                    p += 1
+
+    def position_steps(self, dialect: str, instances: int) -> None:
+        """Keep the latest wait per thread block, number the steps with their nops."""
+        max_steps = MAX_STEPS[dialect]
+        for g in range(self.nr):
+            for tb in self.gpu_tbs[g]:
+                p = _position_tb(tb)
                 if p > max_steps:
                     raise _TooManySteps(f"GPU {g} thread block {tb.id} needs {p} steps, more "
                                         f"than the {dialect} limit of {max_steps}")
-                nodes = 2 + len(gpu_tbs[g]) * instances + instances * sum(
-                    len(t.steps) + sum(max(0, len(x.waits) - 1) for x in t.steps)
-                    for t in gpu_tbs[g])
+            tbs = self.gpu_tbs[g]
+            nodes = 2 + len(tbs) * instances + instances * sum(
+                len(t.steps) + sum(max(0, len(x.waits) - 1) for x in t.steps) for t in tbs)
             if nodes > MAX_NODES:
                 raise CollsynthError(f"cannot export: GPU {g} would have {nodes} XML nodes, "
                                      f"more than the parser's limit of {MAX_NODES}")
-        for g in range(nr):
-            for tb in gpu_tbs[g]:
+
+    def mark_waited_on(self) -> None:
+        """Flag every waited-on step ``hasdep`` (it publishes its completion)."""
+        for lst in self.gpu_tbs:
+            for tb in lst:
                 for st in tb.steps:
                     for w in st.waits:
                         w.hasdep = True
-        nch = max((tb.chan for lst in gpu_tbs for tb in lst), default=0) + 1
-        return self._write(gpu_tbs, nch, dialect, proto, instances, min_bytes, max_bytes,
-                           name, scratch)
 
-    # ------------------------------------------------------------------ XML text
-    def _write(self, gpu_tbs, nch, dialect, proto, N, min_bytes, max_bytes, name,
-               scratch) -> str:
-        coll = self.coll
-        if nch * N > MAX_CHANNELS:
-            raise CollsynthError(f"cannot export: {nch} channel(s) x {N} instance(s) exceed "
-                                 f"the {MAX_CHANNELS}-channel limit of MSCCL")
-        cname = _COLL_NAMES[coll.kind][0 if dialect == "msccl" else 1]
-        if name is None:
-            algo = self.s.meta.get("algorithm")
-            name = "-".join(["collsynth"] + ([str(algo)] if algo else [])
-                            + [coll.kind.value, f"n{coll.num_ranks}"])
-        name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(name))[:63]
-        attrs = [("name", name), ("proto", proto), ("nchannels", nch * N),
-                 ("nchunksperloop", self.ncpl * N), ("ngpus", coll.num_ranks),
-                 ("coll", cname), ("inplace", int(self.inplace))]
-        if dialect == "executor":
-            attrs += [("outofplace", int(not self.inplace)),
-                      ("minBytes", 0 if min_bytes is None else int(min_bytes)),
-                      ("maxBytes", 0 if max_bytes is None else int(max_bytes))]
-        else:
-            if min_bytes is not None:
-                attrs.append(("minBytes", int(min_bytes)))
-            if max_bytes is not None:
-                attrs.append(("maxBytes", int(max_bytes)))
-        lines = ["<algo " + _attrs(attrs) + ">"]
+    def num_channels(self) -> int:
+        """Channels per instance actually used."""
+        return max((tb.chan for lst in self.gpu_tbs for tb in lst), default=0) + 1
 
-        def off(loc, t):
-            return loc[1] * N + t
 
-        for g in range(coll.num_ranks):
-            lst = gpu_tbs[g]
-            ntb = len(lst)
-            lines.append("  <gpu " + _attrs([("id", g), ("i_chunks", self.ic * N),
-                                            ("o_chunks", self.oc * N),
-                                            ("s_chunks", scratch[g] * N)]) + ">")
-            for t in range(N):
-                for tb in lst:
-                    lines.append("    <tb " + _attrs([
-                        ("id", tb.id + t * ntb), ("send", tb.send), ("recv", tb.recv),
-                        ("chan", tb.chan + t * nch)]) + ">")
-                    for st in tb.steps:
-                        deps = [(w.tb.id + t * ntb, w.pos) for w in st.waits]
-                        p0 = st.pos - max(0, len(deps) - 1)
-                        for i, (d_tb, d_s) in enumerate(deps[1:]):
-                            lines.append("      <step " + _attrs([
-                                ("s", p0 + i), ("type", "nop"), ("srcbuf", "i"),
-                                ("srcoff", -1), ("dstbuf", "o"), ("dstoff", -1), ("cnt", 0),
-                                ("depid", d_tb), ("deps", d_s), ("hasdep", 0)]) + "/>")
-                        d_tb, d_s = deps[0] if deps else (-1, -1)
-                        lines.append("      <step " + _attrs([
-                            ("s", st.pos), ("type", st.type), ("srcbuf", st.src[0]),
-                            ("srcoff", off(st.src, t)), ("dstbuf", st.dst[0]),
-                            ("dstoff", off(st.dst, t)), ("cnt", 1), ("depid", d_tb),
-                            ("deps", d_s), ("hasdep", int(st.hasdep))]) + "/>")
-                    lines.append("    </tb>")
-            lines.append("  </gpu>")
-        lines.append("</algo>")
-        return "\n".join(lines) + "\n"
+def _append(tb: _TB, st: _Step) -> None:
+    """Put step ``st`` at the end of thread block ``tb``."""
+    st.tb = tb
+    st.index = len(tb.steps)
+    tb.steps.append(st)
+
+
+def _position_tb(tb: _TB) -> int:
+    """Keep each step's latest wait per other thread block; set ``pos``; the step count."""
+    p = 0
+    for st in tb.steps:
+        best: dict[int, _Step] = {}
+        for w in st.waits:
+            if w.tb is tb:
+                continue
+            cur_w = best.get(w.tb.id)
+            if cur_w is None or w.index > cur_w.index:
+                best[w.tb.id] = w
+        st.waits = [best[k] for k in sorted(best)]
+        p += max(0, len(st.waits) - 1)
+        st.pos = p
+        p += 1
+    return p
 
 
 def _attrs(pairs) -> str:
+    """``key="value"`` pairs, space-separated."""
     return " ".join(f'{k}="{v}"' for k, v in pairs)

@@ -9,13 +9,15 @@ named by a ``collsynth.exporters`` entry point (:mod:`collsynth.plugins`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..errors import CollsynthError
 from ..plugins import load_group
 from ..schedule.ir import Schedule
 from ..synth.options import Option, declare, resolve
+
 
 @dataclass
 class Exporter:
@@ -28,8 +30,7 @@ class Exporter:
     options: dict[str, Option] = field(default_factory=dict)
     check: Callable[[str, Schedule, dict[str, Any]], Any] | None = None
 
-    def export(self, schedule: Schedule, options: dict[str, Any] | None = None
-               ) -> tuple[str, Any]:
+    def export(self, schedule: Schedule, options: dict[str, Any] | None = None) -> tuple[str, Any]:
         """The exported text and the check's report (``None`` without a check)."""
         values = resolve(self.options, dict(options or {}), f"export {self.name}")
         text = self.func(schedule, **values)
@@ -40,9 +41,15 @@ class Exporter:
 EXPORTERS: dict[str, Exporter] = {}
 
 
-def register(name: str, summary: str, suffix: str, options: Iterable[Option] | None = None,
-             check: Callable[[str, Schedule, dict[str, Any]], Any] | None = None):
+def register(
+    name: str,
+    summary: str,
+    suffix: str,
+    options: Iterable[Option] | None = None,
+    check: Callable[[str, Schedule, dict[str, Any]], Any] | None = None,
+):
     """Decorator: register ``func(schedule, **options) -> str`` as exporter ``name``."""
+
     def deco(func: Callable[..., str]) -> Callable[..., str]:
         EXPORTERS[name] = Exporter(name, func, summary, suffix, declare(options), check)
         return func

@@ -19,9 +19,29 @@ so both :mod:`collsynth.bound` (exact cut lower bounds) and
 from __future__ import annotations
 
 from .maxflow import COUNTERS, FlowNet, rooted_check
-from .optimality import (IntGraph, Optimum, at_scale, fixed_k, integer_bandwidths,
-                         optimal_allgather, simplest_between, topology_graph, transpose)
+from .optimality import (
+    IntGraph,
+    Optimum,
+    at_scale,
+    fixed_k,
+    integer_bandwidths,
+    optimal_allgather,
+    simplest_between,
+    topology_graph,
+    transpose,
+)
 
-__all__ = ["COUNTERS", "FlowNet", "rooted_check", "IntGraph", "Optimum", "at_scale", "fixed_k",
-           "integer_bandwidths", "optimal_allgather", "simplest_between", "topology_graph",
-           "transpose"]
+__all__ = [
+    "COUNTERS",
+    "FlowNet",
+    "rooted_check",
+    "IntGraph",
+    "Optimum",
+    "at_scale",
+    "fixed_k",
+    "integer_bandwidths",
+    "optimal_allgather",
+    "simplest_between",
+    "topology_graph",
+    "transpose",
+]

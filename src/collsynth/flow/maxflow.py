@@ -17,7 +17,8 @@ integers instead; the answers are the same, only slower.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -39,8 +40,13 @@ COUNTERS = {"maxflows": 0}
 class FlowNet:
     """A directed network on nodes ``0..n-1`` with integer arc capacities."""
 
-    def __init__(self, n: int, tails: Iterable[int], heads: Iterable[int],
-                 caps: Iterable[int] | npt.NDArray[np.int64]) -> None:
+    def __init__(
+        self,
+        n: int,
+        tails: Iterable[int],
+        heads: Iterable[int],
+        caps: Iterable[int] | npt.NDArray[np.int64],
+    ) -> None:
         self.n = int(n)
         # numpy int64 arrays on the OR-Tools fast path, Python int lists otherwise (always
         # lists once ``_big`` is set)
@@ -74,9 +80,11 @@ class FlowNet:
     def _build_ortools(self) -> None:
         smf = _ort.SimpleMaxFlow()
         if len(self.tails):
-            smf.add_arcs_with_capacity(np.asarray(self.tails, dtype=np.int64),
-                                       np.asarray(self.heads, dtype=np.int64),
-                                       np.asarray(self.caps, dtype=np.int64))
+            smf.add_arcs_with_capacity(
+                np.asarray(self.tails, dtype=np.int64),
+                np.asarray(self.heads, dtype=np.int64),
+                np.asarray(self.caps, dtype=np.int64),
+            )
         # make sure every node index exists (a zero arc from the last node)
         smf.add_arc_with_capacity(self.n - 1, 0, 0)
         self._solver = smf
@@ -131,8 +139,9 @@ class FlowNet:
         return sorted(self._cut)
 
 
-def _dinic(n: int, tails: Iterable[int], heads: Iterable[int], caps: Iterable[int], s: int,
-           t: int) -> tuple[int, set[int]]:
+def _dinic(
+    n: int, tails: Iterable[int], heads: Iterable[int], caps: Iterable[int], s: int, t: int
+) -> tuple[int, set[int]]:
     """Exact max-flow on Python integers; returns (value, source side of a minimum cut)."""
     head: list[int] = []
     cap: list[int] = []
@@ -192,9 +201,16 @@ def _dinic(n: int, tails: Iterable[int], heads: Iterable[int], caps: Iterable[in
     return flow, seen
 
 
-def rooted_check(n: int, tails: Iterable[int], heads: Iterable[int], caps: Iterable[int],
-                 roots: Sequence[int], root_caps: Sequence[int], need: int,
-                 order: Sequence[int] | None = None) -> tuple[bool, int | None, set[int] | None]:
+def rooted_check(
+    n: int,
+    tails: Iterable[int],
+    heads: Iterable[int],
+    caps: Iterable[int],
+    roots: Sequence[int],
+    root_caps: Sequence[int],
+    need: int,
+    order: Sequence[int] | None = None,
+) -> tuple[bool, int | None, set[int] | None]:
     """Is the max-flow from a new source ``s`` (arcs ``s -> roots[i]`` of ``root_caps[i]``) to
     every root at least ``need``? Returns ``(True, None, None)`` or ``(False, v, S)`` with the
     first failing sink ``v`` and ``S`` the source side of its minimum cut, without ``s``.
@@ -204,7 +220,7 @@ def rooted_check(n: int, tails: Iterable[int], heads: Iterable[int], caps: Itera
     h = list(heads) + list(roots)
     c = list(caps) + list(root_caps)
     net = FlowNet(n + 1, t, h, c)
-    for v in (order if order is not None else roots):
+    for v in order if order is not None else roots:
         if net.solve(s, v) < need:
             side = set(net.source_side())
             side.discard(s)

@@ -58,10 +58,11 @@ that cut alone allows (a breakpoint ``m / b_e``), probed next.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import reduce
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import CollsynthError
 from ..topology.model import Topology, TopologyBuilder
@@ -139,12 +140,28 @@ class IntGraph:
     names: tuple[str, ...]
 
     @classmethod
-    def from_links(cls, name: str, n: int, compute: Sequence[int], src: Sequence[int],
-                   dst: Sequence[int], caps: Sequence[int], unit: Fraction,
-                   names: Sequence[str]) -> "IntGraph":
+    def from_links(
+        cls,
+        name: str,
+        n: int,
+        compute: Sequence[int],
+        src: Sequence[int],
+        dst: Sequence[int],
+        caps: Sequence[int],
+        unit: Fraction,
+        names: Sequence[str],
+    ) -> IntGraph:
         keep = [(int(a), int(b), int(c)) for a, b, c in zip(src, dst, caps) if c > 0 and a != b]
-        return cls(name, n, tuple(int(c) for c in compute), tuple(a for a, _, _ in keep),
-                   tuple(b for _, b, _ in keep), tuple(c for _, _, c in keep), unit, tuple(names))
+        return cls(
+            name,
+            n,
+            tuple(int(c) for c in compute),
+            tuple(a for a, _, _ in keep),
+            tuple(b for _, b, _ in keep),
+            tuple(c for _, _, c in keep),
+            unit,
+            tuple(names),
+        )
 
     def in_cap(self) -> list[int]:
         out = [0] * self.n
@@ -153,20 +170,29 @@ class IntGraph:
         return out
 
     def cut_out(self, side: set[int] | frozenset[int]) -> int:
-        return sum(c for a, b, c in zip(self.tails, self.heads, self.caps)
-                   if a in side and b not in side)
+        return sum(
+            c for a, b, c in zip(self.tails, self.heads, self.caps) if a in side and b not in side
+        )
 
 
-def topology_graph(topo: Topology, int_bw: Sequence[int] | None = None,
-                   unit: Fraction | None = None) -> tuple[IntGraph, list[int]]:
+def topology_graph(
+    topo: Topology, int_bw: Sequence[int] | None = None, unit: Fraction | None = None
+) -> tuple[IntGraph, list[int]]:
     """The integer graph of ``topo`` (exact bandwidths, :func:`integer_bandwidths`)."""
     if int_bw is None:
         int_bw, unit = integer_bandwidths(topo.link_bw.tolist())
     elif unit is None:
         raise ValueError("topology_graph: int_bw given without its unit")
-    g = IntGraph.from_links(topo.name, topo.num_nodes, topo.compute_nodes.tolist(),
-                            topo.link_src.tolist(), topo.link_dst.tolist(), int_bw, unit,
-                            [nd.name for nd in topo.nodes])
+    g = IntGraph.from_links(
+        topo.name,
+        topo.num_nodes,
+        topo.compute_nodes.tolist(),
+        topo.link_src.tolist(),
+        topo.link_dst.tolist(),
+        int_bw,
+        unit,
+        [nd.name for nd in topo.nodes],
+    )
     return g, list(int_bw)
 
 
@@ -241,8 +267,9 @@ class Optimum:
 
 
 # ---------------------------------------------------------------------------------- search core
-def _exact_search(probe, bound, lo: Fraction, lo_cut, hi: Fraction, max_den: int,
-                  accelerate: bool, stats: dict):
+def _exact_search(
+    probe, bound, lo: Fraction, lo_cut, hi: Fraction, max_den: int, accelerate: bool, stats: dict
+):
     """Smallest feasible value ``a`` (a fraction with denominator <= ``max_den``) in ``[lo, hi]``.
 
     ``probe(v) -> (ok, cut)``; ``bound(cut)`` is a certified lower bound on ``a`` greater than the
@@ -319,8 +346,16 @@ def optimal_allgather(topo, *, accelerate: bool = True) -> Optimum:
     def probe(r: Fraction):
         # 1/x = r = a/b: links scaled by a, source arcs b, need N*b
         a, b = r.numerator, r.denominator
-        ok, bad, cut = rooted_check(g.n, g.tails, g.heads, [c * a for c in g.caps],
-                                    list(g.compute), [b] * n_c, n_c * b, order)
+        ok, bad, cut = rooted_check(
+            g.n,
+            g.tails,
+            g.heads,
+            [c * a for c in g.caps],
+            list(g.compute),
+            [b] * n_c,
+            n_c * b,
+            order,
+        )
         if not ok:  # check the failing sink first next time
             assert bad is not None and cut is not None  # rooted_check reports both on failure
             order.remove(bad)
@@ -347,10 +382,23 @@ def optimal_allgather(topo, *, accelerate: bool = True) -> Optimum:
     k = q // gg
     caps = tuple(c * p // gg for c in caps_all)
     stats["maxflows"] = maxflow.COUNTERS["maxflows"] - mf0
-    return Optimum(topology=g.name, num_ranks=n_c, inv_x=ans / g.unit, ratio=ans, unit=g.unit,
-                   int_bw=tuple(caps_all), k=k, U=U, caps=caps, cut=frozenset(cut),
-                   cut_names=_names(g, cut), cut_compute=len(compute_set & cut),
-                   cut_bw=g.cut_out(cut) * g.unit, fixed_k=False, stats=stats)
+    return Optimum(
+        topology=g.name,
+        num_ranks=n_c,
+        inv_x=ans / g.unit,
+        ratio=ans,
+        unit=g.unit,
+        int_bw=tuple(caps_all),
+        k=k,
+        U=U,
+        caps=caps,
+        cut=frozenset(cut),
+        cut_names=_names(g, cut),
+        cut_compute=len(compute_set & cut),
+        cut_bw=g.cut_out(cut) * g.unit,
+        fixed_k=False,
+        stats=stats,
+    )
 
 
 def at_scale(topo, k: int, U: Fraction, *, note: str = "scaled") -> Optimum:
@@ -362,10 +410,23 @@ def at_scale(topo, k: int, U: Fraction, *, note: str = "scaled") -> Optimum:
     g, int_bw = _graph_of(topo)
     caps_all = g.caps if int_bw is None else int_bw
     a, b = U.numerator, U.denominator
-    return Optimum(topology=g.name, num_ranks=len(g.compute), inv_x=U / (k * g.unit),
-                   ratio=U / k, unit=g.unit, int_bw=tuple(caps_all), k=k, U=U,
-                   caps=tuple((c * a) // b for c in caps_all), cut=None, cut_names=None,
-                   cut_compute=0, cut_bw=None, fixed_k=True, stats={"note": note})
+    return Optimum(
+        topology=g.name,
+        num_ranks=len(g.compute),
+        inv_x=U / (k * g.unit),
+        ratio=U / k,
+        unit=g.unit,
+        int_bw=tuple(caps_all),
+        k=k,
+        U=U,
+        caps=tuple((c * a) // b for c in caps_all),
+        cut=None,
+        cut_names=None,
+        cut_compute=0,
+        cut_bw=None,
+        fixed_k=True,
+        stats={"note": note},
+    )
 
 
 def _min_u_for_cut(caps: Sequence[int], need: int) -> Fraction:
@@ -417,8 +478,9 @@ def fixed_k(topo, k: int, *, accelerate: bool = True) -> Optimum:
         return [(c * a) // b for c in g.caps]
 
     def probe(U: Fraction):
-        ok, bad, cut = rooted_check(g.n, g.tails, g.heads, floor_caps(U), list(g.compute),
-                                    [k] * n_c, n_c * k, order)
+        ok, bad, cut = rooted_check(
+            g.n, g.tails, g.heads, floor_caps(U), list(g.compute), [k] * n_c, n_c * k, order
+        )
         if not ok:
             assert bad is not None and cut is not None  # rooted_check reports both on failure
             order.remove(bad)
@@ -451,9 +513,20 @@ def fixed_k(topo, k: int, *, accelerate: bool = True) -> Optimum:
     a, b = U.numerator, U.denominator
     caps = tuple((c * a) // b for c in caps_all)
     stats["maxflows"] = maxflow.COUNTERS["maxflows"] - mf0
-    return Optimum(topology=g.name, num_ranks=n_c, inv_x=U / (k * g.unit), ratio=U / k,
-                   unit=g.unit, int_bw=tuple(caps_all), k=k, U=U, caps=caps,
-                   cut=frozenset(cut) if cut is not None else None, cut_names=_names(g, cut),
-                   cut_compute=len(compute_set & cut) if cut is not None else 0,
-                   cut_bw=g.cut_out(cut) * g.unit if cut is not None else None, fixed_k=True,
-                   stats=stats)
+    return Optimum(
+        topology=g.name,
+        num_ranks=n_c,
+        inv_x=U / (k * g.unit),
+        ratio=U / k,
+        unit=g.unit,
+        int_bw=tuple(caps_all),
+        k=k,
+        U=U,
+        caps=caps,
+        cut=frozenset(cut) if cut is not None else None,
+        cut_names=_names(g, cut),
+        cut_compute=len(compute_set & cut) if cut is not None else 0,
+        cut_bw=g.cut_out(cut) * g.unit if cut is not None else None,
+        fixed_k=True,
+        stats=stats,
+    )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
 
 from ..bound import bound
 from ..collective import Collective
@@ -25,7 +25,7 @@ class Row:
     busbw_GBps: float
     bound_time_s: float
     bound_kind: str
-    ratio_to_bound: float      # time / bound (>= 1; 1 is optimal)
+    ratio_to_bound: float  # time / bound (>= 1; 1 is optimal)
     synth_time_s: float
     ops: int
     chunks_per_rank: int
@@ -52,9 +52,13 @@ class Comparison:
 
     def to_dict(self, best_only: bool = False) -> dict:
         rows = self.best_rows() if best_only else self.rows
-        return {"topology": self.topology, "collective": self.collective,
-                "sizes": self.sizes, "rows": [r.to_dict() for r in rows],
-                "skipped": self.skipped}
+        return {
+            "topology": self.topology,
+            "collective": self.collective,
+            "sizes": self.sizes,
+            "rows": [r.to_dict() for r in rows],
+            "skipped": self.skipped,
+        }
 
 
 def applicable(collective: Collective) -> list[str]:
@@ -80,11 +84,17 @@ def resolve_algos(spec: str | Sequence[str], collective: Collective) -> tuple[li
     return names, False
 
 
-def compare(topology: Topology, collective: Collective, sizes: Sequence[float],
-            algos: Sequence[str], *, skip_failures: bool = True,
-            on_step: Callable[[str], None] | None = None,
-            options: dict[str, dict[str, str]] | None = None,
-            keep: dict[tuple[str, float], Schedule] | None = None) -> Comparison:
+def compare(
+    topology: Topology,
+    collective: Collective,
+    sizes: Sequence[float],
+    algos: Sequence[str],
+    *,
+    skip_failures: bool = True,
+    on_step: Callable[[str], None] | None = None,
+    options: dict[str, dict[str, str]] | None = None,
+    keep: dict[tuple[str, float], Schedule] | None = None,
+) -> Comparison:
     """Synthesize, verify and simulate each algorithm at each size.
 
     An algorithm that cannot handle this topology (it raises a CollsynthError) is listed in
@@ -118,12 +128,21 @@ def compare(topology: Topology, collective: Collective, sizes: Sequence[float],
                 keep[(name, size)] = sched
             sim = simulate(sched, size)
             b = bounds[size]
-            result.rows.append(Row(
-                algo=name, size_bytes=size, time_s=sim.time_s, algbw_GBps=sim.algbw / 1e9,
-                busbw_GBps=sim.busbw / 1e9, bound_time_s=b.time_s, bound_kind=b.kind,
-                ratio_to_bound=sim.time_s / b.time_s if b.time_s > 0 else float("inf"),
-                synth_time_s=synth_s, ops=sched.num_ops,
-                chunks_per_rank=sched.collective.chunks_per_rank))
+            result.rows.append(
+                Row(
+                    algo=name,
+                    size_bytes=size,
+                    time_s=sim.time_s,
+                    algbw_GBps=sim.algbw / 1e9,
+                    busbw_GBps=sim.busbw / 1e9,
+                    bound_time_s=b.time_s,
+                    bound_kind=b.kind,
+                    ratio_to_bound=sim.time_s / b.time_s if b.time_s > 0 else float("inf"),
+                    synth_time_s=synth_s,
+                    ops=sched.num_ops,
+                    chunks_per_rank=sched.collective.chunks_per_rank,
+                )
+            )
         if on_step:
             on_step(name)
     return result

@@ -42,8 +42,10 @@ def check_plot_path(path: str) -> None:
     supported = plt.figure().canvas.get_supported_filetypes()
     plt.close("all")
     if fmt not in supported:
-        raise CollsynthError(f"cannot write plot {path}: unknown picture format {fmt!r} "
-                             f"(use one of {', '.join(sorted(supported))})")
+        raise CollsynthError(
+            f"cannot write plot {path}: unknown picture format {fmt!r} "
+            f"(use one of {', '.join(sorted(supported))})"
+        )
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CollsynthError(f"cannot write plot {path}: no directory {folder}")
@@ -59,13 +61,22 @@ def plot_algbw(comparison, path: str) -> None:
     markers = "os^vD<>ph*x+"
     for i, algo in enumerate(algos):
         rows = sorted((r for r in comparison.rows if r.algo == algo), key=lambda r: r.size_bytes)
-        ax.plot([r.size_bytes for r in rows], [r.algbw_GBps for r in rows],
-                marker=markers[i % len(markers)], label=algo)
+        ax.plot(
+            [r.size_bytes for r in rows],
+            [r.algbw_GBps for r in rows],
+            marker=markers[i % len(markers)],
+            label=algo,
+        )
     bound_rows = {r.size_bytes: r for r in comparison.rows}
     if bound_rows:
         xs = sorted(bound_rows)
-        ax.plot(xs, [x / bound_rows[x].bound_time_s / 1e9 for x in xs], "k--", linewidth=1.2,
-                label="bound: no schedule is faster")
+        ax.plot(
+            xs,
+            [x / bound_rows[x].bound_time_s / 1e9 for x in xs],
+            "k--",
+            linewidth=1.2,
+            label="bound: no schedule is faster",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("data size")
     ax.set_ylabel("algorithm bandwidth (GB/s)")
@@ -104,16 +115,21 @@ def plot_gantt(sim, path: str, max_links: int = 48) -> None:
         starts = sim.hop_start_s[mine] * scale
         widths = (sim.hop_end_s[mine] - sim.hop_start_s[mine]) * scale
         colors = [cmap(int(c) % 20) for c in sim.schedule.chunk[sim.hop_op[mine]]]
-        ax.broken_barh(list(zip(starts, widths)), (row - 0.4, 0.8), facecolors=colors,
-                       edgecolor="none")
+        ax.broken_barh(
+            list(zip(starts, widths)), (row - 0.4, 0.8), facecolors=colors, edgecolor="none"
+        )
     ax.set_yticks(range(len(used)))
-    ax.set_yticklabels([f"{t.nodes[t.links[l].src].name}->{t.nodes[t.links[l].dst].name}"
-                        for l in used], fontsize=7)
+    ax.set_yticklabels(
+        [f"{t.nodes[t.links[l].src].name}->{t.nodes[t.links[l].dst].name}" for l in used],
+        fontsize=7,
+    )
     ax.invert_yaxis()
     ax.set_xlabel("time (us)")
     algo = sim.schedule.meta.get("algorithm", "schedule")
-    ax.set_title(f"{algo}: {sim.schedule.collective.describe()} on {t.name}, "
-                 f"{fmt_size(sim.size)} in {sim.time_s * scale:.4g} us (colour = chunk)")
+    ax.set_title(
+        f"{algo}: {sim.schedule.collective.describe()} on {t.name}, "
+        f"{fmt_size(sim.size)} in {sim.time_s * scale:.4g} us (colour = chunk)"
+    )
     ax.grid(True, axis="x", alpha=0.3)
     _save(fig, path)
     plt.close(fig)

@@ -22,11 +22,11 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Sequence
 
-from ..collective import Collective
 from ..atomic import write_text_atomic
+from ..collective import Collective
 from ..errors import CollsynthError
 from ..export import check_msccl_xml, to_msccl_xml
 from ..export.msccl import step_floor
@@ -47,7 +47,7 @@ class Window:
     algo: str
     sizes: list[float]
     min_bytes: int
-    max_bytes: int | None      # None: open-ended
+    max_bytes: int | None  # None: open-ended
     time_s: list[float]
     ratio_to_bound: list[float]
     xml: str
@@ -64,9 +64,13 @@ class TuneResult:
     comparison: Comparison | None = None
 
     def to_dict(self) -> dict:
-        return {"topology": self.topology, "collective": self.collective,
-                "dialect": self.dialect, "windows": [asdict(w) for w in self.windows],
-                "comparison": self.comparison.to_dict() if self.comparison else None}
+        return {
+            "topology": self.topology,
+            "collective": self.collective,
+            "dialect": self.dialect,
+            "windows": [asdict(w) for w in self.windows],
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+        }
 
 
 def _with_window(xml: str, min_bytes: int, max_bytes: int) -> str:
@@ -77,7 +81,7 @@ def _with_window(xml: str, min_bytes: int, max_bytes: int) -> str:
         raise CollsynthError("exported XML does not start with an <algo> element")
     head = re.sub(r'\bminBytes="\d+"', f'minBytes="{int(min_bytes)}"', m.group(0), count=1)
     head = re.sub(r'\bmaxBytes="\d+"', f'maxBytes="{int(max_bytes)}"', head, count=1)
-    return head + xml[m.end():]
+    return head + xml[m.end() :]
 
 
 def _edges(sizes: list[float]) -> list[int]:
@@ -85,8 +89,17 @@ def _edges(sizes: list[float]) -> list[int]:
     return [int(math.ceil(math.sqrt(a * b))) for a, b in zip(sizes, sizes[1:])]
 
 
-def _shallower(row: Row, sched: Schedule, topology: Topology, collective: Collective,
-               size: float, options, dialect: str, proto: str, instances: int):
+def _shallower(
+    row: Row,
+    sched: Schedule,
+    topology: Topology,
+    collective: Collective,
+    size: float,
+    options,
+    dialect: str,
+    proto: str,
+    instances: int,
+):
     """For a pipelined schedule the exporter cannot express (too many steps), the same
     algorithm with shallower pipelines (halving) until one exports: (row, schedule, xml,
     depth), the row with the variant's own simulated time."""
@@ -102,15 +115,27 @@ def _shallower(row: Row, sched: Schedule, topology: Topology, collective: Collec
         depth //= 2
         try:
             alt = synthesize(row.algo, topology, collective, size=size, pipeline=depth, **opts)
-            xml = to_msccl_xml(alt, dialect=dialect, proto=proto, instances=instances,
-                               min_bytes=0, max_bytes=0)
+            xml = to_msccl_xml(
+                alt, dialect=dialect, proto=proto, instances=instances, min_bytes=0, max_bytes=0
+            )
         except CollsynthError:
             continue
         sim = simulate(alt, size)
-        return (replace(row, time_s=sim.time_s, algbw_GBps=sim.algbw / 1e9,
-                        busbw_GBps=sim.busbw / 1e9,
-                        ratio_to_bound=sim.time_s / row.bound_time_s if row.bound_time_s > 0
-                        else float("inf"), ops=alt.num_ops), alt, xml, depth)
+        return (
+            replace(
+                row,
+                time_s=sim.time_s,
+                algbw_GBps=sim.algbw / 1e9,
+                busbw_GBps=sim.busbw / 1e9,
+                ratio_to_bound=sim.time_s / row.bound_time_s
+                if row.bound_time_s > 0
+                else float("inf"),
+                ops=alt.num_ops,
+            ),
+            alt,
+            xml,
+            depth,
+        )
     return None
 
 
@@ -121,22 +146,31 @@ def _make_dir(out_dir: str) -> None:
     try:
         os.mkdir(out_dir)
     except FileNotFoundError:
-        raise CollsynthError(f"cannot create {out_dir}: its parent directory does not exist") \
-            from None
+        raise CollsynthError(
+            f"cannot create {out_dir}: its parent directory does not exist"
+        ) from None
     except OSError as e:
         raise CollsynthError(f"cannot create {out_dir}: {e.strerror or e}") from None
 
 
-def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
-         algos: Sequence[str], out_dir: str, *, dialect: str = "msccl", proto: str = "Simple",
-         instances: int = 1, options: dict[str, dict[str, str]] | None = None,
-         on_step: Callable[[str], None] | None = None) -> TuneResult:
+def tune(
+    topology: Topology,
+    collective: Collective,
+    sizes: Sequence[float],
+    algos: Sequence[str],
+    out_dir: str,
+    *,
+    dialect: str = "msccl",
+    proto: str = "Simple",
+    instances: int = 1,
+    options: dict[str, dict[str, str]] | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> TuneResult:
     sizes = sorted({float(s) for s in sizes})
     if not sizes:
         raise CollsynthError("tune needs at least one size")
     keep: dict[tuple[str, float], Schedule] = {}
-    comp = compare(topology, collective, sizes, algos, on_step=on_step, options=options,
-                   keep=keep)
+    comp = compare(topology, collective, sizes, algos, on_step=on_step, options=options, keep=keep)
     if not comp.rows:
         why = "; ".join(f"{s['algo']}: {s['reason']}" for s in comp.skipped[:3])
         raise CollsynthError(f"no algorithm produced a schedule ({why})")
@@ -145,24 +179,31 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
     lows = [0] + edges
     highs: list[int | None] = edges + [None]
     # per size: candidates fastest first; pick the first one the exporter can express
-    picks: list[tuple[Row, str, str]] = []   # (row, xml text, note)
-    exported: dict[int, str] = {}               # id(schedule) -> xml text (export once)
+    picks: list[tuple[Row, str, str]] = []  # (row, xml text, note)
+    exported: dict[int, str] = {}  # id(schedule) -> xml text (export once)
     for size in sizes:
-        cands = sorted((r for r in comp.rows if r.size_bytes == size),
-                       key=lambda r: (r.time_s, r.algo))
+        cands = sorted(
+            (r for r in comp.rows if r.size_bytes == size), key=lambda r: (r.time_s, r.algo)
+        )
         note, chosen = "", None
         while cands:
             r = cands.pop(0)
             sched = keep[(r.algo, size)]
             try:
                 if id(sched) not in exported:
-                    exported[id(sched)] = to_msccl_xml(sched, dialect=dialect, proto=proto,
-                                                       instances=instances, min_bytes=0,
-                                                       max_bytes=0)
+                    exported[id(sched)] = to_msccl_xml(
+                        sched,
+                        dialect=dialect,
+                        proto=proto,
+                        instances=instances,
+                        min_bytes=0,
+                        max_bytes=0,
+                    )
             except CollsynthError as e:
                 note += f"{r.algo}: {e}; "
-                alt = _shallower(r, sched, topology, collective, size, options, dialect, proto,
-                                 instances)
+                alt = _shallower(
+                    r, sched, topology, collective, size, options, dialect, proto, instances
+                )
                 if alt is not None:  # try it where its (slower) simulated time ranks it
                     row, alt_sched, xml, depth = alt
                     note += f"{r.algo} re-made with pipeline={depth} ({fmt_time(row.time_s)}); "
@@ -174,8 +215,10 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
             chosen = r
             break
         if chosen is None:
-            raise CollsynthError(f"no schedule for {fmt_size(size)} can be exported to MSCCL XML "
-                                 f"({note.rstrip('; ')})")
+            raise CollsynthError(
+                f"no schedule for {fmt_size(size)} can be exported to MSCCL XML "
+                f"({note.rstrip('; ')})"
+            )
         picks.append((chosen, exported[id(keep[(chosen.algo, size)])], note.rstrip("; ")))
     result = TuneResult(topology.name, collective.describe(), dialect, comparison=comp)
     i = 0
@@ -199,11 +242,19 @@ def tune(topology: Topology, collective: Collective, sizes: Sequence[float],
         write_text_atomic(xml_path, xml)
         save_schedule(sched, sched_path)
         rows = [picks[q][0] for q in range(i, j + 1)]
-        result.windows.append(Window(
-            algo=row.algo, sizes=sizes[i:j + 1], min_bytes=lo, max_bytes=hi,
-            time_s=[r.time_s for r in rows], ratio_to_bound=[r.ratio_to_bound for r in rows],
-            xml=xml_path, schedule=sched_path,
-            note="; ".join(picks[q][2] for q in range(i, j + 1) if picks[q][2])))
+        result.windows.append(
+            Window(
+                algo=row.algo,
+                sizes=sizes[i : j + 1],
+                min_bytes=lo,
+                max_bytes=hi,
+                time_s=[r.time_s for r in rows],
+                ratio_to_bound=[r.ratio_to_bound for r in rows],
+                xml=xml_path,
+                schedule=sched_path,
+                note="; ".join(picks[q][2] for q in range(i, j + 1) if picks[q][2]),
+            )
+        )
         i = j + 1
     summary = os.path.join(out_dir, "tune.json")
     write_text_atomic(summary, json.dumps(result.to_dict(), indent=1))

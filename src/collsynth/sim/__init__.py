@@ -26,13 +26,13 @@ class SimResult:
     size: float
     time_s: float
     per_rank_time_s: np.ndarray
-    op_start_s: np.ndarray     # start of each operation's first hop
-    op_finish_s: np.ndarray    # arrival (plus reduction) of each operation
-    hop_link: np.ndarray       # link of every hop (the timeline)
+    op_start_s: np.ndarray  # start of each operation's first hop
+    op_finish_s: np.ndarray  # arrival (plus reduction) of each operation
+    hop_link: np.ndarray  # link of every hop (the timeline)
     hop_op: np.ndarray
     hop_start_s: np.ndarray
     hop_end_s: np.ndarray
-    link_busy_s: np.ndarray    # per link id
+    link_busy_s: np.ndarray  # per link id
     order_policy: str
     wall_s: float
 
@@ -68,18 +68,27 @@ class SimResult:
             "ops": self.schedule.num_ops,
             "hops": self.hops,
             "order_policy": self.order_policy,
-            "busiest_links": [{"link": int(l), "src": t.nodes[t.links[l].src].name,
-                               "dst": t.nodes[t.links[l].dst].name,
-                               "busy_s": float(self.link_busy_s[l]),
-                               "utilisation": float(util[l])} for l in top if util[l] > 0],
-            "mean_utilisation_of_used_links": float(util[util > 0].mean()) if np.any(util > 0)
+            "busiest_links": [
+                {
+                    "link": int(l),
+                    "src": t.nodes[t.links[l].src].name,
+                    "dst": t.nodes[t.links[l].dst].name,
+                    "busy_s": float(self.link_busy_s[l]),
+                    "utilisation": float(util[l]),
+                }
+                for l in top
+                if util[l] > 0
+            ],
+            "mean_utilisation_of_used_links": float(util[util > 0].mean())
+            if np.any(util > 0)
             else 0.0,
             "sim_wall_s": self.wall_s,
         }
 
 
-def _order_arrays(s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.ndarray,
-                  n_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+def _order_arrays(
+    s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.ndarray, n_links: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
     """Priorities and explicit per-link orders: (hop_order_pos, link_order_ptr,
     link_order_hops, op_prio, description)."""
     n_hops = len(hop_link)
@@ -107,8 +116,10 @@ def _order_arrays(s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.nda
             for o in np.asarray(ops).tolist():
                 hop = op_hops.get((int(l), int(o)))
                 if hop is None:
-                    raise CollsynthError(f"planned order of link {l} lists op {o}, which does "
-                                         f"not use it (verify the schedule first)")
+                    raise CollsynthError(
+                        f"planned order of link {l} lists op {o}, which does "
+                        f"not use it (verify the schedule first)"
+                    )
                 planned.append(hop)
             lists[int(l)] = np.array(planned, dtype=np.int64)
         chunks = []
@@ -122,9 +133,16 @@ def _order_arrays(s: Schedule, policy: str, hop_link: np.ndarray, hop_op: np.nda
     return pos, ptr, hops, prio, used
 
 
-def simulate(schedule: Schedule, size: float, *, reduce_bw: float | None = None,
-             order: str = "auto", release: bool = False, compiled: bool = True,
-             _force_queues: bool = False) -> SimResult:
+def simulate(
+    schedule: Schedule,
+    size: float,
+    *,
+    reduce_bw: float | None = None,
+    order: str = "auto",
+    release: bool = False,
+    compiled: bool = True,
+    _force_queues: bool = False,
+) -> SimResult:
     """Simulate ``schedule`` moving ``size`` bytes (nccl-tests convention).
 
     ``order``: ``auto`` (= ``plan``) follows the schedule's plan: explicit per-link orders are
@@ -171,22 +189,56 @@ def simulate(schedule: Schedule, size: float, *, reduce_bw: float | None = None,
     if len(s.dep_ids):
         succ_ptr[1:] = np.cumsum(np.bincount(s.dep_ids, minlength=n_ops))
     indeg = np.diff(s.dep_ptr).astype(np.int64)
-    pos, optr, ohops, prio, used = _order_arrays(s, "fcfs" if order == "fcfs" else "plan",
-                                                 hop_link, hop_op, n_links)
+    pos, optr, ohops, prio, used = _order_arrays(
+        s, "fcfs" if order == "fcfs" else "plan", hop_link, hop_op, n_links
+    )
     kernel = compiled_run_events() if compiled else run_events
     reserve = bool(np.all(prio == prio[0])) if n_ops else True
     if _force_queues:
         reserve = False
     hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
-        hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio, release_t,
-        extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_links, reserve)
+        hop_link,
+        hop_op,
+        hop_tx,
+        hop_alpha,
+        hop_alpha_tail,
+        op_first,
+        op_last,
+        prio,
+        release_t,
+        extra,
+        succ_ptr,
+        succ_ids,
+        indeg,
+        pos,
+        optr,
+        ohops,
+        n_links,
+        reserve,
+    )
     if done != n_ops:
-        raise CollsynthError(f"simulation stalled with {n_ops - done} of {n_ops} operations "
-                             f"never started (dependency cycle or planned link order that "
-                             f"deadlocks; verify the schedule)")
+        raise CollsynthError(
+            f"simulation stalled with {n_ops - done} of {n_ops} operations "
+            f"never started (dependency cycle or planned link order that "
+            f"deadlocks; verify the schedule)"
+        )
     op_start = hop_start[op_first] if n_ops else np.zeros(0)
     total = float(op_finish.max()) if n_ops else 0.0
-    per_rank = (compiled_rank_times() if compiled else rank_times)(s.src, s.dst, op_finish,
-                                                                   t.num_ranks)
-    return SimResult(s, float(size), total, per_rank, op_start, op_finish, hop_link, hop_op,
-                     hop_start, hop_end, busy, used, _time.perf_counter() - wall0)
+    per_rank = (compiled_rank_times() if compiled else rank_times)(
+        s.src, s.dst, op_finish, t.num_ranks
+    )
+    return SimResult(
+        s,
+        float(size),
+        total,
+        per_rank,
+        op_start,
+        op_finish,
+        hop_link,
+        hop_op,
+        hop_start,
+        hop_end,
+        busy,
+        used,
+        _time.perf_counter() - wall0,
+    )

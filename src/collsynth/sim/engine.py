@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 def _less(a0, a1, a2, b0, b1, b2):
     if a0 != b0:
         return a0 < b0
@@ -110,8 +111,21 @@ def _next_in_order(link, pos, link_order_ptr, link_order_hops):
     return -1
 
 
-def _release(op, finish, succ_ptr, succ_ids, op_ready, remaining, op_first_hop, hop_req,
-             op_prio, et, ep, eid, esize):
+def _release(
+    op,
+    finish,
+    succ_ptr,
+    succ_ids,
+    op_ready,
+    remaining,
+    op_first_hop,
+    hop_req,
+    op_prio,
+    et,
+    ep,
+    eid,
+    esize,
+):
     """An operation finished: its successors' readiness; request the first hop of each
     successor whose dependencies are all done. The new event-heap size."""
     for k in range(succ_ptr[op], succ_ptr[op + 1]):
@@ -142,9 +156,26 @@ def _initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio,
     return et, ep, eid, esize
 
 
-def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop, op_last_hop,
-               op_prio, op_release, op_extra, succ_ptr, succ_ids, indeg, hop_order_pos,
-               link_order_ptr, link_order_hops, n_links, reserve):
+def run_events(
+    hop_link,
+    hop_op,
+    hop_tx,
+    hop_alpha,
+    hop_alpha_tail,
+    op_first_hop,
+    op_last_hop,
+    op_prio,
+    op_release,
+    op_extra,
+    succ_ptr,
+    succ_ids,
+    indeg,
+    hop_order_pos,
+    link_order_ptr,
+    link_order_hops,
+    n_links,
+    reserve,
+):
     """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
 
     ``op_prio``: planned priority of each operation (0 everywhere for first-ready-first-served).
@@ -181,8 +212,9 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
     qr = np.zeros(qcap)
     qh = np.zeros(qcap, dtype=np.int64)
     # global event heap
-    et, ep, eid, esize = _initial_events(n_hops, n_links, remaining, op_first_hop, op_ready,
-                                         op_prio, hop_req)
+    et, ep, eid, esize = _initial_events(
+        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req
+    )
     done_ops = 0
     while esize > 0:
         t, p, x, esize = _pop(et, ep, eid, 0, esize)
@@ -204,8 +236,9 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
                     t = link_free_at[link]
             elif link_free_at[link] > t or qsize[link] > 0:
                 # busy, or others already wait for it: queue up and compete when it frees
-                qsize[link] = _push(qp, qr, qh, qbase[link], qsize[link], op_prio[hop_op[h]],
-                                    hop_req[h], h)
+                qsize[link] = _push(
+                    qp, qr, qh, qbase[link], qsize[link], op_prio[hop_op[h]], hop_req[h], h
+                )
                 if not free_pending[link]:
                     free_pending[link] = True
                     esize = _push(et, ep, eid, 0, esize, link_free_at[link], inf, n_hops + link)
@@ -239,8 +272,21 @@ def run_events(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first_hop
         finish = op_acc[op] + op_extra[op]
         op_finish[op] = finish
         done_ops += 1
-        esize = _release(op, finish, succ_ptr, succ_ids, op_ready, remaining, op_first_hop,
-                         hop_req, op_prio, et, ep, eid, esize)
+        esize = _release(
+            op,
+            finish,
+            succ_ptr,
+            succ_ids,
+            op_ready,
+            remaining,
+            op_first_hop,
+            hop_req,
+            op_prio,
+            et,
+            ep,
+            eid,
+            esize,
+        )
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
@@ -300,5 +346,4 @@ def _rebind(func, extra_globals):
 
     g = dict(func.__globals__)
     g.update(extra_globals)
-    return types.FunctionType(func.__code__, g, func.__name__, func.__defaults__,
-                              func.__closure__)
+    return types.FunctionType(func.__code__, g, func.__name__, func.__defaults__, func.__closure__)

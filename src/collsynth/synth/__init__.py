@@ -9,18 +9,31 @@ nothing of export, simulation, printing or the command line.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..errors import CollsynthError
-from ..schedule.ir import Schedule
 from ..plugins import load_group
+from ..schedule.ir import Schedule
 from ..topology.model import Topology
 from .options import DEFAULT_SIZE, Option, declare, parse_assignments, plan_size, resolve
 
-__all__ = ["ALGORITHMS", "Algorithm", "DEFAULT_SIZE", "Option", "get", "load_all",
-           "options_for", "parse_options", "register", "shorthand_options", "synthesize"]
+__all__ = [
+    "ALGORITHMS",
+    "Algorithm",
+    "DEFAULT_SIZE",
+    "Option",
+    "get",
+    "load_all",
+    "options_for",
+    "parse_options",
+    "register",
+    "shorthand_options",
+    "synthesize",
+]
+
 
 @dataclass
 class Algorithm:
@@ -33,7 +46,7 @@ class Algorithm:
     summary: str
     options: dict[str, Option] = field(default_factory=dict)
     size_aware: bool = False  # takes ``size=`` and adapts the schedule to the message size
-    reference: str = ""       # the paper or system it implements (authors, title, venue)
+    reference: str = ""  # the paper or system it implements (authors, title, venue)
 
     def resolve_options(self, given: dict[str, Any] | None) -> dict[str, Any]:
         """Every declared option's typed value (``given`` parsed and validated)."""
@@ -43,15 +56,27 @@ class Algorithm:
 ALGORITHMS: dict[str, Algorithm] = {}
 
 
-def register(name: str, collectives: set[CollKind] | None = None, summary: str = "",
-             options: Iterable[Option] | None = None, size_aware: bool = False,
-             reference: str = ""):
+def register(
+    name: str,
+    collectives: set[CollKind] | None = None,
+    summary: str = "",
+    options: Iterable[Option] | None = None,
+    size_aware: bool = False,
+    reference: str = "",
+):
     """Decorator: register ``func(topology, collective, [size=,] **options) -> Schedule`` as
     algorithm ``name`` with its declared :class:`~collsynth.synth.options.Option` list."""
+
     def deco(func: Callable[..., Schedule]) -> Callable[..., Schedule]:
-        ALGORITHMS[name] = Algorithm(name, func, frozenset(collectives or set(CollKind)),
-                                     summary or (func.__doc__ or "").strip().splitlines()[0],
-                                     declare(options), size_aware, reference)
+        ALGORITHMS[name] = Algorithm(
+            name,
+            func,
+            frozenset(collectives or set(CollKind)),
+            summary or (func.__doc__ or "").strip().splitlines()[0],
+            declare(options),
+            size_aware,
+            reference,
+        )
         return func
 
     return deco
@@ -71,8 +96,14 @@ def get(name: str) -> Algorithm:
     return algos[name]
 
 
-def synthesize(name: str, topology: Topology, collective: Collective, *,
-               size: float | None = None, **options: Any) -> Schedule:
+def synthesize(
+    name: str,
+    topology: Topology,
+    collective: Collective,
+    *,
+    size: float | None = None,
+    **options: Any,
+) -> Schedule:
     """Run algorithm ``name``; the result carries ``meta['algorithm']``.
 
     ``options`` (strings from the command line or typed values) are parsed and validated
@@ -81,8 +112,10 @@ def synthesize(name: str, topology: Topology, collective: Collective, *,
     """
     algo = get(name)
     if collective.kind not in algo.collectives:
-        raise CollsynthError(f"algorithm {name!r} does not support {collective.kind.value} "
-                             f"(it supports {', '.join(sorted(k.value for k in algo.collectives))})")
+        raise CollsynthError(
+            f"algorithm {name!r} does not support {collective.kind.value} "
+            f"(it supports {', '.join(sorted(k.value for k in algo.collectives))})"
+        )
     values = algo.resolve_options(options)
     if algo.size_aware:
         schedule = algo.func(topology, collective, size=plan_size(size, name), **values)

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import CollsynthError
 from ..units import fmt_size, fmt_time, parse_size, parse_time
@@ -150,9 +151,15 @@ class Option:
 
     def _expects(self) -> str:
         """What a valid value looks like, in words."""
-        base = {"int": "an integer", "float": "a number", "bool": "true or false",
-                "time": "a duration (e.g. 2us)", "size": "a size (e.g. 1MB)",
-                "choice": "one of " + ", ".join(self.choices), "text": "text"}[self.kind]
+        base = {
+            "int": "an integer",
+            "float": "a number",
+            "bool": "true or false",
+            "time": "a duration (e.g. 2us)",
+            "size": "a size (e.g. 1MB)",
+            "choice": "one of " + ", ".join(self.choices),
+            "text": "text",
+        }[self.kind]
         if self.words:
             base += " or " + ", ".join(self.words)
         return base
@@ -167,7 +174,9 @@ class Option:
         text = name[self.kind]
         bounds = []
         if self.minimum is not None:
-            bounds.append((">" if self.exclusive_minimum else ">=") + " " + self._show(self.minimum))
+            bounds.append(
+                (">" if self.exclusive_minimum else ">=") + " " + self._show(self.minimum)
+            )
         if self.maximum is not None:
             bounds.append("<= " + self._show(self.maximum))
         if bounds:
@@ -182,8 +191,12 @@ class Option:
 
     def to_dict(self) -> dict[str, Any]:
         """The declaration as JSON (numbers in bytes, seconds)."""
-        out: dict[str, Any] = {"kind": self.kind, "default": self.default,
-                               "values": self.values_text(), "help": self.help}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "default": self.default,
+            "values": self.values_text(),
+            "help": self.help,
+        }
         if self.unit:
             out["unit"] = self.unit
         for key in ("minimum", "maximum"):
@@ -213,10 +226,13 @@ def resolve(declared: dict[str, Option], given: dict[str, Any], algo: str) -> di
     unknown = sorted(set(given) - set(declared))
     if unknown:
         known = ", ".join(sorted(declared)) or "none"
-        raise CollsynthError(f"algorithm {algo!r} has no option {unknown[0]!r} "
-                             f"(its options: {known})")
-    return {name: (opt.parse(given[name], algo) if name in given else opt.default)
-            for name, opt in declared.items()}
+        raise CollsynthError(
+            f"algorithm {algo!r} has no option {unknown[0]!r} (its options: {known})"
+        )
+    return {
+        name: (opt.parse(given[name], algo) if name in given else opt.default)
+        for name, opt in declared.items()
+    }
 
 
 #: Splits ``a=x,b=y``: a comma starts a new item only where ``KEY=`` follows it, so values that
@@ -232,8 +248,9 @@ def split_items(items: Iterable[str] | None) -> list[str]:
     return out
 
 
-def parse_assignments(items: Iterable[str] | None,
-                      algo: str | None = None) -> dict[str, dict[str, str]]:
+def parse_assignments(
+    items: Iterable[str] | None, algo: str | None = None
+) -> dict[str, dict[str, str]]:
     """``KEY=VALUE`` / ``ALGO.KEY=VALUE`` strings (comma-joined or repeated) as
     ``{algo or '*': {key: value}}``; ``algo`` is the target of untargeted keys (``'*'``: every
     algorithm that declares the key)."""

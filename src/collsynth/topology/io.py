@@ -45,13 +45,24 @@ def topology_to_dict(topo: Topology) -> dict:
         nodes.append(entry)
     links = []
     for l in topo.links:
-        entry = {"src": topo.nodes[l.src].name, "dst": topo.nodes[l.dst].name,
-                 "bw": l.bw, "alpha": l.alpha, "class": l.cls}
+        entry = {
+            "src": topo.nodes[l.src].name,
+            "dst": topo.nodes[l.dst].name,
+            "bw": l.bw,
+            "alpha": l.alpha,
+            "class": l.cls,
+        }
         if l.lanes != 1:
             entry["lanes"] = l.lanes
         links.append(entry)
-    return {"format": FORMAT, "version": VERSION, "name": topo.name, "meta": _plain(topo.meta),
-            "nodes": nodes, "links": links}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": topo.name,
+        "meta": _plain(topo.meta),
+        "nodes": nodes,
+        "links": links,
+    }
 
 
 def _plain(obj: Any) -> Any:
@@ -74,8 +85,10 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         raise CollsynthError(f"{source}: format {fmt!r} is not {FORMAT!r}")
     version = data.get("version", VERSION)
     if isinstance(version, bool) or version != VERSION:
-        raise CollsynthError(f"{source}: unsupported topology format version {version!r} "
-                             f"(this collsynth reads version {VERSION})")
+        raise CollsynthError(
+            f"{source}: unsupported topology format version {version!r} "
+            f"(this collsynth reads version {VERSION})"
+        )
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise CollsynthError(f"{source}: unknown key {sorted(unknown, key=str)[0]!r} at top level")
@@ -117,8 +130,11 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             if key not in ln:
                 raise CollsynthError(f"{source}: link {i} has no {key!r}")
         what = f"{source}: link {i}"
-        bw = parse_bandwidth(ln["bw"], f"{what} bandwidth") if isinstance(ln["bw"], str) \
+        bw = (
+            parse_bandwidth(ln["bw"], f"{what} bandwidth")
+            if isinstance(ln["bw"], str)
             else ln["bw"]
+        )
         alpha = ln.get("alpha", 0.0)
         alpha = parse_time(alpha, f"{what} alpha") if isinstance(alpha, str) else alpha
         cls = ln.get("class", "link")

@@ -25,10 +25,11 @@ import hashlib
 import json
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +42,13 @@ class NodeKind(str, Enum):
     ROUTER = "router"
 
     @classmethod
-    def parse(cls, value: Any) -> "NodeKind":
+    def parse(cls, value: Any) -> NodeKind:
         try:
             return cls(str(value))
         except ValueError:
             raise CollsynthError(
-                f"unknown node kind {value!r} (expected compute, switch or router)") from None
+                f"unknown node kind {value!r} (expected compute, switch or router)"
+            ) from None
 
 
 #: Size guards: beyond these a topology is almost surely a typo (and would exhaust memory).
@@ -72,8 +74,8 @@ class Link:
     id: int
     src: int
     dst: int
-    bw: float       # bytes / second
-    alpha: float    # seconds
+    bw: float  # bytes / second
+    alpha: float  # seconds
     cls: str = "link"
     lanes: int = 1
 
@@ -106,9 +108,11 @@ class Topology:
 
     # ------------------------------------------------------------------ basic queries
     def __repr__(self) -> str:
-        return (f"Topology({self.name!r}, compute={self.num_ranks}, "
-                f"switches={self.num_switches}, routers={self.num_routers}, "
-                f"links={len(self.links)})")
+        return (
+            f"Topology({self.name!r}, compute={self.num_ranks}, "
+            f"switches={self.num_switches}, routers={self.num_routers}, "
+            f"links={len(self.links)})"
+        )
 
     @property
     def num_nodes(self) -> int:
@@ -196,8 +200,9 @@ class Topology:
         """Short content hash of nodes and links (names, kinds, bandwidths, alphas, classes)."""
         payload = {
             "nodes": [[n.name, n.kind.value] for n in self.nodes],
-            "links": [[l.src, l.dst, repr(l.bw), repr(l.alpha), l.cls, l.lanes]
-                      for l in self.links],
+            "links": [
+                [l.src, l.dst, repr(l.bw), repr(l.alpha), l.cls, l.lanes] for l in self.links
+            ],
         }
         blob = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
@@ -207,14 +212,16 @@ class Topology:
         per_node = []
         for r, node_id in enumerate(self.compute_nodes):
             node = int(node_id)
-            per_node.append({
-                "rank": r,
-                "name": self.nodes[node].name,
-                "out_bw": self.out_bw(node),
-                "in_bw": self.in_bw(node),
-                "out_links": len(self.out_links[node]),
-                "in_links": len(self.in_links[node]),
-            })
+            per_node.append(
+                {
+                    "rank": r,
+                    "name": self.nodes[node].name,
+                    "out_bw": self.out_bw(node),
+                    "in_bw": self.in_bw(node),
+                    "out_links": len(self.out_links[node]),
+                    "in_links": len(self.in_links[node]),
+                }
+            )
         kinds = {k.value: 0 for k in NodeKind}
         for nd in self.nodes:
             kinds[nd.kind.value] += 1
@@ -273,15 +280,29 @@ class TopologyBuilder:
         return len(self._nodes)
 
     # links -------------------------------------------------------------------------
-    def link(self, src: int | str, dst: int | str, bw: float, alpha: float = 0.0,
-             cls: str = "link", lanes: int = 1) -> None:
+    def link(
+        self,
+        src: int | str,
+        dst: int | str,
+        bw: float,
+        alpha: float = 0.0,
+        cls: str = "link",
+        lanes: int = 1,
+    ) -> None:
         """Add one directed link ``src -> dst`` (checked in :meth:`build`)."""
         if len(self._links) >= MAX_LINKS:
             raise CollsynthError(f"topology {self.name!r} is too large (over {MAX_LINKS} links)")
         self._links.append((src, dst, bw, alpha, cls, lanes))
 
-    def bilink(self, a: int | str, b: int | str, bw: float, alpha: float = 0.0,
-               cls: str = "link", lanes: int = 1) -> None:
+    def bilink(
+        self,
+        a: int | str,
+        b: int | str,
+        bw: float,
+        alpha: float = 0.0,
+        cls: str = "link",
+        lanes: int = 1,
+    ) -> None:
         """Add a link each way between ``a`` and ``b`` with the same parameters."""
         self.link(a, b, bw, alpha, cls, lanes)
         self.link(b, a, bw, alpha, cls, lanes)
@@ -352,17 +373,20 @@ def _reach(topo: Topology, start: int, reverse: bool) -> np.ndarray:
 def _check_connectivity(topo: Topology) -> None:
     if topo.num_ranks < 2:
         raise CollsynthError(
-            f"topology {topo.name!r} has {topo.num_ranks} compute node(s); at least 2 are needed")
+            f"topology {topo.name!r} has {topo.num_ranks} compute node(s); at least 2 are needed"
+        )
     c0 = int(topo.compute_nodes[0])
     fwd = _reach(topo, c0, reverse=False)
     for c in topo.compute_nodes:
         if not fwd[c]:
             raise CollsynthError(
                 f"compute node {topo.nodes[c0].name!r} cannot reach compute node "
-                f"{topo.nodes[int(c)].name!r}")
+                f"{topo.nodes[int(c)].name!r}"
+            )
     bwd = _reach(topo, c0, reverse=True)
     for c in topo.compute_nodes:
         if not bwd[c]:
             raise CollsynthError(
                 f"compute node {topo.nodes[int(c)].name!r} cannot reach compute node "
-                f"{topo.nodes[c0].name!r}")
+                f"{topo.nodes[c0].name!r}"
+            )

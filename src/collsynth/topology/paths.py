@@ -95,7 +95,7 @@ def _alpha_units(alpha: np.ndarray, num_nodes: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     scale = 1e12
     biggest = float(alpha.max()) * max(num_nodes, 1)
-    while biggest * scale >= 2.0 ** 62:
+    while biggest * scale >= 2.0**62:
         scale /= 10.0
     return np.rint(alpha * scale).astype(np.int64)
 
@@ -105,8 +105,14 @@ class _Dag:
 
     __slots__ = ("src_rank", "source", "level", "pred_ptr", "pred_lid", "npred")
 
-    def __init__(self, src_rank: int, source: int, level: np.ndarray, pred_ptr: np.ndarray,
-                 pred_lid: np.ndarray):
+    def __init__(
+        self,
+        src_rank: int,
+        source: int,
+        level: np.ndarray,
+        pred_ptr: np.ndarray,
+        pred_lid: np.ndarray,
+    ):
         self.src_rank = src_rank
         self.source = source
         self.level = level
@@ -129,14 +135,14 @@ class RouteTable:
         self._link_src = t.link_src
         self._link_dst = t.link_dst
         self._aq = _alpha_units(t.link_alpha, n)
-        order = np.lexsort((np.arange(len(t.links)), t.link_src))   # by source node, then id
+        order = np.lexsort((np.arange(len(t.links)), t.link_src))  # by source node, then id
         self._out_lid = order.astype(np.int64)
         self._out_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(t.link_src, minlength=n), out=self._out_ptr[1:])
-        self._expand = t.kind_codes != 0          # switches and routers pass traffic through
+        self._expand = t.kind_codes != 0  # switches and routers pass traffic through
         # one Python int object per link id, shared by every route tuple
         self._lid_obj = np.array([l.id for l in t.links], dtype=object)
-        self._small: tuple | None = None   # adjacency for the pure-Python search (lazy)
+        self._small: tuple | None = None  # adjacency for the pure-Python search (lazy)
 
     # ------------------------------------------------------------------ search
     def _search(self, src_rank: int, target: int | None = None) -> _Dag:
@@ -148,8 +154,9 @@ class RouteTable:
         """
         t = self.topology
         if not 0 <= src_rank < t.num_ranks:
-            raise CollsynthError(f"rank {src_rank} out of range (topology {t.name!r} has "
-                                 f"{t.num_ranks} ranks)")
+            raise CollsynthError(
+                f"rank {src_rank} out of range (topology {t.name!r} has {t.num_ranks} ranks)"
+            )
         n = self._n
         source = t.node_of_rank(src_rank)
         out_ptr, out_lid = self._out_ptr, self._out_lid
@@ -168,7 +175,7 @@ class RouteTable:
             if not total:
                 break
             if frontier.size == 1:
-                lids = out_lid[int(lo[0]):int(lo[0]) + total]
+                lids = out_lid[int(lo[0]) : int(lo[0]) + total]
             else:
                 starts = np.cumsum(cnt) - cnt
                 lids = out_lid[np.repeat(lo - starts, cnt) + np.arange(total)]
@@ -194,13 +201,13 @@ class RouteTable:
             fv = v[self._expand[v]]
             if fv.size > 1:
                 idx = np.arange(fv.size)
-                owner[fv] = idx                # one index per node wins
+                owner[fv] = idx  # one index per node wins
                 fv = fv[owner[fv] == idx]
             frontier = fv
         if tight:
             pl = np.concatenate(tight)
             pd = link_dst[pl]
-            order = np.lexsort((pl, pd))       # by node, then link id
+            order = np.lexsort((pl, pd))  # by node, then link id
             pl = pl[order]
             counts = np.bincount(pd, minlength=n)
         else:
@@ -210,8 +217,9 @@ class RouteTable:
         np.cumsum(counts, out=ptr[1:])
         return _Dag(src_rank, source, level, ptr, pl)
 
-    def _small_search(self, src_rank: int, dst_rank: int, source: int,
-                      target: int) -> tuple[int, ...] | None | Literal[False]:
+    def _small_search(
+        self, src_rank: int, dst_rank: int, source: int, target: int
+    ) -> tuple[int, ...] | None | Literal[False]:
         """Pure-Python targeted search (same rule) for small neighbourhoods.
 
         Returns the route, None if there is none, or False when it would relax more than
@@ -227,8 +235,13 @@ class RouteTable:
                     fabric[l.src].append(l.id)
                 else:
                     to_comp[l.src].setdefault(l.dst, []).append(l.id)
-            self._small = (fabric, to_comp, self._aq.tolist(), t.link_src.tolist(),
-                           t.link_dst.tolist())
+            self._small = (
+                fabric,
+                to_comp,
+                self._aq.tolist(),
+                t.link_src.tolist(),
+                t.link_dst.tolist(),
+            )
         fabric, to_comp, aq, lsrc, ldst = self._small
         dist = {source: 0}
         pred: dict[int, list[int]] = {}
@@ -261,7 +274,7 @@ class RouteTable:
                 pred[v] = lids
             if target in cand:
                 break
-            frontier = list(cand)          # only switches/routers: the target ends the search
+            frontier = list(cand)  # only switches/routers: the target ends the search
         path = []
         x = target
         while x != source:
@@ -342,8 +355,9 @@ class RouteTable:
         t = self.topology
         for rank in (src_rank, dst_rank):
             if not 0 <= rank < t.num_ranks:
-                raise CollsynthError(f"rank {rank} out of range (topology {t.name!r} has "
-                                     f"{t.num_ranks} ranks)")
+                raise CollsynthError(
+                    f"rank {rank} out of range (topology {t.name!r} has {t.num_ranks} ranks)"
+                )
         row = self._cache.get(src_rank)
         if row is not None:
             return row.get(dst_rank)
@@ -352,7 +366,7 @@ class RouteTable:
             return self._pair[key]
         count = self._lookups.get(src_rank, 0) + 1
         self._lookups[src_rank] = count
-        if count > _TARGETED:             # many look-ups from this source: build its row once
+        if count > _TARGETED:  # many look-ups from this source: build its row once
             return self.direct(src_rank).get(dst_rank)
         target = t.node_of_rank(dst_rank)
         r: tuple[int, ...] | None = None
@@ -375,7 +389,8 @@ class RouteTable:
             t = self.topology
             raise CollsynthError(
                 f"no route from {t.rank_name(src_rank)} to {t.rank_name(dst_rank)} "
-                f"through switches/routers only")
+                f"through switches/routers only"
+            )
         return r
 
     def has_route(self, src_rank: int, dst_rank: int) -> bool:

@@ -7,8 +7,9 @@ unknown keys with a one-line error and calls the constructor with keyword argume
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import CollsynthError
 from ..units import parse_bandwidth, parse_size, parse_time
@@ -68,8 +69,7 @@ class Param:
         if self.kind == "choice":
             value = str(text)
             if value not in self.choices:
-                raise CollsynthError(
-                    f"{what} {value!r} is not one of {', '.join(self.choices)}")
+                raise CollsynthError(f"{what} {value!r} is not one of {', '.join(self.choices)}")
         else:
             value = _PARSERS[self.kind](text, what) if isinstance(text, str) else text
         self.check(value, what)
@@ -116,7 +116,8 @@ def lookup(name: str) -> ZooEntry:
     key = _ALIASES.get(key, key)
     if key not in ZOO:
         raise CollsynthError(
-            f"unknown topology {name!r} (known: {', '.join(sorted(ZOO))}; or give a file path)")
+            f"unknown topology {name!r} (known: {', '.join(sorted(ZOO))}; or give a file path)"
+        )
     return ZOO[key]
 
 
@@ -128,7 +129,8 @@ def build_named(name: str, args: dict[str, Any] | None = None) -> Topology:
         if key not in entry.params:
             known = ", ".join(entry.params) or "none"
             raise CollsynthError(
-                f"unknown parameter {key!r} for topology {entry.name!r} (known: {known})")
+                f"unknown parameter {key!r} for topology {entry.name!r} (known: {known})"
+            )
         kwargs[key] = entry.params[key].parse(text, f"{entry.name} parameter {key}")
     for key, p in entry.params.items():
         if key not in kwargs:

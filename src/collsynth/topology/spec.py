@@ -32,7 +32,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
             key, value = key.strip(), value.strip()
             if not eq or not key or not value:
                 raise CollsynthError(
-                    f"topology spec {spec!r}: expected key=value, got {item.strip()!r}")
+                    f"topology spec {spec!r}: expected key=value, got {item.strip()!r}"
+                )
             if key in args:
                 raise CollsynthError(f"topology spec {spec!r}: parameter {key!r} given twice")
             args[key] = value

@@ -60,8 +60,9 @@ def _alphas(value: Any, source: str) -> tuple[float, float]:
     out = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-            raise CollsynthError(f"{source}: TopologyParams.alpha values must be non-negative "
-                                 f"seconds, got {x!r}")
+            raise CollsynthError(
+                f"{source}: TopologyParams.alpha values must be non-negative seconds, got {x!r}"
+            )
         out.append(float(x))
     if len(out) == 1:
         out.append(out[0])
@@ -86,20 +87,25 @@ def topology_from_teccl(data: Any, source: str = "TE-CCL input") -> Topology:
     key = name.strip().upper()
     if key == "DGX1":
         if chassis != 1:
-            notes.append(f"TE-CCL's DGX1 ignores chassis={chassis} and builds one 8-GPU chassis; "
-                         f"so does this import (use NDv2 for several chassis)")
+            notes.append(
+                f"TE-CCL's DGX1 ignores chassis={chassis} and builds one 8-GPU chassis; "
+                f"so does this import (use NDv2 for several chassis)"
+            )
         topo = build_named("dgx1", {"alpha": link_alpha})
     elif key == "DGX2":
         if chassis != 2:
-            notes.append(f"TE-CCL's DGX2 always builds 2 chassis; this import honours "
-                         f"chassis={chassis}")
+            notes.append(
+                f"TE-CCL's DGX2 always builds 2 chassis; this import honours chassis={chassis}"
+            )
         topo = build_named("dgx2", {"chassis": chassis})
         if tp.get("alpha") is not None:
             notes.append("TE-CCL's DGX2 ignores the alpha field (0.35 us NVSwitch, 2.6 us IB)")
     elif key == "NDV2":
         if chassis >= 2:
-            notes.append("TE-CCL treats GPU 0 as a switch when chassis > 1; here all "
-                         f"{8 * chassis} GPUs are compute nodes")
+            notes.append(
+                "TE-CCL treats GPU 0 as a switch when chassis > 1; here all "
+                f"{8 * chassis} GPUs are compute nodes"
+            )
         topo = build_named("ndv2", {"chassis": chassis})
         if tp.get("alpha") is not None:
             notes.append("TE-CCL's NDv2 ignores the alpha field (0.7 us NVLink, 1.3 us IB)")
@@ -107,20 +113,24 @@ def topology_from_teccl(data: Any, source: str = "TE-CCL input") -> Topology:
         args: dict[str, Any] = {"chassis": chassis, "xgmi_alpha": link_alpha}
         if chassis > 1:
             args.update(inter="teccl", switch_alpha=switch_alpha, ib_alpha=switch_alpha)
-            notes.append("TE-CCL's multi-chassis AMD constructor has off-by-one bugs (GPU 15 "
-                         "marked as a switch, a pair switch without uplink); this import builds "
-                         "the intended design")
+            notes.append(
+                "TE-CCL's multi-chassis AMD constructor has off-by-one bugs (GPU 15 "
+                "marked as a switch, a pair switch without uplink); this import builds "
+                "the intended design"
+            )
         topo = build_named("mi250", args)
     elif key == "MESH":
         side = _int(tp.get("side_length", 4), f"{source}: TopologyParams.side_length", 1)
         if side * side < 2:
             raise CollsynthError(f"{source}: a Mesh needs side_length >= 2")
         topo = build_named("mesh2d", {"w": side, "h": side, "bw": 100 * GB, "alpha": link_alpha})
-        notes.append("TE-CCL's Mesh wraps each row end to the next row; this import builds a "
-                     "true 2-D mesh")
+        notes.append(
+            "TE-CCL's Mesh wraps each row end to the next row; this import builds a true 2-D mesh"
+        )
     else:
-        raise CollsynthError(f"{source}: unknown TE-CCL topology {name!r} "
-                             f"(expected DGX1, DGX2, NDv2, AMD or Mesh)")
+        raise CollsynthError(
+            f"{source}: unknown TE-CCL topology {name!r} (expected DGX1, DGX2, NDv2, AMD or Mesh)"
+        )
     topo.meta["source"] = f"TE-CCL input {source}"
     topo.meta["teccl"] = {"name": name, "chassis": chassis, "alpha": [link_alpha, switch_alpha]}
     if notes:
@@ -139,17 +149,26 @@ def teccl_instance(data: Any, topology: Topology, source: str = "TE-CCL input") 
     tp = _section(data, "TopologyParams", source)
     ip = _section(data, "InstanceParams", source, required=False)
     chunk_gb = tp.get("chunk_size", 1)
-    if isinstance(chunk_gb, bool) or not isinstance(chunk_gb, (int, float)) \
-            or not math.isfinite(chunk_gb) or chunk_gb <= 0:
-        raise CollsynthError(f"{source}: TopologyParams.chunk_size must be a positive number "
-                             f"of GB")
+    if (
+        isinstance(chunk_gb, bool)
+        or not isinstance(chunk_gb, (int, float))
+        or not math.isfinite(chunk_gb)
+        or chunk_gb <= 0
+    ):
+        raise CollsynthError(f"{source}: TopologyParams.chunk_size must be a positive number of GB")
     coll_code = ip.get("collective", 1)
     if coll_code not in (1, 2):
-        raise CollsynthError(f"{source}: InstanceParams.collective must be 1 (AllGather) or "
-                             f"2 (AlltoAll), got {coll_code!r}")
+        raise CollsynthError(
+            f"{source}: InstanceParams.collective must be 1 (AllGather) or "
+            f"2 (AlltoAll), got {coll_code!r}"
+        )
     chunks = _int(ip.get("num_chunks", 1), f"{source}: InstanceParams.num_chunks", 1)
     n = topology.num_ranks
     kind = "allgather" if coll_code == 1 else "alltoall"
     chunk_bytes = float(chunk_gb) * GB
-    return {"collective": kind, "chunks_per_rank": chunks, "chunk_bytes": chunk_bytes,
-            "size_bytes": chunk_bytes * n * chunks}
+    return {
+        "collective": kind,
+        "chunks_per_rank": chunks,
+        "chunk_bytes": chunk_bytes,
+        "size_bytes": chunk_bytes * n * chunks,
+    }

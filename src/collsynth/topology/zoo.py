@@ -28,13 +28,34 @@ US = 1e-6
 #: ``dgx1()`` (Cai et al., PPoPP 2021), TACCL's NDv2 profile (Shah et al., NSDI 2023) and TE-CCL's
 #: ``DGX1`` (Liu et al., SIGCOMM 2024): 8 double links and 8 single links, 6 NVLinks per GPU.
 DGX1_NVLINKS: dict[tuple[int, int], int] = {
-    (0, 1): 2, (0, 4): 2, (1, 3): 2, (2, 3): 2, (2, 6): 2, (4, 5): 2, (5, 7): 2, (6, 7): 2,
-    (0, 2): 1, (0, 3): 1, (1, 2): 1, (1, 5): 1, (3, 7): 1, (4, 6): 1, (4, 7): 1, (5, 6): 1,
+    (0, 1): 2,
+    (0, 4): 2,
+    (1, 3): 2,
+    (2, 3): 2,
+    (2, 6): 2,
+    (4, 5): 2,
+    (5, 7): 2,
+    (6, 7): 2,
+    (0, 2): 1,
+    (0, 3): 1,
+    (1, 2): 1,
+    (1, 5): 1,
+    (3, 7): 1,
+    (4, 6): 1,
+    (4, 7): 1,
+    (5, 6): 1,
 }
 
 
-def _nvlink_pairs(b: TopologyBuilder, gpus: list[int], counts: dict[tuple[int, int], int],
-                  per_link_bw: float, alpha: float, cls: str, split: bool) -> None:
+def _nvlink_pairs(
+    b: TopologyBuilder,
+    gpus: list[int],
+    counts: dict[tuple[int, int], int],
+    per_link_bw: float,
+    alpha: float,
+    cls: str,
+    split: bool,
+) -> None:
     """Wire ``counts[(i, j)]`` physical links between local GPUs i and j, both directions.
 
     With ``split`` every physical link is its own parallel link; otherwise they are bundled into
@@ -48,11 +69,18 @@ def _nvlink_pairs(b: TopologyBuilder, gpus: list[int], counts: dict[tuple[int, i
             b.bilink(gpus[i], gpus[j], count * per_link_bw, alpha, cls, count)
 
 
-@zoo("dgx1",
-     nvlink=Param("bw", 25 * GB, "bandwidth of one NVLink, per direction"),
-     alpha=Param("time", 0.7 * US, "NVLink latency"),
-     lanes=Param("choice", "merge", "merge: one link per GPU pair carrying all its NVLinks; "
-                 "split: one parallel link per NVLink", choices=("merge", "split")))
+@zoo(
+    "dgx1",
+    nvlink=Param("bw", 25 * GB, "bandwidth of one NVLink, per direction"),
+    alpha=Param("time", 0.7 * US, "NVLink latency"),
+    lanes=Param(
+        "choice",
+        "merge",
+        "merge: one link per GPU pair carrying all its NVLinks; "
+        "split: one parallel link per NVLink",
+        choices=("merge", "split"),
+    ),
+)
 def dgx1(nvlink: float, alpha: float, lanes: str) -> Topology:
     """NVIDIA DGX-1 (8x V100) hybrid cube-mesh, the TE-CCL/SCCL/TACCL numbering.
 
@@ -61,17 +89,26 @@ def dgx1(nvlink: float, alpha: float, lanes: str) -> Topology:
     25 GB/s: two double links (50 GB/s) and two single links (25 GB/s). Alpha 0.7 us (TE-CCL's
     NDv2 NVLink value).
     """
-    b = TopologyBuilder("dgx1", meta={"source": "SCCL/TACCL/TE-CCL DGX-1 numbering (SCCL, Cai et "
-                                                "al., PPoPP 2021; TACCL, Shah et al., NSDI 2023; "
-                                                "TE-CCL, Liu et al., SIGCOMM 2024)"})
+    b = TopologyBuilder(
+        "dgx1",
+        meta={
+            "source": "SCCL/TACCL/TE-CCL DGX-1 numbering (SCCL, Cai et "
+            "al., PPoPP 2021; TACCL, Shah et al., NSDI 2023; "
+            "TE-CCL, Liu et al., SIGCOMM 2024)"
+        },
+    )
     gpus = [b.compute(f"gpu{i}", chassis=0, local=i) for i in range(8)]
     _nvlink_pairs(b, gpus, DGX1_NVLINKS, nvlink, alpha, "nvlink", lanes == "split")
     return b.build()
 
 
-_LANES = Param("choice", "merge", "merge: one link per GPU pair carrying all its physical links "
-               "(lanes=count); split: one parallel link per physical link",
-               choices=("merge", "split"))
+_LANES = Param(
+    "choice",
+    "merge",
+    "merge: one link per GPU pair carrying all its physical links "
+    "(lanes=count); split: one parallel link per physical link",
+    choices=("merge", "split"),
+)
 
 
 def _fail(message: str) -> NoReturn:
@@ -82,15 +119,19 @@ def _fail(message: str) -> NoReturn:
 # Azure NDv2 (DGX-1-like V100 chassis joined by InfiniBand)
 # --------------------------------------------------------------------------------------------
 
-@zoo("ndv2",
-     chassis=Param("int", 2, "number of NDv2 chassis (8 V100 each)", min=1, max=512),
-     nvlink=Param("bw", 25 * GB, "bandwidth of one NVLink, per direction"),
-     nvlink_alpha=Param("time", 0.7 * US, "NVLink latency"),
-     ib=Param("bw", 12.5 * GB, "bandwidth of each inter-chassis IB link, per direction"),
-     ib_alpha=Param("time", 1.3 * US, "latency of each inter-chassis IB link"),
-     lanes=_LANES)
-def ndv2(chassis: int, nvlink: float, nvlink_alpha: float, ib: float, ib_alpha: float,
-         lanes: str) -> Topology:
+
+@zoo(
+    "ndv2",
+    chassis=Param("int", 2, "number of NDv2 chassis (8 V100 each)", min=1, max=512),
+    nvlink=Param("bw", 25 * GB, "bandwidth of one NVLink, per direction"),
+    nvlink_alpha=Param("time", 0.7 * US, "NVLink latency"),
+    ib=Param("bw", 12.5 * GB, "bandwidth of each inter-chassis IB link, per direction"),
+    ib_alpha=Param("time", 1.3 * US, "latency of each inter-chassis IB link"),
+    lanes=_LANES,
+)
+def ndv2(
+    chassis: int, nvlink: float, nvlink_alpha: float, ib: float, ib_alpha: float, lanes: str
+) -> Topology:
     """Azure NDv2: C chassis of 8 V100 on the DGX-1 cube-mesh, joined by one IB NIC each (TE-CCL).
 
     Source: TE-CCL's NDv2 topology (Liu et al., SIGCOMM 2024; ``ndv2.py``, which follows TACCL's
@@ -106,10 +147,14 @@ def ndv2(chassis: int, nvlink: float, nvlink_alpha: float, ib: float, ib_alpha: 
     Unlike TE-CCL, GPU 0 is never treated as a switch: all 8C GPUs are compute nodes.
     Nodes: ``c{c}.gpu{i}`` (attrs ``chassis``, ``local``); switch ``ib0`` (role ``ib``).
     """
-    b = TopologyBuilder(f"ndv2x{chassis}",
-                        meta={"source": "TE-CCL's NDv2 (Liu et al., SIGCOMM 2024) after TACCL's "
-                                        "NDv2 sketch (Shah et al., NSDI 2023); SCCL/TACCL/TE-CCL "
-                                        "DGX-1 NVLink numbering"})
+    b = TopologyBuilder(
+        f"ndv2x{chassis}",
+        meta={
+            "source": "TE-CCL's NDv2 (Liu et al., SIGCOMM 2024) after TACCL's "
+            "NDv2 sketch (Shah et al., NSDI 2023); SCCL/TACCL/TE-CCL "
+            "DGX-1 NVLink numbering"
+        },
+    )
     gpus: list[list[int]] = []
     for c in range(chassis):
         g = [b.compute(f"c{c}.gpu{i}", chassis=c, local=i) for i in range(8)]
@@ -130,20 +175,24 @@ def ndv2(chassis: int, nvlink: float, nvlink_alpha: float, ib: float, ib_alpha: 
 # NVIDIA DGX-2 (16 V100 on NVSwitch)
 # --------------------------------------------------------------------------------------------
 
+
 def dgx2_ib_target(c: int, gpu: int, chassis: int) -> tuple[int, int]:
     """(chassis, local GPU) that odd local GPU ``gpu`` of chassis ``c`` sends its IB link to."""
     m = gpu // 2
     return (c + 1 + m % (chassis - 1)) % chassis, 2 * m
 
 
-@zoo("dgx2",
-     chassis=Param("int", 2, "number of DGX-2 chassis (16 GPUs each)", min=1, max=512),
-     nvswitch=Param("bw", 125 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
-     nvswitch_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link"),
-     ib=Param("bw", 12.5 * GB, "bandwidth of each inter-chassis IB link"),
-     ib_alpha=Param("time", 2.6 * US, "latency of each inter-chassis IB link"))
-def dgx2(chassis: int, nvswitch: float, nvswitch_alpha: float, ib: float,
-         ib_alpha: float) -> Topology:
+@zoo(
+    "dgx2",
+    chassis=Param("int", 2, "number of DGX-2 chassis (16 GPUs each)", min=1, max=512),
+    nvswitch=Param("bw", 125 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
+    nvswitch_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link"),
+    ib=Param("bw", 12.5 * GB, "bandwidth of each inter-chassis IB link"),
+    ib_alpha=Param("time", 2.6 * US, "latency of each inter-chassis IB link"),
+)
+def dgx2(
+    chassis: int, nvswitch: float, nvswitch_alpha: float, ib: float, ib_alpha: float
+) -> Topology:
     """NVIDIA DGX-2: C chassis of 16 GPUs on an NVSwitch, odd GPUs sending IB to even GPUs (TE-CCL).
 
     Source: TE-CCL's DGX-2 topology (Liu et al., SIGCOMM 2024; ``dgx2.py``; the inter-chassis map
@@ -160,9 +209,13 @@ def dgx2(chassis: int, nvswitch: float, nvswitch_alpha: float, ib: float,
     divides 8; for C>9 some chassis pairs have no direct link). C=2 reduces to TE-CCL's wiring;
     C=1 has no IB at all. Nodes: ``c{c}.gpu{j}``, switch ``c{c}.nvswitch`` (role ``nvswitch``).
     """
-    b = TopologyBuilder(f"dgx2x{chassis}",
-                        meta={"source": "TE-CCL's DGX-2 (Liu et al., SIGCOMM 2024), inter-chassis "
-                                        "map after TACCL's sketch (Shah et al., NSDI 2023)"})
+    b = TopologyBuilder(
+        f"dgx2x{chassis}",
+        meta={
+            "source": "TE-CCL's DGX-2 (Liu et al., SIGCOMM 2024), inter-chassis "
+            "map after TACCL's sketch (Shah et al., NSDI 2023)"
+        },
+    )
     gpus: list[list[int]] = []
     for c in range(chassis):
         g = [b.compute(f"c{c}.gpu{j}", chassis=c, local=j) for j in range(16)]
@@ -185,10 +238,33 @@ def dgx2(chassis: int, nvswitch: float, nvswitch_alpha: float, ib: float,
 #: xGMI link counts per unordered GCD pair (ForestColl's ``MI250_ADJ_MAT``, Zhao et al., arXiv
 #: 2402.06787, identical to TE-CCL's ``AMD`` adjacency): 28 pairs, 56 links, 7 links per GCD.
 MI250_XGMI: dict[tuple[int, int], int] = {
-    (0, 1): 4, (2, 3): 4, (4, 5): 4, (6, 7): 4, (8, 9): 4, (10, 11): 4, (12, 13): 4, (14, 15): 4,
-    (0, 4): 2, (3, 7): 2, (8, 12): 2, (11, 15): 2,
-    (0, 8): 1, (1, 5): 1, (1, 9): 1, (1, 10): 1, (2, 6): 1, (2, 9): 1, (2, 10): 1, (3, 11): 1,
-    (4, 6): 1, (5, 6): 1, (5, 7): 1, (9, 13): 1, (10, 14): 1, (12, 14): 1, (13, 14): 1,
+    (0, 1): 4,
+    (2, 3): 4,
+    (4, 5): 4,
+    (6, 7): 4,
+    (8, 9): 4,
+    (10, 11): 4,
+    (12, 13): 4,
+    (14, 15): 4,
+    (0, 4): 2,
+    (3, 7): 2,
+    (8, 12): 2,
+    (11, 15): 2,
+    (0, 8): 1,
+    (1, 5): 1,
+    (1, 9): 1,
+    (1, 10): 1,
+    (2, 6): 1,
+    (2, 9): 1,
+    (2, 10): 1,
+    (3, 11): 1,
+    (4, 6): 1,
+    (5, 6): 1,
+    (5, 7): 1,
+    (9, 13): 1,
+    (10, 14): 1,
+    (12, 14): 1,
+    (13, 14): 1,
     (13, 15): 1,
 }
 
@@ -197,25 +273,44 @@ MI250_XGMI: dict[tuple[int, int], int] = {
 _MI250_SOURCE = {
     "forestcoll": "ForestColl (Zhao et al., arXiv 2402.06787) MI250 wiring",
     "teccl": "ForestColl (Zhao et al., arXiv 2402.06787) MI250 xGMI wiring; TE-CCL's inter-chassis "
-             "model (Liu et al., SIGCOMM 2024)",
+    "model (Liu et al., SIGCOMM 2024)",
 }
 
 
-@zoo("mi250",
-     chassis=Param("int", 1, "number of MI250 chassis (16 GCDs each)", min=1, max=512),
-     inter=Param("choice", "forestcoll", "inter-chassis model: forestcoll (every GCD <-> one IB "
-                 "switch) or teccl (one switch per GCD pair, uplinked to one global switch)",
-                 choices=("forestcoll", "teccl")),
-     xgmi=Param("bw", 50 * GB, "bandwidth of one xGMI link, per direction"),
-     xgmi_alpha=Param("time", 0.7 * US, "xGMI latency (assumption)"),
-     ib=Param("bw", None, "inter-chassis bandwidth per link and direction; default 16 GB/s "
-              "(forestcoll) or 25 GB/s (teccl)"),
-     ib_alpha=Param("time", 1.3 * US, "latency of each link to the global IB switch (assumption)"),
-     switch_alpha=Param("time", 0.35 * US, "teccl only: latency of each GCD <-> pair-switch link "
-                        "(assumption)"),
-     lanes=_LANES)
-def mi250(chassis: int, inter: str, xgmi: float, xgmi_alpha: float, ib: float | None,
-          ib_alpha: float, switch_alpha: float, lanes: str) -> Topology:
+@zoo(
+    "mi250",
+    chassis=Param("int", 1, "number of MI250 chassis (16 GCDs each)", min=1, max=512),
+    inter=Param(
+        "choice",
+        "forestcoll",
+        "inter-chassis model: forestcoll (every GCD <-> one IB "
+        "switch) or teccl (one switch per GCD pair, uplinked to one global switch)",
+        choices=("forestcoll", "teccl"),
+    ),
+    xgmi=Param("bw", 50 * GB, "bandwidth of one xGMI link, per direction"),
+    xgmi_alpha=Param("time", 0.7 * US, "xGMI latency (assumption)"),
+    ib=Param(
+        "bw",
+        None,
+        "inter-chassis bandwidth per link and direction; default 16 GB/s "
+        "(forestcoll) or 25 GB/s (teccl)",
+    ),
+    ib_alpha=Param("time", 1.3 * US, "latency of each link to the global IB switch (assumption)"),
+    switch_alpha=Param(
+        "time", 0.35 * US, "teccl only: latency of each GCD <-> pair-switch link (assumption)"
+    ),
+    lanes=_LANES,
+)
+def mi250(
+    chassis: int,
+    inter: str,
+    xgmi: float,
+    xgmi_alpha: float,
+    ib: float | None,
+    ib_alpha: float,
+    switch_alpha: float,
+    lanes: str,
+) -> Topology:
     """AMD MI250: C chassis of 16 GCDs on xGMI (ForestColl/TE-CCL wiring), IB between chassis.
 
     Source: the MI250 wiring of ForestColl (Zhao et al., arXiv 2402.06787; ``MI250_ADJ_MAT`` and
@@ -242,8 +337,10 @@ def mi250(chassis: int, inter: str, xgmi: float, xgmi_alpha: float, ib: float | 
     split = lanes == "split"
     if ib is None:
         ib = 16 * GB if inter == "forestcoll" else 25 * GB
-    b = TopologyBuilder(f"mi250x{chassis}" + (f"-{inter}" if chassis > 1 else ""),
-                        meta={"source": _MI250_SOURCE[inter], "inter": inter})
+    b = TopologyBuilder(
+        f"mi250x{chassis}" + (f"-{inter}" if chassis > 1 else ""),
+        meta={"source": _MI250_SOURCE[inter], "inter": inter},
+    )
     gcds: list[list[int]] = []
     for c in range(chassis):
         g = [b.compute(f"c{c}.gpu{j}", chassis=c, local=j, package=j // 2) for j in range(16)]
@@ -268,16 +365,26 @@ def mi250(chassis: int, inter: str, xgmi: float, xgmi_alpha: float, ib: float | 
 # NVIDIA DGX A100 (ForestColl model)
 # --------------------------------------------------------------------------------------------
 
-@zoo("dgx_a100",
-     nodes=Param("int", 2, "number of DGX A100 nodes (8 GPUs each)", min=1, max=1024),
-     nvswitch=Param("bw", 300 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
-     nvswitch_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
-     pcie=Param("bw", 25 * GB, "bandwidth of each GPU <-> NIC link, per direction"),
-     pcie_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NIC link (assumption)"),
-     ib=Param("bw", 25 * GB, "bandwidth of each NIC <-> IB switch link, per direction"),
-     ib_alpha=Param("time", 0.65 * US, "latency of each NIC <-> IB switch link (assumption)"))
-def dgx_a100(nodes: int, nvswitch: float, nvswitch_alpha: float, pcie: float, pcie_alpha: float,
-             ib: float, ib_alpha: float) -> Topology:
+
+@zoo(
+    "dgx_a100",
+    nodes=Param("int", 2, "number of DGX A100 nodes (8 GPUs each)", min=1, max=1024),
+    nvswitch=Param("bw", 300 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
+    nvswitch_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
+    pcie=Param("bw", 25 * GB, "bandwidth of each GPU <-> NIC link, per direction"),
+    pcie_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NIC link (assumption)"),
+    ib=Param("bw", 25 * GB, "bandwidth of each NIC <-> IB switch link, per direction"),
+    ib_alpha=Param("time", 0.65 * US, "latency of each NIC <-> IB switch link (assumption)"),
+)
+def dgx_a100(
+    nodes: int,
+    nvswitch: float,
+    nvswitch_alpha: float,
+    pcie: float,
+    pcie_alpha: float,
+    ib: float,
+    ib_alpha: float,
+) -> Topology:
     """NVIDIA DGX A100: N nodes of 8 GPUs on an NVSwitch, 8 NICs on two IB planes (ForestColl).
 
     Source: ForestColl's DGX A100 model (Zhao et al., arXiv 2402.06787; ``a100_topology``). Per
@@ -292,9 +399,10 @@ def dgx_a100(nodes: int, nvswitch: float, nvswitch_alpha: float, pcie: float, pc
     0.35 us per GPU <-> NIC hop and 0.65 us per NIC <-> IB switch hop (GPU -> GPU across nodes
     2.0 us).
     """
-    b = TopologyBuilder(f"dgx_a100x{nodes}",
-                        meta={"source": "ForestColl (Zhao et al., arXiv 2402.06787) DGX A100 "
-                                        "model"})
+    b = TopologyBuilder(
+        f"dgx_a100x{nodes}",
+        meta={"source": "ForestColl (Zhao et al., arXiv 2402.06787) DGX A100 model"},
+    )
     gpus: list[list[int]] = []
     for n in range(nodes):
         g = [b.compute(f"c{n}.gpu{i}", chassis=n, local=i) for i in range(8)]
@@ -316,8 +424,18 @@ def dgx_a100(nodes: int, nvswitch: float, nvswitch_alpha: float, pcie: float, pc
 # SyCCL fabrics: A800 2-layer Clos testbed and H800 multi-rail fabric
 # --------------------------------------------------------------------------------------------
 
-def _rail_fabric(b: TopologyBuilder, servers: int, nics: int, nvlink: float, nvlink_alpha: float,
-                 nic: float, pcie_alpha: float, net_alpha: float, spines: int) -> Topology:
+
+def _rail_fabric(
+    b: TopologyBuilder,
+    servers: int,
+    nics: int,
+    nvlink: float,
+    nvlink_alpha: float,
+    nic: float,
+    pcie_alpha: float,
+    net_alpha: float,
+    spines: int,
+) -> Topology:
     """Wire 8 GPUs per server to an NVSwitch and, for >1 server, NICs, rail leaves and spines."""
     per = 8 // nics
     gpus: list[list[int]] = []
@@ -344,20 +462,29 @@ def _rail_fabric(b: TopologyBuilder, servers: int, nics: int, nvlink: float, nvl
     return b.build()
 
 
-
-
-@zoo("a800_clos",
-     servers=Param("int", 4, "number of servers (8 A800 each)", min=1, max=2048),
-     nics=Param("int", 4, "NICs per server (NIC j serves GPUs j*8/nics ...); must divide 8", min=1,
-                max=8),
-     spines=Param("int", 4, "number of spine switches", min=1, max=256),
-     nvlink=Param("bw", 180 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
-     nvlink_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
-     nic=Param("bw", 25 * GB, "bandwidth of each NIC (200 Gb/s), per direction"),
-     pcie_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NIC link (assumption)"),
-     net_alpha=Param("time", 0.65 * US, "latency of each NIC/leaf/spine link (assumption)"))
-def a800_clos(servers: int, nics: int, spines: int, nvlink: float, nvlink_alpha: float,
-              nic: float, pcie_alpha: float, net_alpha: float) -> Topology:
+@zoo(
+    "a800_clos",
+    servers=Param("int", 4, "number of servers (8 A800 each)", min=1, max=2048),
+    nics=Param(
+        "int", 4, "NICs per server (NIC j serves GPUs j*8/nics ...); must divide 8", min=1, max=8
+    ),
+    spines=Param("int", 4, "number of spine switches", min=1, max=256),
+    nvlink=Param("bw", 180 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
+    nvlink_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
+    nic=Param("bw", 25 * GB, "bandwidth of each NIC (200 Gb/s), per direction"),
+    pcie_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NIC link (assumption)"),
+    net_alpha=Param("time", 0.65 * US, "latency of each NIC/leaf/spine link (assumption)"),
+)
+def a800_clos(
+    servers: int,
+    nics: int,
+    spines: int,
+    nvlink: float,
+    nvlink_alpha: float,
+    nic: float,
+    pcie_alpha: float,
+    net_alpha: float,
+) -> Topology:
     """SyCCL's A800 testbed: servers of 8 A800 on NVSwitch, 4 x 200 Gb/s NICs, 2-layer Clos.
 
     Source: SyCCL (Cao et al., SIGCOMM 2025), its evaluation testbed: 4 servers of 8 A800
@@ -380,22 +507,33 @@ def a800_clos(servers: int, nics: int, spines: int, nvlink: float, nvlink_alpha:
     """
     if 8 % nics:
         _fail(f"a800_clos parameter nics {nics} must divide 8 (1, 2, 4 or 8)")
-    b = TopologyBuilder(f"a800_clos_s{servers}",
-                        meta={"source": "SyCCL (Cao et al., SIGCOMM 2025) A800 testbed"})
+    b = TopologyBuilder(
+        f"a800_clos_s{servers}", meta={"source": "SyCCL (Cao et al., SIGCOMM 2025) A800 testbed"}
+    )
     return _rail_fabric(b, servers, nics, nvlink, nvlink_alpha, nic, pcie_alpha, net_alpha, spines)
 
 
-@zoo("h800_rails",
-     servers=Param("int", 4, "number of servers (8 H800 each; the paper simulates 64)", min=1,
-                   max=2048),
-     spines=Param("int", 8, "number of spine switches", min=1, max=256),
-     nvlink=Param("bw", 200 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
-     nvlink_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
-     nic=Param("bw", 50 * GB, "bandwidth of each NIC (400 Gb/s), per direction"),
-     pcie_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NIC link (assumption)"),
-     net_alpha=Param("time", 0.65 * US, "latency of each NIC/leaf/spine link (assumption)"))
-def h800_rails(servers: int, spines: int, nvlink: float, nvlink_alpha: float, nic: float,
-               pcie_alpha: float, net_alpha: float) -> Topology:
+@zoo(
+    "h800_rails",
+    servers=Param(
+        "int", 4, "number of servers (8 H800 each; the paper simulates 64)", min=1, max=2048
+    ),
+    spines=Param("int", 8, "number of spine switches", min=1, max=256),
+    nvlink=Param("bw", 200 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
+    nvlink_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
+    nic=Param("bw", 50 * GB, "bandwidth of each NIC (400 Gb/s), per direction"),
+    pcie_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NIC link (assumption)"),
+    net_alpha=Param("time", 0.65 * US, "latency of each NIC/leaf/spine link (assumption)"),
+)
+def h800_rails(
+    servers: int,
+    spines: int,
+    nvlink: float,
+    nvlink_alpha: float,
+    nic: float,
+    pcie_alpha: float,
+    net_alpha: float,
+) -> Topology:
     """SyCCL's simulated H800 fabric: servers of 8 H800 on NVSwitch, 8 x 400 Gb/s NICs, multi-rail.
 
     Source: SyCCL (Cao et al., SIGCOMM 2025), its simulated fabric: 64 servers of 8 H800
@@ -415,15 +553,17 @@ def h800_rails(servers: int, spines: int, nvlink: float, nvlink_alpha: float, ni
     Latency assumptions (the sources give none): 0.35 us per GPU <-> NVSwitch hop (TE-CCL's
     DGX-2 NVSwitch value), 0.35 us per GPU <-> NIC hop, 0.65 us per network hop.
     """
-    b = TopologyBuilder(f"h800_rails_s{servers}",
-                        meta={"source": "SyCCL (Cao et al., SIGCOMM 2025) simulated H800 "
-                                        "multi-rail fabric"})
+    b = TopologyBuilder(
+        f"h800_rails_s{servers}",
+        meta={"source": "SyCCL (Cao et al., SIGCOMM 2025) simulated H800 multi-rail fabric"},
+    )
     return _rail_fabric(b, servers, 8, nvlink, nvlink_alpha, nic, pcie_alpha, net_alpha, spines)
 
 
 # --------------------------------------------------------------------------------------------
 # SCALE-CCL multi-datacenter WAN
 # --------------------------------------------------------------------------------------------
+
 
 def wan_intra_links(gpus: int, connectivity: float) -> int:
     """Number of intra-DC GPU pairs linked: round(P * G(G-1)/2), at least G-1, at most G(G-1)/2."""
@@ -439,30 +579,45 @@ def _random_connected_pairs(n: int, m: int, rng: np.random.Generator) -> list[tu
         u, v = int(perm[i]), int(perm[int(rng.integers(0, i))])
         tree.add((min(u, v), max(u, v)))
     rest = [p for p in itertools.combinations(range(n), 2) if p not in tree]
-    extra: np.ndarray | list[int] = \
+    extra: np.ndarray | list[int] = (
         rng.permutation(len(rest))[: m - len(tree)] if m > len(tree) else []
+    )
     return sorted(tree | {rest[int(k)] for k in extra})
 
 
-@zoo("wan",
-     dcs=Param("int", 3, "number of datacenters", min=1, max=256),
-     gpus=Param("int", 8, "GPUs per datacenter", min=1, max=4096),
-     connectivity=Param("float", 0.5, "intra-DC connectivity: linked GPU pairs / all GPU pairs",
-                        min=0, max=1),
-     km=Param("float", 150.0, "WAN distance between border routers in km", min=0),
-     seed=Param("int", 0, "seed of the random intra-DC wiring", min=0),
-     gateways=Param("int", None, "GPUs per DC linked to the border router (gpu0 ...); "
-                    "default all", min=1),
-     gpu_bw=Param("bw", 50 * GB, "bandwidth of each intra-DC GPU <-> GPU link"),
-     gpu_alpha=Param("time", 0.7 * US, "latency of each intra-DC GPU <-> GPU link"),
-     router_bw=Param("bw", 12.5 * GB, "bandwidth of each GPU <-> border router link"),
-     router_alpha=Param("time", 0.7 * US, "latency of each GPU <-> border router link "
-                        "(assumption)"),
-     wan_bw=Param("bw", 12.5 * GB, "bandwidth of each router <-> router WAN link"),
-     per_km=Param("time", 5 * US, "WAN propagation delay per km"))
-def wan(dcs: int, gpus: int, connectivity: float, km: float, seed: int, gateways: int | None,
-        gpu_bw: float, gpu_alpha: float, router_bw: float, router_alpha: float, wan_bw: float,
-        per_km: float) -> Topology:
+@zoo(
+    "wan",
+    dcs=Param("int", 3, "number of datacenters", min=1, max=256),
+    gpus=Param("int", 8, "GPUs per datacenter", min=1, max=4096),
+    connectivity=Param(
+        "float", 0.5, "intra-DC connectivity: linked GPU pairs / all GPU pairs", min=0, max=1
+    ),
+    km=Param("float", 150.0, "WAN distance between border routers in km", min=0),
+    seed=Param("int", 0, "seed of the random intra-DC wiring", min=0),
+    gateways=Param(
+        "int", None, "GPUs per DC linked to the border router (gpu0 ...); default all", min=1
+    ),
+    gpu_bw=Param("bw", 50 * GB, "bandwidth of each intra-DC GPU <-> GPU link"),
+    gpu_alpha=Param("time", 0.7 * US, "latency of each intra-DC GPU <-> GPU link"),
+    router_bw=Param("bw", 12.5 * GB, "bandwidth of each GPU <-> border router link"),
+    router_alpha=Param("time", 0.7 * US, "latency of each GPU <-> border router link (assumption)"),
+    wan_bw=Param("bw", 12.5 * GB, "bandwidth of each router <-> router WAN link"),
+    per_km=Param("time", 5 * US, "WAN propagation delay per km"),
+)
+def wan(
+    dcs: int,
+    gpus: int,
+    connectivity: float,
+    km: float,
+    seed: int,
+    gateways: int | None,
+    gpu_bw: float,
+    gpu_alpha: float,
+    router_bw: float,
+    router_alpha: float,
+    wan_bw: float,
+    per_km: float,
+) -> Topology:
     """SCALE-CCL multi-datacenter model: random intra-DC GPU graphs, border routers, WAN full mesh.
 
     Source: SCALE-CCL (Xiong et al., ACM INET4AI 2025) §3 (GPUs and border routers, WAN abstracted
@@ -486,8 +641,9 @@ def wan(dcs: int, gpus: int, connectivity: float, km: float, seed: int, gateways
         _fail(f"wan parameter gateways {gateways} must be at most gpus ({gpus})")
     rng = np.random.default_rng(seed)
     m = wan_intra_links(gpus, connectivity)
-    b = TopologyBuilder(f"wan_d{dcs}g{gpus}",
-                        meta={"source": "SCALE-CCL (Xiong et al., ACM INET4AI 2025) §3, §5"})
+    b = TopologyBuilder(
+        f"wan_d{dcs}g{gpus}", meta={"source": "SCALE-CCL (Xiong et al., ACM INET4AI 2025) §3, §5"}
+    )
     routers = []
     for d in range(dcs):
         g = [b.compute(f"dc{d}.gpu{j}", dc=d, local=j) for j in range(gpus)]
@@ -588,8 +744,9 @@ def _grid_pairs(dims: tuple[int, ...], wrap: bool) -> list[tuple[int, int]]:
     return pairs
 
 
-def _grid(kind: str, name: str, dims: tuple[int, ...], wrap: bool, bw: float,
-          alpha: float) -> Topology:
+def _grid(
+    kind: str, name: str, dims: tuple[int, ...], wrap: bool, bw: float, alpha: float
+) -> Topology:
     total = math.prod(dims)
     if total < 2:
         _fail(f"{kind} needs at least 2 nodes (got {'x'.join(map(str, dims))})")
@@ -607,8 +764,13 @@ def _grid(kind: str, name: str, dims: tuple[int, ...], wrap: bool, bw: float,
     return b.build()
 
 
-@zoo("mesh2d", w=Param("int", 4, "width", min=1, max=1024),
-     h=Param("int", 4, "height", min=1, max=1024), bw=_BW, alpha=_ALPHA)
+@zoo(
+    "mesh2d",
+    w=Param("int", 4, "width", min=1, max=1024),
+    h=Param("int", 4, "height", min=1, max=1024),
+    bw=_BW,
+    alpha=_ALPHA,
+)
 def mesh2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     """2-D mesh of w x h compute nodes, neighbours linked both ways (no wrap-around).
 
@@ -619,8 +781,13 @@ def mesh2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     return _grid("mesh2d", f"mesh{w}x{h}", (w, h), False, bw, alpha)
 
 
-@zoo("torus2d", w=Param("int", 4, "width", min=1, max=1024),
-     h=Param("int", 4, "height", min=1, max=1024), bw=_BW, alpha=_ALPHA)
+@zoo(
+    "torus2d",
+    w=Param("int", 4, "width", min=1, max=1024),
+    h=Param("int", 4, "height", min=1, max=1024),
+    bw=_BW,
+    alpha=_ALPHA,
+)
 def torus2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     """2-D torus of w x h compute nodes (wrap-around in each dimension of size >= 3).
 
@@ -631,9 +798,14 @@ def torus2d(w: int, h: int, bw: float, alpha: float) -> Topology:
     return _grid("torus2d", f"torus{w}x{h}", (w, h), True, bw, alpha)
 
 
-@zoo("torus3d", x=Param("int", 4, "size in x", min=1, max=64),
-     y=Param("int", 4, "size in y", min=1, max=64),
-     z=Param("int", 4, "size in z", min=1, max=64), bw=_BW, alpha=_ALPHA)
+@zoo(
+    "torus3d",
+    x=Param("int", 4, "size in x", min=1, max=64),
+    y=Param("int", 4, "size in y", min=1, max=64),
+    z=Param("int", 4, "size in z", min=1, max=64),
+    bw=_BW,
+    alpha=_ALPHA,
+)
 def torus3d(x: int, y: int, z: int, bw: float, alpha: float) -> Topology:
     """3-D torus of x * y * z compute nodes (wrap-around in each dimension of size >= 3).
 
@@ -644,8 +816,12 @@ def torus3d(x: int, y: int, z: int, bw: float, alpha: float) -> Topology:
     return _grid("torus3d", f"torus{x}x{y}x{z}", (x, y, z), True, bw, alpha)
 
 
-@zoo("hypercube", d=Param("int", 4, "dimension (2^d compute nodes)", min=1, max=16),
-     bw=_BW, alpha=_ALPHA)
+@zoo(
+    "hypercube",
+    d=Param("int", 4, "dimension (2^d compute nodes)", min=1, max=16),
+    bw=_BW,
+    alpha=_ALPHA,
+)
 def hypercube(d: int, bw: float, alpha: float) -> Topology:
     """Hypercube of 2^d compute nodes: i <-> i xor 2^k for every bit k, both ways (degree d).
 
@@ -677,8 +853,10 @@ def fat_tree(k: int, bw: float, alpha: float) -> Topology:
         _fail(f"fat_tree parameter k {k} must be even")
     half = k // 2
     b = TopologyBuilder(f"fat_tree{k}")
-    hosts = [[b.compute(f"pod{p}.gpu{i}", pod=p, edge=i // half, local=i)
-              for i in range(half * half)] for p in range(k)]
+    hosts = [
+        [b.compute(f"pod{p}.gpu{i}", pod=p, edge=i // half, local=i) for i in range(half * half)]
+        for p in range(k)
+    ]
     cores = [b.switch(f"core{c}", role="core") for c in range(half * half)]
     for p in range(k):
         edges = [b.switch(f"pod{p}.edge{e}", role="edge", pod=p, local=e) for e in range(half)]
@@ -704,12 +882,15 @@ def dragonfly_global_pairs(a: int, h: int, groups: int) -> list[tuple[int, int, 
     return out
 
 
-@zoo("dragonfly",
-     a=Param("int", 4, "routers per group", min=1, max=32),
-     p=Param("int", 2, "compute nodes per router", min=1, max=32),
-     h=Param("int", 2, "global links per router", min=1, max=32),
-     groups=Param("int", None, "number of groups (at most a*h+1, the default)", min=1),
-     bw=_BW, alpha=_ALPHA)
+@zoo(
+    "dragonfly",
+    a=Param("int", 4, "routers per group", min=1, max=32),
+    p=Param("int", 2, "compute nodes per router", min=1, max=32),
+    h=Param("int", 2, "global links per router", min=1, max=32),
+    groups=Param("int", None, "number of groups (at most a*h+1, the default)", min=1),
+    bw=_BW,
+    alpha=_ALPHA,
+)
 def dragonfly(a: int, p: int, h: int, groups: int | None, bw: float, alpha: float) -> Topology:
     """Dragonfly: groups of a fully linked routers, p compute nodes each, one link per group pair.
 
@@ -748,11 +929,14 @@ def dragonfly(a: int, p: int, h: int, groups: int | None, bw: float, alpha: floa
 _RR_ATTEMPTS = 1000
 
 
-@zoo("random_regular",
-     n=Param("int", 16, "number of compute nodes", min=2, max=65536),
-     d=Param("int", 3, "degree of every node", min=1, max=64),
-     seed=Param("int", 0, "random seed", min=0),
-     bw=_BW, alpha=_ALPHA)
+@zoo(
+    "random_regular",
+    n=Param("int", 16, "number of compute nodes", min=2, max=65536),
+    d=Param("int", 3, "degree of every node", min=1, max=64),
+    seed=Param("int", 0, "random seed", min=0),
+    bw=_BW,
+    alpha=_ALPHA,
+)
 def random_regular(n: int, d: int, seed: int, bw: float, alpha: float) -> Topology:
     """Random connected d-regular graph on n compute nodes (networkx.random_regular_graph).
 
@@ -773,10 +957,11 @@ def random_regular(n: int, d: int, seed: int, bw: float, alpha: float) -> Topolo
         if nx.is_connected(graph):
             break
     else:
-        _fail(f"random_regular found no connected {d}-regular graph on {n} nodes "
-              f"in {_RR_ATTEMPTS} tries")
-    b = TopologyBuilder(f"random_regular_n{n}d{d}s{seed}",
-                        meta={"seed_used": seed + attempt})
+        _fail(
+            f"random_regular found no connected {d}-regular graph on {n} nodes "
+            f"in {_RR_ATTEMPTS} tries"
+        )
+    b = TopologyBuilder(f"random_regular_n{n}d{d}s{seed}", meta={"seed_used": seed + attempt})
     ids = [b.compute(f"gpu{i}", local=i) for i in range(n)]
     for u, v in sorted((min(e), max(e)) for e in graph.edges()):
         b.bilink(ids[u], ids[v], bw, alpha, "link")

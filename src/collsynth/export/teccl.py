@@ -1,10 +1,11 @@
-"""TE-CCL files: read an input file (``teccl solve --input_args``), write TE-CCL-style output.
+"""TE-CCL's file formats: read an input file (``teccl solve --input_args``), write TE-CCL-style
+output.
 
-Input (reference/teccl.md §2): ``TopologyParams`` builds the topology
+Input: ``TopologyParams`` builds the topology
 (:func:`collsynth.topology.teccl.topology_from_teccl`); ``InstanceParams`` gives the collective
 (1 = AllGather, 2 = AlltoAll), chunks, epoch type/duration/multiplier, ``num_epochs``, alpha
 threshold and ratio, ``switch_copy`` and the objective; ``GurobiParams`` map to HiGHS where they
-mean something:
+mean something (the result's options are those of the ``teccl`` synthesizer):
 
 =================== =========================== ==============================================
 TE-CCL / Gurobi     teccl option / HiGHS option note
@@ -25,10 +26,10 @@ crossover, ...
 ``solution_method`` (one-shot / iterative) is noted: collsynth always starts from the heuristic
 horizon and minimises the completion epoch within it.
 
-Output (reference/teccl.md §3): keys ``1-Epoch_Duration`` ... ``8-Chunk paths`` and
-``Solver_Time``, sorted, indent 2. Nodes are topology node indices (switches included), as in
-TE-CCL. ``4-Collective_Finish_Time`` is the MILP/LP estimate ``K* x tau``; collsynth adds
-``collsynth`` with the plan, status and gap.
+Output (of a schedule made by ``--algo teccl``): TE-CCL's keys ``1-Epoch_Duration`` ...
+``8-Chunk paths`` and ``Solver_Time``, sorted, indent 2. Nodes are topology node indices
+(switches included), as in TE-CCL. ``4-Collective_Finish_Time`` is the MILP/LP estimate
+``K* x tau``; collsynth adds ``collsynth`` with the plan, status and gap.
 """
 
 from __future__ import annotations
@@ -40,15 +41,19 @@ from typing import Any
 
 import numpy as np
 
-from ...collective import CollKind, Collective
-from ...errors import CollsynthError
-from ...schedule.ir import Schedule
-from ...topology.model import Topology
-from .epochs import make_grid
+from ..collective import CollKind, Collective
+from ..errors import CollsynthError
+from ..schedule.ir import Schedule
+from ..topology.model import Topology
+from ..topology.teccl import teccl_instance, topology_from_teccl
+
+__all__ = ["TecclInput", "read_teccl_input", "teccl_output", "write_teccl_output"]
 
 
 @dataclass
 class TecclInput:
+    """What a TE-CCL input file asks for: the problem and the ``teccl`` options."""
+
     topology: Topology
     collective: Collective
     size: float
@@ -57,6 +62,7 @@ class TecclInput:
 
 
 def _num(sec: dict, key: str, source: str, default: Any = None) -> Any:
+    """A finite number ``sec[key]`` (``default`` when absent; None stays None)."""
     v = sec.get(key, default)
     if v is None:
         return None
@@ -67,8 +73,6 @@ def _num(sec: dict, key: str, source: str, default: Any = None) -> Any:
 
 def read_teccl_input(path: str) -> TecclInput:
     """Topology, collective, size and teccl options of a TE-CCL input file."""
-    from ...topology.teccl import teccl_instance, topology_from_teccl
-
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
@@ -176,6 +180,7 @@ def read_teccl_input(path: str) -> TecclInput:
 
 
 def _hop_epochs(schedule: Schedule, delays: np.ndarray, op: int) -> list[int]:
+    """The epoch an operation enters each link of its route, then its arrival epoch."""
     k = int(schedule.step[op])
     out = []
     for l in schedule.route(op).tolist():
@@ -187,6 +192,8 @@ def _hop_epochs(schedule: Schedule, delays: np.ndarray, op: int) -> list[int]:
 
 def teccl_output(schedule: Schedule) -> dict:
     """TE-CCL-style output keys for a ``teccl`` schedule."""
+    from ..synth.teccl.epochs import make_grid  # the epoch grid the schedule was solved on
+
     m = schedule.meta.get("teccl")
     if not isinstance(m, dict) or schedule.step is None:
         raise CollsynthError("--teccl-output needs a schedule made by --algo teccl")
@@ -277,6 +284,7 @@ def teccl_output(schedule: Schedule) -> dict:
 
 
 def write_teccl_output(schedule: Schedule, path: str) -> None:
+    """Write :func:`teccl_output` of ``schedule`` to ``path`` as JSON (sorted keys, indent 2)."""
     data = teccl_output(schedule)
     try:
         with open(path, "w", encoding="utf-8") as fh:
