@@ -60,7 +60,7 @@ def _resolve(module: str, is_pkg: bool, level: int, name: str | None) -> str:
         return name or ""
     base = module.split(".") if is_pkg else module.split(".")[:-1]
     if level > 1:
-        base = base[:-(level - 1)]
+        base = base[: -(level - 1)]
     return ".".join(base + (name.split(".") if name else []))
 
 
@@ -98,8 +98,11 @@ def imports_of(path: Path) -> list[tuple[int, str, str]]:
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             first = node.args[0]
-            if called != "import_module" or not isinstance(first, ast.Constant) \
-                    or not isinstance(first.value, str):
+            if (
+                called != "import_module"
+                or not isinstance(first, ast.Constant)
+                or not isinstance(first.value, str)
+            ):
                 continue
             name = first.value
             if name.startswith("."):
@@ -136,25 +139,33 @@ def find_violations() -> tuple[list[str], set[tuple[str, str]], list[str]]:
             if target in EXEMPT or ttop == top:
                 continue
             if ttop not in LAYER_OF:
-                unknown.append(f"{path.relative_to(SRC.parents[1])}:{line}: imports {target} "
-                               f"(top-level module {ttop!r})")
+                unknown.append(
+                    f"{path.relative_to(SRC.parents[1])}:{line}: imports {target} "
+                    f"(top-level module {ttop!r})"
+                )
                 continue
             if LAYER_OF[ttop] < LAYER_OF[top]:
                 continue
             if (module, target) in ALLOWED:
                 allowed_seen.add((module, target))
                 continue
-            why = "a higher layer" if LAYER_OF[ttop] > LAYER_OF[top] else \
-                "a sibling in the same layer"
-            bad.append(f"{path.relative_to(SRC.parents[1])}:{line}: {module} ({top}) imports "
-                       f"{target} ({ttop}, {why}): {source.strip().splitlines()[0]}")
+            why = (
+                "a higher layer"
+                if LAYER_OF[ttop] > LAYER_OF[top]
+                else "a sibling in the same layer"
+            )
+            bad.append(
+                f"{path.relative_to(SRC.parents[1])}:{line}: {module} ({top}) imports "
+                f"{target} ({ttop}, {why}): {source.strip().splitlines()[0]}"
+            )
     return bad, allowed_seen, unknown
 
 
 def test_every_module_imports_downward_only():
     bad, _, unknown = find_violations()
-    assert not unknown, "collsynth modules missing from LAYERS in tests/test_layers.py:\n" + \
-        "\n".join(unknown)
+    assert not unknown, (
+        "collsynth modules missing from LAYERS in tests/test_layers.py:\n" + "\n".join(unknown)
+    )
     assert not bad, "imports against the layer order (docs/architecture.md):\n" + "\n".join(bad)
 
 
@@ -169,14 +180,17 @@ def test_layers_name_each_module_once():
     assert len(names) == len(set(names))
 
 
-@pytest.mark.parametrize("source, expect", [
-    ("from ..synth.forestcoll import optimal_allgather", ["collsynth.synth.forestcoll"]),
-    ("def f():\n    from .. import cli, __version__\n", ["collsynth.cli"]),
-    ("import collsynth.sim.engine as e", ["collsynth.sim.engine"]),
-    ("from . import Bound", ["collsynth.bound"]),
-    ("import importlib\nimportlib.import_module('collsynth.report')", ["collsynth.report"]),
-    ("import numpy\nfrom fractions import Fraction", []),
-])
+@pytest.mark.parametrize(
+    "source, expect",
+    [
+        ("from ..synth.forestcoll import optimal_allgather", ["collsynth.synth.forestcoll"]),
+        ("def f():\n    from .. import cli, __version__\n", ["collsynth.cli"]),
+        ("import collsynth.sim.engine as e", ["collsynth.sim.engine"]),
+        ("from . import Bound", ["collsynth.bound"]),
+        ("import importlib\nimportlib.import_module('collsynth.report')", ["collsynth.report"]),
+        ("import numpy\nfrom fractions import Fraction", []),
+    ],
+)
 def test_imports_are_resolved(tmp_path, monkeypatch, source, expect):
     # pretend the snippet is src/collsynth/bound/probe.py
     pkg = tmp_path / "collsynth" / "bound"

@@ -21,18 +21,41 @@ def plugin_env(tmp_path_factory):
     target = tmp_path_factory.mktemp("plugin_site")
     build = tmp_path_factory.mktemp("plugin_build") / "src"
     shutil.copytree(PLUGIN, build)  # pip builds in place: keep the source tree clean
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--target", str(target), str(build)],
-                   check=True, cwd=build, stdin=subprocess.DEVNULL,
-                   env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target),
-                                                        os.environ.get("PYTHONPATH", "")])}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(build),
+        ],
+        check=True,
+        cwd=build,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")]),
+    }
     return env
 
 
 def _cli(env, *argv, cwd=None):
-    return subprocess.run([sys.executable, "-m", "collsynth", *argv], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "collsynth", *argv],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_plugin_shows_in_list(plugin_env):
@@ -47,8 +70,21 @@ def test_plugin_shows_in_list(plugin_env):
 
 
 def test_plugin_in_compare_bound_and_export(plugin_env, tmp_path):
-    res = _cli(plugin_env, "compare", "-t", "ring:n=4", "-c", "allgather", "--sizes", "1MB",
-               "--algos", "relay,ring", "--opt", "relay.direction=backward", "--json")
+    res = _cli(
+        plugin_env,
+        "compare",
+        "-t",
+        "ring:n=4",
+        "-c",
+        "allgather",
+        "--sizes",
+        "1MB",
+        "--algos",
+        "relay,ring",
+        "--opt",
+        "relay.direction=backward",
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     rows = {r["algo"]: r for r in json.loads(res.stdout)["rows"]}
     assert set(rows) == {"relay", "ring"} and rows["relay"]["ratio_to_bound"] >= 1.0
@@ -56,8 +92,9 @@ def test_plugin_in_compare_bound_and_export(plugin_env, tmp_path):
     assert res.returncode == 0, res.stderr
     assert "example" in {b["kind"] for b in json.loads(res.stdout)["bounds"]}
     out = tmp_path / "relay.json"
-    res = _cli(plugin_env, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "relay",
-               "-o", str(out))
+    res = _cli(
+        plugin_env, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "relay", "-o", str(out)
+    )
     assert res.returncode == 0, res.stderr
     txt = tmp_path / "relay.txt"
     res = _cli(plugin_env, "export", "lines", str(out), "-o", str(txt))
@@ -67,11 +104,24 @@ def test_plugin_in_compare_bound_and_export(plugin_env, tmp_path):
 
 
 def test_plugin_option_validated_by_its_declaration(plugin_env, tmp_path):
-    res = _cli(plugin_env, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "relay",
-               "--opt", "direction=sideways", "-o", str(tmp_path / "x.json"))
+    res = _cli(
+        plugin_env,
+        "synth",
+        "-t",
+        "ring:n=4",
+        "-c",
+        "allgather",
+        "--algo",
+        "relay",
+        "--opt",
+        "direction=sideways",
+        "-o",
+        str(tmp_path / "x.json"),
+    )
     assert res.returncode == 2
-    assert res.stderr.strip() == ("collsynth: error: relay option direction='sideways' is not "
-                                  "one of forward, backward")
+    assert res.stderr.strip() == (
+        "collsynth: error: relay option direction='sideways' is not one of forward, backward"
+    )
     assert not (tmp_path / "x.json").exists()
 
 

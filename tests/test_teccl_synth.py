@@ -46,14 +46,17 @@ def assert_agrees(m, sim):
 
 
 # ------------------------------------------------------------------------ hand-derived optima
-@pytest.mark.parametrize("spec,kind,n,epochs", [
-    # line of 3: the end chunks cross two links, one per epoch -> 2 epochs
-    ("line:n=3,alpha=0", "allgather", 3, 2),
-    # ring of 4: 3 chunks arrive over 2 in-links (>= 2 epochs), the opposite one is 2 hops
-    ("ring:n=4,alpha=0", "allgather", 4, 2),
-    # star through one switch: each GPU's single downlink carries 3 chunks -> 3 epochs
-    ("star:n=4,alpha=0", "allgather", 4, 3),
-])
+@pytest.mark.parametrize(
+    "spec,kind,n,epochs",
+    [
+        # line of 3: the end chunks cross two links, one per epoch -> 2 epochs
+        ("line:n=3,alpha=0", "allgather", 3, 2),
+        # ring of 4: 3 chunks arrive over 2 in-links (>= 2 epochs), the opposite one is 2 hops
+        ("ring:n=4,alpha=0", "allgather", 4, 2),
+        # star through one switch: each GPU's single downlink carries 3 chunks -> 3 epochs
+        ("star:n=4,alpha=0", "allgather", 4, 3),
+    ],
+)
 def test_small_allgather_optimum(spec, kind, n, epochs):
     size = n * GB  # 1 GB chunks: tau = 20 ms
     sched, m, sim = run_teccl(spec, kind, size)
@@ -63,14 +66,14 @@ def test_small_allgather_optimum(spec, kind, n, epochs):
     assert sched.meta["status"] == "optimal" and sched.meta["gap"] <= 1e-9
     assert m["epochs_required"] == epochs
     assert m["estimate_s"] == pytest.approx(epochs * tau)
-    assert sim == pytest.approx(epochs * tau)   # alpha 0: the epoch model is exact
+    assert sim == pytest.approx(epochs * tau)  # alpha 0: the epoch model is exact
     assert_agrees(m, sim)
 
 
 def test_star_with_alpha_of_one_epoch():
     # alpha = tau on every link: the first chunk reaches a GPU after 1 (send) + 1 + 1 (alphas)
     # epochs, and its downlink still has to carry 2 more -> 5 epochs.
-    size = 4e6                     # 1 MB chunks, tau = 20 us
+    size = 4e6  # 1 MB chunks, tau = 20 us
     sched, m, sim = run_teccl("star:n=4,alpha=20us", "allgather", size)
     assert m["alpha_epochs" if "alpha_epochs" in m else "max_alpha_epochs"] == 1
     assert m["epochs_required"] == 5 and m["proven_optimal"]
@@ -105,12 +108,13 @@ def test_slow_link_spans_several_epochs():
 
 
 def test_epoch_grid_alpha_and_modes():
-    topo = load_topology("dgx1")   # 50 / 25 GB/s, alpha 0.7 us
-    g = make_grid(topo, 1e6, "fast")          # alpha / tau = 0.7us / 20us <= 0.1: 0 epochs
+    topo = load_topology("dgx1")  # 50 / 25 GB/s, alpha 0.7 us
+    g = make_grid(topo, 1e6, "fast")  # alpha / tau = 0.7us / 20us <= 0.1: 0 epochs
     assert g.tau == pytest.approx(1e6 / BW) and g.alpha_ep.max() == 0
-    g = make_grid(topo, 1e5, "fast")          # 0.7us / 2us: ceil(0.35) = 1 epoch
-    assert g.alpha_ep.min() == 1 and g.delay.tolist() == [2 if b == BW else 3
-                                                          for b in topo.link_bw.tolist()]
+    g = make_grid(topo, 1e5, "fast")  # 0.7us / 2us: ceil(0.35) = 1 epoch
+    assert g.alpha_ep.min() == 1 and g.delay.tolist() == [
+        2 if b == BW else 3 for b in topo.link_bw.tolist()
+    ]
     assert make_grid(topo, 1e6, "slow").tau == pytest.approx(1e6 / (25 * GB))
     assert make_grid(topo, 1e6, "1us", multiplier=2).tau == pytest.approx(2e-6)
     # alpha check: min alpha / tau > 200 raises tau to min alpha / 200
@@ -135,8 +139,9 @@ def test_infeasible_horizon_grows():
 
 def test_heterogeneous_alpha_agreement_and_determinism():
     topo = sample_alphas(load_topology("dgx1"), seed=3, low=1e-6, high=30e-6)
-    assert np.array_equal(topo.link_alpha,
-                          sample_alphas(load_topology("dgx1"), 3, 1e-6, 30e-6).link_alpha)
+    assert np.array_equal(
+        topo.link_alpha, sample_alphas(load_topology("dgx1"), 3, 1e-6, 30e-6).link_alpha
+    )
     assert len(set(topo.link_alpha.tolist())) > 8
     size = 8e6
     s1, m, sim = run_teccl(topo, "allgather", size)
@@ -151,8 +156,9 @@ def test_heterogeneous_alpha_agreement_and_determinism():
 
 def test_time_limit_returns_best_found():
     # a tiny time limit still returns a verified schedule (at worst the warm start)
-    sched, m, sim = run_teccl("ndv2:chassis=2", "allgather", 16e6, time_limit=0.05,
-                              gap=1e-4, max_nonzeros=0)
+    sched, m, sim = run_teccl(
+        "ndv2:chassis=2", "allgather", 16e6, time_limit=0.05, gap=1e-4, max_nonzeros=0
+    )
     assert sched.meta["status"] in ("optimal", "time_limit", "time_limit_heuristic")
     assert m["epochs_required"] <= m["heuristic"]["epochs"]
     assert "gap" in sched.meta
@@ -185,15 +191,14 @@ def test_alltoall_lp_ring():
 
 def test_alltoall_lp_switch_and_parts():
     sched, m, sim = run_teccl("star:n=4,alpha=0", "alltoall", 4e6, chunks=2, parts=4)
-    assert m["mode"] == "lp" and m["epochs_required"] == 6   # 6 chunks per downlink
+    assert m["mode"] == "lp" and m["epochs_required"] == 6  # 6 chunks per downlink
     assert m["decomposition"]["dropped_volume"] < 1e-6
     assert_agrees(m, sim)
 
 
 def test_demand_matrix_milp_and_lp():
     topo = load_topology("ring:n=4,alpha=0")
-    coll = Collective.from_demand_matrix([[0, 2, 0, 1], [0, 0, 0, 0], [1, 0, 0, 0],
-                                          [0, 0, 1, 0]])
+    coll = Collective.from_demand_matrix([[0, 2, 0, 1], [0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0]])
     for mode in ("milp", "lp"):
         s = synthesize("teccl", topo, coll, size=4 * GB, mode=mode, **FAST)
         ensure_verified(s)
@@ -204,22 +209,39 @@ def test_demand_matrix_milp_and_lp():
 def test_bad_options():
     topo = load_topology("ring:n=4")
     coll = Collective.make("allgather", 4)
-    for bad in ({"gap": "x"}, {"time_limit": 0}, {"objective": "fastest"},
-                {"mode": "qp"}, {"epochs": "1.5"}, {"switch_copy": "maybe"},
-                {"highs": "nocolon"}):
+    for bad in (
+        {"gap": "x"},
+        {"time_limit": 0},
+        {"objective": "fastest"},
+        {"mode": "qp"},
+        {"epochs": "1.5"},
+        {"switch_copy": "maybe"},
+        {"highs": "nocolon"},
+    ):
         with pytest.raises(CollsynthError):
             synthesize("teccl", topo, coll, size=1e6, **bad)
     with pytest.raises(CollsynthError):
-        synthesize("teccl", topo, Collective.make("alltoall", 4).__class__.make(
-            "allgather", 4), size=1e6, mode="lp")
+        synthesize(
+            "teccl",
+            topo,
+            Collective.make("alltoall", 4).__class__.make("allgather", 4),
+            size=1e6,
+            mode="lp",
+        )
 
 
 # ------------------------------------------------------------------------ files and CLI
 TECCL_INPUT = {
     "TopologyParams": {"name": "DGX1", "chassis": 1, "chunk_size": 0.001, "alpha": [0, 0]},
     "GurobiParams": {"time_limit": 0.005, "mip_gap": 0.0, "mip_focus": 1, "heuristics": 0.3},
-    "InstanceParams": {"collective": 1, "num_chunks": 1, "epoch_type": 1, "num_epochs": -1,
-                       "objective_type": 1, "alpha_threshold": 0.1},
+    "InstanceParams": {
+        "collective": 1,
+        "num_chunks": 1,
+        "epoch_type": 1,
+        "num_epochs": -1,
+        "objective_type": 1,
+        "alpha_threshold": 0.1,
+    },
 }
 
 
@@ -246,15 +268,25 @@ def test_cli_teccl_input_output(capsys, tmp_path):
     rc = main(["synth", "--teccl-input", str(inp), "-o", str(out), "--teccl-output", str(te)])
     assert rc == 0, capsys.readouterr().err
     data = json.loads(te.read_text())
-    for key in ("1-Epoch_Duration", "2-Expected_Epoch_Duration", "3-Epochs_Required",
-                "4-Collective_Finish_Time", "5-Algo_Bandwidth", "6-Demand_Met", "7-Flows",
-                "8-Chunk paths", "Solver_Time"):
+    for key in (
+        "1-Epoch_Duration",
+        "2-Expected_Epoch_Duration",
+        "3-Epochs_Required",
+        "4-Collective_Finish_Time",
+        "5-Algo_Bandwidth",
+        "6-Demand_Met",
+        "7-Flows",
+        "8-Chunk paths",
+        "Solver_Time",
+    ):
         assert key in data
-    assert data["3-Epochs_Required"] == 3          # DGX-1 AllGather: 7 chunks in at 150 GB/s
+    assert data["3-Epochs_Required"] == 3  # DGX-1 AllGather: 7 chunks in at 150 GB/s
     assert data["1-Epoch_Duration"] == pytest.approx(1e6 / BW)
     assert len(data["7-Flows"]) == 56 and len(data["8-Chunk paths"]) == 56
-    assert all(re.fullmatch(r"Chunk 0 from \d+ traveled over \d+->\d+ in epoch \d+", f)
-               for f in data["7-Flows"])
+    assert all(
+        re.fullmatch(r"Chunk 0 from \d+ traveled over \d+->\d+ in epoch \d+", f)
+        for f in data["7-Flows"]
+    )
     assert all(k.startswith("Demand at ") for k in data["8-Chunk paths"])
     assert main(["verify", str(out)]) == 0
     capsys.readouterr()
@@ -262,31 +294,87 @@ def test_cli_teccl_input_output(capsys, tmp_path):
 
 def test_cli_opts_and_lp_output(capsys, tmp_path):
     out, te = tmp_path / "s.json", tmp_path / "te.json"
-    rc = main(["synth", "-t", "star:n=4,alpha=0", "-c", "alltoall", "--algo", "teccl",
-               "--opt", "epoch=slow", "--opt", "gap=0.3", "--opt", "time_limit=10",
-               "--size", "4MB", "-o", str(out), "--teccl-output", str(te)])
+    rc = main(
+        [
+            "synth",
+            "-t",
+            "star:n=4,alpha=0",
+            "-c",
+            "alltoall",
+            "--algo",
+            "teccl",
+            "--opt",
+            "epoch=slow",
+            "--opt",
+            "gap=0.3",
+            "--opt",
+            "time_limit=10",
+            "--size",
+            "4MB",
+            "-o",
+            str(out),
+            "--teccl-output",
+            str(te),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     data = json.loads(te.read_text())
     assert "6-Demand_Met" not in data and "with volume" in data["7-Flows"][0]
     assert "via switches" in data["7-Flows"][0]
-    rc = main(["synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "teccl",
-               "--opt", "epoch=2us", "-o", str(out)])
+    rc = main(
+        [
+            "synth",
+            "-t",
+            "ring:n=4",
+            "-c",
+            "allgather",
+            "--algo",
+            "teccl",
+            "--opt",
+            "epoch=2us",
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == 0
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--opt", "epoch=sideways"], "epoch"),
-    (["--opt", "gap=-1"], "gap"),
-    (["--opt", "nosuch=1"], "nosuch"),
-    (["--teccl-output", "X"], None),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--opt", "epoch=sideways"], "epoch"),
+        (["--opt", "gap=-1"], "gap"),
+        (["--opt", "nosuch=1"], "nosuch"),
+        (["--teccl-output", "X"], None),
+    ],
+)
 def test_cli_bad_option_exit_2(capsys, tmp_path, argv, needle):
-    base = ["synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "teccl",
-            "-o", str(tmp_path / "s.json")]
+    base = [
+        "synth",
+        "-t",
+        "ring:n=4",
+        "-c",
+        "allgather",
+        "--algo",
+        "teccl",
+        "-o",
+        str(tmp_path / "s.json"),
+    ]
     if argv[0] == "--teccl-output":
-        base = ["synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "ring",
-                "-o", str(tmp_path / "s.json"), "--teccl-output", str(tmp_path / "x.json")]
+        base = [
+            "synth",
+            "-t",
+            "ring:n=4",
+            "-c",
+            "allgather",
+            "--algo",
+            "ring",
+            "-o",
+            str(tmp_path / "s.json"),
+            "--teccl-output",
+            str(tmp_path / "x.json"),
+        ]
         argv = []
     rc = main(base + argv)
     err = capsys.readouterr().err

@@ -17,9 +17,16 @@ import pytest
 #: Every case must end within this many seconds (a hang is a failure, not a slow pass).
 DEADLINE_S = 20.0
 
-BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x, x]"]
-                 + [f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]"
-                    for i in range(9)]) + "\n"
+BOMB = (
+    "\n".join(
+        ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+        + [
+            f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]"
+            for i in range(9)
+        ]
+    )
+    + "\n"
+)
 
 
 def _hostile(tmp_path) -> dict[str, str]:
@@ -57,9 +64,15 @@ def _commands(path: str, out: str) -> list[list[str]]:
 
 def _run(argv, env=None, cwd=None):
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "collsynth", *argv], capture_output=True,
-                         text=True, timeout=DEADLINE_S * 3, stdin=subprocess.DEVNULL, env=env,
-                         cwd=cwd)
+    res = subprocess.run(
+        [sys.executable, "-m", "collsynth", *argv],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S * 3,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,
+    )
     return res, time.monotonic() - t0
 
 
@@ -70,11 +83,21 @@ def _assert_contract(res, elapsed, argv, before, tmp_path):
     assert "Traceback" not in err and err.strip() != "collsynth: error:"
     assert res.stdout == ""
     assert elapsed < DEADLINE_S, (argv, elapsed)
-    assert sorted(os.listdir(tmp_path)) == before, argv   # nothing written
+    assert sorted(os.listdir(tmp_path)) == before, argv  # nothing written
 
 
-@pytest.mark.parametrize("name", ["random.json", "deep.json", "deep_ok_parser.json",
-                                  "bomb.yaml", "empty.json", "nul.yaml", "adir.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "random.json",
+        "deep.json",
+        "deep_ok_parser.json",
+        "bomb.yaml",
+        "empty.json",
+        "nul.yaml",
+        "adir.json",
+    ],
+)
 def test_hostile_files_get_one_line(tmp_path, name):
     paths = _hostile(tmp_path)
     before = sorted(os.listdir(tmp_path))

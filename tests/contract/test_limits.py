@@ -15,18 +15,23 @@ def run(capsys, *argv):
     return rc, out, err
 
 
-@pytest.mark.parametrize("argv, expect", [
-    (["synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "1000000000"],
-     "more than 4194304 (set COLLSYNTH_MAX_CHUNKS"),
-    (["bound", "-t", "ring:n=4", "-c", "alltoall", "-s", "1MB", "--chunks", "300000"],
-     None),
-])
+@pytest.mark.parametrize(
+    "argv, expect",
+    [
+        (
+            ["synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "1000000000"],
+            "more than 4194304 (set COLLSYNTH_MAX_CHUNKS",
+        ),
+        (["bound", "-t", "ring:n=4", "-c", "alltoall", "-s", "1MB", "--chunks", "300000"], None),
+    ],
+)
 def test_huge_chunk_counts(capsys, tmp_path, argv, expect):
     t0 = time.monotonic()
-    rc, out, err = run(capsys, *argv, *(["-o", str(tmp_path / "x.json")]
-                                        if argv[0] == "synth" else []))
+    rc, out, err = run(
+        capsys, *argv, *(["-o", str(tmp_path / "x.json")] if argv[0] == "synth" else [])
+    )
     assert time.monotonic() - t0 < 20
-    if expect is None:   # bound has no --chunks: a usage error, still one line
+    if expect is None:  # bound has no --chunks: a usage error, still one line
         assert rc == 2 and err.count("\n") == 1
         return
     assert rc == 2 and expect in err and err.count("\n") == 1
@@ -35,10 +40,30 @@ def test_huge_chunk_counts(capsys, tmp_path, argv, expect):
 
 def test_chunk_limit_can_be_raised(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("COLLSYNTH_MAX_CHUNKS", "8")
-    rc, _, err = run(capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "4", "-o",
-                     str(tmp_path / "x.json"))
+    rc, _, err = run(
+        capsys,
+        "synth",
+        "-t",
+        "ring:n=4",
+        "-c",
+        "allgather",
+        "--chunks",
+        "4",
+        "-o",
+        str(tmp_path / "x.json"),
+    )
     assert rc == 2 and "more than 8" in err
     monkeypatch.setenv("COLLSYNTH_MAX_CHUNKS", "16")
-    rc, _, err = run(capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "4", "-o",
-                     str(tmp_path / "x.json"))
+    rc, _, err = run(
+        capsys,
+        "synth",
+        "-t",
+        "ring:n=4",
+        "-c",
+        "allgather",
+        "--chunks",
+        "4",
+        "-o",
+        str(tmp_path / "x.json"),
+    )
     assert rc == 0, err

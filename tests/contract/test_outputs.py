@@ -22,8 +22,12 @@ def run(capsys, *argv):
 @pytest.fixture()
 def sched(tmp_path, capsys):
     path = tmp_path / "s.json"
-    assert run(capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "ring", "-o",
-               str(path))[0] == 0
+    assert (
+        run(
+            capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "ring", "-o", str(path)
+        )[0]
+        == 0
+    )
     return path
 
 
@@ -42,23 +46,58 @@ def test_output_equal_to_input_is_refused(capsys, tmp_path, sched):
 
 def test_plot_path_checked_before_the_work(capsys, tmp_path):
     t0 = time.monotonic()
-    rc, _, err = run(capsys, "compare", "-t", "dgx2:chassis=2", "-c", "allgather", "--plot",
-                     str(tmp_path / "missing" / "p.png"))
+    rc, _, err = run(
+        capsys,
+        "compare",
+        "-t",
+        "dgx2:chassis=2",
+        "-c",
+        "allgather",
+        "--plot",
+        str(tmp_path / "missing" / "p.png"),
+    )
     assert rc == 2 and "no directory" in err
-    assert time.monotonic() - t0 < 5.0   # refused before synthesizing anything
-    rc, _, err = run(capsys, "compare", "-t", "ring:n=4", "-c", "allgather", "--plot",
-                     str(tmp_path / "p.nope"))
+    assert time.monotonic() - t0 < 5.0  # refused before synthesizing anything
+    rc, _, err = run(
+        capsys, "compare", "-t", "ring:n=4", "-c", "allgather", "--plot", str(tmp_path / "p.nope")
+    )
     assert rc == 2 and "unknown picture format 'nope'" in err
 
 
 def test_tune_creates_at_most_its_directory(capsys, tmp_path):
     out = tmp_path / "a" / "b"
-    rc, _, err = run(capsys, "tune", "-t", "ring:n=4", "-c", "allgather", "--sizes", "1MB",
-                     "--algos", "ring", "-o", str(out), "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "tune",
+        "-t",
+        "ring:n=4",
+        "-c",
+        "allgather",
+        "--sizes",
+        "1MB",
+        "--algos",
+        "ring",
+        "-o",
+        str(out),
+        "--no-progress",
+    )
     assert rc == 2 and "parent directory does not exist" in err
     assert not (tmp_path / "a").exists()
-    rc, _, err = run(capsys, "tune", "-t", "ring:n=4", "-c", "allgather", "--sizes", "1MB",
-                     "--algos", "ring", "-o", str(tmp_path / "a"), "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "tune",
+        "-t",
+        "ring:n=4",
+        "-c",
+        "allgather",
+        "--sizes",
+        "1MB",
+        "--algos",
+        "ring",
+        "-o",
+        str(tmp_path / "a"),
+        "--no-progress",
+    )
     assert rc == 0, err
     assert (tmp_path / "a" / "tune.json").exists()
 
@@ -78,6 +117,5 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path, monkeypatch):
 
 
 def test_write_into_missing_directory_is_one_line(capsys, tmp_path, sched):
-    rc, _, err = run(capsys, "export", "msccl", str(sched), "-o",
-                     str(tmp_path / "nope" / "x.xml"))
+    rc, _, err = run(capsys, "export", "msccl", str(sched), "-o", str(tmp_path / "nope" / "x.xml"))
     assert rc == 2 and err.startswith("collsynth: error: cannot write") and err.count("\n") == 1

@@ -49,10 +49,27 @@ from dataclasses import dataclass, field
 
 from ..errors import CollsynthError
 
-_COLLS = {"allgather", "reduce_scatter", "reducescatter", "allreduce", "alltoall",
-          "broadcast", "reduce"}
-_STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
-               "hasdep")
+_COLLS = {
+    "allgather",
+    "reduce_scatter",
+    "reducescatter",
+    "allreduce",
+    "alltoall",
+    "broadcast",
+    "reduce",
+}
+_STEP_ATTRS = (
+    "s",
+    "type",
+    "srcbuf",
+    "srcoff",
+    "dstbuf",
+    "dstoff",
+    "cnt",
+    "depid",
+    "deps",
+    "hasdep",
+)
 # type -> (sends, receives, reads src, writes dst, reduces)
 _TYPES = {
     "s": (True, False, True, False, False),
@@ -129,8 +146,10 @@ def _parse(text: str) -> _Elem:
         if tok.startswith("<?") or tok.startswith("<!"):
             _fail("format", f"line {line}: {tok[:20]!r} is not allowed")
         if "\n" in tok or "\r" in tok:
-            _fail("format", f"line {line}: a tag spans several lines (attributes must be on "
-                            f"the tag's line)")
+            _fail(
+                "format",
+                f"line {line}: a tag spans several lines (attributes must be on the tag's line)",
+            )
         if tok.startswith("</"):
             tag = tok[2:-1].strip()
             if not stack or stack[-1].tag != tag:
@@ -145,7 +164,7 @@ def _parse(text: str) -> _Elem:
         if not mt:
             _fail("format", f"line {line}: malformed tag {tok[:30]!r}")
         tag = mt.group(1)
-        el = _Elem(tag, _parse_attrs(body[mt.end():], tag, line), line)
+        el = _Elem(tag, _parse_attrs(body[mt.end() :], tag, line), line)
         if stack:
             stack[-1].children.append(el)
             if len(stack[-1].children) > 1024:
@@ -166,13 +185,18 @@ def _parse(text: str) -> _Elem:
 def _check_preamble(text: str) -> None:
     """No tab anywhere; the document starts with ``<algo>`` or a comment, no declaration."""
     if "\t" in text:
-        line = text[:text.index("\t")].count("\n") + 1
-        _fail("format", f"line {line}: tab character (MSCCL's parser allows only spaces and "
-                        f"newlines between elements)")
+        line = text[: text.index("\t")].count("\n") + 1
+        _fail(
+            "format",
+            f"line {line}: tab character (MSCCL's parser allows only spaces and "
+            f"newlines between elements)",
+        )
     stripped = text.lstrip(" \r\n")
     if stripped.startswith("<?"):
-        _fail("format", "XML declaration '<?xml ...?>' is not allowed (the first element must "
-                        "be <algo>)")
+        _fail(
+            "format",
+            "XML declaration '<?xml ...?>' is not allowed (the first element must be <algo>)",
+        )
     if not (stripped.startswith("<algo") or stripped.startswith("<!--")):
         _fail("format", "the document must start with <algo> or a comment")
 
@@ -192,16 +216,18 @@ def _parse_attrs(rest: str, tag: str, line: int) -> dict:
             continue
         ma = _ATTR.match(rest, i)
         if not ma:
-            _fail("format", f"line {line}: <{tag}> has a malformed attribute near "
-                            f"{rest[i:i + 20]!r} (values must be in double quotes)")
+            _fail(
+                "format",
+                f"line {line}: <{tag}> has a malformed attribute near "
+                f"{rest[i : i + 20]!r} (values must be in double quotes)",
+            )
         if ma.group(1) in attrs:
             _fail("format", f"line {line}: <{tag}> repeats attribute {ma.group(1)!r}")
         attrs[ma.group(1)] = ma.group(2)
         nslots += 1
         i = ma.end()
         if i < len(rest) and rest[i] != " ":
-            _fail("format", f"line {line}: attributes of <{tag}> must be separated by "
-                            f"spaces")
+            _fail("format", f"line {line}: attributes of <{tag}> must be separated by spaces")
     if nslots > 16:
         _fail("format", f"line {line}: <{tag}> has more than 16 attribute slots")
     return attrs
@@ -250,8 +276,9 @@ class _Tb:
 @dataclass
 class _Header:
     """The ``<algo>`` attributes the later checks need."""
+
     dialect: str
-    coll: str          # normalised: reducescatter for both spellings
+    coll: str  # normalised: reducescatter for both spellings
     nch: int
     ncpl: int
     ngpus: int
@@ -259,8 +286,9 @@ class _Header:
     max_steps: int
 
 
-def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
-                    root: int = 0, fifo_slots: int = 1) -> XmlCheckReport:
+def check_msccl_xml(
+    text: str, topology=None, *, dialect: str | None = None, root: int = 0, fifo_slots: int = 1
+) -> XmlCheckReport:
     """Check MSCCL XML ``text``; raise :class:`XmlCheckError` at the first violation.
 
     ``topology`` (optional, a collsynth Topology): ``ngpus`` must equal its rank count and every
@@ -286,10 +314,19 @@ def check_msccl_xml(text: str, topology=None, *, dialect: str | None = None,
     checks.append("dependency-cycle")
     _Exec(gpus, h.ngpus, h.coll, h.ncpl, bool(h.inplace), root, fifo_slots).run()
     checks += ["deadlock", "data", "race", "postcondition"]
-    return XmlCheckReport(True, h.dialect, algo.attrs["coll"], h.ngpus, h.nch, h.ncpl,
-                          bool(h.inplace), sum(len(gpus[g][1]) for g in range(h.ngpus)),
-                          sum(len(tb.steps) for g in range(h.ngpus) for tb in gpus[g][1]),
-                          transfers, checks)
+    return XmlCheckReport(
+        True,
+        h.dialect,
+        algo.attrs["coll"],
+        h.ngpus,
+        h.nch,
+        h.ncpl,
+        bool(h.inplace),
+        sum(len(gpus[g][1]) for g in range(h.ngpus)),
+        sum(len(tb.steps) for g in range(h.ngpus) for tb in gpus[g][1]),
+        transfers,
+        checks,
+    )
 
 
 # ---------------------------------------------------------------------- structure
@@ -297,8 +334,7 @@ def _check_algo(algo: _Elem, dialect: str | None, topology) -> _Header:
     """The ``<algo>`` element: dialect, required attributes and their values."""
     A = algo.attrs
     if dialect is None:
-        dialect = "executor" if ("outofplace" in A or A.get("coll") == "reducescatter") \
-            else "msccl"
+        dialect = "executor" if ("outofplace" in A or A.get("coll") == "reducescatter") else "msccl"
     if dialect not in ("msccl", "executor"):
         _fail("structure", f"unknown dialect {dialect!r}")
     _check_algo_keys(A, dialect)
@@ -312,8 +348,11 @@ def _check_algo(algo: _Elem, dialect: str | None, topology) -> _Header:
     if dialect == "executor":
         oop = _int(algo, "outofplace", "<algo>")
         if oop not in (0, 1) or oop == inplace:
-            _fail("structure", "<algo> needs exactly one of inplace/outofplace set to 1 (the "
-                               "checker checks one mode)")
+            _fail(
+                "structure",
+                "<algo> needs exactly one of inplace/outofplace set to 1 (the "
+                "checker checks one mode)",
+            )
         for key in ("minBytes", "maxBytes"):
             if _int(algo, key, "<algo>") < 0:
                 _fail("structure", f"<algo> {key} is negative")
@@ -337,19 +376,26 @@ def _check_algo_keys(A: dict, dialect: str) -> None:
     if dialect == "executor":
         for key in ("outofplace", "minBytes", "maxBytes"):
             if key not in A:
-                _fail("structure", f"<algo> lacks attribute {key!r} (required by the "
-                                   f"executor dialect)")
+                _fail(
+                    "structure",
+                    f"<algo> lacks attribute {key!r} (required by the executor dialect)",
+                )
     if A["proto"] not in ("Simple", "LL", "LL128"):
         _fail("structure", f"<algo> proto={A['proto']!r} is not Simple, LL or LL128")
     coll = A["coll"]
     if coll not in _COLLS:
         _fail("structure", f"<algo> coll={coll!r} is not supported by the checker")
     if dialect == "msccl" and coll == "reducescatter":
-        _fail("structure", "coll='reducescatter' is the executor spelling; the msccl dialect "
-                           "needs 'reduce_scatter'")
+        _fail(
+            "structure",
+            "coll='reducescatter' is the executor spelling; the msccl dialect "
+            "needs 'reduce_scatter'",
+        )
     if dialect == "executor" and coll == "reduce_scatter":
-        _fail("structure", "coll='reduce_scatter' is the old-fork spelling; the executor "
-                           "needs 'reducescatter'")
+        _fail(
+            "structure",
+            "coll='reduce_scatter' is the old-fork spelling; the executor needs 'reducescatter'",
+        )
 
 
 def _check_gpus(algo: _Elem, h: _Header) -> dict[int, tuple[dict, list[_Tb]]]:
@@ -383,8 +429,9 @@ def _read_gpu(gel: _Elem, g: int, h: _Header) -> tuple[dict, list[_Tb]]:
         tbs[tid] = _read_tb(tel, g, tid, bufs, h)
     for k in range(len(tbs)):
         if k not in tbs:
-            _fail("structure", f"gpu {g}: thread block {k} is missing (ids must be "
-                               f"contiguous from 0)")
+            _fail(
+                "structure", f"gpu {g}: thread block {k} is missing (ids must be contiguous from 0)"
+            )
     tbl = [tbs[k] for k in range(len(tbs))]
     _check_channel_peers(g, tbl)
     nodes = 2 + len(tbl) + sum(len(tb.steps) for tb in tbl)
@@ -405,8 +452,11 @@ def _gpu_buffers(gel: _Elem, g: int, h: _Header) -> dict:
         mo = h.ngpus if h.coll == "reducescatter" else 1
         for b, mult in (("i", mi), ("o", mo)):
             if bufs[b] > 0 and bufs[b] * mult != h.ncpl:
-                _fail("structure", f"gpu {g}: {b}_chunks={bufs[b]} x {mult} is not "
-                                   f"nchunksperloop={h.ncpl} (rejected by the msccl fork)")
+                _fail(
+                    "structure",
+                    f"gpu {g}: {b}_chunks={bufs[b]} x {mult} is not "
+                    f"nchunksperloop={h.ncpl} (rejected by the msccl fork)",
+                )
     return bufs
 
 
@@ -426,26 +476,42 @@ def _read_tb(tel: _Elem, g: int, tid: int, bufs: dict, h: _Header) -> _Tb:
         if sel.tag == "step":
             steps.append(_read_step(sel, g, tid, len(steps), send, recv, bufs))
     if len(steps) > h.max_steps:
-        _fail("structure", f"{w} has {len(steps)} steps, more than the {h.dialect} "
-                           f"limit of {h.max_steps}")
+        _fail(
+            "structure",
+            f"{w} has {len(steps)} steps, more than the {h.dialect} limit of {h.max_steps}",
+        )
     return _Tb(g, tid, send, recv, chan, steps)
 
 
-def _read_step(sel: _Elem, g: int, tid: int, idx: int, send: int, recv: int,
-               bufs: dict) -> _St:
+def _read_step(sel: _Elem, g: int, tid: int, idx: int, send: int, recv: int, bufs: dict) -> _St:
     """One step: attributes, position, type, buffers, count, peers and offsets."""
     sw = f"gpu {g} tb {tid} step {idx}"
     for key in _STEP_ATTRS:
         if key not in sel.attrs:
             _fail("structure", f"{sw} lacks attribute {key!r}")
-    vals = {k: _int(sel, k, sw) for k in ("s", "srcoff", "dstoff", "cnt", "depid",
-                                          "deps", "hasdep")}
-    st = _St(g, tid, idx, sel.attrs["type"], sel.attrs["srcbuf"], vals["srcoff"],
-             sel.attrs["dstbuf"], vals["dstoff"], vals["cnt"], vals["depid"],
-             vals["deps"], vals["hasdep"])
+    vals = {
+        k: _int(sel, k, sw) for k in ("s", "srcoff", "dstoff", "cnt", "depid", "deps", "hasdep")
+    }
+    st = _St(
+        g,
+        tid,
+        idx,
+        sel.attrs["type"],
+        sel.attrs["srcbuf"],
+        vals["srcoff"],
+        sel.attrs["dstbuf"],
+        vals["dstoff"],
+        vals["cnt"],
+        vals["depid"],
+        vals["deps"],
+        vals["hasdep"],
+    )
     if vals["s"] != idx:
-        _fail("structure", f"{sw}: s={vals['s']} but the step is at position "
-                           f"{idx} (dependency flags use the position)")
+        _fail(
+            "structure",
+            f"{sw}: s={vals['s']} but the step is at position "
+            f"{idx} (dependency flags use the position)",
+        )
     if st.type not in _TYPES:
         _fail("structure", f"{sw}: unknown step type {st.type!r}")
     for b in (st.srcbuf, st.dstbuf):
@@ -458,18 +524,21 @@ def _read_step(sel: _Elem, g: int, tid: int, idx: int, send: int, recv: int,
     if not lo <= st.cnt < 72:
         _fail("structure", f"{sw}: cnt={st.cnt} is not in {lo}..71")
     if sends and send < 0:
-        _fail("structure", f"{sw}: {st.type} sends but the thread block has no "
-                           f"send peer")
+        _fail("structure", f"{sw}: {st.type} sends but the thread block has no send peer")
     if recvs and recv < 0:
-        _fail("structure", f"{sw}: {st.type} receives but the thread block has no "
-                           f"recv peer")
+        _fail("structure", f"{sw}: {st.type} receives but the thread block has no recv peer")
     uses_src = reads or st.type == "s"
     uses_dst = writes
-    for use, b, o, label in ((uses_src, st.srcbuf, st.srcoff, "src"),
-                             (uses_dst, st.dstbuf, st.dstoff, "dst")):
+    for use, b, o, label in (
+        (uses_src, st.srcbuf, st.srcoff, "src"),
+        (uses_dst, st.dstbuf, st.dstoff, "dst"),
+    ):
         if use and not (0 <= o and o + st.cnt <= bufs[b]):
-            _fail("structure", f"{sw}: {label} {b}[{o}..{o + st.cnt - 1}] is "
-                               f"outside the {bufs[b]}-chunk {b} buffer")
+            _fail(
+                "structure",
+                f"{sw}: {label} {b}[{o}..{o + st.cnt - 1}] is "
+                f"outside the {bufs[b]}-chunk {b} buffer",
+            )
     return st
 
 
@@ -483,23 +552,31 @@ def _check_channel_peers(g: int, tbl: list[_Tb]) -> None:
         if tb.send >= 0:
             key = (tb.chan, tb.send)
             if key in seen_s:
-                _fail("structure", f"gpu {g}: thread blocks {seen_s[key]} and {tb.id} both "
-                                   f"send to {tb.send} on channel {tb.chan} (one thread "
-                                   f"block per (channel, peer) and direction)")
+                _fail(
+                    "structure",
+                    f"gpu {g}: thread blocks {seen_s[key]} and {tb.id} both "
+                    f"send to {tb.send} on channel {tb.chan} (one thread "
+                    f"block per (channel, peer) and direction)",
+                )
             seen_s[key] = tb.id
             per_ch_s[tb.chan] = per_ch_s.get(tb.chan, 0) + 1
         if tb.recv >= 0:
             key = (tb.chan, tb.recv)
             if key in seen_r:
-                _fail("structure", f"gpu {g}: thread blocks {seen_r[key]} and {tb.id} both "
-                                   f"receive from {tb.recv} on channel {tb.chan} (one "
-                                   f"thread block per (channel, peer) and direction)")
+                _fail(
+                    "structure",
+                    f"gpu {g}: thread blocks {seen_r[key]} and {tb.id} both "
+                    f"receive from {tb.recv} on channel {tb.chan} (one "
+                    f"thread block per (channel, peer) and direction)",
+                )
             seen_r[key] = tb.id
             per_ch_r[tb.chan] = per_ch_r.get(tb.chan, 0) + 1
     for ch, k in sorted(per_ch_s.items()) + sorted(per_ch_r.items()):
         if k > 32:
-            _fail("structure", f"gpu {g}: channel {ch} has {k} sending or receiving "
-                               f"thread blocks, more than 32")
+            _fail(
+                "structure",
+                f"gpu {g}: channel {ch} has {k} sending or receiving thread blocks, more than 32",
+            )
 
 
 def _check_routes(gpus, ngpus: int, topology) -> None:
@@ -510,8 +587,11 @@ def _check_routes(gpus, ngpus: int, topology) -> None:
     for g in range(ngpus):
         for tb in gpus[g][1]:
             if tb.send >= 0 and not rt.has_route(g, tb.send):
-                _fail("structure", f"gpu {g} tb {tb.id} sends to {tb.send}, but the "
-                                   f"topology has no direct route between them")
+                _fail(
+                    "structure",
+                    f"gpu {g} tb {tb.id} sends to {tb.send}, but the "
+                    f"topology has no direct route between them",
+                )
 
 
 # ---------------------------------------------------------------------- dependencies, pairing
@@ -530,8 +610,10 @@ def _check_dependencies(gpus, ngpus: int) -> None:
                     pending.append((st.depid, st.deps))
                     continue
                 if pending and st.depid < 0:
-                    _fail("dependency", f"{st.where()}: follows a chain of nops but has no "
-                                        f"dependency of its own")
+                    _fail(
+                        "dependency",
+                        f"{st.where()}: follows a chain of nops but has no dependency of its own",
+                    )
                 st.waits = pending + ([(st.depid, st.deps)] if st.depid >= 0 else [])
                 pending = []
             if pending:
@@ -541,21 +623,24 @@ def _check_dependencies(gpus, ngpus: int) -> None:
 def _check_dep_target(st: _St, g: int, tb: _Tb, tbl: list[_Tb]) -> None:
     """``depid``/``deps`` name a non-nop step with ``hasdep="1"`` of another thread block."""
     if not 0 <= st.depid < len(tbl):
-        _fail("dependency", f"{st.where()}: depid={st.depid} is not a thread "
-                            f"block of gpu {g}")
+        _fail("dependency", f"{st.where()}: depid={st.depid} is not a thread block of gpu {g}")
     if st.depid == tb.id:
         _fail("dependency", f"{st.where()}: depends on its own thread block")
     target = tbl[st.depid]
     if not 0 <= st.deps < len(target.steps):
-        _fail("dependency", f"{st.where()}: deps={st.deps} is not a step of "
-                            f"gpu {g} tb {st.depid}")
+        _fail("dependency", f"{st.where()}: deps={st.deps} is not a step of gpu {g} tb {st.depid}")
     t = target.steps[st.deps]
     if t.type == "nop":
-        _fail("dependency", f"{st.where()}: depends on {t.where()}, a nop, "
-                            f"which never publishes completion")
+        _fail(
+            "dependency",
+            f"{st.where()}: depends on {t.where()}, a nop, which never publishes completion",
+        )
     if t.hasdep != 1:
-        _fail("dependency", f"{st.where()}: depends on {t.where()}, which has "
-                            f"hasdep=\"0\" (its completion is never published)")
+        _fail(
+            "dependency",
+            f"{st.where()}: depends on {t.where()}, which has "
+            f'hasdep="0" (its completion is never published)',
+        )
 
 
 def _transfers(gpus, ngpus: int) -> tuple[dict, dict]:
@@ -581,14 +666,20 @@ def _check_pairing(sends: dict, recvs: dict) -> int:
         ss, rr = sends.get(key, []), recvs.get(key, [])
         for i, (x, y) in enumerate(zip(ss, rr)):
             if x.cnt != y.cnt:
-                _fail("pairing", f"transfer {i} from gpu {a} to gpu {b} on channel {ch}: "
-                                 f"{x.where()} sends cnt={x.cnt} but {y.where()} receives "
-                                 f"cnt={y.cnt}")
+                _fail(
+                    "pairing",
+                    f"transfer {i} from gpu {a} to gpu {b} on channel {ch}: "
+                    f"{x.where()} sends cnt={x.cnt} but {y.where()} receives "
+                    f"cnt={y.cnt}",
+                )
         if len(ss) != len(rr):
             extra = (ss if len(ss) > len(rr) else rr)[min(len(ss), len(rr))]
-            _fail("pairing", f"gpu {a} sends {len(ss)} time(s) to gpu {b} on channel {ch} but "
-                             f"gpu {b} receives {len(rr)} time(s); first unmatched: "
-                             f"{extra.where()}")
+            _fail(
+                "pairing",
+                f"gpu {a} sends {len(ss)} time(s) to gpu {b} on channel {ch} but "
+                f"gpu {b} receives {len(rr)} time(s); first unmatched: "
+                f"{extra.where()}",
+            )
         transfers += len(ss)
     return transfers
 
@@ -639,10 +730,12 @@ def _check_cycles(gpus, ngpus, sends, recvs) -> None:
                     path.append(u)
                     stack.append((u, 0))
                 elif color[u] == 1:
-                    cyc = path[path.index(u):]
+                    cyc = path[path.index(u) :]
                     desc = " <- ".join(nodes[i].where() for i in cyc[:6])
-                    _fail("dependency-cycle", f"{desc}{' ...' if len(cyc) > 6 else ''} "
-                                              f"(waits form a cycle)")
+                    _fail(
+                        "dependency-cycle",
+                        f"{desc}{' ...' if len(cyc) > 6 else ''} (waits form a cycle)",
+                    )
             else:
                 color[v] = 2
                 path.pop()
@@ -658,8 +751,7 @@ class _Exec:
         self.reduces = coll in ("reducescatter", "allreduce", "reduce")
         n = ngpus
         if coll in ("allgather", "reducescatter", "alltoall") and ncpl % n:
-            _fail("structure", f"nchunksperloop={ncpl} is not a multiple of ngpus={n} "
-                               f"for {coll}")
+            _fail("structure", f"nchunksperloop={ncpl} is not a multiple of ngpus={n} for {coll}")
         if coll in ("broadcast", "reduce") and not 0 <= root < n:
             _fail("structure", f"root {root} is not a rank")
         self.c = ncpl // n if coll in ("allgather", "reducescatter", "alltoall") else ncpl
@@ -721,19 +813,26 @@ class _Exec:
         name = f"{loc[0]}[{loc[1]}] of gpu {g}"
         if write is None:
             if w is not None and w[3] and not self._hb(w, vc):
-                _fail("race", f"{st.where()} reads {name} while {w[2]} may still be writing "
-                              f"it (no dependency orders them)")
+                _fail(
+                    "race",
+                    f"{st.where()} reads {name} while {w[2]} may still be writing "
+                    f"it (no dependency orders them)",
+                )
             state["r"].append((ti, st.i, st.where()))
             return
         changed = self.mem[g].get(loc) != write
         if w is not None and not self._hb(w, vc) and (changed or red or w[4]):
-            _fail("race", f"{st.where()} and {w[2]} both write {name} with no dependency "
-                          f"between them")
+            _fail(
+                "race", f"{st.where()} and {w[2]} both write {name} with no dependency between them"
+            )
         if changed:
             for r in state["r"]:
                 if r[:2] != me and not self._hb(r, vc):
-                    _fail("race", f"{st.where()} writes {name} while {r[2]} may still be "
-                                  f"reading it (no dependency orders them)")
+                    _fail(
+                        "race",
+                        f"{st.where()} writes {name} while {r[2]} may still be "
+                        f"reading it (no dependency orders them)",
+                    )
         state["w"] = (ti, st.i, st.where(), changed, red)
         state["r"] = []
 
@@ -741,20 +840,28 @@ class _Exec:
         self._access(g, (buf, off))
         v = self.mem[g].get((buf, off))
         if v is None:
-            _fail("data", f"{st.where()} reads {buf}[{off}] on gpu {g}, which holds no data "
-                          f"yet (missing chunk or missing dependency)")
+            _fail(
+                "data",
+                f"{st.where()} reads {buf}[{off}] on gpu {g}, which holds no data "
+                f"yet (missing chunk or missing dependency)",
+            )
         return v
 
     def _combine(self, st, a, b):
         if a[0] != "r" or b[0] != "r":
             _fail("data", f"{st.where()} reduces in a non-reducing collective ({self.coll})")
         if a[1] != b[1]:
-            _fail("data", f"{st.where()} combines {self._desc(a)} with {self._desc(b)} "
-                          f"(different chunks; sends and receives out of order?)")
+            _fail(
+                "data",
+                f"{st.where()} combines {self._desc(a)} with {self._desc(b)} "
+                f"(different chunks; sends and receives out of order?)",
+            )
         if a[2] & b[2]:
             dup = [i for i in range(self.n) if (a[2] & b[2]) >> i & 1]
-            _fail("data", f"{st.where()} combines the contribution of rank(s) {dup} twice "
-                          f"(chunk {a[1]})")
+            _fail(
+                "data",
+                f"{st.where()} combines the contribution of rank(s) {dup} twice (chunk {a[1]})",
+            )
         return ("r", a[1], a[2] | b[2])
 
     def run(self) -> None:
@@ -821,12 +928,14 @@ class _Exec:
                         why.append(f"tb {d} step {s}")
                 if _TYPES[st.type][1] and not fifo.get((tb.recv, g, tb.chan)):
                     why.append(f"data from gpu {tb.recv} chan {tb.chan}")
-                if _TYPES[st.type][0] and len(fifo.get((g, tb.send, tb.chan), [])) \
-                        >= self.slots:
+                if _TYPES[st.type][0] and len(fifo.get((g, tb.send, tb.chan), [])) >= self.slots:
                     why.append(f"a free slot to gpu {tb.send} chan {tb.chan}")
                 blocked.append(f"{st.where()} waits for {', '.join(why)}")
-        _fail("deadlock", f"{len(blocked)} thread block(s) stuck, e.g. {blocked[0]}"
-                          + (f"; {blocked[1]}" if len(blocked) > 1 else ""))
+        _fail(
+            "deadlock",
+            f"{len(blocked)} thread block(s) stuck, e.g. {blocked[0]}"
+            + (f"; {blocked[1]}" if len(blocked) > 1 else ""),
+        )
 
     def _check_postcondition(self) -> None:
         """Every output location holds what the collective requires."""
@@ -835,9 +944,12 @@ class _Exec:
                 want = self.expect[r][loc]
                 got = self.mem[r].get(loc)
                 if got != want:
-                    _fail("postcondition", f"gpu {r} ends with {self._desc(got)} in "
-                                           f"{loc[0]}[{loc[1]}], expected {self._desc(want)} "
-                                           f"({self.coll})")
+                    _fail(
+                        "postcondition",
+                        f"gpu {r} ends with {self._desc(got)} in "
+                        f"{loc[0]}[{loc[1]}], expected {self._desc(want)} "
+                        f"({self.coll})",
+                    )
 
     def _step(self, st, g, qin, qout, sends, recvs, reads, writes, reduces):
         cnt = st.cnt
@@ -854,22 +966,32 @@ class _Exec:
         elif st.type == "cpy":
             vals = [self._read(st, g, st.srcbuf, st.srcoff + k) for k in range(cnt)]
         elif st.type == "re":
-            vals = [self._combine(st, self._read(st, g, st.dstbuf, st.dstoff + k),
-                                  self._read(st, g, st.srcbuf, st.srcoff + k))
-                    for k in range(cnt)]
+            vals = [
+                self._combine(
+                    st,
+                    self._read(st, g, st.dstbuf, st.dstoff + k),
+                    self._read(st, g, st.srcbuf, st.srcoff + k),
+                )
+                for k in range(cnt)
+            ]
         elif reduces:  # rrc, rrs, rrcs
-            vals = [self._combine(st, v, self._read(st, g, st.srcbuf, st.srcoff + k))
-                    for k, v in enumerate(vals)]
+            vals = [
+                self._combine(st, v, self._read(st, g, st.srcbuf, st.srcoff + k))
+                for k, v in enumerate(vals)
+            ]
         if writes:
             exp = self.expect[g]
             for k, v in enumerate(vals):
                 loc = (st.dstbuf, st.dstoff + k)
                 want = exp.get(loc)
                 if want is not None and v[1] != want[1]:
-                    hint = (" (sends and receives out of order?)" if recvs else "")
-                    _fail("data", f"{st.where()} writes {self._desc(v)} into "
-                                  f"{loc[0]}[{loc[1]}] of gpu {g}, where chunk {want[1]} "
-                                  f"belongs{hint}")
+                    hint = " (sends and receives out of order?)" if recvs else ""
+                    _fail(
+                        "data",
+                        f"{st.where()} writes {self._desc(v)} into "
+                        f"{loc[0]}[{loc[1]}] of gpu {g}, where chunk {want[1]} "
+                        f"belongs{hint}",
+                    )
                 self._access(g, loc, write=v, red=reduces)
                 mem[loc] = v
         if sends:

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule, ScheduleBuilder
 
@@ -91,13 +91,13 @@ class _Step:
     type: str
     src: tuple[str, int]
     dst: tuple[str, int]
-    recv_op: int = -1          # IR op received by this step (-1: none)
-    send_op: int = -1          # IR op sent by this step (-1: none)
+    recv_op: int = -1  # IR op received by this step (-1: none)
+    send_op: int = -1  # IR op sent by this step (-1: none)
     chan: int = 0
     waits: list = field(default_factory=list)  # earlier _Step objects
     tb: object = None
-    index: int = -1            # index among the real steps of its TB
-    pos: int = -1              # "s" attribute (nops counted)
+    index: int = -1  # index among the real steps of its TB
+    pos: int = -1  # "s" attribute (nops counted)
     hasdep: bool = False
 
 
@@ -115,8 +115,10 @@ def _layout(coll: Collective, inplace: bool):
     """Per collective: nchunksperloop, buffer sizes and chunk locations."""
     n, C, k = coll.num_ranks, coll.chunks_per_rank, coll.kind
     if k not in _COLL_NAMES:
-        raise CollsynthError(f"MSCCL export does not support {k.value} collectives "
-                             f"(supported: {', '.join(x.value for x in _COLL_NAMES)})")
+        raise CollsynthError(
+            f"MSCCL export does not support {k.value} collectives "
+            f"(supported: {', '.join(x.value for x in _COLL_NAMES)})"
+        )
     if k is CollKind.ALLTOALL and inplace:
         raise CollsynthError("MSCCL export of an in-place alltoall is not supported")
     if k is CollKind.ALLGATHER:
@@ -167,6 +169,7 @@ def _layout(coll: Collective, inplace: bool):
 
         def outloc(r, c):
             return ("i", c) if inplace else ("o", c)
+
     return ncpl, ic, oc, inloc, outloc
 
 
@@ -199,11 +202,19 @@ def _linear_order(s: Schedule) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simple",
-                 instances: int = 1, min_bytes: int | None = None,
-                 max_bytes: int | None = None, inplace: bool = False,
-                 channels: int | None = None, max_tbs: int = 108,
-                 name: str | None = None, verify: bool = True) -> str:
+def to_msccl_xml(
+    schedule: Schedule,
+    dialect: str = "msccl",
+    proto: str = "Simple",
+    instances: int = 1,
+    min_bytes: int | None = None,
+    max_bytes: int | None = None,
+    inplace: bool = False,
+    channels: int | None = None,
+    max_tbs: int = 108,
+    name: str | None = None,
+    verify: bool = True,
+) -> str:
     """Lower ``schedule`` to MSCCL XML text (deterministic).
 
     ``dialect``: ``msccl`` (old fork: ``reduce_scatter``, no ``outofplace``, 256 steps per
@@ -224,10 +235,14 @@ def to_msccl_xml(schedule: Schedule, dialect: str = "msccl", proto: str = "Simpl
             last_err = e
     assert last_err is not None
     if channels is not None:
-        raise CollsynthError(f"cannot export: {last_err} with {candidates[-1]} channel(s) per "
-                             f"instance (try more channels, or fewer chunks)")
-    raise CollsynthError(f"cannot export: {last_err} even with {candidates[-1]} channel(s) "
-                         f"per instance (try fewer chunks)")
+        raise CollsynthError(
+            f"cannot export: {last_err} with {candidates[-1]} channel(s) per "
+            f"instance (try more channels, or fewer chunks)"
+        )
+    raise CollsynthError(
+        f"cannot export: {last_err} even with {candidates[-1]} channel(s) "
+        f"per instance (try fewer chunks)"
+    )
 
 
 def _check_options(dialect: str, proto: str, instances, min_bytes, max_bytes) -> int:
@@ -236,19 +251,28 @@ def _check_options(dialect: str, proto: str, instances, min_bytes, max_bytes) ->
         raise CollsynthError(f"unknown MSCCL dialect {dialect!r} (known: msccl, executor)")
     if proto not in PROTOS:
         raise CollsynthError(f"unknown MSCCL protocol {proto!r} (known: Simple, LL, LL128)")
-    if isinstance(instances, bool) or not isinstance(instances, (int, np.integer)) \
-            or not 1 <= instances <= MAX_CHANNELS:
-        raise CollsynthError(f"instances must be an integer in 1..{MAX_CHANNELS}, "
-                             f"got {instances!r}")
+    if (
+        isinstance(instances, bool)
+        or not isinstance(instances, (int, np.integer))
+        or not 1 <= instances <= MAX_CHANNELS
+    ):
+        raise CollsynthError(
+            f"instances must be an integer in 1..{MAX_CHANNELS}, got {instances!r}"
+        )
     for label, v in (("min_bytes", min_bytes), ("max_bytes", max_bytes)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
-                              or v < 0):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0):
             raise CollsynthError(f"{label} must be a non-negative integer, got {v!r}")
     return int(instances)
 
 
-def _prepare(schedule: Schedule, dialect: str, instances: int, inplace: bool,
-             channels: int | None, verify: bool) -> Schedule:
+def _prepare(
+    schedule: Schedule,
+    dialect: str,
+    instances: int,
+    inplace: bool,
+    channels: int | None,
+    verify: bool,
+) -> Schedule:
     """Reject what cannot be exported, refine byte ranges into chunks and verify the result."""
     _layout(schedule.collective, inplace)  # early "unsupported" errors
     if schedule.part_den is not None:
@@ -265,17 +289,23 @@ def _prepare(schedule: Schedule, dialect: str, instances: int, inplace: bool,
     return schedule
 
 
-def _channel_candidates(schedule: Schedule, dialect: str, instances: int,
-                        channels: int | None) -> list[int]:
+def _channel_candidates(
+    schedule: Schedule, dialect: str, instances: int, channels: int | None
+) -> list[int]:
     """The channel counts per instance to try, fewest first (just ``channels`` if given)."""
     max_ch = MAX_CHANNELS // instances
     if channels is not None:
-        if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) \
-                or channels < 1:
+        if (
+            isinstance(channels, bool)
+            or not isinstance(channels, (int, np.integer))
+            or channels < 1
+        ):
             raise CollsynthError(f"channels must be a positive integer, got {channels!r}")
         if channels * instances > MAX_CHANNELS:
-            raise CollsynthError(f"{channels} channels x {instances} instances exceed the "
-                                 f"{MAX_CHANNELS}-channel limit of MSCCL")
+            raise CollsynthError(
+                f"{channels} channels x {instances} instances exceed the "
+                f"{MAX_CHANNELS}-channel limit of MSCCL"
+            )
         return [int(channels)]
     # fewer channels than the busiest (GPU, peer) pair's transfers / step limit cannot fit
     floor1, limit, _, _ = step_floor(schedule, dialect, channels=1)
@@ -304,15 +334,18 @@ def refine_parts(s: Schedule) -> Schedule:
     """
     coll = s.collective
     if coll.kind is CollKind.CUSTOM:
-        raise CollsynthError("MSCCL export does not support byte-range operations on a custom "
-                             "collective")
+        raise CollsynthError(
+            "MSCCL export does not support byte-range operations on a custom collective"
+        )
     den = s.part_den.astype(np.int64)
     D = int(np.lcm.reduce(np.unique(den)))
     if D > MAX_REFINE:
         op = int(np.argmax(den))
-        raise CollsynthError(f"cannot export: byte ranges of 1/{D} of a chunk (e.g. "
-                             f"{s.describe_op(op)}) would need {D} sub-chunks per chunk, more "
-                             f"than {MAX_REFINE}")
+        raise CollsynthError(
+            f"cannot export: byte ranges of 1/{D} of a chunk (e.g. "
+            f"{s.describe_op(op)}) would need {D} sub-chunks per chunk, more "
+            f"than {MAX_REFINE}"
+        )
     scale = D // den
     a = s.part_lo.astype(np.int64) * scale
     cnt = s.part_hi.astype(np.int64) * scale - a
@@ -325,8 +358,11 @@ def refine_parts(s: Schedule) -> Schedule:
     rlen = np.diff(s.route_ptr)[orig]
     route_ptr = np.zeros(len(orig) + 1, dtype=np.int64)
     route_ptr[1:] = np.cumsum(rlen)
-    route_links = np.concatenate([s.route(int(o)) for o in orig]) if len(orig) else \
-        np.zeros(0, dtype=np.int64)
+    route_links = (
+        np.concatenate([s.route(int(o)) for o in orig])
+        if len(orig)
+        else np.zeros(0, dtype=np.int64)
+    )
     deps: list[list[int]] = []
     for o in orig.tolist():
         deps.append([x for d in s.deps(o).tolist() for x in range(first[d], first[d + 1])])
@@ -334,14 +370,23 @@ def refine_parts(s: Schedule) -> Schedule:
     dep_ptr[1:] = np.cumsum([len(x) for x in deps])
     dep_ids = np.array([x for xs in deps for x in xs], dtype=np.int64)
     b = ScheduleBuilder(s.topology, coll.with_chunks(coll.chunks_per_rank * D), meta=s.meta)
-    b.add_many(s.src[orig], s.dst[orig], new_chunk, route_ptr=route_ptr,
-               route_links=route_links, dep_ptr=dep_ptr, dep_ids=dep_ids, kind=s.kind[orig],
-               step=None if s.step is None else s.step[orig])
+    b.add_many(
+        s.src[orig],
+        s.dst[orig],
+        new_chunk,
+        route_ptr=route_ptr,
+        route_links=route_links,
+        dep_ptr=dep_ptr,
+        dep_ids=dep_ids,
+        kind=s.kind[orig],
+        step=None if s.step is None else s.step[orig],
+    )
     return b.build()
 
 
-def step_floor(s: Schedule, dialect: str = "msccl", instances: int = 1,
-               channels: int | None = None) -> tuple[int, int, int, int]:
+def step_floor(
+    s: Schedule, dialect: str = "msccl", instances: int = 1, channels: int | None = None
+) -> tuple[int, int, int, int]:
     """``(floor, limit, g, p)``: the fewest steps some thread block must hold (transfers from
     GPU ``g`` to ``p`` spread over every channel) and the dialect's step limit."""
     net = s.src != s.dst
@@ -357,8 +402,9 @@ def step_floor(s: Schedule, dialect: str = "msccl", instances: int = 1,
     return -(-int(counts[worst]) // nch), limit, g, p
 
 
-def _check_step_floor(s: Schedule, dialect: str, instances: int | None,
-                      channels: int | None) -> None:
+def _check_step_floor(
+    s: Schedule, dialect: str, instances: int | None, channels: int | None
+) -> None:
     """Fail fast when no channel count can fit the step limit.
 
     A thread block has one send peer and one receive peer, and a GPU has at most one thread
@@ -369,10 +415,12 @@ def _check_step_floor(s: Schedule, dialect: str, instances: int | None,
     nch = channels if channels is not None else MAX_CHANNELS // max(1, instances or 1)
     floor, limit, g, p = step_floor(s, dialect, instances or 1, channels)
     if floor > limit:
-        raise CollsynthError(f"cannot export: GPU {g} sends to GPU {p} so often that a thread "
-                             f"block needs at least {floor} steps with {nch} channel(s), more "
-                             f"than the {dialect} limit of {limit} (try fewer chunks or a "
-                             f"smaller pipeline)")
+        raise CollsynthError(
+            f"cannot export: GPU {g} sends to GPU {p} so often that a thread "
+            f"block needs at least {floor} steps with {nch} channel(s), more "
+            f"than the {dialect} limit of {limit} (try fewer chunks or a "
+            f"smaller pipeline)"
+        )
 
 
 class _TooManySteps(Exception):
@@ -424,7 +472,7 @@ class _Plan:
                 dependents.setdefault(d, set()).add(v)
         placed = [False] * n
         order: list[int] = []
-        fused_next = [-1] * n   # X -> Y: X's receive is fused with Y's send
+        fused_next = [-1] * n  # X -> Y: X's receive is fused with Y's send
         fused_type = [""] * n
         for op in L:
             if placed[op]:
@@ -466,8 +514,17 @@ class _Plan:
                 self.fused_prev[y] = x
 
     # ------------------------------------------------------------------ emit
-    def emit(self, K: int, dialect: str, proto: str, instances: int, min_bytes, max_bytes,
-             max_tbs: int, name: str | None) -> str:
+    def emit(
+        self,
+        K: int,
+        dialect: str,
+        proto: str,
+        instances: int,
+        min_bytes,
+        max_bytes,
+        max_tbs: int,
+        name: str | None,
+    ) -> str:
         """The XML text with ``K`` channels per instance: the lowering passes in order."""
         low = _Lowering(self, K)
         low.assign_channels()
@@ -480,23 +537,42 @@ class _Plan:
         low.number_thread_blocks(instances, max_tbs)
         low.position_steps(dialect, instances)
         low.mark_waited_on()
-        return self._write(low.gpu_tbs, low.num_channels(), dialect, proto, instances,
-                           min_bytes, max_bytes, name, low.scratch)
+        return self._write(
+            low.gpu_tbs,
+            low.num_channels(),
+            dialect,
+            proto,
+            instances,
+            min_bytes,
+            max_bytes,
+            name,
+            low.scratch,
+        )
 
     # ------------------------------------------------------------------ XML text
-    def _write(self, gpu_tbs, nch, dialect, proto, N, min_bytes, max_bytes, name,
-               scratch) -> str:
+    def _write(self, gpu_tbs, nch, dialect, proto, N, min_bytes, max_bytes, name, scratch) -> str:
         """The XML document: the ``<algo>`` line, then every GPU's thread blocks and steps."""
         coll = self.coll
         if nch * N > MAX_CHANNELS:
-            raise CollsynthError(f"cannot export: {nch} channel(s) x {N} instance(s) exceed "
-                                 f"the {MAX_CHANNELS}-channel limit of MSCCL")
+            raise CollsynthError(
+                f"cannot export: {nch} channel(s) x {N} instance(s) exceed "
+                f"the {MAX_CHANNELS}-channel limit of MSCCL"
+            )
         attrs = self._algo_attrs(nch, dialect, proto, N, min_bytes, max_bytes, name)
         lines = ["<algo " + _attrs(attrs) + ">"]
         for g in range(coll.num_ranks):
-            lines.append("  <gpu " + _attrs([("id", g), ("i_chunks", self.ic * N),
-                                            ("o_chunks", self.oc * N),
-                                            ("s_chunks", scratch[g] * N)]) + ">")
+            lines.append(
+                "  <gpu "
+                + _attrs(
+                    [
+                        ("id", g),
+                        ("i_chunks", self.ic * N),
+                        ("o_chunks", self.oc * N),
+                        ("s_chunks", scratch[g] * N),
+                    ]
+                )
+                + ">"
+            )
             ntb = len(gpu_tbs[g])
             for t in range(N):
                 for tb in gpu_tbs[g]:
@@ -511,16 +587,27 @@ class _Plan:
         cname = _COLL_NAMES[coll.kind][0 if dialect == "msccl" else 1]
         if name is None:
             algo = self.s.meta.get("algorithm")
-            name = "-".join(["collsynth"] + ([str(algo)] if algo else [])
-                            + [coll.kind.value, f"n{coll.num_ranks}"])
+            name = "-".join(
+                ["collsynth"]
+                + ([str(algo)] if algo else [])
+                + [coll.kind.value, f"n{coll.num_ranks}"]
+            )
         name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(name))[:63]
-        attrs = [("name", name), ("proto", proto), ("nchannels", nch * N),
-                 ("nchunksperloop", self.ncpl * N), ("ngpus", coll.num_ranks),
-                 ("coll", cname), ("inplace", int(self.inplace))]
+        attrs = [
+            ("name", name),
+            ("proto", proto),
+            ("nchannels", nch * N),
+            ("nchunksperloop", self.ncpl * N),
+            ("ngpus", coll.num_ranks),
+            ("coll", cname),
+            ("inplace", int(self.inplace)),
+        ]
         if dialect == "executor":
-            attrs += [("outofplace", int(not self.inplace)),
-                      ("minBytes", 0 if min_bytes is None else int(min_bytes)),
-                      ("maxBytes", 0 if max_bytes is None else int(max_bytes))]
+            attrs += [
+                ("outofplace", int(not self.inplace)),
+                ("minBytes", 0 if min_bytes is None else int(min_bytes)),
+                ("maxBytes", 0 if max_bytes is None else int(max_bytes)),
+            ]
         else:
             if min_bytes is not None:
                 attrs.append(("minBytes", int(min_bytes)))
@@ -535,21 +622,59 @@ def _tb_lines(tb: _TB, t: int, ntb: int, nch: int, N: int) -> list[str]:
     def off(loc):
         return loc[1] * N + t
 
-    lines = ["    <tb " + _attrs([("id", tb.id + t * ntb), ("send", tb.send),
-                                  ("recv", tb.recv), ("chan", tb.chan + t * nch)]) + ">"]
+    lines = [
+        "    <tb "
+        + _attrs(
+            [
+                ("id", tb.id + t * ntb),
+                ("send", tb.send),
+                ("recv", tb.recv),
+                ("chan", tb.chan + t * nch),
+            ]
+        )
+        + ">"
+    ]
     for st in tb.steps:
         deps = [(w.tb.id + t * ntb, w.pos) for w in st.waits]
         p0 = st.pos - max(0, len(deps) - 1)
         for i, (d_tb, d_s) in enumerate(deps[1:]):
-            lines.append("      <step " + _attrs([
-                ("s", p0 + i), ("type", "nop"), ("srcbuf", "i"), ("srcoff", -1),
-                ("dstbuf", "o"), ("dstoff", -1), ("cnt", 0), ("depid", d_tb), ("deps", d_s),
-                ("hasdep", 0)]) + "/>")
+            lines.append(
+                "      <step "
+                + _attrs(
+                    [
+                        ("s", p0 + i),
+                        ("type", "nop"),
+                        ("srcbuf", "i"),
+                        ("srcoff", -1),
+                        ("dstbuf", "o"),
+                        ("dstoff", -1),
+                        ("cnt", 0),
+                        ("depid", d_tb),
+                        ("deps", d_s),
+                        ("hasdep", 0),
+                    ]
+                )
+                + "/>"
+            )
         d_tb, d_s = deps[0] if deps else (-1, -1)
-        lines.append("      <step " + _attrs([
-            ("s", st.pos), ("type", st.type), ("srcbuf", st.src[0]), ("srcoff", off(st.src)),
-            ("dstbuf", st.dst[0]), ("dstoff", off(st.dst)), ("cnt", 1), ("depid", d_tb),
-            ("deps", d_s), ("hasdep", int(st.hasdep))]) + "/>")
+        lines.append(
+            "      <step "
+            + _attrs(
+                [
+                    ("s", st.pos),
+                    ("type", st.type),
+                    ("srcbuf", st.src[0]),
+                    ("srcoff", off(st.src)),
+                    ("dstbuf", st.dst[0]),
+                    ("dstoff", off(st.dst)),
+                    ("cnt", 1),
+                    ("depid", d_tb),
+                    ("deps", d_s),
+                    ("hasdep", int(st.hasdep)),
+                ]
+            )
+            + "/>"
+        )
     lines.append("    </tb>")
     return lines
 
@@ -568,7 +693,7 @@ class _Lowering:
         self.fused_ok = [False] * n  # fused_ok[x]: x's receive really fused with its successor
         self.pair_r: dict[tuple[int, int, int], int] = {}  # (gpu, ch, recv peer) -> send peer
         self.pair_s: dict[tuple[int, int, int], int] = {}  # (gpu, ch, send peer) -> recv peer
-        self.cur: dict[tuple[int, int], tuple[str, int]] = {}   # (gpu, chunk) -> held at
+        self.cur: dict[tuple[int, int], tuple[str, int]] = {}  # (gpu, chunk) -> held at
         self.work: dict[tuple[int, int], tuple[str, int]] = {}  # (gpu, chunk) -> received at
         self.scratch = [0] * nr
         self.last_write: dict[tuple[int, int], _Step] = {}
@@ -724,7 +849,7 @@ class _Lowering:
                 roles_r.setdefault((st.gpu, st.chan), set()).add(src[st.recv_op])
             if st.send_op >= 0:
                 roles_s.setdefault((st.gpu, st.chan), set()).add(dst[st.send_op])
-        for (g, ch) in sorted(set(roles_r) | set(roles_s)):
+        for g, ch in sorted(set(roles_r) | set(roles_s)):
             rset = sorted(roles_r.get((g, ch), ()))
             sset = sorted(roles_s.get((g, ch), ()))
             pairs = []  # fused pairs first, then the other roles in peer order
@@ -734,8 +859,9 @@ class _Lowering:
                 if (g, ch, a) in pair_r:
                     pairs.append((a, pair_r[(g, ch, a)]))
             for i in range(max(len(free_r), len(free_s))):
-                pairs.append((free_r[i] if i < len(free_r) else -1,
-                              free_s[i] if i < len(free_s) else -1))
+                pairs.append(
+                    (free_r[i] if i < len(free_r) else -1, free_s[i] if i < len(free_s) else -1)
+                )
             for a, b in pairs:
                 tb = _TB(g, ch, b, a)
                 self.tbs_of[g][(ch, a, b)] = tb
@@ -756,8 +882,7 @@ class _Lowering:
         for st in self.cpys:
             # a local copy needs no peer: append it to the GPU's shortest thread block (it
             # reads data that is in place from the start), or to a local one if there is none
-            cands = sorted(tbs_of[st.gpu].items(), key=lambda kv: (len(kv[1].steps),
-                                                                 str(kv[0])))
+            cands = sorted(tbs_of[st.gpu].items(), key=lambda kv: (len(kv[1].steps), str(kv[0])))
             if cands:
                 tb = cands[0][1]
             else:
@@ -768,9 +893,11 @@ class _Lowering:
         """Every GPU's thread blocks (times the instances) fit ``max_tbs``."""
         for g in range(self.nr):  # before the (costly) clocks
             if len(self.tbs_of[g]) * instances > max_tbs:
-                raise CollsynthError(f"cannot export: GPU {g} needs "
-                                     f"{len(self.tbs_of[g]) * instances} thread blocks, more "
-                                     f"than the limit of {max_tbs}")
+                raise CollsynthError(
+                    f"cannot export: GPU {g} needs "
+                    f"{len(self.tbs_of[g]) * instances} thread blocks, more "
+                    f"than the limit of {max_tbs}"
+                )
 
     # ------------------------------------------------------------------ dependencies
     def drop_implied_waits(self) -> None:
@@ -785,8 +912,11 @@ class _Lowering:
         clock: dict[int, np.ndarray] = {}
         for st in steps + cpys:
             k = tix[id(st.tb)]
-            vc = clock[id(st.tb.steps[st.index - 1])].copy() if st.index else \
-                np.zeros(T, dtype=np.int32)
+            vc = (
+                clock[id(st.tb.steps[st.index - 1])].copy()
+                if st.index
+                else np.zeros(T, dtype=np.int32)
+            )
             if st.recv_op >= 0:
                 np.maximum(vc, clock[id(send_step[st.recv_op])], out=vc)
             kept = []
@@ -803,8 +933,7 @@ class _Lowering:
         """Number each GPU's thread blocks (local last) and check the per-channel limits."""
         for g in range(self.nr):
             tbs = self.tbs_of[g]
-            items = sorted(((k, tb) for k, tb in tbs.items() if k != "local"),
-                           key=lambda kv: kv[0])
+            items = sorted(((k, tb) for k, tb in tbs.items() if k != "local"), key=lambda kv: kv[0])
             lst = [tb for _, tb in items]
             if "local" in tbs:
                 lst.append(tbs["local"])
@@ -812,15 +941,19 @@ class _Lowering:
                 tb.id = i
             self.gpu_tbs.append(lst)
             if len(lst) * instances > max_tbs:
-                raise CollsynthError(f"cannot export: GPU {g} needs {len(lst) * instances} "
-                                     f"thread blocks, more than the limit of {max_tbs}")
+                raise CollsynthError(
+                    f"cannot export: GPU {g} needs {len(lst) * instances} "
+                    f"thread blocks, more than the limit of {max_tbs}"
+                )
             for ch in range(self.K):
                 ns = sum(1 for tb in lst if tb.chan == ch and tb.send >= 0)
                 nrv = sum(1 for tb in lst if tb.chan == ch and tb.recv >= 0)
                 if max(ns, nrv) > MAX_TBS_PER_CHANNEL:
-                    raise CollsynthError(f"cannot export: GPU {g} needs {max(ns, nrv)} "
-                                         f"thread blocks on channel {ch}, more than "
-                                         f"{MAX_TBS_PER_CHANNEL}")
+                    raise CollsynthError(
+                        f"cannot export: GPU {g} needs {max(ns, nrv)} "
+                        f"thread blocks on channel {ch}, more than "
+                        f"{MAX_TBS_PER_CHANNEL}"
+                    )
 
     def position_steps(self, dialect: str, instances: int) -> None:
         """Keep the latest wait per thread block, number the steps with their nops."""
@@ -829,14 +962,22 @@ class _Lowering:
             for tb in self.gpu_tbs[g]:
                 p = _position_tb(tb)
                 if p > max_steps:
-                    raise _TooManySteps(f"GPU {g} thread block {tb.id} needs {p} steps, more "
-                                        f"than the {dialect} limit of {max_steps}")
+                    raise _TooManySteps(
+                        f"GPU {g} thread block {tb.id} needs {p} steps, more "
+                        f"than the {dialect} limit of {max_steps}"
+                    )
             tbs = self.gpu_tbs[g]
-            nodes = 2 + len(tbs) * instances + instances * sum(
-                len(t.steps) + sum(max(0, len(x.waits) - 1) for x in t.steps) for t in tbs)
+            nodes = (
+                2
+                + len(tbs) * instances
+                + instances
+                * sum(len(t.steps) + sum(max(0, len(x.waits) - 1) for x in t.steps) for t in tbs)
+            )
             if nodes > MAX_NODES:
-                raise CollsynthError(f"cannot export: GPU {g} would have {nodes} XML nodes, "
-                                     f"more than the parser's limit of {MAX_NODES}")
+                raise CollsynthError(
+                    f"cannot export: GPU {g} would have {nodes} XML nodes, "
+                    f"more than the parser's limit of {MAX_NODES}"
+                )
 
     def mark_waited_on(self) -> None:
         """Flag every waited-on step ``hasdep`` (it publishes its completion)."""

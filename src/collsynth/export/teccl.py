@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import Schedule
 from ..topology.model import Topology
@@ -116,8 +116,10 @@ def read_teccl_input(path: str) -> TecclInput:
         if k < 1 or k != int(k):
             raise CollsynthError(f"{path}: num_epochs must be a positive integer or -1")
         opts["epochs"] = int(k)
-    for key, opt in (("alpha_threshold", "alpha_threshold"),
-                     ("alpha_epoch_duration_ratio_max", "alpha_ratio_max")):
+    for key, opt in (
+        ("alpha_threshold", "alpha_threshold"),
+        ("alpha_epoch_duration_ratio_max", "alpha_ratio_max"),
+    ):
         v = _num(ip, key, path)
         if v is not None:
             if v < 0:
@@ -134,16 +136,20 @@ def read_teccl_input(path: str) -> TecclInput:
         opts["objective"] = "paper"
     elif obj in (2, 4):
         opts["objective"] = "makespan"
-        notes.append(f"objective_type {int(obj)} ({'TOTAL_DEMAND' if obj == 2 else 'ASTAR'}) "
-                     f"is not implemented; using makespan")
+        notes.append(
+            f"objective_type {int(obj)} ({'TOTAL_DEMAND' if obj == 2 else 'ASTAR'}) "
+            f"is not implemented; using makespan"
+        )
     else:
         raise CollsynthError(f"{path}: objective_type must be 1, 2, 3 or 4, got {obj!r}")
     method = _num(ip, "solution_method", path, 1)
     if method not in (1, 2):
         raise CollsynthError(f"{path}: solution_method must be 1 or 2, got {method!r}")
     if method == 2:
-        notes.append("solution_method 2 (ITERATIVE): collsynth minimises the completion epoch "
-                     "within the heuristic horizon instead")
+        notes.append(
+            "solution_method 2 (ITERATIVE): collsynth minimises the completion epoch "
+            "within the heuristic horizon instead"
+        )
     # Gurobi parameters
     tl = _num(gp, "time_limit", path)
     if tl is not None:
@@ -157,10 +163,12 @@ def read_teccl_input(path: str) -> TecclInput:
             if g < 0:
                 raise CollsynthError(f"{path}: {key} must be non-negative")
             opts["gap"] = float(g)
-    for key, hkey in (("feasibility_tol", "primal_feasibility_tolerance"),
-                      ("intfeas_tol", "mip_feasibility_tolerance"),
-                      ("optimality_tol", "dual_feasibility_tolerance"),
-                      ("heuristics", "mip_heuristic_effort")):
+    for key, hkey in (
+        ("feasibility_tol", "primal_feasibility_tolerance"),
+        ("intfeas_tol", "mip_feasibility_tolerance"),
+        ("optimality_tol", "dual_feasibility_tolerance"),
+        ("heuristics", "mip_heuristic_effort"),
+    ):
         v = _num(gp, key, path)
         if v is not None:
             if v <= 0:
@@ -169,9 +177,20 @@ def read_teccl_input(path: str) -> TecclInput:
     pre = _num(gp, "presolve", path)
     if pre is not None and pre == 0:
         highs["presolve"] = "off"
-    ignored = sorted(k for k in gp if k in ("mip_focus", "method", "crossover",
-                                            "solution_limit", "output_flag", "log_file",
-                                            "log_to_console"))
+    ignored = sorted(
+        k
+        for k in gp
+        if k
+        in (
+            "mip_focus",
+            "method",
+            "crossover",
+            "solution_limit",
+            "output_flag",
+            "log_file",
+            "log_to_console",
+        )
+    )
     if ignored:
         notes.append(f"Gurobi parameters without a HiGHS meaning ignored: {', '.join(ignored)}")
     if highs:
@@ -200,8 +219,9 @@ def teccl_output(schedule: Schedule) -> dict:
     t = schedule.topology
     coll = schedule.collective
     tau = float(m["tau_s"])
-    grid = make_grid(t, coll.chunk_bytes(schedule.size), tau, 1.0,
-                     float(m.get("alpha_threshold", 0.1)), 0.0)
+    grid = make_grid(
+        t, coll.chunk_bytes(schedule.size), tau, 1.0, float(m.get("alpha_threshold", 0.1)), 0.0
+    )
     lp = m.get("mode") == "lp"
     delays = grid.lp_delay if lp else grid.delay
     finish = float(m["estimate_s"])
@@ -229,11 +249,16 @@ def teccl_output(schedule: Schedule) -> dict:
         u, v = int(node[schedule.src[op]]), int(node[schedule.dst[op]])
         via = [int(t.link_dst[l]) for l in route[:-1]]
         vol = f" with volume {frac[op]:.6g}" if lp else ""
-        text = (f"Chunk {cnum} from {s_node} traveled over {u}->{v}{vol} in epoch {ks[0]}"
-                + (f" via switches {' -> '.join(str(x) for x in via)}" if via else ""))
+        text = f"Chunk {cnum} from {s_node} traveled over {u}->{v}{vol} in epoch {ks[0]}" + (
+            f" via switches {' -> '.join(str(x) for x in via)}" if via else ""
+        )
         flows.append((ks[0], op, text))
-        hop_text.append([f"{int(t.link_src[l])}->{int(t.link_dst[l])}{vol} in epoch {k}"
-                         for l, k in zip(route, ks)])
+        hop_text.append(
+            [
+                f"{int(t.link_src[l])}->{int(t.link_dst[l])}{vol} in epoch {k}"
+                for l, k in zip(route, ks)
+            ]
+        )
     flows.sort()
     dep_of = [schedule.deps(op).tolist() for op in range(schedule.num_ops)]
     out: dict[str, Any] = {
@@ -244,8 +269,13 @@ def teccl_output(schedule: Schedule) -> dict:
         "5-Algo_Bandwidth": (schedule.size / finish / 1e9) if finish > 0 else 0.0,
         "7-Flows": [x[2] for x in flows],
         "Solver_Time": float(m["solver_time_s"]),
-        "collsynth": {"status": m["status"], "gap": m["gap"], "plan_s": m["plan_s"],
-                      "epochs_required": m["epochs_required"], "mode": m.get("mode")},
+        "collsynth": {
+            "status": m["status"],
+            "gap": m["gap"],
+            "plan_s": m["plan_s"],
+            "epochs_required": m["epochs_required"],
+            "mode": m.get("mode"),
+        },
     }
     paths: dict[str, Any] = {}
     demand: dict[str, dict[str, dict[str, float]]] = {}
@@ -270,13 +300,13 @@ def teccl_output(schedule: Schedule) -> dict:
         hops = [h for y in chain for h in hop_text[y]]
         if lp:
             key = f"Demand at {d_node} for chunk {cnum} from {s_node}"
-            paths.setdefault(key, []).append(
-                [[int(h.rsplit(' ', 1)[1]), h] for h in hops])
+            paths.setdefault(key, []).append([[int(h.rsplit(" ", 1)[1]), h] for h in hops])
         else:
             key = f"Demand at {d_node} for chunk {cnum} from {s_node} met by epoch {arrive - 1}"
             paths[key] = hops
             demand.setdefault(f"GPU {d_node}", {}).setdefault(f"GPU {s_node}", {})[
-                f"Chunk {cnum}"] = tau * arrive
+                f"Chunk {cnum}"
+            ] = tau * arrive
     if not lp:
         out["6-Demand_Met"] = demand
     out["8-Chunk paths"] = paths

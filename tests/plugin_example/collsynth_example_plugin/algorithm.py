@@ -6,11 +6,21 @@ from collsynth.synth import register
 from collsynth.synth.options import Option
 
 
-@register("relay", collectives={CollKind.ALLGATHER},
-          summary="example plugin: each chunk relayed around the rank-order ring",
-          options=(Option("direction", "choice", "forward", choices=("forward", "backward"),
-                          help="which way round the ring"),),
-          reference="an example of a third-party plugin")
+@register(
+    "relay",
+    collectives={CollKind.ALLGATHER},
+    summary="example plugin: each chunk relayed around the rank-order ring",
+    options=(
+        Option(
+            "direction",
+            "choice",
+            "forward",
+            choices=("forward", "backward"),
+            help="which way round the ring",
+        ),
+    ),
+    reference="an example of a third-party plugin",
+)
 def relay(topology, collective, direction="forward"):
     n = collective.num_ranks
     step = 1 if direction == "forward" else -1

@@ -4,11 +4,16 @@ from collsynth.export import register
 from collsynth.synth.options import Option
 
 
-@register("lines", summary="example plugin: one line per operation", suffix=".txt",
-          options=(Option("header", "bool", True, help="write a header line"),))
+@register(
+    "lines",
+    summary="example plugin: one line per operation",
+    suffix=".txt",
+    options=(Option("header", "bool", True, help="write a header line"),),
+)
 def lines(schedule, header=True):
     out = [f"# {schedule.collective.describe()} on {schedule.topology.name}"] if header else []
     for op in range(schedule.num_ops):
-        out.append(f"chunk {int(schedule.chunk[op])} {int(schedule.src[op])}->"
-                   f"{int(schedule.dst[op])}")
+        out.append(
+            f"chunk {int(schedule.chunk[op])} {int(schedule.src[op])}->{int(schedule.dst[op])}"
+        )
     return "\n".join(out) + "\n"
