@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from ..errors import CollsynthError
 
@@ -110,7 +111,7 @@ class XmlCheckReport:
         return dict(self.__dict__)
 
 
-def _fail(check: str, msg: str):
+def _fail(check: str, msg: str) -> NoReturn:
     raise XmlCheckError(msg, check=check)
 
 
@@ -471,7 +472,7 @@ def _read_tb(tel: _Elem, g: int, tid: int, bufs: dict, h: _Header) -> _Tb:
             _fail("structure", f"{w}: {label} peer {p} is not another rank")
     if not 0 <= chan < h.nch:
         _fail("structure", f"{w}: chan={chan} is not below nchannels={h.nch}")
-    steps = []
+    steps: list[_St] = []
     for sel in tel.children:
         if sel.tag == "step":
             steps.append(_read_step(sel, g, tid, len(steps), send, recv, bufs))
@@ -893,20 +894,20 @@ class _Exec:
                     qout = fifo.setdefault((g, tb.send, tb.chan), []) if sends else None
                     if recvs and not qin:
                         break
-                    if sends and len(qout) >= self.slots:
+                    if qout is not None and len(qout) >= self.slots:
                         break
                     ti = tb_index[(g, tb.id)]
                     vc = vcs[ti]
                     for d, s_ in st.waits:
                         _merge(vc, done[(g, d, s_)])
-                    if recvs:
+                    if qin is not None:  # exactly when the step receives
                         _merge(vc, qin[0][1])
                     vc[ti] = i
                     self._cur = (ti, st, vc)
                     self._step(st, g, qin, qout, sends, recvs, reads, writes, reduces)
                     vc[ti] = i + 1
                     done[(g, tb.id, i)] = list(vc)
-                    if sends:
+                    if qout is not None:  # exactly when the step sends
                         qout[-1] = (qout[-1], list(vc))
                     pc[(g, tb.id)] = i + 1
                     remaining -= 1

@@ -95,7 +95,7 @@ class _Step:
     send_op: int = -1  # IR op sent by this step (-1: none)
     chan: int = 0
     waits: list = field(default_factory=list)  # earlier _Step objects
-    tb: object = None
+    tb: _TB | None = None  # set by _append
     index: int = -1  # index among the real steps of its TB
     pos: int = -1  # "s" attribute (nops counted)
     hasdep: bool = False
@@ -337,6 +337,7 @@ def refine_parts(s: Schedule) -> Schedule:
         raise CollsynthError(
             "MSCCL export does not support byte-range operations on a custom collective"
         )
+    assert s.part_den is not None and s.part_lo is not None and s.part_hi is not None
     den = s.part_den.astype(np.int64)
     D = int(np.lcm.reduce(np.unique(den)))
     if D > MAX_REFINE:
@@ -441,7 +442,7 @@ class _Plan:
         self.chunk = s.chunk.tolist()
         self.kind = s.kind.tolist()
         self.deps = [s.deps(i).tolist() for i in range(s.num_ops)]
-        self.dests = {}
+        self.dests: dict[int, frozenset[int]] = {}
         self._order_and_fuse()
 
     def is_dest(self, r: int, c: int) -> bool:
@@ -911,6 +912,7 @@ class _Lowering:
         gidx = {id(st): k for k, st in enumerate(steps + cpys)}
         clock: dict[int, np.ndarray] = {}
         for st in steps + cpys:
+            assert st.tb is not None  # every step was placed by _append
             k = tix[id(st.tb)]
             vc = (
                 clock[id(st.tb.steps[st.index - 1])].copy()

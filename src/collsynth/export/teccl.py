@@ -200,6 +200,7 @@ def read_teccl_input(path: str) -> TecclInput:
 
 def _hop_epochs(schedule: Schedule, delays: np.ndarray, op: int) -> list[int]:
     """The epoch an operation enters each link of its route, then its arrival epoch."""
+    assert schedule.step is not None
     k = int(schedule.step[op])
     out = []
     for l in schedule.route(op).tolist():
@@ -214,14 +215,13 @@ def teccl_output(schedule: Schedule) -> dict:
     from ..synth.teccl.epochs import make_grid  # the epoch grid the schedule was solved on
 
     m = schedule.meta.get("teccl")
-    if not isinstance(m, dict) or schedule.step is None:
+    size = schedule.size
+    if not isinstance(m, dict) or schedule.step is None or size is None:
         raise CollsynthError("--teccl-output needs a schedule made by --algo teccl")
     t = schedule.topology
     coll = schedule.collective
     tau = float(m["tau_s"])
-    grid = make_grid(
-        t, coll.chunk_bytes(schedule.size), tau, 1.0, float(m.get("alpha_threshold", 0.1)), 0.0
-    )
+    grid = make_grid(t, coll.chunk_bytes(size), tau, 1.0, float(m.get("alpha_threshold", 0.1)), 0.0)
     lp = m.get("mode") == "lp"
     delays = grid.lp_delay if lp else grid.delay
     finish = float(m["estimate_s"])
@@ -266,7 +266,7 @@ def teccl_output(schedule: Schedule) -> dict:
         "2-Expected_Epoch_Duration": float(m["expected_tau_s"]),
         "3-Epochs_Required": int(m["epochs_required"]),
         "4-Collective_Finish_Time": finish,
-        "5-Algo_Bandwidth": (schedule.size / finish / 1e9) if finish > 0 else 0.0,
+        "5-Algo_Bandwidth": (size / finish / 1e9) if finish > 0 else 0.0,
         "7-Flows": [x[2] for x in flows],
         "Solver_Time": float(m["solver_time_s"]),
         "collsynth": {
