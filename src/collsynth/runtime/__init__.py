@@ -1,4 +1,5 @@
-"""Execution of schedules on real distributed engines (issue 5); see docs/runtime.md.
+"""Execution of schedules on real distributed engines (MPI, torch.distributed); see
+docs/runtime.md.
 
 * :func:`launch` — run schedule file(s) under ``mpiexec`` and get rank 0's parsed report;
 * :func:`run_on_backend` — one rank's run (what ``collsynth run`` does on every rank);

@@ -201,8 +201,9 @@ def _op_range(sched: Schedule, op: int, chunk_bytes: int) -> tuple[int, int]:
 
 def build_rank_plan(sched: Schedule, rank: int, chunk_bytes: int, elem: int,
                     tag_limit: int, order: np.ndarray | None = None) -> RankPlan:
+    """Rank ``rank``'s part of ``sched`` (see the module doc); ``order``: the execution order
+    when already computed."""
     coll = sched.collective
-    n_ops = sched.num_ops
     if not 0 <= rank < coll.num_ranks:
         raise CollsynthError(f"rank {rank} is not a rank of the schedule (0..{coll.num_ranks - 1})")
     if tag_limit < 1:
@@ -211,14 +212,42 @@ def build_rank_plan(sched: Schedule, rank: int, chunk_bytes: int, elem: int,
         order = execution_order(sched)
     src, dst = sched.src, sched.dst
     local_mask = (src == rank) | (dst == rank)
+    pre_global = _frontiers(sched, order, local_mask)
+    local_ops = [int(x) for x in order.tolist() if local_mask[x]]
+    index = {op: j for j, op in enumerate(local_ops)}
+    L = len(local_ops)
 
+    # chunk slots: chunks touched, held initially or required at the end
+    ins = input_chunks(coll, rank)
+    outs = output_chunks(coll, rank)
+    touched = set(ins) | set(outs) | {int(sched.chunk[op]) for op in local_ops}
+    slots = {ch: i for i, ch in enumerate(sorted(touched))}
+
+    ops = np.array(local_ops, dtype=np.int64)
+    is_send = src[ops] == rank if L else np.zeros(0, dtype=bool)
+    peer = np.where(is_send, dst[ops], src[ops]) if L else np.zeros(0, dtype=np.int64)
+    offset, nbytes = _byte_ranges(sched, local_ops, slots, chunk_bytes)
+    reduce = (sched.kind[ops] == OpKind.REDUCE) if L else np.zeros(0, dtype=bool)
+    tag, recv_pre, post_pre = _tags(sched, order, local_ops, is_send, tag_limit)
+    _link_order_pre(sched, rank, index, post_pre)
+    done_pre = [sorted(index[p] for p in pre_global[op]) for op in local_ops]
+    return RankPlan(rank=rank, num_ranks=coll.num_ranks, chunk_bytes=int(chunk_bytes),
+                    elem=int(elem), ops=ops, is_send=is_send.astype(bool), peer=peer,
+                    offset=offset, nbytes=nbytes, reduce=reduce.astype(bool), tag=tag,
+                    done_pre=done_pre, post_pre=post_pre, recv_pre=recv_pre, slots=slots,
+                    input_chunks=ins, output_chunks=outs)
+
+
+def _frontiers(sched: Schedule, order: np.ndarray,
+               local_mask: np.ndarray) -> dict[int, tuple[int, ...]]:
+    """The local frontier ``P_r(i)`` of every local operation ``i`` (global op ids)."""
     # frontier sets, computed in execution order (deps come first); tuples are shared
     # between operations whenever possible, so long chains cost no copying
     ptr = sched.dep_ptr.tolist()
     flat = sched.dep_ids.tolist()
     is_local = local_mask.tolist()
     empty: tuple[int, ...] = ()
-    frontier: list[tuple[int, ...]] = [empty] * n_ops   # F_r(x)
+    frontier: list[tuple[int, ...]] = [empty] * sched.num_ops   # F_r(x)
     pre_global: dict[int, tuple[int, ...]] = {}
     for x in order.tolist():
         a, b = ptr[x], ptr[x + 1]
@@ -240,34 +269,35 @@ def build_rank_plan(sched: Schedule, rank: int, chunk_bytes: int, elem: int,
             frontier[x] = (x,)
         else:
             frontier[x] = acc
+    return pre_global
 
-    local_ops = [int(x) for x in order.tolist() if local_mask[x]]
-    index = {op: j for j, op in enumerate(local_ops)}
+
+def _byte_ranges(sched: Schedule, local_ops: list[int], slots: dict[int, int],
+                 chunk_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Offset in the working buffer and bytes moved of every local operation."""
     L = len(local_ops)
-
-    # chunk slots: chunks touched, held initially or required at the end
-    ins = input_chunks(coll, rank)
-    outs = output_chunks(coll, rank)
-    touched = set(ins) | set(outs) | {int(sched.chunk[op]) for op in local_ops}
-    slots = {ch: i for i, ch in enumerate(sorted(touched))}
-
-    ops = np.array(local_ops, dtype=np.int64)
-    is_send = src[ops] == rank if L else np.zeros(0, dtype=bool)
-    peer = np.where(is_send, dst[ops], src[ops]) if L else np.zeros(0, dtype=np.int64)
     offset = np.zeros(L, dtype=np.int64)
     nbytes = np.zeros(L, dtype=np.int64)
     for j, op in enumerate(local_ops):
         lo, hi = _op_range(sched, op, chunk_bytes)
         offset[j] = slots[int(sched.chunk[op])] * chunk_bytes + lo
         nbytes[j] = hi - lo
-    reduce = (sched.kind[ops] == OpKind.REDUCE) if L else np.zeros(0, dtype=bool)
+    return offset, nbytes
 
-    # tags: per ordered pair, sequence number in execution order (every rank agrees)
+
+def _tags(sched: Schedule, order: np.ndarray, local_ops: list[int], is_send: np.ndarray,
+          tag_limit: int) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+    """Message tags (per ordered pair, the sequence number in execution order, which every
+    rank agrees on, modulo ``tag_limit``) and the posting order of colliding tags:
+    ``(tag, recv_pre, post_pre)``."""
+    n_ops = sched.num_ops
+    src, dst = sched.src, sched.dst
+    L = len(local_ops)
     tag = np.zeros(L, dtype=np.int64)
     recv_pre = np.full(L, -1, dtype=np.int64)
     post_pre: list[list[int]] = [[] for _ in range(L)]
     # sequence number of every op within its ordered pair, in execution order
-    nr = coll.num_ranks
+    nr = sched.collective.num_ranks
     pair = (src[order] * nr + dst[order]).astype(np.int64)
     by_pair = np.argsort(pair, kind="stable")
     sorted_pair = pair[by_pair]
@@ -290,18 +320,16 @@ def build_rank_plan(sched: Schedule, rank: int, chunk_bytes: int, elem: int,
             else:
                 recv_pre[j] = prev
         last_with_tag[key] = j
+    return tag, recv_pre, post_pre
 
-    # per-link order among this rank's own sends
+
+def _link_order_pre(sched: Schedule, rank: int, index: dict[int, int],
+                    post_pre: list[list[int]]) -> None:
+    """Add the per-link order among this rank's own sends to ``post_pre``."""
     if sched.link_order:
+        src = sched.src
         for _, seq in sorted(sched.link_order.items()):
             mine = [index[int(o)] for o in seq if int(o) in index and src[int(o)] == rank]
             for a, b in zip(mine[:-1], mine[1:]):
                 if a not in post_pre[b]:
                     post_pre[b].append(a)
-
-    done_pre = [sorted(index[p] for p in pre_global[op]) for op in local_ops]
-    return RankPlan(rank=rank, num_ranks=coll.num_ranks, chunk_bytes=int(chunk_bytes),
-                    elem=int(elem), ops=ops, is_send=is_send.astype(bool), peer=peer,
-                    offset=offset, nbytes=nbytes, reduce=reduce.astype(bool), tag=tag,
-                    done_pre=done_pre, post_pre=post_pre, recv_pre=recv_pre, slots=slots,
-                    input_chunks=ins, output_chunks=outs)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -122,7 +122,7 @@ def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
 
 
 # ---------------------------------------------------------------------- parsing
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     """An integer that fits the int64 columns of the IR."""
     return isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
 
@@ -174,27 +174,11 @@ def _list_of_int_lists(ops: dict, name: str, count: int, where: str,
 
 def schedule_from_dict(data: Any, source: str = "schedule",
                        topology: Topology | None = None) -> Schedule:
+    """The schedule of a parsed schedule file, every field checked (``source`` names it in
+    errors; ``topology``, when given, must match the embedded one)."""
     where = source
-    if not isinstance(data, dict):
-        raise CollsynthError(f"{where}: a schedule file must hold a JSON object")
-    if data.get("format") != FORMAT:
-        raise CollsynthError(f"{where}: not a collsynth schedule (format is "
-                             f"{data.get('format')!r}, expected {FORMAT!r})")
-    if isinstance(data.get("version"), bool) or data.get("version") != VERSION:
-        raise CollsynthError(f"{where}: unsupported schedule format version "
-                             f"{data.get('version')!r} (this collsynth reads {VERSION})")
-    bad = set(data) - _TOP_KEYS
-    if bad:
-        raise CollsynthError(f"{where}: unknown key {sorted(bad, key=str)[0]!r} at top level")
-    if "topology" not in data or "collective" not in data or "ops" not in data:
-        raise CollsynthError(f"{where}: a schedule needs 'topology', 'collective' and 'ops'")
-    embedded = topology_from_dict(data["topology"], source=f"{where} (embedded topology)")
-    if topology is not None and topology.fingerprint != embedded.fingerprint:
-        raise CollsynthError(
-            f"{where}: schedule was made for topology {embedded.name!r} "
-            f"(fingerprint {embedded.fingerprint}) but the given topology {topology.name!r} "
-            f"differs (fingerprint {topology.fingerprint})")
-    topo = topology or embedded
+    _check_header(data, where)
+    topo = _topology_of(data, where, topology)
     coll = Collective.from_dict(data["collective"], source=where)
     size = data.get("size")
     if size is not None and (not isinstance(size, (int, float)) or isinstance(size, bool)
@@ -215,66 +199,16 @@ def schedule_from_dict(data: Any, source: str = "schedule",
     src = _int_column(ops, "src", count, where)
     dst = _int_column(ops, "dst", count, where)
     chunk = _int_column(ops, "chunk", count, where)
-    if "kind" in ops:
-        kcol = ops["kind"]
-        if not isinstance(kcol, list) or len(kcol) != count:
-            raise CollsynthError(f"{where}: ops.kind must be a list of {count} kinds")
-        kinds = []
-        for i, k in enumerate(kcol):
-            try:
-                kinds.append(int(OpKind.parse(k)))
-            except CollsynthError:
-                raise CollsynthError(f"{where}: ops.kind[{i}] = {k!r} is not copy or reduce") \
-                    from None
-        kind = np.array(kinds, dtype=np.int8) if count else np.zeros(0, dtype=np.int8)
-    else:
-        kind = np.zeros(count, dtype=np.int8)
+    kind = _kind_column(ops, count, where)
     routes = _list_of_int_lists(ops, "routes", count, where, required=True)
     deps = _list_of_int_lists(ops, "deps", count, where, required=False)
     route_ptr, route_links = _csr(routes)
     dep_ptr, dep_ids = _csr(deps)
     start = _float_column(ops, "start", count, where) if "start" in ops else None
     duration = _float_column(ops, "duration", count, where) if "duration" in ops else None
-    step = None
-    if "step" in ops:
-        raw = ops["step"]
-        if not isinstance(raw, list) or len(raw) != count:
-            raise CollsynthError(f"{where}: ops.step must be a list of {count} integers")
-        vals = []
-        for i, x in enumerate(raw):
-            if x is None:
-                vals.append(-1)
-            elif _is_int(x) and x >= -1:
-                vals.append(x)
-            else:
-                raise CollsynthError(f"{where}: ops.step[{i}] = {x!r} is not a step number")
-        step = np.array(vals, dtype=np.int64) if count else np.zeros(0, dtype=np.int64)
-    part_lo = part_hi = part_den = None
-    if "part" in ops:
-        raw = ops["part"]
-        if not isinstance(raw, list) or len(raw) != count:
-            raise CollsynthError(f"{where}: ops.part must be a list of {count} [lo, hi, den]")
-        for i, p in enumerate(raw):
-            if not isinstance(p, list) or len(p) != 3 or not all(_is_int(x) for x in p):
-                raise CollsynthError(f"{where}: ops.part[{i}] must be [lo, hi, den] integers")
-        arr = np.array(raw, dtype=np.int64).reshape(count, 3)
-        part_lo, part_hi, part_den = arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()
-    link_order = None
-    if data.get("link_order") is not None:
-        lo = data["link_order"]
-        if not isinstance(lo, dict):
-            raise CollsynthError(f"{where}: link_order must map link ids to op lists")
-        link_order = {}
-        for k, v in lo.items():
-            try:
-                lid = int(k)
-            except (TypeError, ValueError, OverflowError):
-                lid = None
-            if not _is_int(lid):
-                raise CollsynthError(f"{where}: link_order key {k!r} is not a link id")
-            if not isinstance(v, list) or not all(_is_int(x) for x in v):
-                raise CollsynthError(f"{where}: link_order[{k}] must be a list of op ids")
-            link_order[lid] = np.array(v, dtype=np.int64)
+    step = _step_column(ops, count, where)
+    part_lo, part_hi, part_den = _part_columns(ops, count, where)
+    link_order = _link_order(data, where)
     trees = None
     if data.get("trees") is not None:
         from .trees import TreeForm
@@ -283,6 +217,105 @@ def schedule_from_dict(data: Any, source: str = "schedule",
     return Schedule(topo, coll, src, dst, chunk, kind, route_ptr, route_links, dep_ptr, dep_ids,
                     start, duration, step, part_lo, part_hi, part_den, link_order,
                     float(size) if size is not None else None, dict(meta), trees)
+
+
+def _check_header(data: Any, where: str) -> None:
+    """A JSON object of this format and version, with known top-level keys and the required
+    ones."""
+    if not isinstance(data, dict):
+        raise CollsynthError(f"{where}: a schedule file must hold a JSON object")
+    if data.get("format") != FORMAT:
+        raise CollsynthError(f"{where}: not a collsynth schedule (format is "
+                             f"{data.get('format')!r}, expected {FORMAT!r})")
+    if isinstance(data.get("version"), bool) or data.get("version") != VERSION:
+        raise CollsynthError(f"{where}: unsupported schedule format version "
+                             f"{data.get('version')!r} (this collsynth reads {VERSION})")
+    bad = set(data) - _TOP_KEYS
+    if bad:
+        raise CollsynthError(f"{where}: unknown key {sorted(bad, key=str)[0]!r} at top level")
+    if "topology" not in data or "collective" not in data or "ops" not in data:
+        raise CollsynthError(f"{where}: a schedule needs 'topology', 'collective' and 'ops'")
+
+
+def _topology_of(data: dict, where: str, topology: Topology | None) -> Topology:
+    """The embedded topology, or ``topology`` when given and of the same fingerprint."""
+    embedded = topology_from_dict(data["topology"], source=f"{where} (embedded topology)")
+    if topology is not None and topology.fingerprint != embedded.fingerprint:
+        raise CollsynthError(
+            f"{where}: schedule was made for topology {embedded.name!r} "
+            f"(fingerprint {embedded.fingerprint}) but the given topology {topology.name!r} "
+            f"differs (fingerprint {topology.fingerprint})")
+    return topology or embedded
+
+
+def _kind_column(ops: dict, count: int, where: str) -> np.ndarray:
+    """``ops.kind`` as OpKind codes (all copy when absent)."""
+    if "kind" not in ops:
+        return np.zeros(count, dtype=np.int8)
+    kcol = ops["kind"]
+    if not isinstance(kcol, list) or len(kcol) != count:
+        raise CollsynthError(f"{where}: ops.kind must be a list of {count} kinds")
+    kinds = []
+    for i, k in enumerate(kcol):
+        try:
+            kinds.append(int(OpKind.parse(k)))
+        except CollsynthError:
+            raise CollsynthError(f"{where}: ops.kind[{i}] = {k!r} is not copy or reduce") \
+                from None
+    return np.array(kinds, dtype=np.int8) if count else np.zeros(0, dtype=np.int8)
+
+
+def _step_column(ops: dict, count: int, where: str) -> np.ndarray | None:
+    """``ops.step`` (null: -1), or None when absent."""
+    if "step" not in ops:
+        return None
+    raw = ops["step"]
+    if not isinstance(raw, list) or len(raw) != count:
+        raise CollsynthError(f"{where}: ops.step must be a list of {count} integers")
+    vals = []
+    for i, x in enumerate(raw):
+        if x is None:
+            vals.append(-1)
+        elif _is_int(x) and x >= -1:
+            vals.append(x)
+        else:
+            raise CollsynthError(f"{where}: ops.step[{i}] = {x!r} is not a step number")
+    return np.array(vals, dtype=np.int64) if count else np.zeros(0, dtype=np.int64)
+
+
+def _part_columns(ops: dict, count: int, where: str) -> tuple[np.ndarray | None, ...]:
+    """``ops.part`` as ``(lo, hi, den)`` columns, or three Nones when absent."""
+    if "part" not in ops:
+        return None, None, None
+    raw = ops["part"]
+    if not isinstance(raw, list) or len(raw) != count:
+        raise CollsynthError(f"{where}: ops.part must be a list of {count} [lo, hi, den]")
+    for i, p in enumerate(raw):
+        if not isinstance(p, list) or len(p) != 3 or not all(_is_int(x) for x in p):
+            raise CollsynthError(f"{where}: ops.part[{i}] must be [lo, hi, den] integers")
+    arr = np.array(raw, dtype=np.int64).reshape(count, 3)
+    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()
+
+
+def _link_order(data: dict, where: str) -> dict[int, np.ndarray] | None:
+    """``link_order`` as link id -> op ids, or None when absent."""
+    if data.get("link_order") is None:
+        return None
+    lo = data["link_order"]
+    if not isinstance(lo, dict):
+        raise CollsynthError(f"{where}: link_order must map link ids to op lists")
+    link_order: dict = {}
+    for k, v in lo.items():
+        try:
+            lid = int(k)
+        except (TypeError, ValueError, OverflowError):
+            lid = None
+        if not _is_int(lid):
+            raise CollsynthError(f"{where}: link_order key {k!r} is not a link id")
+        if not isinstance(v, list) or not all(_is_int(x) for x in v):
+            raise CollsynthError(f"{where}: link_order[{k}] must be a list of op ids")
+        link_order[lid] = np.array(v, dtype=np.int64)
+    return link_order
 
 
 __all__ = ["FORMAT", "VERSION", "load_schedule", "save_schedule", "schedule_from_dict",

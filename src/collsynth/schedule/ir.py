@@ -128,7 +128,8 @@ class Schedule:
         part = ""
         if self.part_den is not None and not (self.part_lo[op] == 0 and
                                               self.part_hi[op] == self.part_den[op]):
-            part = f"[{self.part_lo[op]}/{self.part_den[op]}..{self.part_hi[op]}/{self.part_den[op]}]"
+            den = self.part_den[op]
+            part = f"[{self.part_lo[op]}/{den}..{self.part_hi[op]}/{den}]"
         return (f"op {op} ({k} chunk {int(self.chunk[op])}{part} "
                 f"{t.rank_name(int(self.src[op]))}->{t.rank_name(int(self.dst[op]))})")
 

@@ -1,5 +1,7 @@
 """Classic baselines: ring, double binary tree, hierarchical ring, recursive doubling/halving,
-Bruck and direct AllToAll, and the shortest-path heuristic of seed 000 §5.
+Bruck and direct AllToAll, and the shortest-path heuristic of SCALE-CCL §5 (Xiong, Zhang,
+Medagliani, Ferrero, Liu and Lian, "SCALE-CCL: A Scalable Collective Communication Library for
+Wide-Area Distributed Training", ACM 2025, doi:10.1145/3769695.3771677).
 
 Importing this package registers every algorithm (see each module's docstring):
 
@@ -12,7 +14,7 @@ algorithm      what                                                 module
 ``rd``         recursive doubling / halving (Rabenseifner); AG, RS, AR  :mod:`.rd`
 ``direct``     direct sends; AllToAll, AllGather, Gather, Scatter   :mod:`.alltoall`
 ``bruck``      Bruck's log n AllToAll                               :mod:`.alltoall`
-``sph``        seed 000's shortest-path heuristic                   :mod:`.sph`
+``sph``        SCALE-CCL's shortest-path heuristic                  :mod:`.sph`
 =============  ==================================================  =============================
 """
 

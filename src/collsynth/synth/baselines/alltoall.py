@@ -1,4 +1,5 @@
-"""``direct`` and ``bruck`` — the classic AllToAll algorithms (and direct AllGather/Gather/Scatter).
+"""``direct`` and ``bruck`` — the classic AllToAll algorithms (and direct AllGather, Gather and
+Scatter).
 
 ``direct`` (NCCL's AllToAll, MPI's pairwise exchange): every chunk is sent straight from its
 source to each destination. Transfers are ordered by the pairwise-exchange shift: the transfer

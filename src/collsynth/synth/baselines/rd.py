@@ -177,84 +177,110 @@ class _Plan:
 
 
 def _synth(plan: _Plan, ops: Ops, coll: Collective) -> None:
+    """The algorithm on ``plan``'s numbering, written into ``ops`` (see the module doc)."""
     kind = coll.kind
-    reducing = coll.reduces
-    tr = Tracker(ops, reducing)
-    graph = plan.graph
-    n, C = plan.n, coll.chunks_per_rank
-    rank = plan.rank
+    run = _Exchanges(plan, ops, coll)
+    if plan.bruck:
+        _bruck(run)
+        return
+    region = _regions(run)
+    folded_ranks = {plan.rank(f) for f in plan.folded.values()}
+    if plan.folded:
+        if kind is CollKind.ALLGATHER:  # pragma: no cover - Bruck handles it
+            raise CollsynthError("internal: fold in AllGather")
+        sends = [(plan.rank(f), plan.rank(a), list(range(coll.num_chunks)))
+                 for a, f in plan.folded.items()]
+        run.exchange(sends, REDUCE)
+    rs_bits = plan.rs_bits()
+    if kind is CollKind.ALLGATHER:
+        _doubling_allgather(run, region, rs_bits)
+        return
+    _halving(run, region, rs_bits, folded_ranks)
+    if kind is CollKind.ALLREDUCE:
+        _doubling_allgather(run, region, rs_bits)
+    if plan.folded:
+        _unfold(run)
 
-    def chunks_of_pos(pos: int) -> list[int]:
-        r = rank(pos)
+
+class _Exchanges:
+    """The steps of one run: every step is one message per (sender, receiver), whose
+    operations depend on everything the sender received at the step before."""
+
+    def __init__(self, plan: _Plan, ops: Ops, coll: Collective):
+        self.plan, self.ops, self.coll = plan, ops, coll
+        self.tr = Tracker(ops, coll.reduces)
+        self.arrived: dict[int, list[int]] = {r: [] for r in plan.order}
+
+    def chunks_of_pos(self, pos: int) -> list[int]:
+        """The chunks of the rank at position ``pos``."""
+        r = self.plan.rank(pos)
+        C = self.coll.chunks_per_rank
         return list(range(r * C, (r + 1) * C))
 
-    arrived: dict[int, list[int]] = {r: [] for r in plan.order}
-
-    def exchange(sends: list[tuple[int, int, list[int]]], op_kind: int,
+    def exchange(self, sends: list[tuple[int, int, list[int]]], op_kind: int,
                  allowed_of=None) -> None:
         """One step: (sender rank, receiver rank, chunks); message deps on last arrivals."""
-        new: dict[int, list[int]] = {r: [] for r in plan.order}
+        graph = self.plan.graph
+        new: dict[int, list[int]] = {r: [] for r in self.plan.order}
         for u, v, chunks in sends:
             if not chunks:
                 continue
             allowed = allowed_of(u) if allowed_of is not None else None
             path = graph.relay_path(u, v, allowed)
             if path is None:
-                raise _Unsafe(f"no relay path from {ops.topology.rank_name(u)} to "
-                              f"{ops.topology.rank_name(v)} through GPUs with free buffers")
-            deps = arrived[u]
+                raise _Unsafe(f"no relay path from {self.ops.topology.rank_name(u)} to "
+                              f"{self.ops.topology.rank_name(v)} through GPUs with free buffers")
+            deps = self.arrived[u]
             for c in chunks:
-                op = tr.send_path(path, c, kind=op_kind, deps=deps)
+                op = self.tr.send_path(path, c, kind=op_kind, deps=deps)
                 new[v].append(op)
-        for r in plan.order:
-            arrived[r] = new[r]
+        for r in self.plan.order:
+            self.arrived[r] = new[r]
 
-    if plan.bruck:
-        # Bruck AllGather over all n positions
-        k = 1
-        while k < n:
-            cnt = min(k, n - k)
-            sends = []
-            for i in range(n):
-                blocks = [c for j in range(cnt) for c in chunks_of_pos((i + j) % n)]
-                sends.append((rank(i), rank((i - k) % n), blocks))
-            exchange(sends, COPY)
-            k <<= 1
-        return
 
-    p, part = plan.p, plan.part
-    # regions (chunks finally owned by each participant, including its folded partner's)
+def _bruck(run: _Exchanges) -> None:
+    """Bruck AllGather over all n positions."""
+    n, rank = run.plan.n, run.plan.rank
+    k = 1
+    while k < n:
+        cnt = min(k, n - k)
+        sends = []
+        for i in range(n):
+            blocks = [c for j in range(cnt) for c in run.chunks_of_pos((i + j) % n)]
+            sends.append((rank(i), rank((i - k) % n), blocks))
+        run.exchange(sends, COPY)
+        k <<= 1
+
+
+def _regions(run: _Exchanges) -> list[list[int]]:
+    """Chunks finally owned by each participant, including its folded partner's."""
+    plan = run.plan
     region = []
-    for q in range(p):
-        pos = part[q]
-        ch = chunks_of_pos(pos)
+    for q in range(plan.p):
+        pos = plan.part[q]
+        ch = run.chunks_of_pos(pos)
         if pos in plan.folded:
-            ch = chunks_of_pos(plan.folded[pos]) + ch
+            ch = run.chunks_of_pos(plan.folded[pos]) + ch
         region.append(ch)
-    folded_ranks = {rank(f) for f in plan.folded.values()}
+    return region
 
-    if plan.folded:
-        if kind is CollKind.ALLGATHER:  # pragma: no cover - Bruck handles it
-            raise CollsynthError("internal: fold in AllGather")
-        sends = [(rank(f), rank(a), list(range(coll.num_chunks))) for a, f in plan.folded.items()]
-        exchange(sends, REDUCE)
 
-    rs_bits = plan.rs_bits()
+def _doubling_allgather(run: _Exchanges, region: list[list[int]], rs_bits: list[int]) -> None:
+    """Recursive doubling over the bits in reverse: each step exchanges all holdings."""
+    p, part, rank = run.plan.p, run.plan.part, run.plan.rank
+    holdings = [list(region[q]) for q in range(p)]
+    for b in reversed(rs_bits):
+        sends = [(rank(part[q]), rank(part[q ^ (1 << b)]), list(holdings[q]))
+                 for q in range(p)]
+        run.exchange(sends, COPY)
+        holdings = [holdings[q] + holdings[q ^ (1 << b)] for q in range(p)]
 
-    def doubling_allgather() -> None:
-        """Recursive doubling over the bits in reverse: each step exchanges all holdings."""
-        holdings = [list(region[q]) for q in range(p)]
-        for b in reversed(rs_bits):
-            sends = [(rank(part[q]), rank(part[q ^ (1 << b)]), list(holdings[q]))
-                     for q in range(p)]
-            exchange(sends, COPY)
-            holdings = [holdings[q] + holdings[q ^ (1 << b)] for q in range(p)]
 
-    if kind is CollKind.ALLGATHER:
-        doubling_allgather()
-        return
-
-    # recursive halving
+def _halving(run: _Exchanges, region: list[list[int]], rs_bits: list[int],
+             folded_ranks: set[int]) -> None:
+    """Recursive halving: at each bit every participant reduces the half of its region owned
+    across the bit into its partner; partial sums relay only through free buffers."""
+    p, part, rank = run.plan.p, run.plan.part, run.plan.rank
     processed: list[int] = []
     for b in rs_bits:
         groups_mask = sum(1 << x for x in processed)
@@ -270,17 +296,19 @@ def _synth(plan: _Plan, ops: Ops, coll: Collective) -> None:
             free = {rank(part[x]) for x in range(p) if (x & mask) != (q & mask)}
             return free | folded_ranks
 
-        exchange(sends, REDUCE, allowed_of)
+        run.exchange(sends, REDUCE, allowed_of)
         processed.append(b)
-    if kind is CollKind.ALLREDUCE:
-        doubling_allgather()
-    if plan.folded:
-        sends = []
-        for a, f in plan.folded.items():
-            chunks = list(range(coll.num_chunks)) if kind is CollKind.ALLREDUCE \
-                else chunks_of_pos(f)
-            sends.append((rank(a), rank(f), chunks))
-        exchange(sends, COPY)
+
+
+def _unfold(run: _Exchanges) -> None:
+    """Send the folded ranks their result (AllReduce: everything; else their own chunks)."""
+    plan, coll = run.plan, run.coll
+    sends = []
+    for a, f in plan.folded.items():
+        chunks = list(range(coll.num_chunks)) if coll.kind is CollKind.ALLREDUCE \
+            else run.chunks_of_pos(f)
+        sends.append((plan.rank(a), plan.rank(f), chunks))
+    run.exchange(sends, COPY)
 
 
 @register("rd", collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE},

@@ -1,6 +1,8 @@
-"""``sph`` — the shortest-path heuristic (SPH) baseline of seed 000 (SCALE-CCL) §5.
+"""``sph`` — the shortest-path heuristic (SPH) baseline of SCALE-CCL §5 (Xiong, Zhang,
+Medagliani, Ferrero, Liu and Lian, "SCALE-CCL: A Scalable Collective Communication Library for
+Wide-Area Distributed Training", ACM 2025, doi:10.1145/3769695.3771677).
 
-Seed 000 §5 compares SCALE-CCL against "a shortest-path heuristic (SPH) that routes each
+The paper's §5 compares SCALE-CCL against "a shortest-path heuristic (SPH) that routes each
 subchunk along a minimum-latency path (Dijkstra over per-link delays) and serves packets in FIFO
 order without duplicate elimination or load-aware re-routing". Here:
 
@@ -16,7 +18,7 @@ order without duplicate elimination or load-aware re-routing". Here:
   simulator's FCFS policy when a schedule has no plan).
 
 Supports the non-reducing collectives: AllGather, Broadcast, Gather, Scatter, AllToAll and
-custom. Departure from the seed: the seed's SPH works on its own event simulator with
+custom. Departure from the paper: the paper's SPH works on its own event simulator with
 subchunks; here the collective's chunks are the subchunks (use ``chunks_per_rank``).
 """
 
@@ -61,10 +63,13 @@ def _delay_tree(topology: Topology, source_node: int) -> dict[int, int]:
 @register("sph",
           collectives={CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.GATHER,
                        CollKind.SCATTER, CollKind.ALLTOALL, CollKind.CUSTOM},
-          summary="seed 000's shortest-path heuristic: each chunk to each destination along "
-                  "its least-delay path, FIFO, no duplicate elimination")
+          summary="SCALE-CCL's shortest-path heuristic baseline: each chunk to each "
+                  "destination along its least-delay path, FIFO, no duplicate elimination",
+          reference="Xiong, Zhang, Medagliani, Ferrero, Liu and Lian, 'SCALE-CCL: A Scalable "
+                    "Collective Communication Library for Wide-Area Distributed Training', "
+                    "ACM, 2025, doi:10.1145/3769695.3771677")
 def sph(topology: Topology, collective: Collective) -> Schedule:
-    """Seed 000 §5 shortest-path heuristic (SPH)."""
+    """SCALE-CCL §5's shortest-path heuristic (SPH)."""
     t = topology
     ops = Ops(t, collective, meta={})
     trees: dict[int, dict[int, int]] = {}

@@ -177,76 +177,17 @@ def tree(topology: Topology, collective: Collective, trees: int = 2) -> Schedule
     T = int(trees)  # 1 or 2, validated by the declaration
     graph = ComputeGraph(topology)
     order = RingFinder(topology, graph).first().order
-    n = len(order)
     kind = collective.kind
     notes: list[str] = []
     reducing = collective.reduces
     if kind is CollKind.ALLREDUCE:
         coll = collective
-        t1, t2 = dtree_parents(n)
-        # numberings: the ring order, its reverse, then their rotations (the root must not be
-        # the only way out of a part of the graph, as GPU 0 of an NDv2 chassis is)
-        rev = [order[0]] + order[1:][::-1]
-        cands = [o[i:] + o[:i] for i in range(n) for o in (order, rev)]
-        tree_list = []
-        for cand in cands:
-            first = _Tree(cand, t1)
-            if not first.plan(graph, True, True, True):
-                continue
-            tree_list = [first]
-            if T == 2:
-                second = _Tree(cand, t2)
-                if second.plan(graph, True, True, True):
-                    tree_list.append(second)
-                else:
-                    continue
-            break
-        if not tree_list and T == 2:
-            for cand in cands:
-                first = _Tree(cand, t1)
-                if first.plan(graph, True, True, True):
-                    tree_list = [first]
-                    notes.append("no usable second tree: one tree carries all chunks")
-                    break
-        if not tree_list:
-            raise CollsynthError(
-                "tree: some tree edge has no relay path through GPUs whose buffers are free "
-                "(e.g. no Hamiltonian cycle usable in both directions); use ring or rd")
-        if tree_list[0].order != order:
-            notes.append("trees use a rotated or reversed ring order")
+        tree_list = _allreduce_trees(graph, order, T, notes)
     else:
         coll, note = round_up_chunks(collective, T)
         if note:
             notes.append(note)
-        root = int(coll.root)
-        i = order.index(root)
-        order1 = order[i:] + order[:i]
-        up, down = kind is CollKind.REDUCE, kind is CollKind.BROADCAST
-        rest = order1[1:]
-        tries = [[root] + o[k:] + o[:k] for k in range(n - 1) for o in (rest, rest[::-1])]
-        for t_i, cand in enumerate(tries):
-            first = _Tree(cand, btree_parents(n))
-            if first.plan(graph, reducing, up, down):
-                if t_i:
-                    notes.append("tree 1 uses a rotated or reversed ring order")
-                order1 = cand
-                break
-        else:
-            raise CollsynthError("tree: some tree edge has no relay path through GPUs whose "
-                                 "buffers are free; use ring")
-        tree_list = [first]
-        if T == 2:
-            cands = [[root] + order1[2:] + order1[1:2], [root] + order1[1:][::-1],
-                     [root] + order1[:1:-1] + order1[1:2]]
-            for cand in cands:
-                t2 = _Tree(cand, btree_parents(n))
-                if t2.plan(graph, reducing, up, down):
-                    tree_list.append(t2)
-                    if cand is not cands[0]:
-                        notes.append("tree 2 uses the reversed order")
-                    break
-            else:
-                notes.append("no usable second tree: one tree carries all chunks")
+        tree_list = _rooted_trees(graph, order, int(coll.root), kind, T, reducing, notes)
     meta = {"num_trees": len(tree_list), "order": order,
             "tree_orders": [tt.order for tt in tree_list],
             "roots": [tt.root for tt in tree_list]}
@@ -266,3 +207,78 @@ def tree(topology: Topology, collective: Collective, trees: int = 2) -> Schedule
         else:
             _bcast_down(tr, tt, chunk, p)
     return ops.build()
+
+
+def _allreduce_trees(graph: ComputeGraph, order: list[int], T: int,
+                     notes: list[str]) -> list[_Tree]:
+    """AllReduce's trees: NCCL's tree and its complement on the first numbering where both
+    work (else one tree), reductions relayed through free buffers only."""
+    n = len(order)
+    t1, t2 = dtree_parents(n)
+    # numberings: the ring order, its reverse, then their rotations (the root must not be
+    # the only way out of a part of the graph, as GPU 0 of an NDv2 chassis is)
+    rev = [order[0]] + order[1:][::-1]
+    cands = [o[i:] + o[:i] for i in range(n) for o in (order, rev)]
+    tree_list = []
+    for cand in cands:
+        first = _Tree(cand, t1)
+        if not first.plan(graph, True, True, True):
+            continue
+        tree_list = [first]
+        if T == 2:
+            second = _Tree(cand, t2)
+            if second.plan(graph, True, True, True):
+                tree_list.append(second)
+            else:
+                continue
+        break
+    if not tree_list and T == 2:
+        for cand in cands:
+            first = _Tree(cand, t1)
+            if first.plan(graph, True, True, True):
+                tree_list = [first]
+                notes.append("no usable second tree: one tree carries all chunks")
+                break
+    if not tree_list:
+        raise CollsynthError(
+            "tree: some tree edge has no relay path through GPUs whose buffers are free "
+            "(e.g. no Hamiltonian cycle usable in both directions); use ring or rd")
+    if tree_list[0].order != order:
+        notes.append("trees use a rotated or reversed ring order")
+    return tree_list
+
+
+def _rooted_trees(graph: ComputeGraph, order: list[int], root: int, kind: CollKind, T: int,
+                  reducing: bool, notes: list[str]) -> list[_Tree]:
+    """Broadcast/Reduce trees rooted at ``root``: tree 1 on the first rotation or reversal of
+    the other ranks that works, tree 2 on complementary orders."""
+    n = len(order)
+    i = order.index(root)
+    order1 = order[i:] + order[:i]
+    up, down = kind is CollKind.REDUCE, kind is CollKind.BROADCAST
+    rest = order1[1:]
+    tries = [[root] + o[k:] + o[:k] for k in range(n - 1) for o in (rest, rest[::-1])]
+    for t_i, cand in enumerate(tries):
+        first = _Tree(cand, btree_parents(n))
+        if first.plan(graph, reducing, up, down):
+            if t_i:
+                notes.append("tree 1 uses a rotated or reversed ring order")
+            order1 = cand
+            break
+    else:
+        raise CollsynthError("tree: some tree edge has no relay path through GPUs whose "
+                             "buffers are free; use ring")
+    tree_list = [first]
+    if T == 2:
+        cands = [[root] + order1[2:] + order1[1:2], [root] + order1[1:][::-1],
+                 [root] + order1[:1:-1] + order1[1:2]]
+        for cand in cands:
+            t2 = _Tree(cand, btree_parents(n))
+            if t2.plan(graph, reducing, up, down):
+                tree_list.append(t2)
+                if cand is not cands[0]:
+                    notes.append("tree 2 uses the reversed order")
+                break
+        else:
+            notes.append("no usable second tree: one tree carries all chunks")
+    return tree_list

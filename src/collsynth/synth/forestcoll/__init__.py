@@ -201,48 +201,65 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
     t1 = time.perf_counter()
     bound = opt
     use_sym = symmetry if symmetry is not None else topo.num_ranks >= SYMMETRY_MIN_RANKS
-    sym_info: dict[str, Any] | None = None
-    routed = None
-    ts0 = time.perf_counter()
-    if use_sym:
-        got = symmetric_trees(work, opt)
-        if got is not None:
-            cand, sym_info = got
-            cong = tree_congestion(work, opt, cand)
-            if cong["ok"]:
-                routed = cand
-                packed = cand
-            else:  # pragma: no cover - the orbit accounting makes this impossible
-                sym_info = dict(sym_info, rejected="congestion check failed")
-        else:
-            sym_info = {"rejected": "no free automorphism group, or the greedy got stuck"}
-    t_sym = time.perf_counter() - ts0
+    routed, cong, sym_info = _symmetric(work, opt) if use_sym else (None, None, None)
+    packed: Any = routed
+    t_sym = time.perf_counter() - t1
     fallback_steps = 0
     logical = None
     pstats: dict = {}
     t2 = t3 = time.perf_counter()
     if routed is None:
-        logical, _ = remove_switches(work, opt, spread=spread)
-        if not logical.preserved:
-            # Not Eulerian (the paper's assumption fails): raise U (per-tree capacity scale) in
-            # steps of 1/16 until edge splitting keeps k trees per root; the trees are then
-            # slower than the bound by the factor reported in info["fallback"].
-            U = opt.U
-            while not logical.preserved:
-                fallback_steps += 1
-                if fallback_steps > 400:
-                    raise CollsynthError(
-                        f"ForestColl edge splitting failed on {topo.name!r} (not Eulerian)")
-                U = simplest_between(U * Fraction(33, 32), U * Fraction(17, 16))
-                opt = at_scale(work, bound.k, U, note="non-Eulerian fallback")
-                logical, _ = remove_switches(work, opt, spread=spread)
+        logical, opt, fallback_steps = _split(topo, work, opt, spread)
         t2 = time.perf_counter()
         packed = pack_trees(logical, opt.k, stats=pstats)
         t3 = time.perf_counter()
         routed = route_trees(work, logical, packed)
         cong = tree_congestion(work, opt, routed)
     t4 = time.perf_counter()
-    n = topo.num_ranks
+    timings = {"optimum": t1 - t0, "symmetry": t_sym, "split": t2 - t1 - t_sym,
+               "pack": t3 - t2, "route": t4 - t3, "total": t4 - t0}
+    info = _info(topo.num_ranks, direction, opt, bound, routed, len(packed), cong, sym_info,
+                 logical, fallback_steps, timings, pstats, _MAXFLOWS["maxflows"] - mf0)
+    return TreeForm(_oriented(routed, direction)), opt, info
+
+
+def _symmetric(work: Topology, opt: Optimum) -> tuple[Any, Any, dict[str, Any]]:
+    """The symmetric fast path: ``(routed trees or None, their congestion check, info)``."""
+    got = symmetric_trees(work, opt)
+    if got is None:
+        return None, None, {"rejected": "no free automorphism group, or the greedy got stuck"}
+    cand, sym_info = got
+    cong = tree_congestion(work, opt, cand)
+    if not cong["ok"]:  # pragma: no cover - the orbit accounting makes this impossible
+        return None, cong, dict(sym_info, rejected="congestion check failed")
+    return cand, cong, sym_info
+
+
+def _split(topo: Topology, work: Topology, opt: Optimum, spread: bool
+           ) -> tuple[LogicalTopology, Optimum, int]:
+    """Switch removal by edge splitting: ``(logical topology, optimum, fallback steps)``."""
+    bound = opt
+    fallback_steps = 0
+    logical, _ = remove_switches(work, opt, spread=spread)
+    if not logical.preserved:
+        # Not Eulerian (the paper's assumption fails): raise U (per-tree capacity scale) in
+        # steps of 1/16 until edge splitting keeps k trees per root; the trees are then
+        # slower than the bound by the factor reported in info["fallback"].
+        U = opt.U
+        while not logical.preserved:
+            fallback_steps += 1
+            if fallback_steps > 400:
+                raise CollsynthError(
+                    f"ForestColl edge splitting failed on {topo.name!r} (not Eulerian)")
+            U = simplest_between(U * Fraction(33, 32), U * Fraction(17, 16))
+            opt = at_scale(work, bound.k, U, note="non-Eulerian fallback")
+            logical, _ = remove_switches(work, opt, spread=spread)
+    return logical, opt, fallback_steps
+
+
+def _oriented(routed, direction: str) -> list[Tree]:
+    """Routed trees as :class:`Tree` objects; in-trees with their edges reversed to data flow
+    (``(child, parent, route reversed)``)."""
     trees = []
     for root, mult, edges in routed:
         if direction == "out":
@@ -250,9 +267,16 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
         else:
             tedges = tuple((b, a, tuple(reversed(route))) for a, b, route in edges)
         trees.append(Tree(root=root, edges=tedges, mult=mult, direction=direction))
+    return trees
+
+
+def _info(n: int, direction: str, opt: Optimum, bound: Optimum, routed, packed_batches: int,
+          cong, sym_info, logical, fallback_steps: int, timings: dict, pstats: dict,
+          maxflows: int) -> dict[str, Any]:
+    """The ``info`` of :func:`forestcoll_trees` (see its docstring)."""
     heights = [_height(n, r, e) for r, _, e in routed]
     mults = [m for _, m, _ in routed]
-    info = {
+    return {
         "direction": direction,
         "fallback": None if not fallback_steps else {
             "reason": "edge splitting lost trees (topology not Eulerian)",
@@ -266,8 +290,8 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
         "algbw_GBps": opt.algbw / 1e9,
         "bottleneck_cut": list(opt.cut_names) if opt.cut_names is not None else None,
         "bottleneck_cut_compute": opt.cut_compute,
-        "trees": len(trees),
-        "packed_batches": len(packed),
+        "trees": len(routed),
+        "packed_batches": packed_batches,
         "heights": {"max": max(heights), "mean": sum(h * m for h, m in zip(heights, mults))
                     / sum(mults), "per_tree": heights},
         "congestion": {"ok": cong["ok"], "routes_valid": cong["routes_valid"],
@@ -277,11 +301,9 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
         "symmetry": sym_info,
         "logical_arcs": len(logical.caps) if logical is not None else None,
         "dropped_capacity": dict(logical.dropped) if logical is not None else {},
-        "timings_s": {"optimum": t1 - t0, "symmetry": t_sym, "split": t2 - t1 - t_sym,
-                      "pack": t3 - t2, "route": t4 - t3, "total": t4 - t0},
+        "timings_s": timings,
         "maxflows": {"optimum": opt.stats.get("maxflows"),
                      "split": logical.stats.get("maxflows") if logical is not None else 0,
                      "pack": pstats.get("maxflows"),
-                     "total": _MAXFLOWS["maxflows"] - mf0},
+                     "total": maxflows},
     }
-    return TreeForm(trees), opt, info

@@ -1,12 +1,15 @@
-"""``forestcoll`` — the ForestColl synthesizer (seed 003): trees to IR, per message size.
+"""``forestcoll`` — the ForestColl synthesizer (Zhao et al., "ForestColl: Throughput-Optimal
+Collective Communications on Heterogeneous Network Fabrics", arXiv 2402.06787): trees to IR, per
+message size.
 
 AllGather uses the packed out-trees, ReduceScatter the in-trees built on the transposed topology
 (§4.6), AllReduce both (reduce up the in-trees, then broadcast down the out-trees; Appendix E's
 LP does not shape the trees, so the two tree sets split each root's data alike: the in-trees
 use the out-trees' ``k`` through Algorithm 3; the LP is solved as a check by
-:func:`~collsynth.synth.forestcoll.allreduce_lp` and reported by ``bench quality``). Trees are lowered by
-:func:`collsynth.schedule.trees.lower`: every root's data is cut into ``k * pipeline`` chunks;
-a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees (see :func:`_unit_trees`).
+:func:`~collsynth.synth.forestcoll.allreduce_lp` and reported by ``bench quality``). Trees are
+lowered by :func:`collsynth.schedule.trees.lower`: every root's data is cut into
+``k * pipeline`` chunks; a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees
+(see :func:`_unit_trees`).
 
 Without a size the schedule is the paper's: the optimum's ``k`` and no pipelining (one chunk
 per tree; pipelining is left to the runtime). Per size (departure from the paper): with ``k``
@@ -21,14 +24,15 @@ fill of the tallest tree plus its propagation delays. A lone tree would fill in
 ``(h - 1) / P`` of its time, but the trees of all roots share every link and the last pieces
 drain at full link speed once the others are done, so the fill is far smaller: ``FILL_SHARE``
 is calibrated on simulations (mi250:chassis=2, h = 13..15: the fill measured ``0.31/P`` to
-``0.45/P``, i.e. ``(h - 1) / (31..45 P)``; flatter trees on NVSwitch fabrics fill even less). Reductions up
-in-trees wait at every merge for the slowest child, and fill about three times as long
-(ReduceScatter on mi250:chassis=2: ``1.3/P``), hence ``FILL_SHARE_IN`` when in-trees are used.
-Besides the depths in ``PIPELINES`` the deepest pipeline the limits allow is tried. The simulator charges nothing per
-message, so this estimate always favours deeper pipelines; two limits keep them real: pieces are
-no smaller than ``MIN_PIECE`` bytes (a runtime pays a per-message cost that the alpha-beta model
-omits; NCCL's own pipeline slices are far larger), and the number of operations stays under
-``OP_BUDGET`` so that 1000-GPU schedules remain tractable to verify and simulate.
+``0.45/P``, i.e. ``(h - 1) / (31..45 P)``; flatter trees on NVSwitch fabrics fill even less).
+Reductions up in-trees wait at every merge for the slowest child, and fill about three times as
+long (ReduceScatter on mi250:chassis=2: ``1.3/P``), hence ``FILL_SHARE_IN`` when in-trees are
+used. Besides the depths in ``PIPELINES`` the deepest pipeline the limits allow is tried. The
+simulator charges nothing per message, so this estimate always favours deeper pipelines; two
+limits keep them real: pieces are no smaller than ``MIN_PIECE`` bytes (a runtime pays a
+per-message cost that the alpha-beta model omits; NCCL's own pipeline slices are far larger),
+and the number of operations stays under ``OP_BUDGET`` so that 1000-GPU schedules remain
+tractable to verify and simulate.
 """
 
 from __future__ import annotations
@@ -137,24 +141,35 @@ def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None) -> int:
 def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeline: Any = None,
                size: float | None = None) -> Schedule:
     """ForestColl trees lowered to pipelined chunk transfers."""
-    kind = collective.kind
-    n = collective.num_ranks
     k_opt_only = isinstance(k, str) and k.strip().lower() == "opt"
     k_val = None if k_opt_only else int_option(k, "k", "forestcoll")
     p_val = int_option(pipeline, "pipeline", "forestcoll")
     if collective.chunks_per_rank != 1 and p_val is None:
         p_val = None  # the tree form decides the chunking; C is ignored (documented)
-    cands: list[dict] = []
-    ks: list[int | None]
+    ks = _k_scan(collective, k_val, k_opt_only, size)
+    cands = _candidates(topology, collective.kind, ks)
+    best = _choose(topology, collective, cands, p_val, size)
+    return _lower(topology, collective, cands, best, size)
+
+
+def _k_scan(collective: Collective, k_val: int | None, k_opt_only: bool,
+            size: float | None) -> list[int | None]:
+    """The trees per root to try (None: the optimum's ``k``)."""
     if k_val is not None:
-        ks = [k_val]
-    elif k_opt_only or size is None:
-        ks = [None]
-    else:
-        # k beyond the optimum's gains nothing; a k whose single pipeline stage is already over
-        # the operation budget is only tried as the optimum's own (or k = 1)
-        per_chunk = n * (n - 1) * (2 if kind is CollKind.ALLREDUCE else 1)
-        ks = [None] + [kk for kk in K_SCAN if kk == 1 or kk * per_chunk <= OP_BUDGET]
+        return [k_val]
+    if k_opt_only or size is None:
+        return [None]
+    # k beyond the optimum's gains nothing; a k whose single pipeline stage is already over
+    # the operation budget is only tried as the optimum's own (or k = 1)
+    n = collective.num_ranks
+    per_chunk = n * (n - 1) * (2 if collective.kind is CollKind.ALLREDUCE else 1)
+    return [None] + [kk for kk in K_SCAN if kk == 1 or kk * per_chunk <= OP_BUDGET]
+
+
+def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> list[dict]:
+    """The tree forms of every distinct ``k`` below the optimum's, with their tallest tree and
+    largest route alpha."""
+    cands: list[dict] = []
     seen: set[int] = set()
     k_opt = None
     for kk in ks:
@@ -173,9 +188,16 @@ def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeli
         seen.add(meta["k"])
         meta.update(form=form, height=_height(meta), alpha=_route_alpha_max(topology, form))
         cands.append(meta)
-    best = None
+    return cands
+
+
+def _choose(topology: Topology, collective: Collective, cands: list[dict], p_val: int | None,
+            size: float | None) -> tuple[float, dict, int]:
+    """The (estimated time, candidate, pipeline depth) of least estimated time (ties: the
+    first)."""
+    best: tuple[float, dict, int] | None = None
     for cand in cands:
-        p_cap = _max_pipeline(n, cand["k"], kind, size)
+        p_cap = _max_pipeline(collective.num_ranks, cand["k"], collective.kind, size)
         if p_val is not None:
             options = [p_val]
         elif size is None:  # no size: the paper's schedule, pipelining left to the runtime
@@ -186,10 +208,18 @@ def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeli
             est = _estimate(topology, collective, cand, size or 1e9, p)
             if best is None or est < best[0] - 1e-15:
                 best = (est, cand, p)
-    _, cand, p = best
+    if best is None:  # pragma: no cover - _candidates raises before leaving none
+        raise CollsynthError("forestcoll: no tree candidate")
+    return best
+
+
+def _lower(topology: Topology, collective: Collective, cands: list[dict],
+           best: tuple[float, dict, int], size: float | None) -> Schedule:
+    """The chosen trees lowered to IR, with the choice and the trees' facts in ``meta``."""
+    est, cand, p = best
     info = {"k": cand["k"], "pipeline": p, "tree_height": cand["height"],
-            "optimal_time_per_byte": str(cand["inv_x"] / n),
-            "estimated_time_s": best[0] if size is not None else None,
+            "optimal_time_per_byte": str(cand["inv_x"] / collective.num_ranks),
+            "estimated_time_s": est if size is not None else None,
             "candidates_k": [c["k"] for c in cands]}
     for d in ("out", "in"):
         if d in cand:

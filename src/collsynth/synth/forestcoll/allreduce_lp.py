@@ -1,4 +1,6 @@
-"""ForestColl's AllReduce linear program (seed 003, Appendix E, LP (6)), on HiGHS via SciPy.
+"""ForestColl's AllReduce linear program (Zhao et al., "ForestColl: Throughput-Optimal Collective
+Communications on Heterogeneous Network Fabrics", arXiv 2402.06787, Appendix E, LP (6)), on
+HiGHS via SciPy.
 
 AllReduce as ForestColl builds it: reduce in-trees then broadcast out-trees. LP (6) finds the
 best such scheme when (i) every compute node ``v`` may root its own amount ``x_v`` of trees and
@@ -47,7 +49,6 @@ def allreduce_lp(topo: Topology, *, max_variables: int = MAX_VARIABLES) -> dict[
     ``max_variables`` variables or the solver fails.
     """
     from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix
 
     comp = [int(v) for v in topo.compute_nodes]
     n = len(comp)
@@ -60,83 +61,116 @@ def allreduce_lp(topo: Topology, *, max_variables: int = MAX_VARIABLES) -> dict[
     if size > max_variables:
         raise CollsynthError(f"the AllReduce LP on {topo.name!r} would have {size} variables "
                              f"(limit {max_variables})")
-    src = topo.link_src.astype(np.int64)
-    dst = topo.link_dst.astype(np.int64)
     scale = max(float(l.bw) for l in topo.links)           # conditioning: bandwidths <= 1
     b = np.array([float(l.bw) for l in topo.links]) / scale
+    rows = _constraints(topo, comp, b)
+    ncol = size                    # x (n) | c_re (E) | c_bc (E) | two flows (E + n) per node
+    A_ub, b_ub = rows.matrix(ncol)
+    cost = np.zeros(ncol)
+    cost[0:n] = -1.0
+    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    if res.status != 0 or res.x is None:
+        raise CollsynthError(f"the AllReduce LP failed: {res.message}")
+    xs = res.x[0:n] * scale
+    X = float(xs.sum())
+    if X <= 0:
+        raise CollsynthError("the AllReduce LP found no bandwidth (is the topology connected?)")
+    cre = res.x[n:n + E]
+    share = np.divide(cre, b, out=np.zeros(E), where=b > 0)
+    return {"X_Bps": X, "inv_X": 1.0 / X, "x_Bps": xs.tolist(), "re_share": share.tolist(),
+            "status": "optimal", "variables": ncol, "constraints": rows.count,
+            "switches": int(V - n), "exact": V == n,
+            "wall_s": time.perf_counter() - t0}
+
+
+class _Rows:
+    """The rows of ``A_ub x <= b_ub``, collected as sparse triplets and right-hand sides."""
+
+    def __init__(self) -> None:
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.vals: list[np.ndarray] = []
+        self.rhs: list[np.ndarray] = []
+        self.count = 0
+
+    def add(self, r, c, v) -> None:
+        """Entries ``v`` at rows ``r`` and columns ``c``."""
+        self.rows.append(np.asarray(r, dtype=np.int64))
+        self.cols.append(np.asarray(c, dtype=np.int64))
+        self.vals.append(np.asarray(v, dtype=np.float64))
+
+    def matrix(self, ncol: int):
+        """``(A_ub as CSR, b_ub)``."""
+        from scipy.sparse import coo_matrix
+
+        A_ub = coo_matrix((np.concatenate(self.vals),
+                           (np.concatenate(self.rows), np.concatenate(self.cols))),
+                          shape=(self.count, ncol)).tocsr()
+        return A_ub, np.concatenate(self.rhs)
+
+
+def _constraints(topo: Topology, comp: list[int], b: np.ndarray) -> _Rows:
+    """All rows of LP (6): the shared link capacities, then both max-flows of every node."""
+    n = len(comp)
+    V = topo.num_nodes
+    E = len(topo.links)
+    src = topo.link_src.astype(np.int64)
+    dst = topo.link_dst.astype(np.int64)
     comp_arr = np.array(comp, dtype=np.int64)
     A = E + n                                               # arcs of one flow network
     # column layout: x (n) | c_re (E) | c_bc (E) | per t: bc flow (A) | per t: re flow (A)
-    ox, ore, obc = 0, n, n + E
+    ore, obc = n, n + E
     ofb = n + 2 * E
     ofr = ofb + n * A
-    ncol = ofr + n * A
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    nrow = 0
-
-    def add(r, c, v) -> None:
-        rows.append(np.asarray(r, dtype=np.int64))
-        cols.append(np.asarray(c, dtype=np.int64))
-        vals.append(np.asarray(v, dtype=np.float64))
-
+    R = _Rows()
     # c_re + c_bc <= b
     e_ids = np.arange(E)
-    add(nrow + e_ids, ore + e_ids, np.ones(E))
-    add(nrow + e_ids, obc + e_ids, np.ones(E))
-    rhs = [b]
-    nrow += E
+    R.add(R.count + e_ids, ore + e_ids, np.ones(E))
+    R.add(R.count + e_ids, obc + e_ids, np.ones(E))
+    R.rhs.append(b)
+    R.count += E
     # arc tails/heads of one network; virtual node s = V
     tails_bc = np.concatenate([src, np.full(n, V)])          # s -> v
     heads_bc = np.concatenate([dst, comp_arr])
     tails_re = np.concatenate([src, comp_arr])               # v -> s
     heads_re = np.concatenate([dst, np.full(n, V)])
-    a_ids = np.arange(A)
     for j, t in enumerate(comp):
         for kind, base, tails, heads, cap_off in (("bc", ofb, tails_bc, heads_bc, obc),
                                                   ("re", ofr, tails_re, heads_re, ore)):
-            fcol = base + j * A + a_ids
-            # capacities: f_e - c_e <= 0 on links; f - x_v <= 0 on the virtual arcs
-            add(nrow + a_ids, fcol, np.ones(A))
-            add(nrow + e_ids, cap_off + e_ids, -np.ones(E))
-            add(nrow + E + np.arange(n), ox + np.arange(n), -np.ones(n))
-            rhs.append(np.zeros(A))
-            nrow += A
-            # conservation: out(v) - in(v) <= 0 at every real node except the flow's source
-            # (t for the reduce flow); the sink must take in at least X:
-            #   broadcast: sink t:  X - in(t) + out(t) <= 0
-            #   reduce:    sink s:  X - in(s) <= 0
-            # (node index V is s; its row is used only as the reduce sink)
-            node_row = np.full(V + 1, -1, dtype=np.int64)
-            nodes = [v for v in range(V + 1) if not (kind == "re" and v == t)
-                     and not (kind == "bc" and v == V)]
-            node_row[nodes] = nrow + np.arange(len(nodes))
-            r_t = node_row[tails]
-            keep = r_t >= 0
-            add(r_t[keep], fcol[keep], np.ones(int(keep.sum())))        # out
-            r_h = node_row[heads]
-            keep = r_h >= 0
-            add(r_h[keep], fcol[keep], -np.ones(int(keep.sum())))       # in
-            sink = t if kind == "bc" else V
-            add(np.full(n, node_row[sink]), ox + np.arange(n), np.ones(n))   # + X
-            rhs.append(np.zeros(len(nodes)))
-            nrow += len(nodes)
-    A_ub = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                      shape=(nrow, ncol)).tocsr()
-    b_ub = np.concatenate(rhs)
-    cost = np.zeros(ncol)
-    cost[ox:ox + n] = -1.0
-    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs")
-    if res.status != 0 or res.x is None:
-        raise CollsynthError(f"the AllReduce LP failed: {res.message}")
-    xs = res.x[ox:ox + n] * scale
-    X = float(xs.sum())
-    if X <= 0:
-        raise CollsynthError("the AllReduce LP found no bandwidth (is the topology connected?)")
-    cre = res.x[ore:ore + E]
-    share = np.divide(cre, b, out=np.zeros(E), where=b > 0)
-    return {"X_Bps": X, "inv_X": 1.0 / X, "x_Bps": xs.tolist(), "re_share": share.tolist(),
-            "status": "optimal", "variables": ncol, "constraints": nrow,
-            "switches": int(V - n), "exact": V == n,
-            "wall_s": time.perf_counter() - t0}
+            _flow_rows(R, kind, t, base + j * A, tails, heads, cap_off, n, E, V)
+    return R
+
+
+def _flow_rows(R: _Rows, kind: str, t: int, fcol0: int, tails: np.ndarray, heads: np.ndarray,
+               cap_off: int, n: int, E: int, V: int) -> None:
+    """The rows of one max-flow (``kind`` ``bc``: s to ``t``; ``re``: ``t`` to s) whose flow
+    columns start at ``fcol0``: arc capacities, then conservation with the sink taking X."""
+    A = E + n
+    a_ids = np.arange(A)
+    e_ids = np.arange(E)
+    fcol = fcol0 + a_ids
+    # capacities: f_e - c_e <= 0 on links; f - x_v <= 0 on the virtual arcs
+    R.add(R.count + a_ids, fcol, np.ones(A))
+    R.add(R.count + e_ids, cap_off + e_ids, -np.ones(E))
+    R.add(R.count + E + np.arange(n), np.arange(n), -np.ones(n))
+    R.rhs.append(np.zeros(A))
+    R.count += A
+    # conservation: out(v) - in(v) <= 0 at every real node except the flow's source
+    # (t for the reduce flow); the sink must take in at least X:
+    #   broadcast: sink t:  X - in(t) + out(t) <= 0
+    #   reduce:    sink s:  X - in(s) <= 0
+    # (node index V is s; its row is used only as the reduce sink)
+    node_row = np.full(V + 1, -1, dtype=np.int64)
+    nodes = [v for v in range(V + 1) if not (kind == "re" and v == t)
+             and not (kind == "bc" and v == V)]
+    node_row[nodes] = R.count + np.arange(len(nodes))
+    r_t = node_row[tails]
+    keep = r_t >= 0
+    R.add(r_t[keep], fcol[keep], np.ones(int(keep.sum())))        # out
+    r_h = node_row[heads]
+    keep = r_h >= 0
+    R.add(r_h[keep], fcol[keep], -np.ones(int(keep.sum())))       # in
+    sink = t if kind == "bc" else V
+    R.add(np.full(n, node_row[sink]), np.arange(n), np.ones(n))   # + X
+    R.rhs.append(np.zeros(len(nodes)))
+    R.count += len(nodes)

@@ -1,5 +1,6 @@
-"""ForestColl spanning out-tree packing: seed 003 §4.4 and Appendix C.3 (Algorithm 5,
-Theorems 9-12, after Tarjan / Bérczi & Frank).
+"""ForestColl spanning out-tree packing: Zhao et al., "ForestColl: Throughput-Optimal
+Collective Communications on Heterogeneous Network Fabrics" (arXiv 2402.06787), §4.4 and
+Appendix C.3 (Algorithm 5, Theorems 9-12, after Tarjan / Bérczi & Frank).
 
 On a switch-free logical topology with integer arc capacities ``g`` and ``k`` trees per root,
 every root ``u`` starts with one *root set* ``R = {u}`` of multiplicity ``m(R) = k`` (``m``
@@ -71,101 +72,125 @@ def pack_trees(logical, k: int | None = None, *, stats: dict | None = None
     k = int(logical.k if k is None else k)
     if k < 1:
         raise CollsynthError(f"k must be positive, got {k}")
-    g: dict[tuple[int, int], int] = {e: int(c) for e, c in sorted(logical.caps.items()) if c > 0}
-    arcs = list(g)
-    arc_id = {e: i for i, e in enumerate(arcs)}
-    a_tail = np.array([a for a, _ in arcs], dtype=np.int64)
-    a_head = np.array([b for _, b in arcs], dtype=np.int64)
-    a_cap = np.array([g[e] for e in arcs], dtype=np.int64)
-    outn: list[list[int]] = [[] for _ in range(n)]
-    for (a, b) in arcs:
-        outn[a].append(b)
-    sets: list[_RootSet] = [_RootSet(u, k, {u}, {u: 0}, [u], 1 << u) for u in range(n)]
-    st = {"mu_flows": 0, "mu_zero": 0, "set_splits": 0}
-    # membership matrix (row = root set) and multiplicities, grown as root sets split
-    mem = np.zeros((max(2 * n, 8), n), dtype=bool)
-    mem[np.arange(n), np.arange(n)] = True
-    mult = np.zeros(mem.shape[0], dtype=np.int64)
-    mult[:n] = k
-
-    def mu_of(i: int, x: int, y: int) -> int:
-        # D̄ of Theorem 12 with one node per other root set not containing y (root sets with
-        # the same members could share a node; the max-flow value is the same)
-        me = sets[i]
-        cap_xy = int(a_cap[arc_id[(x, y)]])
-        S = len(sets)
-        sel = ~mem[:S, y]
-        sel[i] = False
-        rows = np.flatnonzero(sel)
-        ms = mult[rows]
-        total_m = int(ms.sum())
-        inf = int(a_cap.sum()) + total_m + 1
-        r_loc, cols = np.nonzero(mem[rows])
-        g = len(rows)
-        tails = np.concatenate([a_tail, np.full(g, x, dtype=np.int64),
-                                n + r_loc.astype(np.int64)])
-        heads = np.concatenate([a_head, np.arange(n, n + g, dtype=np.int64),
-                                cols.astype(np.int64)])
-        caps = np.concatenate([a_cap, ms, np.full(len(cols), inf, dtype=np.int64)])
-        st["mu_flows"] += 1
-        net = FlowNet(n + g, tails, heads, caps)
-        f = net.solve(x, y)
-        return max(0, min(cap_xy, me.m, f - total_m))
-
+    pk = _Packing(logical, n, k)
     queue = list(range(n))
     qi = 0
     while qi < len(queue):
         i = queue[qi]
         qi += 1
-        r = sets[i]
+        r = pk.sets[i]
         if len(r.members) == n:
             continue
-        cands = []
-        for x in r.order:
-            for y in outn[x]:
-                if y not in r.members:
-                    c = int(a_cap[arc_id[(x, y)]])
-                    if c > 0:
-                        cands.append(((x, y) in r.failed, r.depth[x], -c, x, y))
-        cands.sort()
-        grown = False
-        for _, _, _, x, y in cands:
-            mu = mu_of(i, x, y)
-            if mu == 0:
-                st["mu_zero"] += 1
-                r.failed.add((x, y))
-                continue
-            if mu < r.m:
-                j = len(sets)
-                sets.append(r.copy(r.m - mu))
-                if j >= mem.shape[0]:
-                    mem = np.concatenate([mem, np.zeros_like(mem)])
-                    mult = np.concatenate([mult, np.zeros_like(mult)])
-                mem[j] = mem[i]
-                mult[j] = r.m - mu
-                queue.append(j)
-                r.m = mu
-                mult[i] = mu
-                st["set_splits"] += 1
-            r.edges.append((x, y))
-            mem[i, y] = True
-            r.members.add(y)
-            r.mask |= 1 << y
-            r.depth[y] = r.depth[x] + 1
-            r.order.append(y)
-            a_cap[arc_id[(x, y)]] -= mu
-            grown = True
-            break
-        if not grown:
+        if not pk.grow(i, queue):
             raise CollsynthError(
                 f"tree packing failed: root set of rank {r.root} cannot grow (the logical "
                 f"topology cannot hold {k} spanning out-trees per root)")
         if len(r.members) < n:
             queue.append(i)
-    out = [(r.root, r.m, list(r.edges)) for r in sets]
+    out = [(r.root, r.m, list(r.edges)) for r in pk.sets]
     out.sort(key=lambda t: (t[0], -t[1], t[2]))
     if stats is not None:
-        stats.update(st)
+        stats.update(pk.st)
         stats["maxflows"] = _flow.COUNTERS["maxflows"] - mf0
         stats["seconds"] = time.perf_counter() - t0
     return out
+
+
+class _Packing:
+    """The state of Algorithm 5: remaining arc capacities, the root sets, and their membership
+    matrix (row = root set) and multiplicities, grown as root sets split."""
+
+    def __init__(self, logical, n: int, k: int):
+        g: dict[tuple[int, int], int] = {e: int(c) for e, c in sorted(logical.caps.items())
+                                         if c > 0}
+        arcs = list(g)
+        self.n = n
+        self.arc_id = {e: i for i, e in enumerate(arcs)}
+        self.a_tail = np.array([a for a, _ in arcs], dtype=np.int64)
+        self.a_head = np.array([b for _, b in arcs], dtype=np.int64)
+        self.a_cap = np.array([g[e] for e in arcs], dtype=np.int64)
+        self.outn: list[list[int]] = [[] for _ in range(n)]
+        for (a, b) in arcs:
+            self.outn[a].append(b)
+        self.sets: list[_RootSet] = [_RootSet(u, k, {u}, {u: 0}, [u], 1 << u) for u in range(n)]
+        self.st = {"mu_flows": 0, "mu_zero": 0, "set_splits": 0}
+        self.mem = np.zeros((max(2 * n, 8), n), dtype=bool)
+        self.mem[np.arange(n), np.arange(n)] = True
+        self.mult = np.zeros(self.mem.shape[0], dtype=np.int64)
+        self.mult[:n] = k
+
+    def mu(self, i: int, x: int, y: int) -> int:
+        """Trees of root set ``i`` that can take arc ``(x, y)`` (Theorem 12, one max-flow)."""
+        # D̄ of Theorem 12 with one node per other root set not containing y (root sets with
+        # the same members could share a node; the max-flow value is the same)
+        n, mem, a_cap = self.n, self.mem, self.a_cap
+        me = self.sets[i]
+        cap_xy = int(a_cap[self.arc_id[(x, y)]])
+        S = len(self.sets)
+        sel = ~mem[:S, y]
+        sel[i] = False
+        rows = np.flatnonzero(sel)
+        ms = self.mult[rows]
+        total_m = int(ms.sum())
+        inf = int(a_cap.sum()) + total_m + 1
+        r_loc, cols = np.nonzero(mem[rows])
+        g = len(rows)
+        tails = np.concatenate([self.a_tail, np.full(g, x, dtype=np.int64),
+                                n + r_loc.astype(np.int64)])
+        heads = np.concatenate([self.a_head, np.arange(n, n + g, dtype=np.int64),
+                                cols.astype(np.int64)])
+        caps = np.concatenate([a_cap, ms, np.full(len(cols), inf, dtype=np.int64)])
+        self.st["mu_flows"] += 1
+        net = FlowNet(n + g, tails, heads, caps)
+        f = net.solve(x, y)
+        return max(0, min(cap_xy, me.m, f - total_m))
+
+    def candidates(self, r: _RootSet) -> list[tuple]:
+        """Arcs out of root set ``r`` with capacity left, in trial order: arcs that gave
+        ``mu = 0`` last, then shallowest member, largest capacity, rank."""
+        cands = []
+        for x in r.order:
+            for y in self.outn[x]:
+                if y not in r.members:
+                    c = int(self.a_cap[self.arc_id[(x, y)]])
+                    if c > 0:
+                        cands.append(((x, y) in r.failed, r.depth[x], -c, x, y))
+        cands.sort()
+        return cands
+
+    def grow(self, i: int, queue: list[int]) -> bool:
+        """Grow root set ``i`` by its first arc with ``mu > 0`` (splitting it when
+        ``mu < m``; the new set is queued); False when no arc can grow it."""
+        r = self.sets[i]
+        for _, _, _, x, y in self.candidates(r):
+            mu = self.mu(i, x, y)
+            if mu == 0:
+                self.st["mu_zero"] += 1
+                r.failed.add((x, y))
+                continue
+            if mu < r.m:
+                queue.append(self.split(i, mu))
+            r.edges.append((x, y))
+            self.mem[i, y] = True
+            r.members.add(y)
+            r.mask |= 1 << y
+            r.depth[y] = r.depth[x] + 1
+            r.order.append(y)
+            self.a_cap[self.arc_id[(x, y)]] -= mu
+            return True
+        return False
+
+    def split(self, i: int, mu: int) -> int:
+        """Split root set ``i``: ``mu`` trees stay in it, the others form a new set (its id)."""
+        r = self.sets[i]
+        j = len(self.sets)
+        self.sets.append(r.copy(r.m - mu))
+        if j >= self.mem.shape[0]:
+            self.mem = np.concatenate([self.mem, np.zeros_like(self.mem)])
+            self.mult = np.concatenate([self.mult, np.zeros_like(self.mult)])
+        self.mem[j] = self.mem[i]
+        self.mult[j] = r.m - mu
+        r.m = mu
+        self.mult[i] = mu
+        self.st["set_splits"] += 1
+        return j

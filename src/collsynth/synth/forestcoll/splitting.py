@@ -1,5 +1,6 @@
-"""ForestColl switch removal by edge splitting: seed 003 §4.3 and Appendix C.2 (Algorithms 2/4,
-Theorems 6-8).
+"""ForestColl switch removal by edge splitting: Zhao et al., "ForestColl: Throughput-Optimal
+Collective Communications on Heterogeneous Network Fabrics" (arXiv 2402.06787), §4.3 and
+Appendix C.2 (Algorithms 2/4, Theorems 6-8).
 
 Input: the integer tree capacities of an :class:`~.optimality.Optimum` (``caps[e]`` trees per
 link, ``k`` trees per root). Every switch and router ``w`` (routers are treated exactly like

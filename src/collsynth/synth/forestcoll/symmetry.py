@@ -34,10 +34,11 @@ bandwidth and alpha. ForestColl's public code exploits such automorphisms; here:
    stuck without; but with the optimum's ``k = 83`` the operation budget allows only an
    18-deep pipeline, and the per-size choice, whose fill model underestimates such shallow
    pipelines, then picked it over the exact pipeline's ``k = 16`` trees: 1.04x the bound at
-   1 GB instead of 1.014x. So it is off by default. When a tree gets stuck, the part of the fabric it cannot reach (unreached GPUs and the
-   switches that serve only them, split into connected pieces) was used up by trees that
-   entered it more than once; it and its images are added (a heuristic, not a necessary
-   condition) and the construction restarts (``max_restarts``, default 3).
+   1 GB instead of 1.014x. So it is off by default. When a tree gets stuck, the part of the
+   fabric it cannot reach (unreached GPUs and the switches that serve only them, split into
+   connected pieces) was used up by trees that entered it more than once; it and its images
+   are added (a heuristic, not a necessary condition) and the construction restarts
+   (``max_restarts``, default 3).
 
 The construction is a greedy heuristic: it may get stuck although a packing exists (the
 default MI250 model from 4 chassis, and with ``k = 1``, still does); it then
@@ -397,95 +398,12 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
     if group is None:
         return None
     P, L = group
-    G = len(P)
-    k = int(opt.k)
-    comp = [int(v) for v in topo.compute_nodes]
-    is_comp = [bool(c == 0) for c in topo.kind_codes.tolist()]
-    rank = topo.rank_of_node
-    # rank orbits -> representatives
-    seen: set[int] = set()
-    reps = []
-    for v in comp:
-        if v not in seen:
-            reps.append(v)
-            seen.update(int(x) for x in P[:, v])
-    # link orbits
-    nl = len(topo.links)
-    orbit = [-1] * nl
-    osize: list[int] = []
-    for l in range(nl):
-        if orbit[l] < 0:
-            imgs = set(int(x) for x in L[:, l])
-            for x in imgs:
-                orbit[x] = len(osize)
-            osize.append(len(imgs))
-    inc = [G // osize[orbit[l]] for l in range(nl)]
-    caps = [int(c) for c in opt.caps]
-    ocap = [0] * len(osize)
-    for l in range(nl):
-        ocap[orbit[l]] = caps[l]   # an automorphism keeps bandwidth, hence caps
-    cmax = max(caps) if caps else 1
-    weight = [cmax / c if c > 0 else 0.0 for c in caps]
-    out_links: list[list[int]] = [[] for _ in range(topo.num_nodes)]
-    for l in topo.links:
-        if caps[l.id] > 0:
-            out_links[l.src].append(l.id)
-    dst = topo.link_dst.tolist()
-    src = topo.link_src.tolist()
-    in_links: list[list[int]] = [[] for _ in range(topo.num_nodes)]
-    for l in range(nl):
-        in_links[dst[l]].append(l)
-    n = len(comp)
-    nn = topo.num_nodes
-
-    def attempt(rr: bool, w: bool):
-        # learned "enter once" sets (see the module doc), closed under the group
-        learned: list[frozenset[int]] = []
-        known: set[frozenset[int]] = set()
-        node_mask = [0] * nn
-        enter_mask = [0] * nl
-        restarts = 0
-        pending = list(tight_sets) + list(seed_sets or [])
-        while True:
-            if pending:
-                learn(pending, learned, known, node_mask, enter_mask)
-                pending = []
-            trees, stuck = _grow(reps, k, n, out_links, orbit, [0] * len(osize), inc, caps,
-                                 ocap, dst, is_comp, weight if w else None, rr, node_mask,
-                                 enter_mask, topo)
-            if trees is not None:
-                return trees, len(learned), restarts
-            if stuck is None or restarts >= max_restarts:
-                return None
-            restarts += 1
-            if not learn(stuck, learned, known, node_mask, enter_mask):
-                return None
-
-    def learn(sets, learned, known, node_mask, enter_mask) -> bool:
-        progress = False
-        for stuck_set in sets:
-            if len(stuck_set) < 2:      # a tree enters a single node once anyway
-                continue
-            for g in range(G):
-                img = frozenset(int(x) for x in P[g][sorted(stuck_set)])
-                if img in known:
-                    continue
-                progress = True
-                known.add(img)
-                bit = 1 << len(learned)
-                learned.append(img)
-                for v in img:
-                    node_mask[v] |= bit
-                    for l in in_links[v]:
-                        if src[l] not in img:
-                            enter_mask[l] |= bit
-        return progress
-
-    tight_sets = _tight_sets(topo, opt, reps) if tight else []
+    g = _Greedy(topo, opt, P, L)
+    tight_sets = _tight_sets(topo, opt, g.reps) if tight else []
     got = None
     for rr in ((True, False) if round_robin is None else (round_robin,)):
         for w in ((False, True) if weighted is None else (weighted,)):
-            got = attempt(rr, w)
+            got = g.attempt(rr, w, list(tight_sets) + list(seed_sets or []), max_restarts)
             if got is not None:
                 break
         if got is not None:
@@ -494,7 +412,109 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
         return None
     trees, n_learned, restarts = got
     steps = sum(len(t["edges"]) for t in trees)
-    # images under the group; identical trees of a root merge into one batch
+    info = {"group_order": len(P), "representatives": len(g.reps), "link_orbits": len(g.osize),
+            "round_robin": rr, "weighted": w, "learned_sets": n_learned,
+            "restarts": restarts, "steps": steps}
+    return _images(trees, P, L, topo.rank_of_node), info
+
+
+class _Greedy:
+    """The fixed data of the greedy construction: rank-orbit representatives, link orbits and
+    the per-orbit capacity accounting (see the module doc)."""
+
+    def __init__(self, topo: Topology, opt, P: np.ndarray, L: np.ndarray):
+        self.topo, self.P = topo, P
+        self.G = G = len(P)
+        self.k = int(opt.k)
+        comp = [int(v) for v in topo.compute_nodes]
+        self.is_comp = [bool(c == 0) for c in topo.kind_codes.tolist()]
+        # rank orbits -> representatives
+        seen: set[int] = set()
+        self.reps: list[int] = []
+        for v in comp:
+            if v not in seen:
+                self.reps.append(v)
+                seen.update(int(x) for x in P[:, v])
+        # link orbits
+        nl = len(topo.links)
+        self.orbit = orbit = [-1] * nl
+        self.osize: list[int] = []
+        for l in range(nl):
+            if orbit[l] < 0:
+                imgs = set(int(x) for x in L[:, l])
+                for x in imgs:
+                    orbit[x] = len(self.osize)
+                self.osize.append(len(imgs))
+        self.inc = [G // self.osize[orbit[l]] for l in range(nl)]
+        self.caps = caps = [int(c) for c in opt.caps]
+        self.ocap = [0] * len(self.osize)
+        for l in range(nl):
+            self.ocap[orbit[l]] = caps[l]   # an automorphism keeps bandwidth, hence caps
+        cmax = max(caps) if caps else 1
+        self.weight = [cmax / c if c > 0 else 0.0 for c in caps]
+        self.out_links: list[list[int]] = [[] for _ in range(topo.num_nodes)]
+        for lk in topo.links:
+            if caps[lk.id] > 0:
+                self.out_links[lk.src].append(lk.id)
+        self.dst = topo.link_dst.tolist()
+        self.src = topo.link_src.tolist()
+        self.in_links: list[list[int]] = [[] for _ in range(topo.num_nodes)]
+        for l in range(nl):
+            self.in_links[self.dst[l]].append(l)
+        self.n = len(comp)
+
+    def attempt(self, rr: bool, w: bool, pending: list[frozenset[int]], max_restarts: int):
+        """Grow the representative trees (round-robin ``rr``, weighted paths ``w``), learning
+        "enter once" sets, closed under the group, after each stuck try: ``(trees, learned
+        sets, restarts)``, or None."""
+        learned: list[frozenset[int]] = []
+        known: set[frozenset[int]] = set()
+        node_mask = [0] * self.topo.num_nodes
+        enter_mask = [0] * len(self.topo.links)
+        restarts = 0
+        while True:
+            if pending:
+                self.learn(pending, learned, known, node_mask, enter_mask)
+                pending = []
+            trees, stuck = _grow(self.reps, self.k, self.n, self.out_links, self.orbit,
+                                 [0] * len(self.osize), self.inc, self.caps, self.ocap, self.dst,
+                                 self.is_comp, self.weight if w else None, rr, node_mask,
+                                 enter_mask, self.topo)
+            if trees is not None:
+                return trees, len(learned), restarts
+            if stuck is None or restarts >= max_restarts:
+                return None
+            restarts += 1
+            if not self.learn(stuck, learned, known, node_mask, enter_mask):
+                return None
+
+    def learn(self, sets, learned, known, node_mask, enter_mask) -> bool:
+        """Add the images of ``sets`` to the "enter once" sets; whether any was new."""
+        progress = False
+        for stuck_set in sets:
+            if len(stuck_set) < 2:      # a tree enters a single node once anyway
+                continue
+            for g in range(self.G):
+                img = frozenset(int(x) for x in self.P[g][sorted(stuck_set)])
+                if img in known:
+                    continue
+                progress = True
+                known.add(img)
+                bit = 1 << len(learned)
+                learned.append(img)
+                for v in img:
+                    node_mask[v] |= bit
+                    for l in self.in_links[v]:
+                        if self.src[l] not in img:
+                            enter_mask[l] |= bit
+        return progress
+
+
+def _images(trees: list[dict], P: np.ndarray, L: np.ndarray, rank
+            ) -> list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]:
+    """The representative trees' images under the group, as routed trees by rank; identical
+    trees of a root merge into one batch."""
+    G = len(P)
     batches: dict[tuple[int, tuple], int] = {}
     rank_arr = np.asarray(rank, dtype=np.int64)
     for t in trees:
@@ -512,7 +532,4 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
             batches[key] = batches.get(key, 0) + 1
     routed = [(root, m, list(edges)) for (root, edges), m in batches.items()]
     routed.sort(key=lambda x: (x[0], -x[1]))
-    info = {"group_order": G, "representatives": len(reps), "link_orbits": len(osize),
-            "round_robin": rr, "weighted": w, "learned_sets": n_learned,
-            "restarts": restarts, "steps": steps}
-    return routed, info
+    return routed

@@ -1,7 +1,8 @@
 """``mteg`` — MTEGCCA: multicast time-expanded graph + Takahashi–Matsuyama Steiner trees.
 
-Implements seed 002 (Liu et al., "Multicast time-expanded graph-based collective communication
-scheduling algorithm"):
+Implements MTEGCCA (Liu Fei, Wang Peng, Ma Han, Li Ye and Li Hongyan, "Collective communication
+scheduling algorithm based on multicast time-expanded graph", Journal on Communications 2026,
+doi:10.11959/j.issn.1000-436x.2026062):
 
 * §1.2 notions: slot length ``tau`` = one chunk on the fastest link (option ``slot``), link
   length ``L(u,v) = ceil(alpha/tau) + ceil(chunk/(bw tau))`` slots, one chunk per link per slot;
@@ -13,7 +14,7 @@ scheduling algorithm"):
   (:mod:`.algo`, :mod:`.steiner`);
 * §3.2's observation that the plan bounds TE-CCL's epoch count: :func:`mteg_horizon`.
 
-Where it departs from the seed (see ``docs/mteg.md``):
+Where it departs from the paper (see ``docs/mteg.md``):
 
 1. The graph is never materialised: vertices are search states, storage edges are "a GPU that
    holds a chunk from slot h may send it at any t >= h", virtual terminals are the set of ranks
@@ -25,39 +26,39 @@ Where it departs from the seed (see ``docs/mteg.md``):
    store nothing, so they are not vertices of the time-expanded graph). ``L`` of a route uses its
    total alpha and bottleneck bandwidth. A transfer occupies, on each link of its route, only the
    slots in which it transmits there (propagation occupies no link), offset by the alpha before
-   that hop; the seed removes the single edge ``(u_t, v_{t+L})``, which does not stop a slow link
+   that hop; the paper removes the single edge ``(u_t, v_{t+L})``, which does not stop a slow link
    (L > 1) from starting a second transfer while the first still transmits.
 3. Resources are taken as soon as a path joins its tree, not after the whole tree.
 4. TM's distance is the earliest arrival by default (a rank holding the chunk may wait for free);
-   ``nearest=cost`` uses the seed's own edge costs (storage edges 1 per slot, transmission ``L``)
+   ``nearest=cost`` uses the paper's own edge costs (storage edges 1 per slot, transmission ``L``)
    of the edges a path adds to the tree. ``trees=concurrent`` grows all broadcast trees in one
    heap instead of one after another.
 5. Besides Broadcast, AllGather and multicast (custom collectives), it plans the other copy-only
    collectives (Gather, Scatter, AllToAll) as one task per chunk; it plans no reductions.
-6. ``negotiate`` (default ``auto``): negotiated re-planning. The seed plans each tree once,
+6. ``negotiate`` (default ``auto``): negotiated re-planning. The paper plans each tree once,
    greedily; here, after a plan, the transfers of other trees that stood in the way of the
    last arrivals -- anywhere on their chunk's path from its source, not only at the last
    hop -- get a penalty (one chunk time) on their edge in their own tree, and every tree is
-   planned again; penalties accumulate, the earliest plan is kept (ties: the seed's plan).
+   planned again; penalties accumulate, the earliest plan is kept (ties: the paper's plan).
    ``auto`` runs up to 32 rounds within a work budget shared by all candidate plans (none on
    10-chassis NDv2 or 2-chassis DGX-2). On DGX-1 at 1 GB it turns the greedy's 4 chunk times
    into the TE-CCL MILP's optimal 3; on MI250 at 1 MB 8.9 us into 7.875 us (MILP 7.725 us).
    Two penalty rules run one after the other, each from the first plan: the last hop of the
    last arrivals (the first version), then their whole path.
-7. ``slot=auto`` also tries a 4x finer slot when the seed's slot rounds the transfers up by
+7. ``slot=auto`` also tries a 4x finer slot when the paper's slot rounds the transfers up by
    more than 10 % (a 0.7 us alpha costs a whole 2.5 ms slot at 1 GB) and the problem is small.
    With ``trees``/``nearest`` also ``auto`` (the default), ``synthesize`` keeps the earliest of
    all these plans.
 8. Candidate plans (variants, slots, negotiation rounds) are compared by their
    as-soon-as-possible completion (:func:`asap_seconds`: the plan executed at exact durations,
    each hop as soon as its chunk and link allow, the simulator's model), not by their slots,
-   which round every transfer up; the seed's own plan of every variant is a candidate, so the
+   which round every transfer up; the paper's own plan of every variant is a candidate, so the
    default is never later than any of them.
 9. ``price`` (default ``auto``): a link-time price. TM by earliest arrival is blind to what a
    path costs the trees planned after it: on 2-chassis DGX-2 a chunk reaches the other
    chassis a little earlier over all eight IB links than over one, so the first trees take
    every IB link (8x slower than a switch port) and the rest queue behind them (22.8 ms at
-   1 GB; the seed's cost metric avoids that but relays chunks in 16-hop chains, 11.8 ms;
+   1 GB; the paper's cost metric avoids that but relays chunks in 16-hop chains, 11.8 ms;
    TE-CCL 10 ms). With a price ``p`` a full broadcast's edge is keyed ``arrival + p x`` the
    link time (slots) it holds, a Lagrangian trade of arrival against the shared resource:
    9.5 ms at 1 GB and 12.3 us at 1 MB (TE-CCL 18.55 us). ``auto`` adds the arrival +

@@ -29,7 +29,7 @@ SUPPORTED = {CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.CUSTOM, CollKind.G
 
 @dataclass(frozen=True)
 class Task:
-    """One multicast: chunk ``chunk`` from rank ``source`` to ``dests`` (seed step 1)."""
+    """One multicast: chunk ``chunk`` from rank ``source`` to ``dests`` (the paper's step 1)."""
 
     chunk: int
     source: int
@@ -40,7 +40,8 @@ class Task:
 
     @property
     def key(self) -> tuple:
-        """Seed step 2: largest data first; ties by round, farthest-first source, chunk id."""
+        """The paper's step 2: largest data first; ties by round, farthest-first source, chunk
+        id."""
         return (-self.volume, self.round, self.spread, self.chunk)
 
 
@@ -71,7 +72,7 @@ def spread_order(topology: Topology) -> list[int]:
 
 def decompose(collective: Collective, chunk_bytes: float,
               spread: list[int] | None = None) -> list[Task]:
-    """Multicast tasks of a non-reducing collective, in planning order (seed steps 1–2).
+    """Multicast tasks of a non-reducing collective, in planning order (the paper's steps 1–2).
 
     Broadcast: one task per chunk. AllGather: one broadcast per (source, chunk), ``C`` chunks
     per rank. Multicast (custom collectives), Gather, Scatter, AllToAll: one task per chunk to
@@ -230,7 +231,7 @@ def plan(topology: Topology, collective: Collective, size: float | None = None,
 
 def _route_all(graph: SlotGraph, tasks: list[Task], h0: int | None, near: str, grow: str,
                penalty: dict[int, dict[int, float]] | None, price: float = 0.0) -> Planner:
-    """One pass of seed steps 3–5: every task's tree, in planning order."""
+    """One pass of the paper's steps 3–5: every task's tree, in planning order."""
     planner = Planner(graph, h0, near, penalty, price)
     rest = tasks
     if grow == "concurrent":
@@ -302,7 +303,7 @@ def _parse_price(value: Any) -> float | None:
 
 
 def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
-    """Negotiated re-planning (option ``negotiate``; not in the seed).
+    """Negotiated re-planning (option ``negotiate``; not in the paper).
 
     Greedy trees take the earliest-arriving edges for themselves: on DGX-1 every broadcast
     sends its chunk over all four of its source's links at slot 0, the two slow NVLinks
@@ -315,7 +316,7 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
     accumulate (the history of "negotiated congestion" routers); a tree then prefers another
     edge when its penalised one is contended, as long as the alternative is not later by more
     than the penalty. The plan that completes first as soon as possible is kept
-    (:meth:`Plan.better_than`; ties: the earliest round, so the seed's plan when nothing
+    (:meth:`Plan.better_than`; ties: the earliest round, so the paper's plan when nothing
     improves). Two phases (``NEGOTIATE_PHASES``), each from the first plan without
     penalties: the penalised transfers are those in the way of the last arrivals' last hop,
     then of any transfer on their chunk's path from its source (a wait two hops before the
@@ -542,13 +543,14 @@ def synthesize(topology: Topology, collective: Collective, *, size: float | None
                slot: Any = None, horizon: Any = None, occupancy: Any = None,
                trees: Any = None, nearest: Any = None, negotiate: Any = None,
                price: Any = None) -> Schedule:
-    """MTEGCCA: Steiner trees on a multicast time-expanded graph (seed 002).
+    """MTEGCCA: Steiner trees on a multicast time-expanded graph (Liu Fei et al., Journal on
+    Communications 2026).
 
     With ``trees``/``nearest`` left to ``auto`` every combination is planned and the plan with
-    the earliest completion (in slots; ties keep the seed's own variant, sequential + arrival)
-    is lowered: a departure from the seed, which has one variant; planning is cheap next to
+    the earliest completion (in slots; ties keep the paper's own variant, sequential + arrival)
+    is lowered: a departure from the paper, which has one variant; planning is cheap next to
     lowering and verification, and no variant wins everywhere (concurrent trees on NDv2,
-    cost-based attachment on DGX-2 and MI250 at large sizes, the seed's elsewhere).
+    cost-based attachment on DGX-2 and MI250 at large sizes, the paper's elsewhere).
     Each variant is improved by negotiated re-planning (``negotiate``, default ``auto``);
     on small problems link-time priced variants join (``price``, default ``auto``).
     """
@@ -562,13 +564,13 @@ def best_plan(topology: Topology, collective: Collective, size: float | None = N
               price: Any = None) -> Plan:
     """:func:`plan` for every variant ``auto`` stands for; the earliest-finishing plan.
 
-    With ``slot`` left to ``auto`` the variants are planned with the seed's slot (one chunk on
+    With ``slot`` left to ``auto`` the variants are planned with the paper's slot (one chunk on
     the fastest link) and, when that slot rounds the transfers up a lot (:func:`slot_waste` above
     ``REFINE_WASTE``) and the problem is small (``REFINE_WORK``), again with slots
     ``REFINE`` times shorter. Plans are compared by their as-soon-as-possible completion
     (:func:`asap_seconds`; whole slots round every transfer up, so the slot plan is a poor
     judge between slot lengths), then by the slot plan's. Ties keep the earlier candidate:
-    seed slot, sequential, arrival. With ``price`` left to ``auto`` and a small problem
+    paper's slot, sequential, arrival. With ``price`` left to ``auto`` and a small problem
     (``PRICE_WORK``) the candidates per slot also include the arrival variants of
     ``PRICE_TREES`` at every link-time price of ``PRICES``. With ``negotiate`` left to
     ``auto`` every candidate gets the same number of rounds, :func:`negotiation_rounds` of
@@ -577,7 +579,7 @@ def best_plan(topology: Topology, collective: Collective, size: float | None = N
     lam = _parse_price(price)
     tau0 = _parse_slot(slot)
     nbytes = size_option(size, "mteg", DEFAULT_SIZE)
-    # the seed's graph: problem size (work) and whether the slot wastes much (refinement)
+    # the paper's graph: problem size (work) and whether the slot wastes much (refinement)
     g0 = SlotGraph(topology, collective.chunk_bytes(nbytes), tau0,
                    exact=occupancy is None or str(occupancy).strip().lower() != "slot")
     n_tasks = len(decompose(collective, g0.chunk_bytes))
@@ -613,9 +615,9 @@ PRICE_TREES = ("concurrent",)
 PRICE_WORK = 20_000
 
 
-#: ``slot=auto`` also plans with slots this many times shorter than the seed's ...
+#: ``slot=auto`` also plans with slots this many times shorter than the paper's ...
 REFINE = 4
-#: ... when the seed's slot inflates the transfers by more than this fraction in all ...
+#: ... when the paper's slot inflates the transfers by more than this fraction in all ...
 REFINE_WASTE = 0.1
 #: ... and the problem is small (tasks x transmission edges at most this).
 REFINE_WORK = 20_000
@@ -640,11 +642,11 @@ def mteg_horizon(topology: Topology, collective: Collective, size: float | None 
                  tau: Any = None, occupancy: str = "slot") -> tuple[int, float]:
     """Completion of MTEGCCA's plan as ``(slots, seconds)`` with slots of length ``tau``.
 
-    Seed 002 §3.2: a feasible MTEGCCA plan bounds the number of epochs an exact time-expanded
+    The paper's §3.2: a feasible MTEGCCA plan bounds the number of epochs an exact time-expanded
     solver (TE-CCL) needs from above: with epochs of length ``tau`` (default: one chunk on the
     fastest link), ``slots`` epochs suffice. ``tau`` is a time in seconds or a string
     (``"0.5us"``); ``size`` defaults to 1 MiB. The default ``occupancy="slot"`` plans with the
-    seed's whole-slot resources (a link carries one transfer per slot, a transfer arrives
+    paper's whole-slot resources (a link carries one transfer per slot, a transfer arrives
     ``ceil(alpha/tau) + ceil(chunk/(bw tau))`` slots after it leaves), which an epoch-based
     solver can reproduce epoch by epoch; ``"exact"`` gives the (tighter) plan ``synth`` uses.
     """

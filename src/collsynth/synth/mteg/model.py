@@ -1,6 +1,9 @@
-"""The implicit multicast time-expanded graph (seed 002 §2.1, Algorithm 1).
+"""The implicit multicast time-expanded graph of MTEGCCA (Liu Fei, Wang Peng, Ma Han, Li Ye and
+Li Hongyan, "Collective communication scheduling algorithm based on multicast time-expanded
+graph", Journal on Communications 2026, doi:10.11959/j.issn.1000-436x.2026062), §2.1,
+Algorithm 1.
 
-Seed 002 builds ``G_M`` explicitly: a vertex ``u_t`` per node and slot, storage edges
+The paper builds ``G_M`` explicitly: a vertex ``u_t`` per node and slot, storage edges
 ``u_t -> u_{t+1}``, transmission edges ``u_t -> v_{t+L(u,v)}`` and virtual terminal vertices
 ``U_{s,c}`` joined to every ``u_t``. Here nothing of size ``O(|V| H)`` is ever built:
 
@@ -8,11 +11,11 @@ Seed 002 builds ``G_M`` explicitly: a vertex ``u_t`` per node and slot, storage 
   ``h`` may send it at any slot ``t >= h``: that is the chain of storage edges, collapsed;
 * **transmission edges** are per *direct route* between two ranks (a physical GPU-GPU link, every
   parallel link separately, or the :class:`~collsynth.topology.paths.RouteTable` route through
-  switches/routers). Their length is the seed's
+  switches/routers). Their length is the paper's
   ``L = ceil(alpha / tau) + ceil(chunk / (bw * tau))`` with ``alpha`` the route's total latency
-  and ``bw`` its bottleneck bandwidth (a single link: exactly the seed's formula);
+  and ``bw`` its bottleneck bandwidth (a single link: exactly the paper's formula);
 * **virtual terminals** ``U_{s,c}`` become the test "rank ``v`` still needs chunk ``c``";
-* the **residual graph** (edges already used are removed, seed step 4) is
+* the **residual graph** (edges already used are removed, the paper's step 4) is
   :class:`Occupancy`: per link a sorted list of busy slot intervals. A transmission edge leaving
   at slot ``t`` exists iff every link of its route is free over the slots it occupies.
 
@@ -69,7 +72,7 @@ class SlotGraph:
 
     ``exact`` (default) keeps each hop's busy window exact (in slot units, as floats): a hop
     with a fractional alpha offset does not waste the rest of a slot. ``exact=False`` rounds
-    every window outward to whole slots: the seed's one-transfer-per-(link, slot) resource.
+    every window outward to whole slots: the paper's one-transfer-per-(link, slot) resource.
     """
 
     def __init__(self, topology: Topology, chunk_bytes: float, tau: float | None = None,
@@ -79,7 +82,7 @@ class SlotGraph:
             raise CollsynthError(f"mteg: chunk size {chunk_bytes!r} must be positive")
         fastest = float(t.link_bw.max())
         if tau is None:
-            tau = chunk_bytes / fastest   # seed 002: one chunk on the fastest link
+            tau = chunk_bytes / fastest   # the paper's: one chunk on the fastest link
         if not (math.isfinite(tau) and tau > 0):
             raise CollsynthError(f"mteg: slot length {tau!r} must be a positive time")
         self.topology = t

@@ -1,4 +1,7 @@
-"""Takahashi–Matsuyama Steiner trees on the implicit time-expanded graph (seed 002 §2.2 step 3).
+"""Takahashi–Matsuyama Steiner trees on the implicit time-expanded graph of MTEGCCA (Liu Fei,
+Wang Peng, Ma Han, Li Ye and Li Hongyan, "Collective communication scheduling algorithm based on
+multicast time-expanded graph", Journal on Communications 2026,
+doi:10.11959/j.issn.1000-436x.2026062), §2.2 step 3.
 
 TM grows a tree from the root ``s_0`` by repeatedly attaching the unreached terminal nearest to
 the tree along a shortest path. In a time-expanded graph "nearest" is *earliest arrival*: every
@@ -17,17 +20,17 @@ Two equivalent implementations (the tests check that they agree):
   move later as slots are taken), ``O(E log E)`` per broadcast instead of one search per terminal.
 
 Ties are broken by (arrival slot, receiving rank, sending rank, edge id): deterministic.
-With ``nearest=cost`` the distance is the seed's edge cost of what a path adds to the tree
+With ``nearest=cost`` the distance is the paper's edge cost of what a path adds to the tree
 (transmission ``L`` plus storage slots not yet in it), ties by arrival and then as above.
-Negotiated re-planning (``algo._negotiate``, not in the seed) adds a per-(chunk, edge) penalty
+Negotiated re-planning (``algo._negotiate``, not in the paper) adds a per-(chunk, edge) penalty
 to the key of the full-broadcast paths (Prim-like and concurrent), and the link-time price
-(``algo`` option ``price``, not in the seed) ``price x`` the link time (slots) the edge's
+(``algo`` option ``price``, not in the paper) ``price x`` the link time (slots) the edge's
 transfer holds; bookings are unaffected.
 
-Departure from the seed: the seed removes a finished tree's edges from ``G_M`` only after the
+Departure from the paper: the paper removes a finished tree's edges from ``G_M`` only after the
 whole tree is built (step 4). Here the (link, slot) resources of each path are taken as soon as
 the path joins the tree: two paths of the same tree may otherwise share a link at the same slot
-(routes through a switch share its links), which the seed's per-edge removal would not notice.
+(routes through a switch share its links), which the paper's per-edge removal would not notice.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class Planner:
         # tree, ``penalty[c][e]``; it changes which candidate edge a tree takes, never the
         # slots a transfer books
         self.penalty = penalty or {}
-        # link-time price (algo ``price``, not in the seed): extra key, in slots, of every edge
+        # link-time price (algo ``price``, not in the paper): extra key, in slots, of every edge
         # of a full broadcast: ``price`` x the link time (slots) a transfer over it holds
         self.price = float(price)
         self.e_price = [self.price * b for b in graph.e_busy] if self.price > 0 else None
@@ -166,7 +169,7 @@ class Planner:
             expand(v)
 
     def _broadcast_cost(self, chunk: int, src: int) -> None:
-        """:meth:`_broadcast` with the seed's TEG edge cost as the distance (``nearest=cost``).
+        """:meth:`_broadcast` with the paper's TEG edge cost as the distance (``nearest=cost``).
 
         The tree holds, at rank ``u``, the vertices ``u_h .. u_last`` (arrival, then the storage
         edges up to its latest departure so far), so leaving ``u`` at slot ``t`` costs
@@ -224,8 +227,8 @@ class Planner:
     def route_concurrent(self, tasks) -> None:
         """Grow the trees of several full broadcasts together (option ``trees=concurrent``).
 
-        Instead of finishing one tree before starting the next (seed steps 3–5), one heap holds
-        the candidate edges of every tree and the globally nearest one is attached first
+        Instead of finishing one tree before starting the next (the paper's steps 3–5), one heap
+        holds the candidate edges of every tree and the globally nearest one is attached first
         (ties: the task's planning order). Each tree is still TM's (a broadcast reaches its
         nearest terminal first); only the interleaving of the trees differs. ``tasks`` are
         ``(chunk, source)`` pairs in planning order.
@@ -245,7 +248,7 @@ class Planner:
         pens = [self._extra(chunk) for chunk, _src in tasks]
 
         def key(k: int, u: int, e: int, t: int) -> float:
-            """Primary key: arrival, or with ``nearest=cost`` the seed's edge cost (plus the
+            """Primary key: arrival, or with ``nearest=cost`` the paper's edge cost (plus the
             link-time price and the negotiation penalty of the edge in tree ``k``, if any)."""
             p = pens[k](e) if pens[k] is not None else 0
             if cost:
@@ -314,7 +317,7 @@ class Planner:
         """Multi-source search from the tree to the nearest unreached terminal.
 
         Returns ``(terminal, best)`` with ``best[v] = (cost, arrival, parent, edge, departure)``.
-        The distance is the arrival slot, or with ``nearest=cost`` the seed's TEG edge cost:
+        The distance is the arrival slot, or with ``nearest=cost`` the paper's TEG edge cost:
         transmission lengths plus the storage edges not yet in the tree (leaving tree rank ``u``
         at ``t`` costs ``max(0, t - last_u)``, waiting at a relay costs every slot waited).
         A* on that distance: the heuristic is the fewest slots to any unreached terminal on the

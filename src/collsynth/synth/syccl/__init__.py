@@ -1,4 +1,5 @@
-"""SyCCL (seed 001): symmetry-based decomposition. See ``docs/syccl.md``."""
+"""SyCCL: symmetry-based decomposition (Cao et al., "SyCCL: Exploiting Symmetry for Efficient
+Collective Communication Scheduling", ACM SIGCOMM 2025). See ``docs/syccl.md``."""
 
 from . import algo
 from .symmetry import Fabric, detect

@@ -1,8 +1,9 @@
-"""``syccl`` — SyCCL-style symmetric decomposition (seed 001): AllGather, ReduceScatter (by
-reversal) and AllToAll on island x rail fabrics. See ``docs/syccl.md``.
+"""``syccl`` — SyCCL-style symmetric decomposition (Cao et al., "SyCCL: Exploiting Symmetry
+for Efficient Collective Communication Scheduling", ACM SIGCOMM 2025): AllGather, ReduceScatter
+(by reversal) and AllToAll on island x rail fabrics. See ``docs/syccl.md``.
 
 Stage 1 (sketches): a sketch is an order of the dimensions, one stage per dimension.
-:mod:`.sketch` enumerates the candidate sketches with the seed's pruning rules; for AllGather
+:mod:`.sketch` enumerates the candidate sketches with the paper's pruning rules; for AllGather
 the survivors are ``rail>island`` (first gather along the rail group, GPU j of every island,
 then spread the S pieces each GPU holds over its island) and ``island>rail``. Per unit of a
 rank's data a GPU receives
@@ -591,24 +592,94 @@ class _SubDemands:
 def syccl(topology: Topology, collective: Collective, size: float | None = None,
           workers: int = 1, stage2: str = "template", fine_keep: int | str = 1) -> Schedule:
     """SyCCL symmetric decomposition; options arrive typed (see the declaration above)."""
-    from ...sim import simulate
-
     w = int(workers)
     keep = None if fine_keep == "all" else int(fine_keep)
     routes = RouteTable(topology)          # shared by detection and the direct candidate
     fab = detect(topology, routes)
-    kind = collective.kind
-    reducing = kind is CollKind.REDUCESCATTER
-    a2a = kind is CollKind.ALLTOALL
-    base = collective if a2a else Collective(CollKind.ALLGATHER, collective.num_ranks,
-                                             collective.chunks_per_rank)
-    sizes = {"island": fab.island_size, "rail": fab.servers}
-    caps = {"island": Fraction(fab.island_bw), "rail": Fraction(fab.net_bw)}
-    sk_info = enumerate_sketches(sizes, CollKind.ALLTOALL if a2a else CollKind.ALLGATHER,
-                                 caps=caps)
-    sketches = [s.dims for s in sk_info]
-    loads = [sketch_loads(sk, sizes, base.kind) for sk in sketches]
-    opt, unit = allocate(loads, caps)
+    search = _stage1(topology, collective, fab, size, w, stage2)
+    a2a = collective.kind is CollKind.ALLTOALL
+    rail_kinds = ["shift"] + (["ring"] if fab.servers > 2 and not a2a else [])
+    # (AllToAll stages are one-hop pairwise-shift exchanges whatever the rail template)
+    coarse = _score_coarse(search, rail_kinds)
+    if stage2 == "milp" and not a2a:
+        _score_milp(search, keep, coarse)
+    _sweep_pipelines(search, coarse)
+    return _record(_chosen(search, topology, collective, routes), search)
+
+
+class _Search:
+    """The candidates of stage 3: builds them, simulates them at ``size`` and keeps the first
+    eligible one of least time (``kept``: its key, schedule and simulated op finish times)."""
+
+    def __init__(self, plan: _Plan, sketches: list[tuple[str, ...]],
+                 allocs: list[tuple[str, list[Fraction]]], common: dict, size: float,
+                 workers: int):
+        self.plan, self.sketches, self.allocs, self.common = plan, sketches, allocs, common
+        self.size, self.workers = size, workers
+        # (time, order, candidate, eligible): coarse-epoch MILP candidates only filter
+        self.tried: list[tuple[float, int, Any, bool]] = []
+        self.kept: dict = {}
+
+    def make(self, name: str, fr: list[Fraction], rk: Any, P: int) -> Schedule:
+        """The schedule of candidate (allocation ``name`` with fractions ``fr``, rail template
+        ``rk``, pipeline depth ``P``)."""
+        meta = {"syccl": {**self.common, "allocation": name, "fractions": [str(f) for f in fr],
+                          "rail_template": rk if isinstance(rk, str) else "milp",
+                          "pipeline": P}}
+        if not isinstance(rk, str):
+            meta["syccl"]["milp_subdemands"] = [list(x) for x in rk[2]]
+        return build(self.plan, self.sketches, fr, rk, P, meta)
+
+    def score(self, name: str, fr: list[Fraction], rk: Any, P: int,
+              eligible: bool = True) -> float:
+        """Simulated time of one candidate; an eligible one faster than the kept is kept."""
+        from ...sim import simulate
+
+        s = self.make(name, fr, rk, P)
+        res = simulate(s, self.size)
+        tm = res.time_s
+        if eligible and (not self.kept or tm < self.kept["time"]):
+            self.kept.update(key=(name, fr, rk, P), finish=res.op_finish_s, sched=s, time=tm)
+        self.tried.append((tm, len(self.tried), (name, fr, rk, P), eligible))
+        return tm
+
+    def score_all(self, cands: list[tuple], eligible: bool = True) -> list[float]:
+        """``score`` for each candidate (name, fr, rk, P), in order. With ``workers`` > 1 (and
+        fork available) they are built and simulated in a process pool that returns only the
+        times; the best of them is then rebuilt and re-simulated here if it beats the kept
+        one (its schedule and op finish times are needed). Same times, same order, same
+        choice as one by one."""
+        import multiprocessing as mp
+
+        from ...sim import simulate
+
+        w = self.workers
+        if w == 1 or len(cands) < 2 or "fork" not in mp.get_all_start_methods():
+            return [self.score(*c, eligible=eligible) for c in cands]
+        times = _times_in_pool(self.make, cands, self.size, w)
+        j = min(range(len(cands)), key=lambda i: (times[i], i))   # first of least time
+        if eligible and (not self.kept or times[j] < self.kept["time"]):
+            s = self.make(*cands[j])
+            res = simulate(s, self.size)
+            self.kept.update(key=cands[j], finish=res.op_finish_s, sched=s, time=times[j])
+        for c, tm in zip(cands, times):
+            self.tried.append((tm, len(self.tried), c, eligible))
+        return times
+
+    def fits(self, fr, rk, P) -> bool:
+        """Whether the candidate stays within :data:`OP_BUDGET` operations."""
+        return self.plan.ops_per_unit(self.sketches, fr, rk) * P <= OP_BUDGET
+
+    def p0(self, fr, rk) -> int:
+        """The first pipeline depth of a candidate: ``COARSE_P``, or 1 over the budget."""
+        return COARSE_P if self.fits(fr, rk, COARSE_P) else 1
+
+
+def _allocations(sketches: list[tuple[str, ...]], loads: list[dict[str, int]],
+                 caps: dict[str, Fraction], a2a: bool) -> list[tuple[str, list[Fraction]]]:
+    """The chunk allocations to score: the balanced optimum, each sketch alone and, for
+    AllToAll, an even split."""
+    opt, _ = allocate(loads, caps)
     allocs = [("balanced", opt)]
     for k, sk in enumerate(sketches):
         single = [Fraction(int(i == k)) for i in range(len(sketches))]
@@ -618,133 +689,121 @@ def syccl(topology: Topology, collective: Collective, size: float | None = None,
         half = [Fraction(1, len(sketches))] * len(sketches)
         if all(half != fr for _, fr in allocs):
             allocs.append(("even", half))
-    rail_kinds = ["shift"] + (["ring"] if fab.servers > 2 and not a2a else [])
-    # (AllToAll stages are one-hop pairwise-shift exchanges whatever the rail template)
+    return allocs
+
+
+def _stage1(topology: Topology, collective: Collective, fab: Fabric, size: float | None,
+            workers: int, stage2: str) -> _Search:
+    """Stage 1: the sketches, their per-dimension loads and the chunk allocations to score."""
+    a2a = collective.kind is CollKind.ALLTOALL
+    base = collective if a2a else Collective(CollKind.ALLGATHER, collective.num_ranks,
+                                             collective.chunks_per_rank)
+    sizes = {"island": fab.island_size, "rail": fab.servers}
+    caps = {"island": Fraction(fab.island_bw), "rail": Fraction(fab.net_bw)}
+    sk_info = enumerate_sketches(sizes, CollKind.ALLTOALL if a2a else CollKind.ALLGATHER,
+                                 caps=caps)
+    sketches = [s.dims for s in sk_info]
+    loads = [sketch_loads(sk, sizes, base.kind) for sk in sketches]
+    allocs = _allocations(sketches, loads, caps, a2a)
     score_size = plan_size(size, "syccl")
     plan = _Plan(topology, base, fab)
-    use_milp = stage2 == "milp" and not a2a
     common = {**fab.describe(), "sketches": [">".join(s) for s in sketches],
               "sketches_enumerated": [s.describe() for s in sk_info], "stage2": stage2}
-    # (time, order, candidate, eligible): coarse-epoch MILP candidates only filter
-    tried: list[tuple[float, int, Any, bool]] = []
+    return _Search(plan, sketches, allocs, common, score_size, workers)
 
-    def make(name: str, fr: list[Fraction], rk: Any, P: int) -> Schedule:
-        meta = {"syccl": {**common, "allocation": name, "fractions": [str(f) for f in fr],
-                          "rail_template": rk if isinstance(rk, str) else "milp",
-                          "pipeline": P}}
-        if not isinstance(rk, str):
-            meta["syccl"]["milp_subdemands"] = [list(x) for x in rk[2]]
-        return build(plan, sketches, fr, rk, P, meta)
 
-    kept: dict = {}   # the best candidate so far: its key and simulated op finish times
+def _score_coarse(search: _Search, rail_kinds: list[str]) -> list[tuple]:
+    """Stage 3, first step: every allocation x rail template at pipeline ``COARSE_P``; returns
+    ``(time, order, name, fractions, rail template, P)`` per candidate."""
+    first = [(name, fr, rk, search.p0(fr, rk)) for name, fr in search.allocs
+             for rk in rail_kinds]
+    return [(tm, i, *c) for i, (c, tm) in enumerate(zip(first, search.score_all(first)))]
 
-    def score(name: str, fr: list[Fraction], rk: Any, P: int, eligible: bool = True) -> float:
-        s = make(name, fr, rk, P)
-        res = simulate(s, score_size)
-        tm = res.time_s
-        if eligible and (not kept or tm < kept["time"]):
-            kept.update(key=(name, fr, rk, P), finish=res.op_finish_s, sched=s, time=tm)
-        tried.append((tm, len(tried), (name, fr, rk, P), eligible))
-        return tm
 
-    def score_all(cands: list[tuple], eligible: bool = True) -> list[float]:
-        """``score`` for each candidate (name, fr, rk, P), in order. With ``workers`` > 1 (and
-        fork available) they are built and simulated in a process pool that returns only the
-        times; the best of them is then rebuilt and re-simulated here if it beats the kept
-        one (its schedule and op finish times are needed). Same times, same order, same
-        choice as one by one."""
-        import multiprocessing as mp
+def _score_milp(search: _Search, keep: int | None, coarse: list[tuple]) -> None:
+    """Stage 2 with ``stage2=milp``, two-step epoch duration: (a) every allocation's
+    sub-demands at the coarse epoch, candidates scored (filter only); (b) the best ``keep``
+    re-solved at the fine epoch and scored as real candidates (appended to ``coarse``)."""
+    from .stage2 import COARSE_MULT, FINE_MULT
 
-        if w == 1 or len(cands) < 2 or "fork" not in mp.get_all_start_methods():
-            return [score(*c, eligible=eligible) for c in cands]
-        times = _times_in_pool(make, cands, score_size, w)
-        j = min(range(len(cands)), key=lambda i: (times[i], i))   # first of least time
-        if eligible and (not kept or times[j] < kept["time"]):
-            s = make(*cands[j])
-            res = simulate(s, score_size)
-            kept.update(key=cands[j], finish=res.op_finish_s, sched=s, time=times[j])
-        for c, tm in zip(cands, times):
-            tried.append((tm, len(tried), c, eligible))
-        return times
+    subs = _SubDemands(search.plan, search.sketches, search.size, search.workers)
+    mc = []
+    for name, fr in search.allocs:
+        P0 = search.p0(fr, "shift")
+        mc.append((name, fr, ("milp", "coarse", subs.specs(fr, P0, COARSE_MULT)), P0))
+    t_coarse = subs.solve()
+    c_scores = [(tm, i) for i, tm in enumerate(search.score_all(mc, eligible=False))]
+    survivors = sorted(c_scores)[:keep] if keep is not None else c_scores
+    surv = sorted(i for _, i in survivors)        # fixed (allocation) order
+    fc = []
+    for i in surv:
+        name, fr, _, P0 = mc[i]
+        fc.append((name, fr, ("milp", "fine", subs.specs(fr, P0, FINE_MULT)), P0))
+    t_fine = subs.solve()
+    f_scores = search.score_all(fc)
+    for (name, fr, rk, P0), tm in zip(fc, f_scores):
+        coarse.append((tm, len(coarse), name, fr, rk, P0))
+    search.common["milp"] = {
+        "coarse_epoch_multiplier": COARSE_MULT, "fine_epoch_multiplier": FINE_MULT,
+        "fine_keep": "all" if keep is None else keep, "subdemands": subs.info,
+        "coarse": [{"allocation": mc[i][0], "time_s": tm} for tm, i in c_scores],
+        "fine": [{"allocation": c[0], "time_s": tm} for c, tm in zip(fc, f_scores)],
+        "solve_s": {"coarse": t_coarse, "fine": t_fine}}
 
-    def fits(fr, rk, P) -> bool:
-        return plan.ops_per_unit(sketches, fr, rk) * P <= OP_BUDGET
 
-    def p0(fr, rk) -> int:
-        return COARSE_P if fits(fr, rk, COARSE_P) else 1
-
-    # two-step selection: coarse (every allocation x rail template at pipeline COARSE_P), then
-    # a pipeline sweep for the best COARSE_KEEP combination(s)
-    first = [(name, fr, rk, p0(fr, rk)) for name, fr in allocs for rk in rail_kinds]
-    coarse = [(tm, i, *c) for i, (c, tm) in enumerate(zip(first, score_all(first)))]
-    if use_milp:
-        from .stage2 import COARSE_MULT, FINE_MULT
-
-        # stage 2, two-step epoch duration: (a) every allocation's sub-demands at the coarse
-        # epoch; candidates scored (filter only); (b) the best ``keep`` re-solved at the fine
-        # epoch and scored as real candidates (select)
-        subs = _SubDemands(plan, sketches, score_size, w)
-        mc = []
-        for name, fr in allocs:
-            P0 = p0(fr, "shift")
-            mc.append((name, fr, ("milp", "coarse", subs.specs(fr, P0, COARSE_MULT)), P0))
-        t_coarse = subs.solve()
-        c_scores = [(tm, i) for i, tm in enumerate(score_all(mc, eligible=False))]
-        survivors = sorted(c_scores)[:keep] if keep is not None else c_scores
-        surv = sorted(i for _, i in survivors)        # fixed (allocation) order
-        fc = []
-        for i in surv:
-            name, fr, _, P0 = mc[i]
-            fc.append((name, fr, ("milp", "fine", subs.specs(fr, P0, FINE_MULT)), P0))
-        t_fine = subs.solve()
-        f_scores = score_all(fc)
-        for (name, fr, rk, P0), tm in zip(fc, f_scores):
-            coarse.append((tm, len(coarse), name, fr, rk, P0))
-        common["milp"] = {
-            "coarse_epoch_multiplier": COARSE_MULT, "fine_epoch_multiplier": FINE_MULT,
-            "fine_keep": "all" if keep is None else keep, "subdemands": subs.info,
-            "coarse": [{"allocation": mc[i][0], "time_s": tm} for tm, i in c_scores],
-            "fine": [{"allocation": c[0], "time_s": tm} for c, tm in zip(fc, f_scores)],
-            "solve_s": {"coarse": t_coarse, "fine": t_fine}}
+def _sweep_pipelines(search: _Search, coarse: list[tuple]) -> None:
+    """Stage 3, second step: a pipeline sweep for the best ``COARSE_KEEP`` candidates."""
     for tm0, _, name, fr, rk, P0 in sorted(coarse, key=lambda x: (x[0], x[1]))[:COARSE_KEEP]:
         # deeper pipelines while they help by more than MIN_GAIN (and fit the op budget);
         # shallower ones only when the first deeper one did not help
         times = {P0: tm0}
         i0 = PIPELINES.index(P0)
         for P in PIPELINES[i0 + 1:]:
-            if not fits(fr, rk, P):
+            if not search.fits(fr, rk, P):
                 break
-            times[P] = score(name, fr, rk, P)
+            times[P] = search.score(name, fr, rk, P)
             if times[P] >= times[PIPELINES[PIPELINES.index(P) - 1]] * (1 - MIN_GAIN):
                 break
         if len(times) <= 2 and min(times, key=lambda p: (times[p], p)) == P0:
             for P in PIPELINES[:i0][::-1]:
-                times[P] = score(name, fr, rk, P)
+                times[P] = search.score(name, fr, rk, P)
                 if times[P] >= times[PIPELINES[PIPELINES.index(P) + 1]] * (1 - MIN_GAIN):
                     break
-    # kept = the first eligible candidate of least time (the order of ``tried`` breaks ties)
-    best_t = kept["time"]
-    if reducing:
-        # the best AllGather run backwards: its simulated timeline, reversed, plans the order
-        sched = reverse_to_reducescatter(kept["sched"], collective, kept["finish"])
-    else:
-        sched = kept["sched"]
-        if a2a:
-            # the one-stage sketch: every block straight to its destination (``direct``)
-            from .. import synthesize
 
-            d = direct_candidate(topology, collective, routes)
-            if d is None:
-                d = synthesize("direct", topology, collective)
-            dt = simulate(d, score_size).time_s
-            tried.append((dt, len(tried), ("direct",), True))
-            if dt < best_t:
-                sched = d.with_meta(syccl={**common, "allocation": "direct",
-                                           "fractions": [], "rail_template": None,
-                                           "pipeline": 1})
-    if "milp" in common:
-        sched.meta["syccl"]["milp"] = common["milp"]
-    sched.meta["syccl"]["scored_size"] = score_size
-    sched.meta["syccl"]["candidates"] = len(tried)
-    sched.meta["syccl"]["workers"] = w
+
+def _chosen(search: _Search, topology: Topology, collective: Collective,
+            routes: RouteTable) -> Schedule:
+    """The kept candidate (the first eligible one of least time) as the answer: ReduceScatter
+    runs it backwards; AllToAll takes the one-stage sketch instead when that is faster."""
+    from ...sim import simulate
+
+    kept = search.kept
+    best_t = kept["time"]
+    if collective.kind is CollKind.REDUCESCATTER:
+        # the best AllGather run backwards: its simulated timeline, reversed, plans the order
+        return reverse_to_reducescatter(kept["sched"], collective, kept["finish"])
+    sched = kept["sched"]
+    if collective.kind is CollKind.ALLTOALL:
+        # the one-stage sketch: every block straight to its destination (``direct``)
+        from .. import synthesize
+
+        d = direct_candidate(topology, collective, routes)
+        if d is None:
+            d = synthesize("direct", topology, collective)
+        dt = simulate(d, search.size).time_s
+        search.tried.append((dt, len(search.tried), ("direct",), True))
+        if dt < best_t:
+            sched = d.with_meta(syccl={**search.common, "allocation": "direct",
+                                       "fractions": [], "rail_template": None,
+                                       "pipeline": 1})
+    return sched
+
+
+def _record(sched: Schedule, search: _Search) -> Schedule:
+    """Record the selection (MILP sub-demands, scoring size, candidates) in ``meta``."""
+    if "milp" in search.common:
+        sched.meta["syccl"]["milp"] = search.common["milp"]
+    sched.meta["syccl"]["scored_size"] = search.size
+    sched.meta["syccl"]["candidates"] = len(search.tried)
+    sched.meta["syccl"]["workers"] = search.workers
     return sched

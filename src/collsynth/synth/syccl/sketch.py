@@ -2,7 +2,7 @@
 
 A sketch is a sequence of stages; stage k moves data inside the groups of one dimension (every
 group of that dimension runs the same sub-demand: mapping-based replication). Candidates are the
-sequences over the dimensions of length 1..``max_stages`` (3 for AllToAll, the seed's cap), and
+sequences over the dimensions of length 1..``max_stages`` (3 for AllToAll, the paper's cap), and
 the rules prune them:
 
 * **P2 consistency** (uniform destination:source ratio): every stage uses whole groups of one

@@ -70,14 +70,39 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
     """The island x rail structure of ``topology`` (``routes``: a route table to use and
     fill, shared with the caller)."""
     t = topology
-    n = t.num_ranks
-    rank_of = {t.node_of_rank(r): r for r in range(n)}
+    rank_of = {t.node_of_rank(r): r for r in range(t.num_ranks)}
+    nbrs = _neighbours(t)
+    island_sw = _island_switches(t, nbrs)
+    island_link, islands = _islands(t, rank_of, nbrs, island_sw)
+    island_bw, out_links = _island_bandwidth(t, rank_of, island_link)
+    island_routes = _island_routes(t, islands, out_links, island_sw)
+    _check_network_ports(t, islands, island_link, nbrs)
+    net_bw = _network_bandwidth(t, islands, island_link, nbrs)
+    rt = routes if routes is not None else RouteTable(t)
+    net_routes = _rail_routes(t, islands, island_link, rt)
+    return Fabric(islands, island_bw, net_bw, island_routes, net_routes)
+
+
+def _neighbours(t: Topology) -> dict[int, set[int]]:
+    """Every node's neighbours, in and out."""
     nbrs: dict[int, set[int]] = {}
     for lk in t.links:
         nbrs.setdefault(lk.src, set()).add(lk.dst)
         nbrs.setdefault(lk.dst, set()).add(lk.src)
-    island_sw = {x for x in range(t.num_nodes) if not t.is_compute(x) and len(nbrs.get(x, ())) >= 2
-                 and all(t.is_compute(y) for y in nbrs[x]) and len(nbrs[x]) < n}
+    return nbrs
+
+
+def _island_switches(t: Topology, nbrs: dict[int, set[int]]) -> set[int]:
+    """Switches whose every neighbour is a GPU and that do not reach every GPU."""
+    n = t.num_ranks
+    return {x for x in range(t.num_nodes) if not t.is_compute(x) and len(nbrs.get(x, ())) >= 2
+            and all(t.is_compute(y) for y in nbrs[x]) and len(nbrs[x]) < n}
+
+
+def _islands(t: Topology, rank_of: dict[int, int], nbrs: dict[int, set[int]],
+             island_sw: set[int]) -> tuple[list[bool], list[list[int]]]:
+    """Which links are island links, and the islands (equal sizes >= 2, at least two)."""
+    n = t.num_ranks
     # union-find over ranks
     parent = list(range(n))
 
@@ -110,12 +135,18 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
     sizes = sorted({len(i) for i in islands})
     if len(sizes) > 1:
         _fail(f"islands have unequal sizes {sizes}")
-    m = sizes[0]
-    if m < 2:
+    if sizes[0] < 2:
         _fail("no NVSwitch/NVLink island (no switch with only GPU neighbours, no GPU-GPU link)")
     if len(islands) < 2:
         _fail("a single island has no rail dimension")
-    # island bandwidth and one-hop routes inside islands
+    return island_link, islands
+
+
+def _island_bandwidth(t: Topology, rank_of: dict[int, int],
+                      island_link: list[bool]) -> tuple[float, dict[int, list]]:
+    """Per GPU island ingress bandwidth (equal for every GPU, in and out) and the island
+    links out of every node."""
+    n = t.num_ranks
     in_bw = [0.0] * n
     out_bw = [0.0] * n
     out_links: dict[int, list] = {}
@@ -129,6 +160,13 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
             in_bw[rank_of[lk.dst]] += lk.bw
     if len({round(b, 3) for b in in_bw}) > 1 or len({round(b, 3) for b in out_bw}) > 1:
         _fail("GPUs have unequal island bandwidths")
+    return in_bw[0], out_links
+
+
+def _island_routes(t: Topology, islands: list[list[int]], out_links: dict[int, list],
+                   island_sw: set[int]) -> dict[tuple[int, int], tuple[int, ...]]:
+    """One-hop routes inside islands: a direct link, else through a shared island switch
+    (fastest links first)."""
     island_routes: dict[tuple[int, int], tuple[int, ...]] = {}
     for isl in islands:
         for a in isl:
@@ -155,6 +193,13 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
                     _fail(f"{t.rank_name(a)} and {t.rank_name(b)} are in one island but not "
                           f"one hop apart through it")
                 island_routes[(a, b)] = best
+    return island_routes
+
+
+def _check_network_ports(t: Topology, islands: list[list[int]], island_link: list[bool],
+                         nbrs: dict[int, set[int]]) -> None:
+    """Every GPU has the same network signature and every island shares its network ports
+    in the same pattern of local indices."""
     # network signature per GPU: (bw of each non-island out/in link, sharers of its neighbour)
     sig = []
     share = []
@@ -165,7 +210,7 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
             net_out.setdefault(lk.src, []).append(lk)
             net_in.setdefault(lk.dst, []).append(lk)
     gpu_nbrs = {y: sum(1 for z in nbrs[y] if t.is_compute(z)) for y in nbrs}
-    for r in range(n):
+    for r in range(t.num_ranks):
         x = t.node_of_rank(r)
         outs = sorted((lk.bw, gpu_nbrs[lk.dst]) for lk in net_out.get(x, ()))
         ins = sorted(lk.bw for lk in net_in.get(x, ()))
@@ -185,8 +230,12 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
         patterns.add(tuple(sorted(tuple(v) for v in by_nb.values())))
     if len(patterns) > 1:
         _fail("islands share their network ports in different patterns")
-    # per-GPU network capacity: each non-island out link, divided among the GPUs sharing the
-    # neighbour when the neighbour's onward (non-GPU) capacity is smaller
+
+
+def _network_bandwidth(t: Topology, islands: list[list[int]], island_link: list[bool],
+                       nbrs: dict[int, set[int]]) -> float:
+    """Per-GPU network capacity: each non-island out link, divided among the GPUs sharing the
+    neighbour when the neighbour's onward (non-GPU) capacity is smaller."""
     x0 = t.node_of_rank(islands[0][0])
     net_bw = 0.0
     for lk in t.links:
@@ -199,8 +248,14 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
         sharers = len([z for z in nbrs[y] if t.is_compute(z)])
         onward = sum(k.bw for k in t.links if k.src == y and not t.is_compute(k.dst))
         net_bw += min(lk.bw, onward / sharers) if onward > 0 else lk.bw
-    # network routes within rail groups: same hop count, fewest among cross-island pairs
-    rt = routes if routes is not None else RouteTable(t)
+    return net_bw
+
+
+def _rail_routes(t: Topology, islands: list[list[int]], island_link: list[bool],
+                 rt: RouteTable) -> dict[tuple[int, int], tuple[int, ...]]:
+    """Network routes within rail groups: outside the islands, all of the same hop count, the
+    fewest among cross-island pairs."""
+    n = t.num_ranks
     isl_of = {r: s for s, isl in enumerate(islands) for r in isl}
     fewest = None
     for r in (islands[0][0],):
@@ -210,7 +265,7 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
                 if f is not None and (fewest is None or len(f) < fewest):
                     fewest = len(f)
     net_routes: dict[tuple[int, int], tuple[int, ...]] = {}
-    for j in range(m):
+    for j in range(len(islands[0])):
         group = [isl[j] for isl in islands]
         for a in group:
             for b in group:
@@ -225,4 +280,4 @@ def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
                     _fail(f"rail pair {t.rank_name(a)} -> {t.rank_name(b)} is {len(route)} hops, "
                           f"not the fewest ({fewest})")
                 net_routes[(a, b)] = tuple(int(k) for k in route)
-    return Fabric(islands, in_bw[0], net_bw, island_routes, net_routes)
+    return net_routes

@@ -1,20 +1,24 @@
 """``teccl`` — TE-CCL's time-expanded multi-commodity-flow formulation, solved with HiGHS.
 
-Implements seed 004 (TE-CCL) §3 (the epoch model: flows, buffers, capacity per epoch, copy at
-GPUs, demand-met variables, alpha as epoch delays, slow links over several epochs), §4 (the
-AllGather MILP with its objectives, the AllToAll LP, choosing the number of epochs K, early
-stop by MIP gap) and the implementation facts of ``../shared/reference/teccl.md`` §2-4 (epoch
-duration ``fast``/``slow``/user times a multiplier, the alpha check and alpha threshold, the
-sliding-window capacity, the input/output files). Modules:
+Implements TE-CCL (Liu et al., "Rethinking Machine Learning Collective Communication as a
+Multi-Commodity Flow Problem", ACM SIGCOMM 2024) §3 (the epoch model: flows, buffers, capacity
+per epoch, copy at GPUs, demand-met variables, alpha as epoch delays, slow links over several
+epochs), §4 (the AllGather MILP with its objectives, the AllToAll LP, choosing the number of
+epochs K, early stop by MIP gap) and what TE-CCL's public implementation does beyond the paper
+(epoch duration ``fast``/``slow``/user times a multiplier, the alpha check and alpha threshold,
+the sliding-window capacity, the input/output files). Modules:
 
-* :mod:`.epochs` — epoch grid, per-link alpha/beta epochs and delays, seeded alpha sampler;
+* :mod:`.epochs` — epoch grid, per-link alpha/beta epochs and delays, seeded alpha sampler
+  (the heterogeneous-alpha setting of Srinivasan, "A Performance Evaluation of Collective
+  Communication Libraries", MSc project, University of Victoria, 2026);
 * :mod:`.milp` — the multicast MILP (AllGather, Broadcast, Gather, Scatter, custom chunks);
 * :mod:`.lp` — the source-aggregated LP (AllToAll, demand matrices) and its path
   decomposition into chunk byte ranges;
 * :mod:`.lower` — the epoch-model heuristics (greedy placement of a schedule, rarest-first
   flooding: warm start and horizon), compaction, and the timed IR (list scheduling in epoch
   order, per-link orders);
-* :mod:`.io` — TE-CCL input files and TE-CCL-style output files.
+* TE-CCL input files and TE-CCL-style output files are read and written by
+  :mod:`collsynth.export.teccl`.
 
 Where it departs from TE-CCL (details in ``docs/teccl.md``):
 
@@ -58,6 +62,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -193,17 +198,49 @@ def teccl(topology: Topology, collective: Collective, size: float | None = None,
 
 
 # ---------------------------------------------------------------------------------- MILP
+@dataclass
+class _Solver:
+    """How every solve of one run is made: shared time limit and HiGHS settings."""
+
+    time_limit: float
+    gap: float
+    seed: int
+    highs_options: dict
+    max_nnz: float
+    warm_start: bool = False
+
+
 def _run_milp(topology, collective, grid: EpochGrid, size, k_user, obj, switch_copy, gap, tl,
               ws, seed, highs_options, max_nnz):
-    from .. import synthesize
-    from ...sim import simulate
-
+    """The multicast MILP from the heuristic's horizon (see the module doc): the best epoch
+    ops found and the run's facts."""
     t = topology
     com = Commodities.of(collective)
     if not len(com):
         raise CollsynthError(f"{collective.describe()} moves no data")
     dist = epoch_distances(t, grid.delay)
     to_gpu = to_gpu_distance(t, grid.delay)
+    k_lb = _fewest_epochs(t, com, dist)
+    h_ops, k_h, heuristic = _milp_heuristic(t, grid, collective, size)
+    info: dict[str, Any] = {"heuristic": heuristic, "lower_bound_epochs": k_lb, "horizons": []}
+    K = k_user if k_user is not None else k_h
+    solver = _Solver(tl, gap, seed, highs_options, max_nnz, ws)
+    best_ops, best_done, status, gap_out, K = _milp_horizons(
+        t, grid, com, dist, to_gpu, K, (h_ops, k_h), switch_copy, obj, solver, info)
+    if best_done > k_h:  # the heuristic beats what the solver found in time
+        best_ops, best_done = h_ops, k_h
+        status = f"{status}_heuristic" if not status.endswith("heuristic") else status
+    lb = info["lower_bound_epochs"]
+    info.update(status=status, gap=float(gap_out) if np.isfinite(gap_out) else
+                (max(0.0, (best_done - lb) / best_done) if best_done else 0.0),
+                epochs_required=best_done, horizon=K,
+                makespan_gap=max(0.0, (best_done - lb) / best_done) if best_done else 0.0,
+                proven_optimal=bool(best_done <= lb))
+    return best_ops, info
+
+
+def _fewest_epochs(t: Topology, com: Commodities, dist: np.ndarray) -> int:
+    """The fewest epochs in which every chunk can reach all its destinations."""
     src_nodes = t.compute_nodes[com.src]
     k_lb = 0
     for q, ds in enumerate(com.dests):
@@ -211,6 +248,15 @@ def _run_milp(topology, collective, grid: EpochGrid, size, k_user, obj, switch_c
         if np.any(e >= INF):
             raise CollsynthError(f"chunk {int(com.chunk[q])} cannot reach all its destinations")
         k_lb = max(k_lb, int(e.max()))
+    return k_lb
+
+
+def _milp_heuristic(t: Topology, grid: EpochGrid, collective: Collective, size: float):
+    """The warm start and horizon: the spt schedule placed into epochs, or rarest-first
+    flooding (AllGather, Broadcast) when it finishes earlier; ``(ops, epochs, facts)``."""
+    from .. import synthesize
+    from ...sim import simulate
+
     heur = synthesize("spt", t, collective)
     heur_sim = simulate(heur, size).time_s
     h_ops, k_h = greedy_epochs(t, grid, heur)
@@ -222,13 +268,22 @@ def _run_milp(topology, collective, grid: EpochGrid, size, k_user, obj, switch_c
             if flood[1] < k_h:
                 h_ops, k_h = flood
                 heuristic.update(algorithm="flood", epochs=k_h)
+    return h_ops, k_h, heuristic
+
+
+def _milp_horizons(t: Topology, grid: EpochGrid, com: Commodities, dist: np.ndarray,
+                   to_gpu: np.ndarray, K: int, heur: tuple[list, int], switch_copy: bool,
+                   obj: str, solver: _Solver, info: dict):
+    """Solve at horizon ``K``, grown while below the fewest epochs or infeasible, until a
+    solution, the time limit or a model too large: ``(ops, completion epoch, status, MIP gap,
+    last K)`` (the heuristic ``heur`` while nothing better is found)."""
+    h_ops, k_h = heur
+    k_lb = info["lower_bound_epochs"]
     q_of = {int(c): q for q, c in enumerate(com.chunk.tolist())}
-    info: dict[str, Any] = {"heuristic": heuristic, "lower_bound_epochs": k_lb, "horizons": []}
-    K = k_user if k_user is not None else k_h
     t0 = time.perf_counter()
     best_ops, best_done, status, gap_out = h_ops, k_h, "heuristic", float("nan")
     while True:
-        remaining = tl - (time.perf_counter() - t0)
+        remaining = solver.time_limit - (time.perf_counter() - t0)
         if K < k_lb:
             info["horizons"].append({"K": K, "status": "infeasible (below the fewest epochs)"})
             K = min(max(K + 1, math.ceil(1.5 * K)), max(k_h, k_lb))
@@ -238,29 +293,20 @@ def _run_milp(topology, collective, grid: EpochGrid, size, k_user, obj, switch_c
             status = "time_limit_heuristic"
             break
         layout = _milp.build(t, grid, com, K, dist, to_gpu, switch_copy, obj)
-        nnz = int(len(layout.model.vals))
-        if max_nnz and nnz > max_nnz * remaining:
-            info["horizons"].append({"K": K, "status": "skipped (model too large for the time "
-                                     "limit)", "columns": layout.model.num_cols,
-                                     "rows": layout.model.num_rows, "nonzeros": nnz})
+        if _too_large(layout, K, remaining, solver.max_nnz, info):
             status = "skipped_heuristic"
             break
         start = None
-        if ws and K >= k_h:
+        if solver.warm_start and K >= k_h:
             start = _milp.warm_vector(layout, t, com, grid, h_ops, q_of)
-        res = solve(layout.model, time_limit=remaining, gap=gap, seed=seed, start=start,
-                    highs_options=highs_options)
+        res = solve(layout.model, time_limit=remaining, gap=solver.gap, seed=solver.seed,
+                    start=start, highs_options=solver.highs_options)
         entry = {"K": K, "status": res.status, "columns": layout.model.num_cols,
                  "rows": layout.model.num_rows, "nonzeros": int(len(layout.model.vals)),
                  "warm_start": res.warm_start, "wall_s": res.wall_s}
         info["horizons"].append(entry)
         if res.has_solution:
-            ops, done = _milp.decode(layout, t, com, grid, res.x, switch_copy)
-            entry["epochs_required"] = done
-            c_ops, c_done = compact_epochs(t, grid, ops)
-            if c_done <= done:
-                ops, done = c_ops, c_done
-                entry["epochs_after_compaction"] = done
+            ops, done = _milp_ops(layout, t, com, grid, res.x, switch_copy, entry)
             if done <= best_done or status == "heuristic":
                 best_ops, best_done = ops, done
                 status = res.status
@@ -278,24 +324,39 @@ def _run_milp(topology, collective, grid: EpochGrid, size, k_user, obj, switch_c
             continue
         status = f"{res.status}_heuristic"
         break
-    if best_done > k_h:  # the heuristic beats what the solver found in time
-        best_ops, best_done = h_ops, k_h
-        status = f"{status}_heuristic" if not status.endswith("heuristic") else status
-    lb = info["lower_bound_epochs"]
-    info.update(status=status, gap=float(gap_out) if np.isfinite(gap_out) else
-                (max(0.0, (best_done - lb) / best_done) if best_done else 0.0),
-                epochs_required=best_done, horizon=K,
-                makespan_gap=max(0.0, (best_done - lb) / best_done) if best_done else 0.0,
-                proven_optimal=bool(best_done <= lb))
-    return best_ops, info
+    return best_ops, best_done, status, gap_out, K
+
+
+def _too_large(layout, K: int, remaining: float, max_nnz: float, info: dict) -> bool:
+    """Whether the model has more nonzeros than the time left allows (then recorded as a
+    skipped horizon)."""
+    nnz = int(len(layout.model.vals))
+    if max_nnz and nnz > max_nnz * remaining:
+        info["horizons"].append({"K": K, "status": "skipped (model too large for the time "
+                                 "limit)", "columns": layout.model.num_cols,
+                                 "rows": layout.model.num_rows, "nonzeros": nnz})
+        return True
+    return False
+
+
+def _milp_ops(layout, t: Topology, com: Commodities, grid: EpochGrid, x: np.ndarray,
+              switch_copy: bool, entry: dict):
+    """Epoch ops of a MILP solution, compacted when that finishes no later: ``(ops,
+    completion epoch)``."""
+    ops, done = _milp.decode(layout, t, com, grid, x, switch_copy)
+    entry["epochs_required"] = done
+    c_ops, c_done = compact_epochs(t, grid, ops)
+    if c_done <= done:
+        ops, done = c_ops, c_done
+        entry["epochs_after_compaction"] = done
+    return ops, done
 
 
 # ---------------------------------------------------------------------------------- LP
 def _run_lp(topology, collective, grid: EpochGrid, size, k_user, den, tl, seed, highs_options,
             max_nnz):
-    from .. import synthesize
-    from ...bound import bound as lower_bound
-
+    """The AllToAll LP: the fewest feasible epochs bisected between a lower bound and the
+    heuristic, then solved with the objective and decomposed into paths."""
     t = topology
     dem, ids = unicast_demand(collective)
     if dem.sum() <= 0:
@@ -307,15 +368,8 @@ def _run_lp(topology, collective, grid: EpochGrid, size, k_user, den, tl, seed, 
     if np.any(e >= INF):
         raise CollsynthError("some demand cannot reach its destination")
     t0 = time.perf_counter()
-    # horizon bracket: the fewest epochs of any path, and the bandwidth/latency lower bound
-    # (the LP moves at most bw * tau per link and epoch); above, the epoch-placed spt schedule
-    # is a feasible solution (a whole chunk over a slow link spreads over its window).
-    k_lb = max(1, int(e.max()))
-    try:
-        b_time = lower_bound(t, collective, size).time_s
-        k_lb = max(k_lb, int(math.floor(b_time / grid.tau * (1 - 1e-9))))
-    except CollsynthError:
-        b_time = float("nan")
+    k_lb, b_time = _lp_lower_bound(t, collective, size, grid, int(e.max()))
+    from .. import synthesize
     from ...sim import simulate
 
     heur = synthesize("spt", t, collective)
@@ -324,29 +378,79 @@ def _run_lp(topology, collective, grid: EpochGrid, size, k_user, den, tl, seed, 
                             "heuristic": {"algorithm": "spt", "epochs": k_h,
                                           "sim_time_s": simulate(heur, size).time_s},
                             "bound_s": b_time}
+    probe = _LpProbe(t, grid, dem, dist, to_gpu, t0, _Solver(tl, 0.0, seed, highs_options,
+                                                              max_nnz), info)
+    lo, hi, final = _lp_search(probe, k_lb, k_h, k_user)
+    if final is None:
+        # no LP solution in time: the epoch-placed heuristic (whole chunks)
+        ops, done = h_ops, k_h
+        stats = {"paths": len(h_ops), "dropped_volume": 0.0, "rounding_max": 0.0}
+        skipped = any(str(h["status"]).startswith("skipped") for h in info["horizons"])
+        status = ("optimal_heuristic" if lo >= k_h else
+                  "skipped_heuristic" if skipped else "time_limit_heuristic")
+    else:
+        layout, res = final
+        ops, done, stats = _lp.decompose(layout, t, grid, res.x, ids, den)
+        status = "optimal" if lo == hi else "time_limit"
+    gap = 0.0 if lo >= hi else (hi - lo) / hi
+    info.update(status=status, gap=gap, epochs_required=max(done, 1), horizon=hi,
+                lp_completion_epochs=hi, decomposition=stats, proven_optimal=lo >= hi,
+                makespan_gap=gap, lower_bound_epochs=lo)
+    return ops, info
 
-    def probe(K, objective=False):
-        remaining = tl - (time.perf_counter() - t0)
+
+def _lp_lower_bound(t: Topology, collective: Collective, size: float, grid: EpochGrid,
+                    fewest: int) -> tuple[int, float]:
+    """The horizon's lower end: the fewest epochs of any path (``fewest``), and the
+    bandwidth/latency lower bound (the LP moves at most bw * tau per link and epoch); above,
+    the epoch-placed spt schedule is a feasible solution (a whole chunk over a slow link
+    spreads over its window). Returns ``(epochs, bound in seconds or nan)``."""
+    from ...bound import bound as lower_bound
+
+    k_lb = max(1, fewest)
+    try:
+        b_time = lower_bound(t, collective, size).time_s
+        k_lb = max(k_lb, int(math.floor(b_time / grid.tau * (1 - 1e-9))))
+    except CollsynthError:
+        b_time = float("nan")
+    return k_lb, b_time
+
+
+class _LpProbe:
+    """Solves the LP at a horizon within what is left of the time limit (from ``t0``)."""
+
+    def __init__(self, t: Topology, grid: EpochGrid, dem: np.ndarray, dist: np.ndarray,
+                 to_gpu: np.ndarray, t0: float, solver: _Solver, info: dict):
+        self.t, self.grid, self.dem, self.dist, self.to_gpu = t, grid, dem, dist, to_gpu
+        self.t0, self.solver, self.info = t0, solver, info
+
+    def __call__(self, K: int, objective: bool = False):
+        """``(True, (layout, result))`` when optimal, ``(False, None)`` when infeasible,
+        ``(None, None)`` when out of time, skipped or failed."""
+        s = self.solver
+        remaining = s.time_limit - (time.perf_counter() - self.t0)
         if remaining <= 0.01:
             return None, None
-        layout = _lp.build(t, grid, dem, K, dist, to_gpu, objective=objective)
-        nnz = int(len(layout.model.vals))
-        if max_nnz and nnz > max_nnz * remaining:
-            info["horizons"].append({"K": K, "status": "skipped (model too large for the time "
-                                     "limit)", "columns": layout.model.num_cols,
-                                     "rows": layout.model.num_rows, "nonzeros": nnz})
+        layout = _lp.build(self.t, self.grid, self.dem, K, self.dist, self.to_gpu,
+                           objective=objective)
+        if _too_large(layout, K, remaining, s.max_nnz, self.info):
             return None, None
-        res = solve(layout.model, time_limit=remaining, gap=0.0, seed=seed,
-                    highs_options=highs_options)
-        info["horizons"].append({"K": K, "status": res.status, "objective": objective,
-                                 "columns": layout.model.num_cols,
-                                 "rows": layout.model.num_rows, "wall_s": res.wall_s})
+        res = solve(layout.model, time_limit=remaining, gap=0.0, seed=s.seed,
+                    highs_options=s.highs_options)
+        self.info["horizons"].append({"K": K, "status": res.status, "objective": objective,
+                                      "columns": layout.model.num_cols,
+                                      "rows": layout.model.num_rows, "wall_s": res.wall_s})
         if res.status == "optimal":
             return True, (layout, res)
         if res.status == "infeasible":
             return False, None
         return None, None
 
+
+def _lp_search(probe: _LpProbe, k_lb: int, k_h: int, k_user: int | None):
+    """The fewest feasible epochs: the user's horizon grown while infeasible, then bisection
+    between ``k_lb`` and the heuristic's ``k_h``, then the solve with the objective there:
+    ``(lo, hi, (layout, result) or None)``."""
     lo = k_lb
     hi = k_h
     found = None
@@ -377,19 +481,4 @@ def _run_lp(topology, collective, grid: EpochGrid, size, k_user, den, tl, seed, 
         final = sol
     elif found is not None:
         final = found
-    if final is None:
-        # no LP solution in time: the epoch-placed heuristic (whole chunks)
-        ops, done = h_ops, k_h
-        stats = {"paths": len(h_ops), "dropped_volume": 0.0, "rounding_max": 0.0}
-        skipped = any(str(h["status"]).startswith("skipped") for h in info["horizons"])
-        status = ("optimal_heuristic" if lo >= k_h else
-                  "skipped_heuristic" if skipped else "time_limit_heuristic")
-    else:
-        layout, res = final
-        ops, done, stats = _lp.decompose(layout, t, grid, res.x, ids, den)
-        status = "optimal" if lo == hi else "time_limit"
-    gap = 0.0 if lo >= hi else (hi - lo) / hi
-    info.update(status=status, gap=gap, epochs_required=max(done, 1), horizon=hi,
-                lp_completion_epochs=hi, decomposition=stats, proven_optimal=lo >= hi,
-                makespan_gap=gap, lower_bound_epochs=lo)
-    return ops, info
+    return lo, hi, final

@@ -1,4 +1,6 @@
-"""Epochs: the time grid of the TE-CCL formulation (seed 004 §3.1, reference/teccl.md §4.1-4.2).
+"""Epochs: the time grid of the TE-CCL formulation (Liu et al., "Rethinking Machine Learning
+Collective Communication as a Multi-Commodity Flow Problem", ACM SIGCOMM 2024, §3.1, and the
+epoch durations of TE-CCL's public implementation).
 
 An :class:`EpochGrid` fixes the epoch duration ``tau`` and turns every link into integers:
 
@@ -12,7 +14,9 @@ An :class:`EpochGrid` fixes the epoch duration ``tau`` and turns every link into
   may use it (see :func:`link_delays`).
 
 Every link keeps its own alpha (heterogeneous alpha everywhere); :func:`sample_alphas` draws
-per-link alphas with a fixed seed for experiments.
+per-link alphas with a fixed seed for experiments (the heterogeneous-alpha setting of
+Srinivasan, "A Performance Evaluation of Collective Communication Libraries", MSc project,
+University of Victoria, 2026).
 """
 
 from __future__ import annotations

@@ -32,7 +32,15 @@ def to_schedule(topology: Topology, collective: Collective, ops: list[EpochOp], 
     (alpha rounded up to whole epochs, transfers padded to whole epochs). Per transfer
     ``up - down`` is its epochs times ``tau`` minus its alphas and transmission time."""
     t = topology
-    cb = collective.chunk_bytes(size)
+    routes = _route_arrays(t, ops, collective.chunk_bytes(size))
+    start, finish, order = _list_schedule(ops, routes, tau, len(t.links))
+    return _timed_ir(t, collective, ops, routes, start, finish, order, tau, size, meta,
+                     alpha_ep)
+
+
+def _route_arrays(t: Topology, ops: list[EpochOp], cb: float) -> tuple[np.ndarray, ...]:
+    """Per op: its links padded with a dummy link ``L``, the alphas before each hop, the
+    transmission time, the total alpha and the first epoch."""
     m = len(ops)
     L = len(t.links)
     H = max((len(o.route) for o in ops), default=1)
@@ -49,10 +57,18 @@ def to_schedule(topology: Topology, collective: Collective, ops: list[EpochOp], 
         tot_alpha[i] = float(al.sum())
         frac = 1.0 if o.part is None else (o.part[1] - o.part[0]) / o.part[2]
         dur[i] = frac * cb / float(t.link_bw[r].min())
+    return links, before, dur, tot_alpha, k0
+
+
+def _list_schedule(ops: list[EpochOp], routes: tuple[np.ndarray, ...], tau: float,
+                   L: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Start and finish times by list scheduling epoch by epoch, and the order in which the
+    ops were placed."""
+    links, before, dur, tot_alpha, k0 = routes
+    m = len(ops)
     free = np.full(L + 1, -np.inf)
     finish = np.zeros(m)
     start = np.zeros(m)
-    new_id = np.full(m, -1, dtype=np.int64)
     order: list[int] = []
     # epoch by epoch; within an epoch, always the transfer that can start first (so transfers
     # sharing a switch interleave instead of queueing in id order)
@@ -85,8 +101,20 @@ def to_schedule(topology: Topology, collective: Collective, ops: list[EpochOp], 
             finish[i] = st + tot_alpha[i] + dur[i]
             r = links[i][links[i] < L]
             free[r] = st + before[i, :len(r)] + dur[i]
-            new_id[i] = len(order)
             order.append(i)
+    return start, finish, order
+
+
+def _timed_ir(t: Topology, collective: Collective, ops: list[EpochOp],
+              routes: tuple[np.ndarray, ...], start: np.ndarray, finish: np.ndarray,
+              order: list[int], tau: float, size: float, meta: dict,
+              alpha_ep: np.ndarray | None) -> tuple[Schedule, dict]:
+    """The IR in placement order with per-link orders, and the timing facts (plan and epoch
+    rounding along dependency chains)."""
+    _, _, dur, tot_alpha, _ = routes
+    m = len(ops)
+    new_id = np.full(m, -1, dtype=np.int64)
+    new_id[order] = np.arange(len(order))
     b = ScheduleBuilder(t, collective, meta=meta)
     b.size = float(size)
     per_link: dict[int, list[int]] = {}

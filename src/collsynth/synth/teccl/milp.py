@@ -1,4 +1,5 @@
-"""The multicast epoch MILP (TE-CCL's AllGather MILP, seed 004 §3-4, reference/teccl.md §4.4).
+"""The multicast epoch MILP: TE-CCL's AllGather MILP (Liu et al., "Rethinking Machine Learning
+Collective Communication as a Multi-Commodity Flow Problem", ACM SIGCOMM 2024, §3-4).
 
 One commodity per chunk ``q`` (source rank ``s_q``, destination ranks ``D_q``); epochs
 ``0 .. K-1``. Columns:
@@ -57,7 +58,60 @@ class MilpLayout:
 def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: np.ndarray,
           to_gpu: np.ndarray, switch_copy: bool = False, objective: str = "makespan"
           ) -> MilpLayout:
+    """The MILP at horizon ``K`` (columns and rows: see the module doc)."""
     t = topology
+    c = _columns(t, grid, com, K, dist, to_gpu, objective)
+    cost, lower, upper, integer, f_upper = _bounds_and_cost(t, grid, com, c, dist, objective)
+    blocks = RowBlocks()
+    _buffer_rows(blocks, t, grid, c)
+    _send_rows(blocks, t, com, c, f_upper)
+    _switch_rows(blocks, t, grid, c, switch_copy)
+    _capacity_rows(blocks, grid, c)
+    if objective == "makespan" and K > 0:
+        _makespan_rows(blocks, c)
+    model = blocks.model(cost, lower, upper, integer)
+    return MilpLayout(K, c.fq, c.fl, c.fk, c.h_index, c.u0, c.W, c.demand_q, c.demand_d, model)
+
+
+@dataclass
+class _Columns:
+    """The column layout: flows ``f`` (commodity, link, epoch), buffers ``H`` and ``u``."""
+
+    K: int
+    fq: np.ndarray
+    fl: np.ndarray
+    fk: np.ndarray
+    h_index: np.ndarray          # (Q, ranks, K+1) column of H, -1 for the source
+    hq: np.ndarray               # commodity of each (commodity, rank) block of H
+    hr: np.ndarray               # rank of each block
+    demand_q: np.ndarray
+    demand_d: np.ndarray         # ranks
+    u0: int                      # first u column (or -1)
+    W: float
+    ncol: int
+
+    @property
+    def nf(self) -> int:
+        """Number of flow columns (the first ones)."""
+        return len(self.fq)
+
+    @property
+    def nh(self) -> int:
+        """Number of buffer columns (after the flows)."""
+        return len(self.hq) * (self.K + 1)
+
+    def dem_cols(self) -> np.ndarray:
+        """H columns of every demand in epochs ``0 .. K-1``, one row per demand."""
+        K = self.K
+        if not K:
+            return np.zeros((len(self.demand_q), 0), dtype=np.int64)
+        return self.h_index[self.demand_q, self.demand_d, :K]
+
+
+def _columns(t: Topology, grid: EpochGrid, com: Commodities, K: int, dist: np.ndarray,
+             to_gpu: np.ndarray, objective: str) -> _Columns:
+    """Flow columns where they can matter, buffer columns of every non-source GPU, demands
+    and (makespan) the ``u`` columns."""
     Q = len(com)
     R = t.num_ranks
     src_node = t.compute_nodes[com.src]
@@ -83,8 +137,6 @@ def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: n
     h_index[has_h] = nf + np.arange(nh, dtype=np.int64).reshape(-1, K + 1)
     hq, hr = np.nonzero(has_h)
     ncol = nf + nh
-    # earliest possible epoch: H is 0 before it
-    earliest = dist[src_node[hq], t.compute_nodes[hr]]               # per (q, r) pair
     # demands
     demand_q = np.concatenate([np.full(len(ds), q, dtype=np.int64)
                                for q, ds in enumerate(com.dests)]) if Q else np.zeros(0, int)
@@ -96,6 +148,15 @@ def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: n
         u0 = ncol
         ncol += K
         W = float(nd * K + 1)
+    return _Columns(K, fq, fl, fk, h_index, hq, hr, demand_q, demand_d, u0, W, ncol)
+
+
+def _bounds_and_cost(t: Topology, grid: EpochGrid, com: Commodities, c: _Columns,
+                     dist: np.ndarray, objective: str) -> tuple[np.ndarray, ...]:
+    """Column bounds, integrality and the objective: ``(cost, lower, upper, integer, upper
+    bound of every flow column)``."""
+    K, nf, ncol = c.K, c.nf, c.ncol
+    head = t.link_dst
     cost = np.zeros(ncol)
     lower = np.zeros(ncol)
     upper = np.ones(ncol)
@@ -103,93 +164,115 @@ def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: n
     integer[:nf] = True
     # into a switch, one chunk may go several times in one epoch (a copy per destination
     # behind the switch, since switches do not copy by default); into a GPU once at most
-    f_upper = np.where(t.kind_codes[head[fl]] != 0, grid.per_window[fl], 1).astype(np.float64)
+    f_upper = np.where(t.kind_codes[head[c.fl]] != 0, grid.per_window[c.fl],
+                       1).astype(np.float64)
     upper[:nf] = f_upper
     # H bounds: zero before the earliest arrival, one at K for demands
-    h_block = h_index[hq, hr]                                          # (pairs, K+1)
+    src_node = t.compute_nodes[com.src]
+    earliest = dist[src_node[c.hq], t.compute_nodes[c.hr]]           # per (q, r) pair
+    h_block = c.h_index[c.hq, c.hr]                                    # (pairs, K+1)
     before = np.arange(K + 1)[None, :] < earliest[:, None]
     upper[h_block[before]] = 0.0
-    dem_cols_K = h_index[demand_q, demand_d, K]
+    dem_cols_K = c.h_index[c.demand_q, c.demand_d, K]
     lower[dem_cols_K] = 1.0
     # objective
-    dem_cols = h_index[demand_q, demand_d, :K] if K else np.zeros((nd, 0), dtype=np.int64)
     if objective == "makespan":
-        cost[u0:u0 + K] = W
-        np.add.at(cost, dem_cols.ravel(), -1.0)
+        cost[c.u0:c.u0 + K] = c.W
+        np.add.at(cost, c.dem_cols().ravel(), -1.0)
     else:  # paper: reward demand met at the end of every epoch (H at k+1)
-        np.add.at(cost, h_index[demand_q, demand_d, 1:].ravel(), -1.0)
-    blocks = RowBlocks()
-    add_block = blocks.add
+        np.add.at(cost, c.h_index[c.demand_q, c.demand_d, 1:].ravel(), -1.0)
+    return cost, lower, upper, integer, f_upper
 
-    # ---------------------------------------------------------------- buffer rows
-    # row id = H column - nf
+
+def _buffer_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns) -> None:
+    """``H[q,v,k] = H[q,v,k-1] + arrivals at k`` (row id = H column - nf)."""
+    K, nf, nh = c.K, c.nf, c.nh
+    fq, fl, fk = c.fq, c.fl, c.fk
     hcols = np.arange(nf, nf + nh, dtype=np.int64)
-    hk = np.tile(np.arange(K + 1, dtype=np.int64), len(hq))
+    hk = np.tile(np.arange(K + 1, dtype=np.int64), len(c.hq))
     r1 = hcols - nf
     prev = hk > 0
-    f_head_gpu = t.kind_codes[head[fl]] == 0
-    arr_rank = t.rank_of_node[head[fl]]
+    f_head_gpu = t.kind_codes[t.link_dst[fl]] == 0
+    arr_rank = t.rank_of_node[t.link_dst[fl]]
     fa = np.flatnonzero(f_head_gpu)
-    arr_k = fk[fa] + d[fl[fa]]
-    arr_rows = h_index[fq[fa], arr_rank[fa], arr_k] - nf
-    add_block(np.concatenate((r1, r1[prev], arr_rows)),
-              np.concatenate((hcols, hcols[prev] - 1, fa)),
-              np.concatenate((np.ones(nh), -np.ones(int(prev.sum())), -np.ones(len(fa)))),
-              0.0, 0.0, nh)
-    # ---------------------------------------------------------------- GPU send rows
-    tail_gpu = t.kind_codes[tail[fl]] == 0
-    tail_rank = t.rank_of_node[tail[fl]]
+    arr_k = fk[fa] + grid.delay[fl[fa]]
+    arr_rows = c.h_index[fq[fa], arr_rank[fa], arr_k] - nf
+    blocks.add(np.concatenate((r1, r1[prev], arr_rows)),
+               np.concatenate((hcols, hcols[prev] - 1, fa)),
+               np.concatenate((np.ones(nh), -np.ones(int(prev.sum())), -np.ones(len(fa)))),
+               0.0, 0.0, nh)
+
+
+def _send_rows(blocks: RowBlocks, t: Topology, com: Commodities, c: _Columns,
+               f_upper: np.ndarray) -> None:
+    """GPU send with copy: ``f[q,l,k] <= U(l) H[q,tail(l),k]`` (the source sends freely)."""
+    fq, fl, fk = c.fq, c.fl, c.fk
+    tail_gpu = t.kind_codes[t.link_src[fl]] == 0
+    tail_rank = t.rank_of_node[t.link_src[fl]]
     fs = np.flatnonzero(tail_gpu & (tail_rank != com.src[fq]))
     ns = len(fs)
-    add_block(np.concatenate((np.arange(ns), np.arange(ns))),
-              np.concatenate((fs, h_index[fq[fs], tail_rank[fs], fk[fs]])),
-              np.concatenate((np.ones(ns), -f_upper[fs])), -np.inf, 0.0, ns)
-    # ---------------------------------------------------------------- switch rows
-    f_tail_sw = np.flatnonzero(~tail_gpu)
-    f_head_sw = np.flatnonzero(~f_head_gpu)
-    if len(f_tail_sw) or len(f_head_sw):
-        S = t.num_nodes
-        key_out = (fq[f_tail_sw] * S + tail[fl[f_tail_sw]]) * (K + 1) + fk[f_tail_sw]
-        k_in = fk[f_head_sw] + d[fl[f_head_sw]]
-        key_in = (fq[f_head_sw] * S + head[fl[f_head_sw]]) * (K + 1) + np.minimum(k_in, K)
-        if not switch_copy:
-            keys, inv = np.unique(np.concatenate((key_out, key_in)), return_inverse=True)
-            no = len(key_out)
-            add_block(inv, np.concatenate((f_tail_sw, f_head_sw)),
-                      np.concatenate((np.ones(no), -np.ones(len(key_in)))),
-                      -np.inf, 0.0, len(keys))
-        else:
-            order = np.argsort(key_in, kind="stable")
-            ks = key_in[order]
-            start = np.searchsorted(ks, key_out, side="left")
-            end = np.searchsorted(ks, key_out, side="right")
-            cnt = end - start
-            no = len(key_out)
-            r_out = np.arange(no)
-            r_in = np.repeat(r_out, cnt)
-            c_in = f_head_sw[order[ragged_arange(start, cnt)]]
-            add_block(np.concatenate((r_out, r_in)), np.concatenate((f_tail_sw, c_in)),
-                      np.concatenate((np.ones(no), -np.ones(len(c_in)))), -np.inf, 0.0, no)
-    # ---------------------------------------------------------------- capacity rows
-    w = grid.window[fl]
+    blocks.add(np.concatenate((np.arange(ns), np.arange(ns))),
+               np.concatenate((fs, c.h_index[fq[fs], tail_rank[fs], fk[fs]])),
+               np.concatenate((np.ones(ns), -f_upper[fs])), -np.inf, 0.0, ns)
+
+
+def _switch_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns,
+                 switch_copy: bool) -> None:
+    """Switches forward in the epoch a chunk arrives: out-flows <= arrivals (together, or
+    each out-link alone with ``switch_copy``)."""
+    K, fq, fl, fk = c.K, c.fq, c.fl, c.fk
+    tail, head = t.link_src, t.link_dst
+    f_tail_sw = np.flatnonzero(t.kind_codes[tail[fl]] != 0)
+    f_head_sw = np.flatnonzero(t.kind_codes[head[fl]] != 0)
+    if not (len(f_tail_sw) or len(f_head_sw)):
+        return
+    S = t.num_nodes
+    key_out = (fq[f_tail_sw] * S + tail[fl[f_tail_sw]]) * (K + 1) + fk[f_tail_sw]
+    k_in = fk[f_head_sw] + grid.delay[fl[f_head_sw]]
+    key_in = (fq[f_head_sw] * S + head[fl[f_head_sw]]) * (K + 1) + np.minimum(k_in, K)
+    if not switch_copy:
+        keys, inv = np.unique(np.concatenate((key_out, key_in)), return_inverse=True)
+        no = len(key_out)
+        blocks.add(inv, np.concatenate((f_tail_sw, f_head_sw)),
+                   np.concatenate((np.ones(no), -np.ones(len(key_in)))),
+                   -np.inf, 0.0, len(keys))
+    else:
+        order = np.argsort(key_in, kind="stable")
+        ks = key_in[order]
+        start = np.searchsorted(ks, key_out, side="left")
+        end = np.searchsorted(ks, key_out, side="right")
+        cnt = end - start
+        no = len(key_out)
+        r_out = np.arange(no)
+        r_in = np.repeat(r_out, cnt)
+        c_in = f_head_sw[order[ragged_arange(start, cnt)]]
+        blocks.add(np.concatenate((r_out, r_in)), np.concatenate((f_tail_sw, c_in)),
+                   np.concatenate((np.ones(no), -np.ones(len(c_in)))), -np.inf, 0.0, no)
+
+
+def _capacity_rows(blocks: RowBlocks, grid: EpochGrid, c: _Columns) -> None:
+    """Sliding-window capacity: flows on a link in its last ``window`` epochs <= per window."""
+    K, nf = c.K, c.nf
+    w = grid.window[c.fl]
     reps = np.repeat(np.arange(nf), w)
     offs = ragged_arange(np.zeros(nf, dtype=np.int64), w)
-    tk = fk[reps] + offs
+    tk = c.fk[reps] + offs
     keep = tk <= K   # a cut-through switch-to-GPU hop may use epoch K itself
     reps, tk = reps[keep], tk[keep]
-    ckey = fl[reps] * (K + 1) + tk
+    ckey = c.fl[reps] * (K + 1) + tk
     keys, inv = np.unique(ckey, return_inverse=True)
-    add_block(inv, reps, np.ones(len(reps)), -np.inf,
-              grid.per_window[keys // (K + 1)].astype(float), len(keys))
-    # ---------------------------------------------------------------- makespan rows
-    if objective == "makespan" and K > 0:
-        n_mk = nd * K
-        rr = np.arange(n_mk)
-        ucol = u0 + np.tile(np.arange(K), nd)
-        add_block(np.concatenate((rr, rr)), np.concatenate((ucol, dem_cols.ravel())),
-                  np.ones(2 * n_mk), 1.0, np.inf, n_mk)
-    model = blocks.model(cost, lower, upper, integer)
-    return MilpLayout(K, fq, fl, fk, h_index, u0, W, demand_q, demand_d, model)
+    blocks.add(inv, reps, np.ones(len(reps)), -np.inf,
+               grid.per_window[keys // (K + 1)].astype(float), len(keys))
+
+
+def _makespan_rows(blocks: RowBlocks, c: _Columns) -> None:
+    """``u[k] + H[q,d,k] >= 1`` for every demand and epoch."""
+    K = c.K
+    n_mk = len(c.demand_q) * K
+    rr = np.arange(n_mk)
+    ucol = c.u0 + np.tile(np.arange(K), len(c.demand_q))
+    blocks.add(np.concatenate((rr, rr)), np.concatenate((ucol, c.dem_cols().ravel())),
+               np.ones(2 * n_mk), 1.0, np.inf, n_mk)
 
 
 def warm_vector(layout: MilpLayout, topology: Topology, com: Commodities, grid: EpochGrid,
