@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from collsynth.collective import CollKind, Collective
+from collsynth.collective import Collective, CollKind
 from collsynth.errors import CollsynthError
 from collsynth.schedule.ir import OpKind
 from collsynth.sim import simulate
@@ -29,8 +29,16 @@ from collsynth.verify import verify
 GB = 1e9
 US = 1e-6
 ALGOS = ("ring", "tree", "hier_ring", "rd", "direct", "bruck", "sph")
-TOPOS = ("ring:n=6", "dgx1", "dgx_a100:nodes=2", "mi250", "ndv2:chassis=2", "star:n=8",
-         "torus2d:w=4,h=4", "wan")
+TOPOS = (
+    "ring:n=6",
+    "dgx1",
+    "dgx_a100:nodes=2",
+    "mi250",
+    "ndv2:chassis=2",
+    "star:n=8",
+    "torus2d:w=4,h=4",
+    "wan",
+)
 
 _CACHE: dict[str, Topology] = {}
 
@@ -44,7 +52,8 @@ def zoo(spec: str) -> Topology:
 def make(kind: str, n: int, chunks: int = 1) -> Collective:
     if kind == "custom":
         return Collective.from_demand_matrix(
-            [[0 if i == j else (i + 2 * j) % 3 for j in range(n)] for i in range(n)])
+            [[0 if i == j else (i + 2 * j) % 3 for j in range(n)] for i in range(n)]
+        )
     root = n - 1 if kind in ("broadcast", "reduce", "gather", "scatter") else None
     return Collective.make(kind, n, chunks, root=root)
 
@@ -66,17 +75,31 @@ def test_all_baselines_registered_with_their_collectives():
     algos = load_all()
     for a in ALGOS:
         assert a in algos, a
-    assert get("ring").collectives == {CollKind.ALLGATHER, CollKind.REDUCESCATTER,
-                                       CollKind.ALLREDUCE, CollKind.BROADCAST, CollKind.REDUCE}
+    assert get("ring").collectives == {
+        CollKind.ALLGATHER,
+        CollKind.REDUCESCATTER,
+        CollKind.ALLREDUCE,
+        CollKind.BROADCAST,
+        CollKind.REDUCE,
+    }
     assert get("tree").collectives == {CollKind.ALLREDUCE, CollKind.BROADCAST, CollKind.REDUCE}
     assert get("hier_ring").collectives == {CollKind.ALLREDUCE, CollKind.ALLGATHER}
-    assert get("rd").collectives == {CollKind.ALLGATHER, CollKind.REDUCESCATTER,
-                                     CollKind.ALLREDUCE}
-    assert get("direct").collectives == {CollKind.ALLTOALL, CollKind.ALLGATHER,
-                                         CollKind.GATHER, CollKind.SCATTER}
+    assert get("rd").collectives == {CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE}
+    assert get("direct").collectives == {
+        CollKind.ALLTOALL,
+        CollKind.ALLGATHER,
+        CollKind.GATHER,
+        CollKind.SCATTER,
+    }
     assert get("bruck").collectives == {CollKind.ALLTOALL}
-    assert get("sph").collectives == {CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.GATHER,
-                                      CollKind.SCATTER, CollKind.ALLTOALL, CollKind.CUSTOM}
+    assert get("sph").collectives == {
+        CollKind.ALLGATHER,
+        CollKind.BROADCAST,
+        CollKind.GATHER,
+        CollKind.SCATTER,
+        CollKind.ALLTOALL,
+        CollKind.CUSTOM,
+    }
     assert "rings" in get("ring").options
     for a in ALGOS:
         assert get(a).summary
@@ -110,11 +133,21 @@ def test_every_algorithm_and_collective_verifies(algo, kind, spec):
     assert r.time_s > 0 and math.isfinite(r.time_s)
 
 
-@pytest.mark.parametrize("algo,kind", [("ring", "allreduce"), ("ring", "broadcast"),
-                                       ("tree", "allreduce"), ("tree", "reduce"),
-                                       ("rd", "reducescatter"), ("rd", "allgather"),
-                                       ("hier_ring", "allreduce"), ("direct", "alltoall"),
-                                       ("bruck", "alltoall"), ("sph", "allgather")])
+@pytest.mark.parametrize(
+    "algo,kind",
+    [
+        ("ring", "allreduce"),
+        ("ring", "broadcast"),
+        ("tree", "allreduce"),
+        ("tree", "reduce"),
+        ("rd", "reducescatter"),
+        ("rd", "allgather"),
+        ("hier_ring", "allreduce"),
+        ("direct", "alltoall"),
+        ("bruck", "alltoall"),
+        ("sph", "allgather"),
+    ],
+)
 @pytest.mark.parametrize("spec", ["dgx_a100:nodes=2", "ndv2:chassis=2", "ring:n=5"])
 def test_explicit_chunking_verifies(algo, kind, spec):
     topo = zoo(spec)
@@ -128,9 +161,20 @@ def test_explicit_chunking_verifies(algo, kind, spec):
     assert sched.collective.chunks_per_rank >= 3
 
 
-@pytest.mark.parametrize("spec", ["full:n=2", "line:n=3", "ring:n=3", "full:n=5",
-                                  "mi250:chassis=2", "dgx2", "h800_rails:servers=2",
-                                  "hypercube:d=3", "fat_tree:k=4"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "full:n=2",
+        "line:n=3",
+        "ring:n=3",
+        "full:n=5",
+        "mi250:chassis=2",
+        "dgx2",
+        "h800_rails:servers=2",
+        "hypercube:d=3",
+        "fat_tree:k=4",
+    ],
+)
 def test_more_topologies(spec):
     topo = zoo(spec)
     for algo, kind in _cases():
@@ -202,7 +246,7 @@ def test_recursive_doubling_allgather_formula_on_full_graph():
     topo = load_topology(f"full:n={n},bw={bw},alpha={alpha}")
     sched = synthesize("rd", topo, Collective.make("allgather", n))
     verify(sched)
-    expected = sum(alpha + 2 ** k * size / (n * bw) for k in range(3))
+    expected = sum(alpha + 2**k * size / (n * bw) for k in range(3))
     r = simulate(sched, size)
     assert r.time_s == pytest.approx(expected, rel=1e-9)
     assert sched.step is not None and int(sched.step.max()) == 2
@@ -214,7 +258,7 @@ def test_rabenseifner_allreduce_formula_on_full_graph():
     topo = load_topology(f"full:n={n},bw={bw},alpha={alpha}")
     sched = synthesize("rd", topo, Collective.make("allreduce", n))
     verify(sched)
-    one = sum(alpha + 2 ** k * size / (n * bw) for k in range(3))
+    one = sum(alpha + 2**k * size / (n * bw) for k in range(3))
     assert simulate(sched, size).time_s == pytest.approx(2 * one, rel=1e-9)
 
 
@@ -283,7 +327,7 @@ def test_dgx_a100_ring_allgather_acceptance():
     verify(sched)
     data, ib_bw = _ib_limit(topo, size, n)
     assert ib_bw == pytest.approx(8 * 25 * GB)
-    limit = data / ib_bw                       # seconds
+    limit = data / ib_bw  # seconds
     assert size / limit == pytest.approx(213.333e9, rel=1e-4)  # M / 213.33 GB/s (seed 003)
     # the schedule's own crossings: bytes that leave chassis 0 over IB
     chassis = np.array([topo.nodes[int(x)].attrs["chassis"] for x in topo.compute_nodes])
@@ -297,8 +341,9 @@ def test_dgx_a100_ring_allgather_acceptance():
     assert r.algbw >= 0.7 * size / limit
     assert sched.meta["num_rings"] == 8
     # every NIC carries exactly one ring out of chassis 0
-    nic_up = [l.id for l in topo.links if l.cls == "ib"
-              and topo.nodes[l.src].attrs.get("chassis") == 0]
+    nic_up = [
+        l.id for l in topo.links if l.cls == "ib" and topo.nodes[l.src].attrs.get("chassis") == 0
+    ]
     used = np.isin(sched.route_links, nic_up)
     owner = np.repeat(np.arange(sched.num_ops), np.diff(sched.route_ptr))
     per_link = {lid: int(np.count_nonzero(sched.route_links[used] == lid)) for lid in nic_up}
@@ -394,7 +439,8 @@ def test_tree_broadcast_formula_on_a_switch():
     # then two children per rank, sent one after the other on the rank's up-link
     hop = 2 * alpha + size / bw
     assert simulate(s, size).time_s == pytest.approx(
-        hop + (hop + size / bw) + (hop + size / bw), rel=1e-9)
+        hop + (hop + size / bw) + (hop + size / bw), rel=1e-9
+    )
 
 
 def test_hier_ring_groups_and_errors():
@@ -450,15 +496,18 @@ def test_sph_no_duplicate_elimination_on_a_line():
 def test_sph_follows_least_delay_not_fewest_hops():
     b = TopologyBuilder("detour")
     g = [b.compute(f"g{i}") for i in range(3)]
-    b.bilink(g[0], g[2], 10 * GB, 50 * US)      # one slow-latency hop
-    b.bilink(g[0], g[1], 10 * GB, 1 * US)       # two fast hops through g1
+    b.bilink(g[0], g[2], 10 * GB, 50 * US)  # one slow-latency hop
+    b.bilink(g[0], g[1], 10 * GB, 1 * US)  # two fast hops through g1
     b.bilink(g[1], g[2], 10 * GB, 1 * US)
     topo = b.build()
     s = synthesize("sph", topo, Collective.make("scatter", 3, 1, root=0))
     verify(s)
     # chunk 2 goes 0 -> 1 -> 2 (relay at g1), chunk 1 goes 0 -> 1
-    assert sorted(zip(s.src.tolist(), s.dst.tolist(), s.chunk.tolist())) == \
-        [(0, 1, 1), (0, 1, 2), (1, 2, 2)]
+    assert sorted(zip(s.src.tolist(), s.dst.tolist(), s.chunk.tolist())) == [
+        (0, 1, 1),
+        (0, 1, 2),
+        (1, 2, 2),
+    ]
     # the spt baseline takes the direct link instead
     spt = synthesize("spt", topo, Collective.make("scatter", 3, 1, root=0))
     assert spt.num_ops == 2
@@ -472,20 +521,29 @@ def test_sph_custom_collective():
 
 
 # ------------------------------------------------------------------------------ routes helper
-@pytest.mark.parametrize("spec", ["dgx_a100:nodes=2", "wan", "fat_tree:k=4", "mi250:chassis=2",
-                                  "ndv2:chassis=3", "h800_rails:servers=2"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "dgx_a100:nodes=2",
+        "wan",
+        "fat_tree:k=4",
+        "mi250:chassis=2",
+        "ndv2:chassis=3",
+        "h800_rails:servers=2",
+    ],
+)
 def test_fast_routes_match_route_table(spec):
     from collsynth.synth.baselines._common import Routes
 
     topo = zoo(spec)
     table = RouteTable(topo)
-    shared = Routes(topo)        # first look-ups per source are targeted, later ones use rows
+    shared = Routes(topo)  # first look-ups per source are targeted, later ones use rows
     n = topo.num_ranks
     for u in range(n):
         row = table.direct(u)
         for v in range(n):
             if u != v:
-                fresh = Routes(topo)     # a search toward v only, no full row
+                fresh = Routes(topo)  # a search toward v only, no full row
                 assert fresh.route(u, v) == row.get(v), (u, v)
                 assert fresh.table._cache == {}
                 assert shared.route(u, v) == row.get(v), (u, v)
@@ -493,15 +551,22 @@ def test_fast_routes_match_route_table(spec):
 
 
 # ------------------------------------------------------------------------------ determinism
-_FIELDS = ("src", "dst", "chunk", "kind", "route_ptr", "route_links", "dep_ptr", "dep_ids",
-           "step")
+_FIELDS = ("src", "dst", "chunk", "kind", "route_ptr", "route_links", "dep_ptr", "dep_ids", "step")
 
 
-@pytest.mark.parametrize("algo,kind,spec", [
-    ("ring", "allreduce", "dgx_a100:nodes=2"), ("ring", "allgather", "torus2d:w=4,h=4"),
-    ("tree", "allreduce", "ndv2:chassis=2"), ("hier_ring", "allreduce", "wan"),
-    ("rd", "allreduce", "mi250"), ("direct", "alltoall", "dgx1"),
-    ("bruck", "alltoall", "ring:n=6"), ("sph", "allgather", "wan")])
+@pytest.mark.parametrize(
+    "algo,kind,spec",
+    [
+        ("ring", "allreduce", "dgx_a100:nodes=2"),
+        ("ring", "allgather", "torus2d:w=4,h=4"),
+        ("tree", "allreduce", "ndv2:chassis=2"),
+        ("hier_ring", "allreduce", "wan"),
+        ("rd", "allreduce", "mi250"),
+        ("direct", "alltoall", "dgx1"),
+        ("bruck", "alltoall", "ring:n=6"),
+        ("sph", "allgather", "wan"),
+    ],
+)
 def test_deterministic(algo, kind, spec):
     coll = make(kind, zoo(spec).num_ranks)
     a = synthesize(algo, load_topology(spec), coll)
@@ -551,13 +616,14 @@ def test_ring_1024_gpus(spec):
     hops = 1 if spec.startswith("ring") else 2
     size = 1e9
     r = simulate(one, size)
-    assert r.time_s == pytest.approx(1023 * (hops * 0.7 * US + size / 1024 / (50 * GB)),
-                                     rel=1e-6)
+    assert r.time_s == pytest.approx(1023 * (hops * 0.7 * US + size / 1024 / (50 * GB)), rel=1e-6)
 
 
 # ------------------------------------------------------------------------------ IR compatibility
-@pytest.mark.parametrize("algo,kind", [("ring", "allreduce"), ("tree", "reduce"),
-                                       ("rd", "allgather"), ("sph", "alltoall")])
+@pytest.mark.parametrize(
+    "algo,kind",
+    [("ring", "allreduce"), ("tree", "reduce"), ("rd", "allgather"), ("sph", "alltoall")],
+)
 def test_schedules_round_trip_and_match_schedule_builder(algo, kind):
     import json
 
@@ -570,9 +636,15 @@ def test_schedules_round_trip_and_match_schedule_builder(algo, kind):
     # the same operations appended one by one to a ScheduleBuilder give the same arrays
     b = ScheduleBuilder(topo, s.collective, dict(s.meta))
     for op in range(s.num_ops):
-        b.add(int(s.src[op]), int(s.dst[op]), int(s.chunk[op]), route=s.route(op).tolist(),
-              kind=OpKind(int(s.kind[op])), deps=s.deps(op).tolist(),
-              step=None if s.step is None else int(s.step[op]))
+        b.add(
+            int(s.src[op]),
+            int(s.dst[op]),
+            int(s.chunk[op]),
+            route=s.route(op).tolist(),
+            kind=OpKind(int(s.kind[op])),
+            deps=s.deps(op).tolist(),
+            step=None if s.step is None else int(s.step[op]),
+        )
     ref = b.build()
     for other in (back, ref):
         for f in _FIELDS:

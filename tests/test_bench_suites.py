@@ -14,8 +14,16 @@ from collsynth.errors import CollsynthError
 
 
 def test_every_suite_is_listed():
-    assert set(bench.SUITES) == {"quick", "paper", "scale", "quality", "sim", "teccl", "mteg",
-                                 "syccl"}
+    assert set(bench.SUITES) == {
+        "quick",
+        "paper",
+        "scale",
+        "quality",
+        "sim",
+        "teccl",
+        "mteg",
+        "syccl",
+    }
 
 
 def test_unknown_suite_and_unmatched_only(tmp_path):
@@ -39,14 +47,32 @@ def test_merge_rows_keeps_other_cases_in_case_order():
     assert got == [{"k": "a", "v": 0}, {"k": "b", "v": 9}, {"k": "c", "v": 0}]
 
 
-def _fake_row(label, topo, kind, size, epoch, time_limit, extra=None, chunks=1, multiplier=1.0,
-              progress=None):
-    return {"system": label, "topology": topo.name, "collective": kind, "size_bytes": size,
-            "size": f"{size:g}", "epoch": epoch, "mode": "milp", "status": "optimal", "gap": 0.0,
-            "epochs_required": 1, "lower_bound_epochs": 1, "tau_s": 1e-6, "estimate_s": 1e-6,
-            "sim_s": 1e-6, "sim_agrees": True, "algbw_GBps": 1.0, "ratio_to_bound": 1.0,
-            "spt_ratio_to_bound": 1.0, "solver_time_s": time_limit, "columns": 1,
-            **(extra or {})}
+def _fake_row(
+    label, topo, kind, size, epoch, time_limit, extra=None, chunks=1, multiplier=1.0, progress=None
+):
+    return {
+        "system": label,
+        "topology": topo.name,
+        "collective": kind,
+        "size_bytes": size,
+        "size": f"{size:g}",
+        "epoch": epoch,
+        "mode": "milp",
+        "status": "optimal",
+        "gap": 0.0,
+        "epochs_required": 1,
+        "lower_bound_epochs": 1,
+        "tau_s": 1e-6,
+        "estimate_s": 1e-6,
+        "sim_s": 1e-6,
+        "sim_agrees": True,
+        "algbw_GBps": 1.0,
+        "ratio_to_bound": 1.0,
+        "spt_ratio_to_bound": 1.0,
+        "solver_time_s": time_limit,
+        "columns": 1,
+        **(extra or {}),
+    }
 
 
 def test_teccl_only_reruns_matching_cases_and_keeps_the_rest(tmp_path, monkeypatch):

@@ -10,8 +10,16 @@ from collsynth.synth import load_all, synthesize
 from collsynth.topology import load_topology
 from collsynth.verify import verify
 
-ALL = ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall", "gather",
-       "scatter"]
+ALL = [
+    "allgather",
+    "reducescatter",
+    "allreduce",
+    "broadcast",
+    "reduce",
+    "alltoall",
+    "gather",
+    "scatter",
+]
 
 
 def test_dgx_a100_allgather_ingress_bound_is_one_gpu_ingress():
@@ -49,9 +57,19 @@ def test_demands_per_collective():
     assert list(b_in) == pytest.approx([3e6] * 4) and pair[0, 1] == pytest.approx(1e6)
 
 
-@pytest.mark.parametrize("spec", ["ring:n=6", "dgx1", "dgx_a100:nodes=2", "mi250",
-                                  "ndv2:chassis=2", "star:n=8", "wan:dcs=2,gpus=4",
-                                  "torus2d:w=3,h=3"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "ring:n=6",
+        "dgx1",
+        "dgx_a100:nodes=2",
+        "mi250",
+        "ndv2:chassis=2",
+        "star:n=8",
+        "wan:dcs=2,gpus=4",
+        "torus2d:w=3,h=3",
+    ],
+)
 def test_no_schedule_beats_the_bound(spec):
     topo = load_topology(spec)
     algos = load_all()
@@ -62,8 +80,9 @@ def test_no_schedule_beats_the_bound(spec):
             if coll.kind not in algo.collectives:
                 continue
             try:  # the MILP with a short time limit: any feasible schedule must respect it
-                sched = synthesize(name, topo, coll,
-                                   **({"time_limit": 1} if name == "teccl" else {}))
+                sched = synthesize(
+                    name, topo, coll, **({"time_limit": 1} if name == "teccl" else {})
+                )
             except CollsynthError:
                 continue  # not applicable to this topology
             verify(sched)

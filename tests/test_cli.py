@@ -81,14 +81,25 @@ def small_fabric():
 
 
 # ------------------------------------------------------------------------------ topo show
-@pytest.mark.parametrize("spec, ranks, switches", [("ring:n=4", 4, 0), ("dgx1", 8, 0),
-                                                  ("ring:n=6,bw=10GB/s", 6, 0)])
+@pytest.mark.parametrize(
+    "spec, ranks, switches", [("ring:n=4", 4, 0), ("dgx1", 8, 0), ("ring:n=6,bw=10GB/s", 6, 0)]
+)
 def test_topo_show_json(capsys, spec, ranks, switches):
     rc, out, err = run(capsys, "topo", "show", spec, "--json")
     assert rc == 0 and err == ""
     info = one_json(out)
-    for key in ("name", "fingerprint", "compute_nodes", "switches", "routers", "links",
-                "per_node", "hop_diameter", "links_by_class", "total_link_bw"):
+    for key in (
+        "name",
+        "fingerprint",
+        "compute_nodes",
+        "switches",
+        "routers",
+        "links",
+        "per_node",
+        "hop_diameter",
+        "links_by_class",
+        "total_link_bw",
+    ):
         assert key in info
     assert info["compute_nodes"] == ranks and info["switches"] == switches
     assert info["routers"] == 0
@@ -125,8 +136,10 @@ def test_topo_show_text_truncates_rows(capsys):
     assert rc == 0 and "9 more" in out
 
 
-@pytest.mark.parametrize("ext, fmt", [(".json", None), (".yaml", None), (".yml", None),
-                                      (".txt", "yaml"), (".data", "json")])
+@pytest.mark.parametrize(
+    "ext, fmt",
+    [(".json", None), (".yaml", None), (".yml", None), (".txt", "yaml"), (".data", "json")],
+)
 @pytest.mark.parametrize("spec", ["dgx1", "ring:n=3,alpha=1.5us", "FILE"])
 def test_topo_export_round_trip(capsys, tmp_path, ext, fmt, spec):
     if spec == "FILE":
@@ -161,15 +174,25 @@ def test_topo_export_text_message(capsys, tmp_path):
 
 
 # ------------------------------------------------------------------------------ synth + verify
-@pytest.mark.parametrize("collective, extra", [
-    ("allgather", []), ("reducescatter", ["--chunks", "2"]), ("allreduce", []),
-    ("broadcast", ["--root", "2"]), ("reduce", ["--root", "1"]), ("alltoall", []),
-    ("gather", []), ("scatter", ["--chunks", "3"]), ("ar", []),
-])
+@pytest.mark.parametrize(
+    "collective, extra",
+    [
+        ("allgather", []),
+        ("reducescatter", ["--chunks", "2"]),
+        ("allreduce", []),
+        ("broadcast", ["--root", "2"]),
+        ("reduce", ["--root", "1"]),
+        ("alltoall", []),
+        ("gather", []),
+        ("scatter", ["--chunks", "3"]),
+        ("ar", []),
+    ],
+)
 def test_synth_then_verify(capsys, tmp_path, collective, extra):
     path = str(tmp_path / "s.json")
-    rc, out, err = run(capsys, "synth", "-t", "ring:n=5", "-c", collective, "-o", path,
-                       "--json", *extra)
+    rc, out, err = run(
+        capsys, "synth", "-t", "ring:n=5", "-c", collective, "-o", path, "--json", *extra
+    )
     assert rc == 0 and err == ""
     info = one_json(out)
     assert info["verified"] is True and info["ops"] > 0 and info["output"] == path
@@ -186,44 +209,77 @@ def test_synth_then_verify(capsys, tmp_path, collective, extra):
 
 def test_synth_records_size(capsys, tmp_path):
     path = str(tmp_path / "s.json")
-    rc, out, err = run(capsys, "synth", "-t", "dgx1", "-c", "allgather", "--size", "4MiB",
-                       "-o", path)
+    rc, out, err = run(
+        capsys, "synth", "-t", "dgx1", "-c", "allgather", "--size", "4MiB", "-o", path
+    )
     assert rc == 0 and err == "" and "verified" in out
     assert json.load(open(path))["size"] == 4 * 2**20
 
 
-@pytest.mark.parametrize("algo, flag, value, key", [
-    ("mteg", "--slot", "1us", "slot"), ("scale", "--subchunks", "4", "subchunks"),
-    ("syccl", "--workers", "1", "workers"), ("forestcoll", "--k", "1", "k")])
+@pytest.mark.parametrize(
+    "algo, flag, value, key",
+    [
+        ("mteg", "--slot", "1us", "slot"),
+        ("scale", "--subchunks", "4", "subchunks"),
+        ("syccl", "--workers", "1", "workers"),
+        ("forestcoll", "--k", "1", "k"),
+    ],
+)
 def test_synth_option_shorthands(capsys, tmp_path, algo, flag, value, key):
     """``--slot``, ``--subchunks``, ``--workers``, ``--k`` are ``--opt KEY=VALUE``: the same
     schedule, and refused with one line by an algorithm without that option."""
-    topo = {"mteg": "dgx1", "scale": "wan:dcs=2,gpus=2", "syccl": "h800_rails:servers=2",
-            "forestcoll": "dgx1"}[algo]
+    topo = {
+        "mteg": "dgx1",
+        "scale": "wan:dcs=2,gpus=2",
+        "syccl": "h800_rails:servers=2",
+        "forestcoll": "dgx1",
+    }[algo]
     a, b = str(tmp_path / "a.json"), str(tmp_path / "b.json")
-    assert run(capsys, "synth", "-t", topo, "-c", "allgather", "--algo", algo, flag, value,
-               "-o", a)[0] == 0
-    assert run(capsys, "synth", "-t", topo, "-c", "allgather", "--algo", algo, "--opt",
-               f"{key}={value}", "-o", b)[0] == 0
+    assert (
+        run(capsys, "synth", "-t", topo, "-c", "allgather", "--algo", algo, flag, value, "-o", a)[0]
+        == 0
+    )
+    assert (
+        run(
+            capsys,
+            "synth",
+            "-t",
+            topo,
+            "-c",
+            "allgather",
+            "--algo",
+            algo,
+            "--opt",
+            f"{key}={value}",
+            "-o",
+            b,
+        )[0]
+        == 0
+    )
     da, db = json.load(open(a)), json.load(open(b))
     da.get("meta", {}).pop("synth_time_s", None)
     db.get("meta", {}).pop("synth_time_s", None)
     assert da["ops"] == db["ops"]
-    rc, _, err = run(capsys, "synth", "-t", "dgx1", "-c", "allgather", "--algo", "ring", flag,
-                     value, "-o", a)
+    rc, _, err = run(
+        capsys, "synth", "-t", "dgx1", "-c", "allgather", "--algo", "ring", flag, value, "-o", a
+    )
     assert rc == 2 and err.count("\n") == 1 and f"no option '{key}'" in err
 
 
-@pytest.mark.parametrize("demand", [
-    [[0, 1, 0, 0], [0, 0, 2, 0], [0, 0, 0, 0], [1, 0, 0, 0]],
-    {"chunks": [[0, [1, 2, 3]], [3, [1]]]},
-])
+@pytest.mark.parametrize(
+    "demand",
+    [
+        [[0, 1, 0, 0], [0, 0, 2, 0], [0, 0, 0, 0], [1, 0, 0, 0]],
+        {"chunks": [[0, [1, 2, 3]], [3, [1]]]},
+    ],
+)
 def test_synth_custom_demand(capsys, tmp_path, demand):
     dpath = tmp_path / "demand.json"
     dpath.write_text(json.dumps(demand))
     path = str(tmp_path / "s.json")
-    rc, out, err = run(capsys, "synth", "-t", "ring:n=4", "-c", "custom", "--demand",
-                       str(dpath), "-o", path)
+    rc, out, err = run(
+        capsys, "synth", "-t", "ring:n=4", "-c", "custom", "--demand", str(dpath), "-o", path
+    )
     assert rc == 0 and err == ""
     assert run(capsys, "verify", path)[0] == 0
 
@@ -254,8 +310,15 @@ def test_list_json(capsys):
     assert data["topologies"]["ring"]["params"]["n"]["kind"] == "int"
     assert "spt" in data["algorithms"]
     assert "allreduce" in data["algorithms"]["spt"]["collectives"]
-    assert set(data["collectives"]) >= {"allgather", "reducescatter", "allreduce", "broadcast",
-                                        "reduce", "alltoall", "custom"}
+    assert set(data["collectives"]) >= {
+        "allgather",
+        "reducescatter",
+        "allreduce",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "custom",
+    }
 
 
 def test_list_text(capsys):
@@ -280,8 +343,10 @@ def test_demo_json(capsys, tmp_path):
     assert run_info["algorithm"] in {w["algo"] for w in windows}
 
 
-@pytest.mark.parametrize("argv", [[], ["topo"], ["topo", "show"], ["topo", "export"], ["list"],
-                                  ["synth"], ["verify"], ["demo"]])
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["topo"], ["topo", "show"], ["topo", "export"], ["list"], ["synth"], ["verify"], ["demo"]],
+)
 def test_help_exits_zero(capsys, argv):
     with pytest.raises(SystemExit) as exc:
         main(argv + ["--help"])
@@ -301,8 +366,9 @@ def test_version(capsys):
 @pytest.fixture(scope="module")
 def ring5_schedule(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("sched") / "ring5.json")
-    save_schedule(synthesize("spt", load_topology("ring:n=5"), Collective.make("allgather", 5)),
-                  path)
+    save_schedule(
+        synthesize("spt", load_topology("ring:n=5"), Collective.make("allgather", 5)), path
+    )
     return path
 
 
@@ -332,8 +398,10 @@ def _bad_cases(tmp: str, sched: str) -> list[tuple[list[str], str]]:
         (["topo", "show", bad_json], "not valid JSON"),
         (["topo", "show", bad_yaml], "not valid YAML"),
         (["topo", "show", not_obj], "top level must be an object"),
-        (["topo", "export", "ring:n=4", "-o", os.path.join(tmp, "no", "dir", "x.json")],
-         "cannot write"),
+        (
+            ["topo", "export", "ring:n=4", "-o", os.path.join(tmp, "no", "dir", "x.json")],
+            "cannot write",
+        ),
         (["topo", "export", "ring:n=4", "-o", out, "--format", "xml"], "invalid choice"),
         (["topo", "frobnicate"], "invalid choice"),
         (["frobnicate"], "invalid choice"),
@@ -344,31 +412,47 @@ def _bad_cases(tmp: str, sched: str) -> list[tuple[list[str], str]]:
         (["verify", sched, "--topology", "ring:n=5,bw=1GB/s"], "differs"),
         (["verify", sched, "--topology", "nosuchtopo"], "unknown topology"),
         (["synth", "-t", "ring:n=4", "-c", "allgatherz", "-o", out], "unknown collective"),
-        (["synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "-1", "-o", out],
-         "--chunks must be at least 1"),
-        (["synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "0", "-o", out],
-         "--chunks must be at least 1"),
-        (["synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "two", "-o", out],
-         "invalid int value"),
-        (["synth", "-t", "ring:n=4", "-c", "allgather", "--size", "1XB", "-o", out],
-         "--size '1XB' is not a size"),
-        (["synth", "-t", "ring:n=4", "-c", "allgather", "--size=-1GB", "-o", out],
-         "negative"),
-        (["synth", "-t", "ring:n=4", "-c", "broadcast", "--root", "4", "-o", out],
-         "--root 4 is not a rank"),
-        (["synth", "-t", "ring:n=4", "-c", "allgather", "--root", "0", "-o", out],
-         "--root does not apply"),
-        (["synth", "-t", "ring:n=4", "-c", "allgather", "-a", "nosuch", "-o", out],
-         "unknown algorithm"),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "-1", "-o", out],
+            "--chunks must be at least 1",
+        ),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "0", "-o", out],
+            "--chunks must be at least 1",
+        ),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "allgather", "--chunks", "two", "-o", out],
+            "invalid int value",
+        ),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "allgather", "--size", "1XB", "-o", out],
+            "--size '1XB' is not a size",
+        ),
+        (["synth", "-t", "ring:n=4", "-c", "allgather", "--size=-1GB", "-o", out], "negative"),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "broadcast", "--root", "4", "-o", out],
+            "--root 4 is not a rank",
+        ),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "allgather", "--root", "0", "-o", out],
+            "--root does not apply",
+        ),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "allgather", "-a", "nosuch", "-o", out],
+            "unknown algorithm",
+        ),
         (["synth", "-t", "ring:n=4", "-c", "custom", "-o", out], "needs --demand"),
-        (["synth", "-t", "ring:n=4", "-c", "custom", "--demand", bad_json, "-o", out],
-         "not valid JSON"),
-        (["synth", "-t", "ring:n=4", "-c", "custom", "--demand", not_obj, "-o", out],
-         "square"),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "custom", "--demand", bad_json, "-o", out],
+            "not valid JSON",
+        ),
+        (["synth", "-t", "ring:n=4", "-c", "custom", "--demand", not_obj, "-o", out], "square"),
         (["synth", "-t", "ring:n=4", "-c", "allgather"], "required: -o/--output"),
         (["synth", "-c", "allgather", "-o", out], "required: -t/--topology"),
-        (["synth", "-t", "ring:n=4", "-c", "allgather", "-o", os.path.join(tmp, "no", "x")],
-         "cannot write"),
+        (
+            ["synth", "-t", "ring:n=4", "-c", "allgather", "-o", os.path.join(tmp, "no", "x")],
+            "cannot write",
+        ),
         ([], "required: COMMAND"),
     ]
 
@@ -384,8 +468,18 @@ def test_bad_inputs_exit_2_with_one_line(capsys, tmp_path, ring5_schedule):
 def test_absurd_demand_is_one_clean_line(tmp_path, demand):
     d = tmp_path / "d.json"
     d.write_text(json.dumps(demand))
-    p = _python_m("synth", "-t", "ring:n=2", "-c", "custom", "--demand", str(d), "-o", "s.json",
-                  cwd=str(tmp_path))
+    p = _python_m(
+        "synth",
+        "-t",
+        "ring:n=2",
+        "-c",
+        "custom",
+        "--demand",
+        str(d),
+        "-o",
+        "s.json",
+        cwd=str(tmp_path),
+    )
     assert p.returncode == 2 and p.stdout == ""
     assert len(p.stderr.splitlines()) == 1 and "more than" in p.stderr
 
@@ -393,16 +487,32 @@ def test_absurd_demand_is_one_clean_line(tmp_path, demand):
 def test_demand_for_wrong_rank_count(capsys, tmp_path):
     d = tmp_path / "d.json"
     d.write_text(json.dumps([[0, 1, 0], [0, 0, 1], [1, 0, 0]]))
-    rc, out, err = run(capsys, "synth", "-t", "ring:n=4", "-c", "custom", "--demand", str(d),
-                       "-o", str(tmp_path / "s.json"))
+    rc, out, err = run(
+        capsys,
+        "synth",
+        "-t",
+        "ring:n=4",
+        "-c",
+        "custom",
+        "--demand",
+        str(d),
+        "-o",
+        str(tmp_path / "s.json"),
+    )
     assert_one_line_error(rc, err, "3 ranks but the topology has 4")
 
 
 def _python_m(*argv: str, cwd: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("COLLSYNTH_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "collsynth", *argv], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "collsynth", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_subprocess_exit_codes(tmp_path):
@@ -414,8 +524,9 @@ def test_subprocess_exit_codes(tmp_path):
     bad.write_text('{"format": "collsynth-schedule", "version": 1, "ops": 3')
     p = _python_m("verify", str(bad), cwd=str(tmp_path))
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr
-    p = _python_m("synth", "-t", "ring:n=4", "-c", "allreduce", "-o", "s.json", "--json",
-                  cwd=str(tmp_path))
+    p = _python_m(
+        "synth", "-t", "ring:n=4", "-c", "allreduce", "-o", "s.json", "--json", cwd=str(tmp_path)
+    )
     assert p.returncode == 0 and p.stderr == ""
     assert json.loads(p.stdout)["verified"] is True
     p = _python_m("verify", "s.json", "--json", cwd=str(tmp_path))
@@ -424,9 +535,12 @@ def test_subprocess_exit_codes(tmp_path):
 
 # ------------------------------------------------------------------------------ regressions
 def test_markup_like_names_are_printed_literally(capsys, tmp_path):
-    data = {"name": "x[/bold]", "meta": {"notes": "[/foo] and [bold]", "source": "[red]"},
-            "nodes": ["a[/]", "b[x]"],
-            "links": [{"src": "a[/]", "dst": "b[x]", "bw": "1GB/s", "bidirectional": True}]}
+    data = {
+        "name": "x[/bold]",
+        "meta": {"notes": "[/foo] and [bold]", "source": "[red]"},
+        "nodes": ["a[/]", "b[x]"],
+        "links": [{"src": "a[/]", "dst": "b[x]", "bw": "1GB/s", "bidirectional": True}],
+    }
     path = tmp_path / "m.json"
     path.write_text(json.dumps(data))
     rc, out, err = run(capsys, "topo", "show", str(path))
@@ -434,7 +548,7 @@ def test_markup_like_names_are_printed_literally(capsys, tmp_path):
     assert "x[/bold]" in out and "a[/]" in out and "[/foo] and [bold]" in out
 
 
-@pytest.mark.parametrize("field, value", [("bw", 10**400), ("alpha", 10**400), ("bw", -10**400)])
+@pytest.mark.parametrize("field, value", [("bw", 10**400), ("alpha", 10**400), ("bw", -(10**400))])
 def test_huge_integers_in_topology(capsys, tmp_path, field, value):
     link = {"src": "a", "dst": "b", "bw": 1e9, "bidirectional": True}
     link[field] = value
@@ -464,20 +578,49 @@ def test_deeply_nested_files(capsys, tmp_path):
 
 
 # ------------------------------------------------------------------------------ fuzz
-FUZZ = settings(max_examples=80, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 
-_scalars = (st.none() | st.booleans() | st.integers(-3, 10) | st.integers()
-            | st.sampled_from([10**400, -10**400, 2**63, -2**63 - 1, 2**64])
-            | st.floats(allow_nan=True, allow_infinity=True)
-            | st.sampled_from([float("nan"), float("inf"), -1.0, 0.0, -0.0, 1e-320])
-            | st.text(max_size=6)
-            | st.sampled_from(["", "compute", "switch", "router", "copy", "reduce", "25GB/s",
-                               "-1GB/s", "0us", "nan", "[/x]", "allgather", "1e999"]))
-json_values = st.recursive(_scalars, lambda ch: st.lists(ch, max_size=4)
-                           | st.dictionaries(st.text(max_size=6), ch, max_size=4),
-                           max_leaves=10)
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 10)
+    | st.integers()
+    | st.sampled_from([10**400, -(10**400), 2**63, -(2**63) - 1, 2**64])
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([float("nan"), float("inf"), -1.0, 0.0, -0.0, 1e-320])
+    | st.text(max_size=6)
+    | st.sampled_from(
+        [
+            "",
+            "compute",
+            "switch",
+            "router",
+            "copy",
+            "reduce",
+            "25GB/s",
+            "-1GB/s",
+            "0us",
+            "nan",
+            "[/x]",
+            "allgather",
+            "1e999",
+        ]
+    )
+)
+json_values = st.recursive(
+    _scalars,
+    lambda ch: st.lists(ch, max_size=4) | st.dictionaries(st.text(max_size=6), ch, max_size=4),
+    max_leaves=10,
+)
 
 
 def _paths(obj, prefix=()):
@@ -512,8 +655,10 @@ def mutate(data: st.DataObject, base):
     parent = _get(doc, path[:-1])
     key = path[-1]
     old = parent[key]
-    action = data.draw(st.sampled_from(["replace", "nearby", "delete", "shorten", "lengthen",
-                                        "add_key", "type"]), label="action")
+    action = data.draw(
+        st.sampled_from(["replace", "nearby", "delete", "shorten", "lengthen", "add_key", "type"]),
+        label="action",
+    )
     if action == "replace":
         parent[key] = data.draw(json_values, label="value")
     elif action == "nearby":
@@ -527,8 +672,9 @@ def mutate(data: st.DataObject, base):
     elif action == "add_key" and isinstance(old, dict):
         old[data.draw(st.text(min_size=1, max_size=5), label="new key")] = 1
     else:  # change the type, keeping a related value
-        parent[key] = data.draw(st.sampled_from([str(old), [old], {"v": old}, None, True]),
-                                label="value")
+        parent[key] = data.draw(
+            st.sampled_from([str(old), [old], {"v": old}, None, True]), label="value"
+        )
     return doc
 
 
@@ -544,10 +690,22 @@ def _write(tmp_path, name: str, doc, fmt: str) -> str:
 def _fuzz_topologies():
     fab = topology_to_dict(small_fabric())
     ring = topology_to_dict(load_topology("ring:n=3"))
-    human = {"name": "human", "nodes": ["a", {"name": "s", "kind": "switch"}, "b"],
-             "links": [{"src": "a", "dst": "s", "bw": "200Gb/s", "alpha": "0.7us",
-                        "bidirectional": True, "class": "eth", "lanes": 2},
-                       {"src": "s", "dst": "b", "bw": "25GB/s", "bidirectional": True}]}
+    human = {
+        "name": "human",
+        "nodes": ["a", {"name": "s", "kind": "switch"}, "b"],
+        "links": [
+            {
+                "src": "a",
+                "dst": "s",
+                "bw": "200Gb/s",
+                "alpha": "0.7us",
+                "bidirectional": True,
+                "class": "eth",
+                "lanes": 2,
+            },
+            {"src": "s", "dst": "b", "bw": "25GB/s", "bidirectional": True},
+        ],
+    }
     return [fab, ring, human]
 
 
@@ -590,9 +748,22 @@ def _special_topology(kind: str, doc: dict) -> dict:
     return doc
 
 
-SPECIAL_TOPO = ["self-loop", "unknown-node", "index-node", "disconnected", "one-way", "single",
-                "duplicate-node", "bad-kind", "zero-bw", "nan-bw", "negative-alpha", "no-links",
-                "format", "version"]
+SPECIAL_TOPO = [
+    "self-loop",
+    "unknown-node",
+    "index-node",
+    "disconnected",
+    "one-way",
+    "single",
+    "duplicate-node",
+    "bad-kind",
+    "zero-bw",
+    "nan-bw",
+    "negative-alpha",
+    "no-links",
+    "format",
+    "version",
+]
 
 
 @pytest.mark.parametrize("kind", SPECIAL_TOPO)
@@ -608,8 +779,12 @@ def test_malformed_topology_classes(capsys, tmp_path, kind):
 @given(data=st.data())
 def test_fuzz_topology_files(capsys, tmp_path, data):
     base = data.draw(st.sampled_from(TOPO_BASES), label="base")
-    how = data.draw(st.sampled_from(["mutate", "mutate", "mutate", "mutate2", "special",
-                                     "random", "text", "truncated"]), label="how")
+    how = data.draw(
+        st.sampled_from(
+            ["mutate", "mutate", "mutate", "mutate2", "special", "random", "text", "truncated"]
+        ),
+        label="how",
+    )
     fmt = data.draw(st.sampled_from(["json", "yaml"]), label="fmt")
     path = str(tmp_path / f"t.{fmt}")
     if how == "mutate":
@@ -642,9 +817,11 @@ def test_fuzz_topology_files(capsys, tmp_path, data):
 def _fuzz_schedules() -> list[dict]:
     ring = load_topology("ring:n=3")
     fab = small_fabric()
-    out = [schedule_to_dict(synthesize("spt", ring, Collective.make("allreduce", 3))),
-           schedule_to_dict(synthesize("spt", fab, Collective.make("alltoall", 4))),
-           schedule_to_dict(synthesize("spt", fab, Collective.custom(4, [(0, [1, 3])])))]
+    out = [
+        schedule_to_dict(synthesize("spt", ring, Collective.make("allreduce", 3))),
+        schedule_to_dict(synthesize("spt", fab, Collective.make("alltoall", 4))),
+        schedule_to_dict(synthesize("spt", fab, Collective.custom(4, [(0, [1, 3])]))),
+    ]
     # a timed schedule with byte ranges, steps, durations and a link order
     b = ScheduleBuilder(ring, Collective.make("broadcast", 3, 1, root=0))
     b.size = 1e6
@@ -654,10 +831,13 @@ def _fuzz_schedules() -> list[dict]:
     b.add(1, 2, 0, part=(0, 2, 2), deps=[a, c], start=3 * nat + 1e-6, step=2)
     b.set_link_order(ring.links_between(0, 1)[0], [a, c])
     out.append(schedule_to_dict(b.build()))
-    trees = [Tree(r, ((r, (r + 1) % 3, None), ((r + 1) % 3, (r + 2) % 3, None)), 1, "out")
-             for r in range(3)]  # chains r -> r+1 -> r+2
-    trees += [Tree(r, (((r + 1) % 3, r, None), ((r + 2) % 3, r, None)), 1, "in")
-              for r in range(3)]  # stars into r
+    trees = [
+        Tree(r, ((r, (r + 1) % 3, None), ((r + 1) % 3, (r + 2) % 3, None)), 1, "out")
+        for r in range(3)
+    ]  # chains r -> r+1 -> r+2
+    trees += [
+        Tree(r, (((r + 1) % 3, r, None), ((r + 2) % 3, r, None)), 1, "in") for r in range(3)
+    ]  # stars into r
     out.append(schedule_to_dict(lower(ring, Collective.make("allreduce", 3), TreeForm(trees))))
     return out
 
@@ -722,11 +902,28 @@ def _special_schedule(kind: str, doc: dict) -> dict | list | str:
     return doc
 
 
-SPECIAL_SCHED = ["toplevel-list", "toplevel-string", "rank-out-of-range", "link-out-of-range",
-                 "chunk-out-of-range", "dep-out-of-range", "dep-huge", "wrong-length", "bad-part",
-                 "part-den-huge", "bad-kind", "negative-count", "huge-size", "huge-start",
-                 "huge-chunks", "huge-link-order", "link-order-values", "other-collective",
-                 "bad-trees", "embedded-topology"]
+SPECIAL_SCHED = [
+    "toplevel-list",
+    "toplevel-string",
+    "rank-out-of-range",
+    "link-out-of-range",
+    "chunk-out-of-range",
+    "dep-out-of-range",
+    "dep-huge",
+    "wrong-length",
+    "bad-part",
+    "part-den-huge",
+    "bad-kind",
+    "negative-count",
+    "huge-size",
+    "huge-start",
+    "huge-chunks",
+    "huge-link-order",
+    "link-order-values",
+    "other-collective",
+    "bad-trees",
+    "embedded-topology",
+]
 
 
 @pytest.mark.parametrize("kind", SPECIAL_SCHED)
@@ -741,9 +938,24 @@ def test_malformed_schedule_classes(capsys, tmp_path, kind):
 @given(data=st.data())
 def test_fuzz_schedule_files(capsys, tmp_path, data):
     base = data.draw(st.sampled_from(SCHED_BASES), label="base")
-    how = data.draw(st.sampled_from(["mutate", "mutate", "mutate_ops", "mutate_ops", "numbers",
-                                     "numbers", "numbers", "mutate2", "special", "random",
-                                     "truncated"]), label="how")
+    how = data.draw(
+        st.sampled_from(
+            [
+                "mutate",
+                "mutate",
+                "mutate_ops",
+                "mutate_ops",
+                "numbers",
+                "numbers",
+                "numbers",
+                "mutate2",
+                "special",
+                "random",
+                "truncated",
+            ]
+        ),
+        label="how",
+    )
     fmt = "json" if how != "mutate" else data.draw(st.sampled_from(["json", "json", "yaml"]))
     path = str(tmp_path / f"s.{fmt}")
     if how == "mutate":
@@ -763,15 +975,23 @@ def test_fuzz_schedule_files(capsys, tmp_path, data):
     elif how == "numbers":  # well-formed files with wrong numbers: the verifier's rules
         doc = copy.deepcopy(base)
         for _ in range(data.draw(st.integers(1, 3), label="how many")):
-            numbers = [p for p in _paths(doc) if p and p[0] in ("ops", "link_order", "size")
-                       and isinstance(_get(doc, p), (int, float))
-                       and not isinstance(_get(doc, p), bool)]
+            numbers = [
+                p
+                for p in _paths(doc)
+                if p
+                and p[0] in ("ops", "link_order", "size")
+                and isinstance(_get(doc, p), (int, float))
+                and not isinstance(_get(doc, p), bool)
+            ]
             p = data.draw(st.sampled_from(numbers), label="number")
             old = _get(doc, p)
-            _get(doc, p[:-1])[p[-1]] = data.draw(st.sampled_from(
-                [old + 1, old - 1, -old, old * 2, 0, 1, -1] + ([old / 3, old + 1e-6]
-                                                               if isinstance(old, float) else [])),
-                label="new")
+            _get(doc, p[:-1])[p[-1]] = data.draw(
+                st.sampled_from(
+                    [old + 1, old - 1, -old, old * 2, 0, 1, -1]
+                    + ([old / 3, old + 1e-6] if isinstance(old, float) else [])
+                ),
+                label="new",
+            )
         path = _write(tmp_path, "s", doc, fmt)
     elif how == "mutate2":
         path = _write(tmp_path, "s", mutate(data, mutate(data, base)), fmt)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collsynth.collective import REDUCING, ROOTED, CollKind, Collective, parse_kind
+from collsynth.collective import REDUCING, ROOTED, Collective, CollKind, parse_kind
 from collsynth.errors import CollsynthError
 
 STANDARD = [k for k in CollKind if k is not CollKind.CUSTOM]
@@ -25,15 +25,27 @@ def post_set(coll: Collective) -> set[tuple[int, int]]:
 
 
 # ------------------------------------------------------------------------------ kinds
-@pytest.mark.parametrize("name, kind", [
-    ("allgather", CollKind.ALLGATHER), ("AllGather", CollKind.ALLGATHER),
-    ("all-gather", CollKind.ALLGATHER), ("all_gather", CollKind.ALLGATHER),
-    ("ag", CollKind.ALLGATHER), ("rs", CollKind.REDUCESCATTER),
-    ("reduce_scatter", CollKind.REDUCESCATTER), ("ar", CollKind.ALLREDUCE),
-    ("all-reduce", CollKind.ALLREDUCE), ("bcast", CollKind.BROADCAST),
-    ("a2a", CollKind.ALLTOALL), ("all_to_all", CollKind.ALLTOALL), (" Reduce ", CollKind.REDUCE),
-    ("gather", CollKind.GATHER), ("scatter", CollKind.SCATTER), ("custom", CollKind.CUSTOM),
-])
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("allgather", CollKind.ALLGATHER),
+        ("AllGather", CollKind.ALLGATHER),
+        ("all-gather", CollKind.ALLGATHER),
+        ("all_gather", CollKind.ALLGATHER),
+        ("ag", CollKind.ALLGATHER),
+        ("rs", CollKind.REDUCESCATTER),
+        ("reduce_scatter", CollKind.REDUCESCATTER),
+        ("ar", CollKind.ALLREDUCE),
+        ("all-reduce", CollKind.ALLREDUCE),
+        ("bcast", CollKind.BROADCAST),
+        ("a2a", CollKind.ALLTOALL),
+        ("all_to_all", CollKind.ALLTOALL),
+        (" Reduce ", CollKind.REDUCE),
+        ("gather", CollKind.GATHER),
+        ("scatter", CollKind.SCATTER),
+        ("custom", CollKind.CUSTOM),
+    ],
+)
 def test_parse_kind(name, kind):
     assert parse_kind(name) is kind
 
@@ -170,11 +182,19 @@ def test_busbw_factors_follow_nccl_tests(n):
     assert f[CollKind.REDUCE] == 1.0
 
 
-@pytest.mark.parametrize("kind, expected_units", [
-    ("allgather", N * C), ("reducescatter", N * C), ("allreduce", N * C),
-    ("broadcast", C), ("reduce", C), ("gather", N * C), ("scatter", N * C),
-    ("alltoall", N * C),  # size is one rank's send buffer: n * C chunks of it
-])
+@pytest.mark.parametrize(
+    "kind, expected_units",
+    [
+        ("allgather", N * C),
+        ("reducescatter", N * C),
+        ("allreduce", N * C),
+        ("broadcast", C),
+        ("reduce", C),
+        ("gather", N * C),
+        ("scatter", N * C),
+        ("alltoall", N * C),  # size is one rank's send buffer: n * C chunks of it
+    ],
+)
 def test_chunk_bytes(kind, expected_units):
     c = Collective.make(kind, N, C)
     assert c.size_units == expected_units
@@ -199,9 +219,7 @@ def test_with_chunks():
 
 # ------------------------------------------------------------------------------ custom
 def test_custom_from_demand_matrix():
-    m = [[0, 2, 0],
-         [1, 0, 0],
-         [0, 0, 0]]
+    m = [[0, 2, 0], [1, 0, 0], [0, 0, 0]]
     c = Collective.from_demand_matrix(m)
     assert c.kind is CollKind.CUSTOM and c.num_ranks == 3 and c.num_chunks == 3
     assert c.chunk_source.tolist() == [0, 0, 1]
@@ -219,22 +237,25 @@ def test_demand_matrix_ignores_diagonal_and_accepts_integral_floats():
     assert c.num_chunks == 3 and c.chunk_source.tolist() == [0, 0, 1]
 
 
-@pytest.mark.parametrize("bad, match", [
-    ([[0, 1, 0], [1, 0, 0]], "square"),
-    ([[0]], "square"),
-    ([0, 1], "square"),
-    ([[0, -1], [1, 0]], "non-negative"),
-    ([[0, 0.5], [1, 0]], "non-negative"),
-    ([[0, float("nan")], [1, 0]], "non-negative"),
-    ([[0, "x"], [1, 0]], "non-negative"),
-    ([[False, True], [True, False]], "non-negative"),
-    ([[0, 0], [0, 0]], "no transfer"),
-    ([[0, 10**12], [0, 0]], "more than 33554432 chunks"),
-    ([[0, 1e300], [0, 0]], "more than 33554432 chunks"),
-    ([[0, 2**24], [2**24 + 1, 0]], "more than 33554432 chunks"),
-    ([[0, 10**30], [0, 0]], "non-negative integers"),
-    ([[0, 1], [1]], "matrix"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ([[0, 1, 0], [1, 0, 0]], "square"),
+        ([[0]], "square"),
+        ([0, 1], "square"),
+        ([[0, -1], [1, 0]], "non-negative"),
+        ([[0, 0.5], [1, 0]], "non-negative"),
+        ([[0, float("nan")], [1, 0]], "non-negative"),
+        ([[0, "x"], [1, 0]], "non-negative"),
+        ([[False, True], [True, False]], "non-negative"),
+        ([[0, 0], [0, 0]], "no transfer"),
+        ([[0, 10**12], [0, 0]], "more than 33554432 chunks"),
+        ([[0, 1e300], [0, 0]], "more than 33554432 chunks"),
+        ([[0, 2**24], [2**24 + 1, 0]], "more than 33554432 chunks"),
+        ([[0, 10**30], [0, 0]], "non-negative integers"),
+        ([[0, 1], [1]], "matrix"),
+    ],
+)
 def test_demand_matrix_errors(bad, match):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no numpy warning may leak onto stderr
@@ -255,19 +276,22 @@ def test_custom_multicast_chunk_list():
         c.with_chunks(2)
 
 
-@pytest.mark.parametrize("chunks, match", [
-    ([], "no chunks"),
-    ([(0, [])], "no destinations"),
-    ([(1, [1])], "no destinations"),
-    ([(4, [0])], "source 4 is not a rank"),
-    ([(0, [9])], "destination 9 is not a rank"),
-    ([(-1, [0])], "source -1"),
-    ([(0, 1)], "must be"),
-    ([(0,)], "must be"),
-    ([("a", [1])], "not a rank number"),
-    ([(0, [1.5])], "not a rank number"),
-    ([(True, [1])], "not a rank number"),
-])
+@pytest.mark.parametrize(
+    "chunks, match",
+    [
+        ([], "no chunks"),
+        ([(0, [])], "no destinations"),
+        ([(1, [1])], "no destinations"),
+        ([(4, [0])], "source 4 is not a rank"),
+        ([(0, [9])], "destination 9 is not a rank"),
+        ([(-1, [0])], "source -1"),
+        ([(0, 1)], "must be"),
+        ([(0,)], "must be"),
+        ([("a", [1])], "not a rank number"),
+        ([(0, [1.5])], "not a rank number"),
+        ([(True, [1])], "not a rank number"),
+    ],
+)
 def test_custom_errors(chunks, match):
     with pytest.raises(CollsynthError, match=match):
         Collective.custom(4, chunks)
@@ -343,27 +367,30 @@ def test_from_dict_demand_matrix_and_ranks_check():
         Collective.from_dict({"kind": "custom", "ranks": 3, "demand": [[0, 3], [1, 0]]})
 
 
-@pytest.mark.parametrize("data, match", [
-    ([], "must be an object"),
-    ("allgather", "must be an object"),
-    ({"kind": "allgather"}, "needs 'kind' and 'ranks'"),
-    ({"ranks": 4}, "needs 'kind' and 'ranks'"),
-    ({"kind": "allgather", "ranks": 4, "extra": 1}, "unknown key 'extra'"),
-    ({"kind": "allgather", "ranks": "4"}, "ranks must be an integer"),
-    ({"kind": "allgather", "ranks": 4.0}, "ranks must be an integer"),
-    ({"kind": "allgather", "ranks": True}, "ranks must be an integer"),
-    ({"kind": "allgather", "ranks": 1}, "at least 2 ranks"),
-    ({"kind": "allgather", "ranks": 4, "chunks_per_rank": 0}, "positive integer"),
-    ({"kind": "allgather", "ranks": 4, "chunks_per_rank": "2"}, "must be an integer"),
-    ({"kind": "allgather", "ranks": 4, "chunks_per_rank": None}, "must be an integer"),
-    ({"kind": "broadcast", "ranks": 4, "root": 4}, "root 4 is not a rank"),
-    ({"kind": "broadcast", "ranks": 4, "root": "0"}, "root must be an integer"),
-    ({"kind": "allgather", "ranks": 4, "root": 0}, "takes no root"),
-    ({"kind": "bogus", "ranks": 4}, "unknown collective"),
-    ({"kind": "custom", "ranks": 4}, "needs a 'chunks' list"),
-    ({"kind": "custom", "ranks": 4, "chunks": [[0, [7]]]}, "destination 7"),
-    ({"kind": "custom", "ranks": 4, "chunks": [5]}, "must be"),
-])
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        ([], "must be an object"),
+        ("allgather", "must be an object"),
+        ({"kind": "allgather"}, "needs 'kind' and 'ranks'"),
+        ({"ranks": 4}, "needs 'kind' and 'ranks'"),
+        ({"kind": "allgather", "ranks": 4, "extra": 1}, "unknown key 'extra'"),
+        ({"kind": "allgather", "ranks": "4"}, "ranks must be an integer"),
+        ({"kind": "allgather", "ranks": 4.0}, "ranks must be an integer"),
+        ({"kind": "allgather", "ranks": True}, "ranks must be an integer"),
+        ({"kind": "allgather", "ranks": 1}, "at least 2 ranks"),
+        ({"kind": "allgather", "ranks": 4, "chunks_per_rank": 0}, "positive integer"),
+        ({"kind": "allgather", "ranks": 4, "chunks_per_rank": "2"}, "must be an integer"),
+        ({"kind": "allgather", "ranks": 4, "chunks_per_rank": None}, "must be an integer"),
+        ({"kind": "broadcast", "ranks": 4, "root": 4}, "root 4 is not a rank"),
+        ({"kind": "broadcast", "ranks": 4, "root": "0"}, "root must be an integer"),
+        ({"kind": "allgather", "ranks": 4, "root": 0}, "takes no root"),
+        ({"kind": "bogus", "ranks": 4}, "unknown collective"),
+        ({"kind": "custom", "ranks": 4}, "needs a 'chunks' list"),
+        ({"kind": "custom", "ranks": 4, "chunks": [[0, [7]]]}, "destination 7"),
+        ({"kind": "custom", "ranks": 4, "chunks": [5]}, "must be"),
+    ],
+)
 def test_from_dict_errors(data, match):
     with pytest.raises(CollsynthError, match=match) as exc:
         Collective.from_dict(data, source="f.json")
@@ -371,8 +398,7 @@ def test_from_dict_errors(data, match):
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
-@given(kind=st.sampled_from(STANDARD), n=st.integers(2, 9), cpr=st.integers(1, 4),
-       data=st.data())
+@given(kind=st.sampled_from(STANDARD), n=st.integers(2, 9), cpr=st.integers(1, 4), data=st.data())
 def test_layout_invariants(kind, n, cpr, data):
     root = data.draw(st.integers(0, n - 1)) if kind in ROOTED else None
     c = Collective.make(kind, n, cpr, root)

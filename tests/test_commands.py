@@ -23,8 +23,20 @@ def one_json(out):
 @pytest.fixture
 def ring_schedule(tmp_path, capsys):
     path = str(tmp_path / "ring.json")
-    code, _, err = run(capsys, "synth", "-t", "ring:n=4,bw=10GB/s,alpha=1us", "-c", "allgather",
-                       "--algo", "ring", "--size", "4MB", "-o", path)
+    code, _, err = run(
+        capsys,
+        "synth",
+        "-t",
+        "ring:n=4,bw=10GB/s,alpha=1us",
+        "-c",
+        "allgather",
+        "--algo",
+        "ring",
+        "--size",
+        "4MB",
+        "-o",
+        path,
+    )
     assert code == 0, err
     return path
 
@@ -58,31 +70,60 @@ def test_simulate_bad_inputs(ring_schedule, tmp_path, capsys):
 
 
 def test_bound_json(capsys):
-    code, out, _ = run(capsys, "bound", "--topology", "dgx_a100:nodes=2", "--collective",
-                       "allgather", "--size", "1GB", "--json")
+    code, out, _ = run(
+        capsys,
+        "bound",
+        "--topology",
+        "dgx_a100:nodes=2",
+        "--collective",
+        "allgather",
+        "--size",
+        "1GB",
+        "--json",
+    )
     assert code == 0
     d = one_json(out)
     assert {"time_s", "algbw_GBps", "kind"} <= set(d)
     assert d["kind"] == "ingress"
     assert d["algbw_GBps"] == pytest.approx(1e9 / d["time_s"] / 1e9)
-    code, out, _ = run(capsys, "bound", "-t", "ring:n=4", "-c", "broadcast", "--root", "2",
-                       "-s", "1MB")
+    code, out, _ = run(
+        capsys, "bound", "-t", "ring:n=4", "-c", "broadcast", "--root", "2", "-s", "1MB"
+    )
     assert code == 0 and "no schedule beats" in out
 
 
 def test_compare_json_rows_and_plot(tmp_path, capsys):
     png = str(tmp_path / "cmp.png")
-    code, out, err = run(capsys, "compare", "--topology", "ndv2:chassis=2", "--collective",
-                         "allgather", "--sizes", "1KB,1MB,1GB", "--algos", "all", "--plot", png,
-                         "--json")
+    code, out, err = run(
+        capsys,
+        "compare",
+        "--topology",
+        "ndv2:chassis=2",
+        "--collective",
+        "allgather",
+        "--sizes",
+        "1KB,1MB,1GB",
+        "--algos",
+        "all",
+        "--plot",
+        png,
+        "--json",
+    )
     assert code == 0, err
     d = one_json(out)
     rows = d["rows"]
     algos = {r["algo"] for r in rows}
     assert {"ring", "spt"} <= algos
     for r in rows:
-        for key in ("algo", "size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "bound_time_s",
-                    "synth_time_s"):
+        for key in (
+            "algo",
+            "size_bytes",
+            "time_s",
+            "algbw_GBps",
+            "busbw_GBps",
+            "bound_time_s",
+            "synth_time_s",
+        ):
             assert key in r
         assert r["time_s"] >= r["bound_time_s"] * (1 - 1e-9)
     assert len(rows) == 3 * len(algos)
@@ -90,11 +131,33 @@ def test_compare_json_rows_and_plot(tmp_path, capsys):
 
 
 def test_compare_best_picks_fastest(capsys):
-    code, out, _ = run(capsys, "compare", "-t", "dgx1", "-c", "allreduce", "--sizes", "1KB,1GB",
-                       "--algos", "all", "--json")
+    code, out, _ = run(
+        capsys,
+        "compare",
+        "-t",
+        "dgx1",
+        "-c",
+        "allreduce",
+        "--sizes",
+        "1KB,1GB",
+        "--algos",
+        "all",
+        "--json",
+    )
     rows = one_json(out)["rows"]
-    code, out, _ = run(capsys, "compare", "-t", "dgx1", "-c", "allreduce", "--sizes", "1KB,1GB",
-                       "--algos", "best", "--json")
+    code, out, _ = run(
+        capsys,
+        "compare",
+        "-t",
+        "dgx1",
+        "-c",
+        "allreduce",
+        "--sizes",
+        "1KB,1GB",
+        "--algos",
+        "best",
+        "--json",
+    )
     best = one_json(out)["rows"]
     assert len(best) == 2
     for b in best:
@@ -112,11 +175,15 @@ def test_compare_errors(capsys):
 def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
     from collsynth.bench import harness as benchmark
 
-    monkeypatch.setitem(benchmark.SUITES, "tiny", lambda: [
-        benchmark.Case("ring:n=4", "allgather", "ring", (1e6,)),
-        benchmark.Case("ring:n=4", "allgather", "spt", (1e6, 1e9))])
-    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "-o", str(tmp_path),
-                       "--json")
+    monkeypatch.setitem(
+        benchmark.SUITES,
+        "tiny",
+        lambda: [
+            benchmark.Case("ring:n=4", "allgather", "ring", (1e6,)),
+            benchmark.Case("ring:n=4", "allgather", "spt", (1e6, 1e9)),
+        ],
+    )
+    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "-o", str(tmp_path), "--json")
     assert code == 0
     d = one_json(out)
     assert d["summary"]["rows"] == 3
@@ -127,12 +194,13 @@ def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
     assert code == 2
     # --only re-runs the matching cases and keeps the other rows, in suite order
     first = saved["rows"][0]
-    code, out, _ = run(capsys, "bench", "tiny", "--repeat", "1", "-o", str(tmp_path),
-                       "--json", "--only", "spt")
+    code, out, _ = run(
+        capsys, "bench", "tiny", "--repeat", "1", "-o", str(tmp_path), "--json", "--only", "spt"
+    )
     assert code == 0
     again = json.loads((tmp_path / "tiny.json").read_text())
     assert [r["algo"] for r in again["rows"]] == ["ring", "spt", "spt"]
-    assert again["rows"][0] == first                       # the ring row was kept as it was
+    assert again["rows"][0] == first  # the ring row was kept as it was
     assert again["summary"]["only"] == {"pattern": "spt", "cases_run": 1}
     code, _, err = run(capsys, "bench", "tiny", "-o", str(tmp_path), "--only", "nope")
     assert code == 2 and "matches --only" in err
@@ -141,10 +209,24 @@ def test_bench_quick_writes_results(tmp_path, capsys, monkeypatch):
 def test_export_msccl_and_check_xml(tmp_path, capsys):
     sched = str(tmp_path / "ar.json")
     xml = str(tmp_path / "ar.xml")
-    assert run(capsys, "synth", "-t", "dgx1", "-c", "allreduce", "--algo", "spt", "-o",
-               sched)[0] == 0
-    code, out, err = run(capsys, "export", "msccl", sched, "--dialect", "executor",
-                         "--min-bytes", "1KB", "--max-bytes", "1GB", "-o", xml, "--json")
+    assert (
+        run(capsys, "synth", "-t", "dgx1", "-c", "allreduce", "--algo", "spt", "-o", sched)[0] == 0
+    )
+    code, out, err = run(
+        capsys,
+        "export",
+        "msccl",
+        sched,
+        "--dialect",
+        "executor",
+        "--min-bytes",
+        "1KB",
+        "--max-bytes",
+        "1GB",
+        "-o",
+        xml,
+        "--json",
+    )
     assert code == 0, err
     info = one_json(out)
     assert info["checked"] and info["ngpus"] == 8

@@ -42,8 +42,13 @@ def _synthesize(name: str, kind: str):
     for spec in TOPOLOGIES:
         topo = load_topology(spec)
         try:
-            return synthesize(name, topo, Collective.make(kind, topo.num_ranks, 1), size=64e3,
-                              **OPTIONS.get(name, {}))
+            return synthesize(
+                name,
+                topo,
+                Collective.make(kind, topo.num_ranks, 1),
+                size=64e3,
+                **OPTIONS.get(name, {}),
+            )
         except CollsynthError as e:
             errors.append(f"{spec}: {e}")
     pytest.fail(f"{name} {kind}: no small topology accepted it ({'; '.join(errors)})")
@@ -56,7 +61,7 @@ def test_every_synthesizer_exports_checks_and_runs_under_mpi(tmp_path):
     by_ranks: dict[int, list[tuple[str, object]]] = {}
     for name, kind in cases:
         sched = _synthesize(name, kind)
-        xml = to_msccl_xml(sched)             # verifies the schedule first
+        xml = to_msccl_xml(sched)  # verifies the schedule first
         root = sched.collective.root if sched.collective.rooted else 0
         rep = check_msccl_xml(xml, sched.topology, root=root or 0)
         assert rep.ok
@@ -68,8 +73,7 @@ def test_every_synthesizer_exports_checks_and_runs_under_mpi(tmp_path):
         for _, s in items:
             q = math.lcm(q, size_quantum(s, 4 if s.collective.reduces else 1))
         size = q * max(1, math.ceil(8192 / q))
-        rep = launch([p for p, _ in items], size, nranks, check=True, iters=1, warmup=0,
-                     timeout=30)
+        rep = launch([p for p, _ in items], size, nranks, check=True, iters=1, warmup=0, timeout=30)
         assert rep.ok, rep.error
         assert len(rep.runs) == len(items)
         for run in rep.runs:

@@ -42,20 +42,32 @@ def sched(algo, spec, kind, C=1, **opts):
 
 # ------------------------------------------------------------------------------ round trips
 CASES = [
-    ("spt", "ring:n=4", "allgather"), ("spt", "dgx1", "allgather"),
-    ("spt", "dgx1", "reducescatter"), ("spt", "dgx1", "allreduce"),
-    ("spt", "star:n=8", "alltoall"), ("spt", "dgx_a100:nodes=2", "allgather"),
-    ("spt", "dgx_a100:nodes=2", "allreduce"), ("spt", "dgx1", "broadcast"),
+    ("spt", "ring:n=4", "allgather"),
+    ("spt", "dgx1", "allgather"),
+    ("spt", "dgx1", "reducescatter"),
+    ("spt", "dgx1", "allreduce"),
+    ("spt", "star:n=8", "alltoall"),
+    ("spt", "dgx_a100:nodes=2", "allgather"),
+    ("spt", "dgx_a100:nodes=2", "allreduce"),
+    ("spt", "dgx1", "broadcast"),
     ("spt", "dgx1", "reduce"),
-    ("ring", "ring:n=4", "allgather"), ("ring", "ring:n=4", "reducescatter"),
-    ("ring", "dgx1", "allreduce"), ("ring", "dgx_a100:nodes=2", "allgather"),
-    ("rd", "ring:n=4", "allgather"), ("rd", "dgx1", "reducescatter"),
-    ("rd", "star:n=8", "allreduce"), ("rd", "dgx_a100:nodes=2", "allreduce"),
-    ("direct", "dgx1", "allgather"), ("direct", "star:n=8", "alltoall"),
+    ("ring", "ring:n=4", "allgather"),
+    ("ring", "ring:n=4", "reducescatter"),
+    ("ring", "dgx1", "allreduce"),
+    ("ring", "dgx_a100:nodes=2", "allgather"),
+    ("rd", "ring:n=4", "allgather"),
+    ("rd", "dgx1", "reducescatter"),
+    ("rd", "star:n=8", "allreduce"),
+    ("rd", "dgx_a100:nodes=2", "allreduce"),
+    ("direct", "dgx1", "allgather"),
+    ("direct", "star:n=8", "alltoall"),
     ("direct", "dgx_a100:nodes=2", "alltoall"),
-    ("forestcoll", "dgx1", "allgather"), ("forestcoll", "star:n=8", "reducescatter"),
-    ("forestcoll", "star:n=8", "allreduce"), ("forestcoll", "ring:n=4", "allreduce"),
-    ("tree", "dgx1", "allreduce"), ("bruck", "star:n=8", "alltoall"),
+    ("forestcoll", "dgx1", "allgather"),
+    ("forestcoll", "star:n=8", "reducescatter"),
+    ("forestcoll", "star:n=8", "allreduce"),
+    ("forestcoll", "ring:n=4", "allreduce"),
+    ("tree", "dgx1", "allreduce"),
+    ("bruck", "star:n=8", "alltoall"),
 ]
 
 
@@ -71,10 +83,17 @@ def test_export_passes_checker(algo, spec, kind, dialect):
     assert rep.transfers >= s.num_ops  # one transfer per operation
 
 
-@pytest.mark.parametrize("algo,spec,kind", [
-    ("ring", "ring:n=4", "allgather"), ("spt", "dgx1", "reducescatter"),
-    ("rd", "dgx1", "allreduce"), ("spt", "dgx1", "broadcast"), ("spt", "dgx1", "reduce"),
-    ("forestcoll", "star:n=8", "allgather")])
+@pytest.mark.parametrize(
+    "algo,spec,kind",
+    [
+        ("ring", "ring:n=4", "allgather"),
+        ("spt", "dgx1", "reducescatter"),
+        ("rd", "dgx1", "allreduce"),
+        ("spt", "dgx1", "broadcast"),
+        ("spt", "dgx1", "reduce"),
+        ("forestcoll", "star:n=8", "allgather"),
+    ],
+)
 def test_export_in_place(algo, spec, kind):
     s = sched(algo, spec, kind)
     for dialect in ("msccl", "executor"):
@@ -83,9 +102,15 @@ def test_export_in_place(algo, spec, kind):
         assert rep.inplace
 
 
-@pytest.mark.parametrize("kw", [{"instances": 2}, {"channels": 4},
-                                {"channels": 2, "instances": 3, "proto": "LL128"},
-                                {"proto": "LL", "min_bytes": 1024, "max_bytes": 1 << 20}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"instances": 2},
+        {"channels": 4},
+        {"channels": 2, "instances": 3, "proto": "LL128"},
+        {"proto": "LL", "min_bytes": 1024, "max_bytes": 1 << 20},
+    ],
+)
 def test_export_options(kw):
     s = sched("spt", "dgx1", "allreduce", C=2)
     base = check_msccl_xml(to_msccl_xml(s), topo("dgx1"))
@@ -125,8 +150,10 @@ def test_golden_ring_allgather():
     assert s.collective.chunks_per_rank == 1
     xml = to_msccl_xml(s)
     head = xml.splitlines()[0]
-    assert head == ('<algo name="collsynth-ring-allgather-n4" proto="Simple" nchannels="1" '
-                    'nchunksperloop="4" ngpus="4" coll="allgather" inplace="0">')
+    assert head == (
+        '<algo name="collsynth-ring-allgather-n4" proto="Simple" nchannels="1" '
+        'nchunksperloop="4" ngpus="4" coll="allgather" inplace="0">'
+    )
     gpus = _gpus(xml)
     assert len(gpus) == 4
     for g, (attrs, body) in enumerate(gpus):
@@ -182,14 +209,18 @@ def test_nop_chains_and_hasdep():
     real = lines[nops[1] + 1]
     assert 'type="r"' in real and _get(real, "depid") != "-1"
     for i in nops + [nops[1] + 1]:  # every waited-on step publishes its completion
-        g = next(int(m.group(1)) for line in reversed(lines[:i])
-                 for m in [re.search(r'<gpu id="(\d+)"', line)] if m)
+        g = next(
+            int(m.group(1))
+            for line in reversed(lines[:i])
+            for m in [re.search(r'<gpu id="(\d+)"', line)]
+            if m
+        )
         assert g == 0
     assert xml.count('hasdep="1"') >= 3
     # planted: the step after the nop chain loses its own dependency
     bad = list(lines)
     bad[nops[1] + 1] = _set(_set(real, "depid", -1), "deps", -1)
-    _reject("\n".join(bad), f"star:n=6", "dependency", "chain of nops")
+    _reject("\n".join(bad), "star:n=6", "dependency", "chain of nops")
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -221,15 +252,20 @@ def test_timed_schedule():
     b = ScheduleBuilder(t, s0.collective, meta={"algorithm": "timed"})
     b.size = 4e3
     for i in range(s0.num_ops):
-        b.add(int(s0.src[i]), int(s0.dst[i]), int(s0.chunk[i]), route=s0.route(i).tolist(),
-              deps=s0.deps(i).tolist(), start=float(s0.step[i]) * 1e-3 + (3 - i % 4) * 1e-7)
+        b.add(
+            int(s0.src[i]),
+            int(s0.dst[i]),
+            int(s0.chunk[i]),
+            route=s0.route(i).tolist(),
+            deps=s0.deps(i).tolist(),
+            start=float(s0.step[i]) * 1e-3 + (3 - i % 4) * 1e-7,
+        )
     s = b.build()
     assert s.timed
     check_msccl_xml(to_msccl_xml(s, dialect="executor"), t)
 
 
 def test_unsupported_inputs():
-    t = topo("ring:n=4")
     s = sched("ring", "ring:n=4", "allgather", rings=1)
     with pytest.raises(CollsynthError, match="dialect"):
         to_msccl_xml(s, dialect="nccl")
@@ -324,8 +360,14 @@ def test_defect_duplicate_channel_peer():
     lines = xml.splitlines()
     k = next(i for i, line in enumerate(lines) if '<tb id="1"' in line)  # gpu 0, tb 1
     lines[k] = _set(lines[k], "send", first_send)
-    _reject("\n".join(lines), "dgx1", "structure", "gpu 0", "thread blocks 0 and 1",
-            f"send to {first_send} on channel 0")
+    _reject(
+        "\n".join(lines),
+        "dgx1",
+        "structure",
+        "gpu 0",
+        "thread blocks 0 and 1",
+        f"send to {first_send} on channel 0",
+    )
 
 
 def test_defect_dependency_cycle():
@@ -346,8 +388,9 @@ def test_defect_dependency_cycle():
 
 def test_defect_missing_chunk():
     xml = to_msccl_xml(sched("ring", "ring:n=4", "allgather", rings=1))
-    lines = [line for line in xml.splitlines()
-             if not ('type="cpy"' in line and 'dstoff="0"' in line)]  # gpu 0's own chunk
+    lines = [
+        line for line in xml.splitlines() if not ('type="cpy"' in line and 'dstoff="0"' in line)
+    ]  # gpu 0's own chunk
     _reject("\n".join(lines), "ring:n=4", "postcondition", "gpu 0", "o[0]", "chunk 0")
 
 
@@ -369,17 +412,23 @@ def test_defect_duplicate_contribution():
     lines = xml.splitlines()
     # turn a final plain receive (copy phase) into a receive-reduce: contributions twice
     i, g, tb, k = next(x for x in _step_lines(xml) if 'type="r"' in lines[x[0]])
-    lines[i] = _set(_set(_set(lines[i], "type", "rrc"), "srcbuf", _get(lines[i], "dstbuf")),
-                    "srcoff", _get(lines[i], "dstoff"))
+    lines[i] = _set(
+        _set(_set(lines[i], "type", "rrc"), "srcbuf", _get(lines[i], "dstbuf")),
+        "srcoff",
+        _get(lines[i], "dstoff"),
+    )
     _reject("\n".join(lines), "ring:n=4", "data", f"gpu {g} tb {tb} step {k}", "twice")
 
 
-@pytest.mark.parametrize("mutate,word", [
-    (lambda x: '<?xml version="1.0"?>\n' + x, "declaration"),
-    (lambda x: x.replace("  <gpu", "\t<gpu", 1), "tab"),
-    (lambda x: x.replace('proto="Simple"', "proto='Simple'", 1), "double quotes"),
-    (lambda x: x.replace('" nchannels', '"\n nchannels', 1), "several lines"),
-])
+@pytest.mark.parametrize(
+    "mutate,word",
+    [
+        (lambda x: '<?xml version="1.0"?>\n' + x, "declaration"),
+        (lambda x: x.replace("  <gpu", "\t<gpu", 1), "tab"),
+        (lambda x: x.replace('proto="Simple"', "proto='Simple'", 1), "double quotes"),
+        (lambda x: x.replace('" nchannels', '"\n nchannels', 1), "several lines"),
+    ],
+)
 def test_defect_formatting(mutate, word):
     xml = to_msccl_xml(sched("ring", "ring:n=4", "allgather", rings=1))
     _reject(mutate(xml), "ring:n=4", "format", word)
@@ -387,12 +436,20 @@ def test_defect_formatting(mutate, word):
 
 def test_checker_structure_rules():
     xml = to_msccl_xml(sched("ring", "ring:n=4", "reducescatter", rings=1), dialect="executor")
-    _reject(xml.replace('coll="reducescatter"', 'coll="reduce_scatter"'), "ring:n=4",
-            "structure", "old-fork spelling")
+    _reject(
+        xml.replace('coll="reducescatter"', 'coll="reduce_scatter"'),
+        "ring:n=4",
+        "structure",
+        "old-fork spelling",
+    )
     _reject(xml.replace(' maxBytes="0"', ""), "ring:n=4", "structure", "maxBytes")
     _reject(xml.replace('<step s="1"', '<step s="2"', 1), "ring:n=4", "structure", "position")
-    _reject(xml.replace('<tb id="0"', '<tb id="3"', 1), "ring:n=4", "structure",
-            "thread block 0 is missing")
+    _reject(
+        xml.replace('<tb id="0"', '<tb id="3"', 1),
+        "ring:n=4",
+        "structure",
+        "thread block 0 is missing",
+    )
     with pytest.raises(XmlCheckError, match="ngpus=4"):
         check_msccl_xml(xml, topo("dgx1"))
 
@@ -402,8 +459,7 @@ def test_defect_missing_dependency_is_a_race():
     lines = xml.splitlines()
     i, g, tb, k = next(x for x in _step_lines(xml) if _get(lines[x[0]], "depid") != "-1")
     lines[i] = _set(_set(lines[i], "depid", -1), "deps", -1)
-    msg = str(pytest.raises(XmlCheckError, check_msccl_xml, "\n".join(lines), topo("dgx1"))
-              .value)
+    msg = str(pytest.raises(XmlCheckError, check_msccl_xml, "\n".join(lines), topo("dgx1")).value)
     assert msg.startswith(("race:", "data:")) and f"gpu {g} tb {tb} step {k}" in msg
 
 

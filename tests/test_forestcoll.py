@@ -9,11 +9,16 @@ from fractions import Fraction
 import pytest
 
 from collsynth.collective import Collective
+from collsynth.flow import (
+    fixed_k,
+    integer_bandwidths,
+    optimal_allgather,
+    simplest_between,
+    transpose,
+)
+from collsynth.flow.maxflow import FlowNet, _dinic
 from collsynth.schedule.trees import lower
 from collsynth.sim import simulate
-from collsynth.flow import (fixed_k, integer_bandwidths, optimal_allgather, simplest_between,
-                            transpose)
-from collsynth.flow.maxflow import FlowNet, _dinic
 from collsynth.synth.forestcoll import forestcoll_trees, pack_trees, remove_switches
 from collsynth.topology import TopologyBuilder, load_topology
 from collsynth.verify import verify
@@ -22,8 +27,9 @@ GB = 10**9
 
 
 # ------------------------------------------------------------------------------ helpers
-def rand_topo(rng: random.Random, nc: int, ns: int, symmetric: bool, p: float = 0.35,
-              maxbw: int = 6):
+def rand_topo(
+    rng: random.Random, nc: int, ns: int, symmetric: bool, p: float = 0.35, maxbw: int = 6
+):
     """Random graph of ``nc`` compute nodes and ``ns`` switches, strongly connected through a
     Hamiltonian cycle over all nodes, integer bandwidths in GB/s; ``symmetric`` -> every link
     has a reverse twin of the same bandwidth (Eulerian)."""
@@ -80,7 +86,7 @@ def check_trees(topo, packed, logical, k):
         per_root[root] = per_root.get(root, 0) + mult
         assert len(edges) == n - 1
         reached = {root}
-        for a, b in edges:                  # edges come in growth order: parent already reached
+        for a, b in edges:  # edges come in growth order: parent already reached
             assert a in reached and b not in reached
             reached.add(b)
             use[(a, b)] = use.get((a, b), 0) + mult
@@ -99,7 +105,7 @@ def test_simplest_between_is_the_smallest_denominator():
         s = simplest_between(a, b)
         assert a <= s <= b
         for q in range(1, s.denominator):
-            assert math.ceil(a * q) > b * q      # no fraction with a smaller denominator
+            assert math.ceil(a * q) > b * q  # no fraction with a smaller denominator
     assert simplest_between(Fraction(1, 3), Fraction(1, 3)) == Fraction(1, 3)
     assert simplest_between(Fraction(7, 5), Fraction(8, 5)) == Fraction(3, 2)
 
@@ -115,8 +121,12 @@ def test_big_capacities_fall_back_to_exact_integers():
     rng = random.Random(3)
     for _ in range(20):
         n = 7
-        arcs = [(a, b, rng.randint(1, 9)) for a in range(n) for b in range(n)
-                if a != b and rng.random() < 0.4]
+        arcs = [
+            (a, b, rng.randint(1, 9))
+            for a in range(n)
+            for b in range(n)
+            if a != b and rng.random() < 0.4
+        ]
         t, h, c = zip(*arcs)
         small = FlowNet(n, t, h, c).solve(0, n - 1)
         assert small == _dinic(n, list(t), list(h), list(c), 0, n - 1)[0]
@@ -133,8 +143,8 @@ def test_optimum_equals_brute_force_on_random_graphs(seed):
         expect = brute_force_inv_x(topo)
         opt = optimal_allgather(topo)
         assert opt.inv_x == expect
-        assert optimal_allgather(topo, accelerate=False).inv_x == expect   # Algorithm 1 literally
-        assert cut_ratio(topo, opt.cut) == expect                          # the bottleneck cut
+        assert optimal_allgather(topo, accelerate=False).inv_x == expect  # Algorithm 1 literally
+        assert cut_ratio(topo, opt.cut) == expect  # the bottleneck cut
         # Proposition 3: k minimal with integer tree capacities U * b_e
         assert opt.U / opt.k == opt.ratio
         assert all(c == opt.U * b for c, b in zip(opt.caps, opt.int_bw))
@@ -182,17 +192,21 @@ def test_hand_derived_optima():
         opt = optimal_allgather(load_topology(f"ring:n={n},bw=10e9"))
         assert opt.inv_x == Fraction(n - 1, 20 * GB)
     # 3x3 and 4x4 tori (degree 4): single-node ingress binds
-    assert optimal_allgather(load_topology("torus2d:w=3,h=3,bw=50e9")).inv_x == \
-        Fraction(8, 200 * GB)
-    assert optimal_allgather(load_topology("torus2d:w=4,h=4,bw=50e9")).inv_x == \
-        Fraction(15, 200 * GB)
+    assert optimal_allgather(load_topology("torus2d:w=3,h=3,bw=50e9")).inv_x == Fraction(
+        8, 200 * GB
+    )
+    assert optimal_allgather(load_topology("torus2d:w=4,h=4,bw=50e9")).inv_x == Fraction(
+        15, 200 * GB
+    )
     # star through one switch: ingress of one GPU
     assert optimal_allgather(load_topology("star:n=5")).inv_x == Fraction(4, 50 * GB)
 
 
 # ------------------------------------------------------------------------------ Theorem 14
-@pytest.mark.parametrize("spec", ["dgx_a100:nodes=2", "mi250:chassis=2", "dgx1",
-                                  "h800_rails:servers=2", "dgx2:chassis=2"])
+@pytest.mark.parametrize(
+    "spec",
+    ["dgx_a100:nodes=2", "mi250:chassis=2", "dgx1", "h800_rails:servers=2", "dgx2:chassis=2"],
+)
 def test_fixed_k(spec):
     topo = load_topology(spec)
     opt = optimal_allgather(topo)
@@ -238,20 +252,67 @@ def skew_topology():
 # it moved to collsynth.flow: AllGather (inv_x, k, U, cut_compute, cut_bw), ReduceScatter
 # (transposed) inv_x, and fixed k = 2 (inv_x, U).
 PINNED = {
-    "dgx_a100:nodes=2": ("3/65000000000", 13, "15", 15, "325000000000", "3/65000000000",
-                         "7/150000000000", "7/3"),
-    "mi250:chassis=2": ("3/33200000000", 83, "15", 30, "332000000000", "3/33200000000",
-                        "3/32000000000", "3/8"),
-    "dgx1": ("7/150000000000", 6, "7", 7, "150000000000", "7/150000000000", "1/20000000000",
-             "5/2"),
-    "ndv2:chassis=2": ("1/1562500000", 1, "8", 8, "12500000000", "1/1562500000",
-                       "1/1562500000", "16"),
-    "wan:dcs=2,gpus=4": ("1/3125000000", 1, "4", 4, "12500000000", "1/3125000000",
-                         "1/3125000000", "8"),
-    "dgx2:chassis=2": ("31/125000000000", 10, "31", 31, "125000000000", "31/125000000000",
-                       "31/125000000000", "31/5"),
-    "h800_rails:servers=2": ("3/50000000000", 4, "3", 15, "250000000000", "3/50000000000",
-                             "3/50000000000", "3/2"),
+    "dgx_a100:nodes=2": (
+        "3/65000000000",
+        13,
+        "15",
+        15,
+        "325000000000",
+        "3/65000000000",
+        "7/150000000000",
+        "7/3",
+    ),
+    "mi250:chassis=2": (
+        "3/33200000000",
+        83,
+        "15",
+        30,
+        "332000000000",
+        "3/33200000000",
+        "3/32000000000",
+        "3/8",
+    ),
+    "dgx1": ("7/150000000000", 6, "7", 7, "150000000000", "7/150000000000", "1/20000000000", "5/2"),
+    "ndv2:chassis=2": (
+        "1/1562500000",
+        1,
+        "8",
+        8,
+        "12500000000",
+        "1/1562500000",
+        "1/1562500000",
+        "16",
+    ),
+    "wan:dcs=2,gpus=4": (
+        "1/3125000000",
+        1,
+        "4",
+        4,
+        "12500000000",
+        "1/3125000000",
+        "1/3125000000",
+        "8",
+    ),
+    "dgx2:chassis=2": (
+        "31/125000000000",
+        10,
+        "31",
+        31,
+        "125000000000",
+        "31/125000000000",
+        "31/125000000000",
+        "31/5",
+    ),
+    "h800_rails:servers=2": (
+        "3/50000000000",
+        4,
+        "3",
+        15,
+        "250000000000",
+        "3/50000000000",
+        "3/50000000000",
+        "3/2",
+    ),
 }
 
 
@@ -271,9 +332,9 @@ def test_optimality_search_keeps_its_exact_values_when_transposing_matters():
     topo = skew_topology()
     ag, rs = optimal_allgather(topo), optimal_allgather(transpose(topo))
     assert (ag.inv_x, ag.k, ag.U) == (Fraction(3, 25 * GB), 10, 3)
-    assert ag.cut_names == ("g0", "g1", "g3", "sw")          # everything but g2 (25 GB/s in)
+    assert ag.cut_names == ("g0", "g1", "g3", "sw")  # everything but g2 (25 GB/s in)
     assert (rs.inv_x, rs.k, rs.U) == (Fraction(1, 5 * GB), 2, 1)
-    assert rs.cut_names == ("g1", "g2", "g3", "sw")          # everything but g0 (15 GB/s out)
+    assert rs.cut_names == ("g1", "g2", "g3", "sw")  # everything but g0 (15 GB/s out)
     assert fixed_k(topo, 3).U == Fraction(9, 10)
     assert fixed_k(transpose(topo), 3).U == Fraction(3, 2)
 
@@ -284,16 +345,29 @@ def test_one_implementation_of_the_search():
     import collsynth.flow as flow
     import collsynth.synth.forestcoll as fc
 
-    for name in ("Optimum", "optimal_allgather", "fixed_k", "integer_bandwidths",
-                 "simplest_between", "transpose"):
+    for name in (
+        "Optimum",
+        "optimal_allgather",
+        "fixed_k",
+        "integer_bandwidths",
+        "simplest_between",
+        "transpose",
+    ):
         assert getattr(fc, name) is getattr(flow, name)
     for gone in ("collsynth.synth.forestcoll._flow", "collsynth.synth.forestcoll.optimality"):
         assert importlib.util.find_spec(gone) is None
 
 
 # ------------------------------------------------------------------------------ Theorem 8
-ZOO = ["dgx_a100:nodes=2", "mi250:chassis=2", "dgx2:chassis=2", "star:n=5", "fat_tree:k=4",
-       "ndv2:chassis=4", "h800_rails:servers=2"]
+ZOO = [
+    "dgx_a100:nodes=2",
+    "mi250:chassis=2",
+    "dgx2:chassis=2",
+    "star:n=5",
+    "fat_tree:k=4",
+    "ndv2:chassis=4",
+    "h800_rails:servers=2",
+]
 
 
 @pytest.mark.parametrize("spec", ZOO)
@@ -305,14 +379,14 @@ def test_edge_splitting_keeps_the_optimum(spec):
     assert optimal_allgather(logical).inv_x == opt.inv_x
     node = topo.node_of_rank
     for (u, v), c in logical.caps.items():
-        assert sum(x for _, x in routing[(u, v)]) == c          # routing covers every unit
+        assert sum(x for _, x in routing[(u, v)]) == c  # routing covers every unit
         for path, x in routing[(u, v)]:
             assert x > 0 and topo.links[path[0]].src == node(u)
             assert topo.links[path[-1]].dst == node(v)
             for a, b in zip(path, path[1:]):
                 assert topo.links[a].dst == topo.links[b].src
-                assert not topo.is_compute(topo.links[b].src)    # only switches inside
-            assert len({topo.links[l].src for l in path}) == len(path)   # no node twice
+                assert not topo.is_compute(topo.links[b].src)  # only switches inside
+            assert len({topo.links[l].src for l in path}) == len(path)  # no node twice
     for l, used in logical.link_usage().items():
         assert used <= opt.caps[l]
 
@@ -350,16 +424,23 @@ def test_edge_splitting_on_random_eulerian_graphs():
         topo = rand_topo(rng, rng.randint(2, 6), rng.randint(1, 3), True)
         opt = optimal_allgather(topo)
         logical, _ = remove_switches(topo, opt)
-        assert logical.preserved and logical.dropped["stuck"] == 0   # Theorem 7
+        assert logical.preserved and logical.dropped["stuck"] == 0  # Theorem 7
         assert optimal_allgather(logical).inv_x == opt.inv_x
         for l, used in logical.link_usage().items():
             assert used <= opt.caps[l]
 
 
 # ------------------------------------------------------------------------------ Theorem 12
-@pytest.mark.parametrize("spec,k", [("dgx_a100:nodes=2", None), ("mi250:chassis=2", 1),
-                                    ("mi250:chassis=2", None), ("dgx1", None),
-                                    ("dgx2:chassis=2", None)])
+@pytest.mark.parametrize(
+    "spec,k",
+    [
+        ("dgx_a100:nodes=2", None),
+        ("mi250:chassis=2", 1),
+        ("mi250:chassis=2", None),
+        ("dgx1", None),
+        ("dgx2:chassis=2", None),
+    ],
+)
 def test_packing(spec, k):
     topo = load_topology(spec)
     opt = optimal_allgather(topo) if k is None else fixed_k(topo, k)
@@ -378,9 +459,17 @@ def test_packing_on_random_graphs():
 
 
 # ------------------------------------------------------------------------------ pipeline
-@pytest.mark.parametrize("spec,k", [("dgx_a100:nodes=2", None), ("dgx1", None),
-                                    ("h800_rails:servers=2", None), ("ndv2:chassis=4", None),
-                                    ("star:n=5", None), ("ring:n=6", None)])
+@pytest.mark.parametrize(
+    "spec,k",
+    [
+        ("dgx_a100:nodes=2", None),
+        ("dgx1", None),
+        ("h800_rails:servers=2", None),
+        ("ndv2:chassis=4", None),
+        ("star:n=5", None),
+        ("ring:n=6", None),
+    ],
+)
 def test_pipeline_simulates_close_to_the_bound(spec, k):
     topo = load_topology(spec)
     form, opt, info = forestcoll_trees(topo, k)
@@ -427,7 +516,7 @@ def test_pipeline_random_graphs_and_non_eulerian_fallback():
             assert not sym and info["fallback"]["slowdown"] >= 1
             fallbacks += 1
         verify(lower(topo, Collective.make("allgather", topo.num_ranks), form))
-    assert fallbacks >= 1       # the seed includes non-Eulerian graphs that need it
+    assert fallbacks >= 1  # the seed includes non-Eulerian graphs that need it
 
 
 def test_reduce_scatter_in_trees():
@@ -464,9 +553,10 @@ def test_deterministic():
 # ------------------------------------------------------------------------------ symmetry
 def test_automorphisms_are_verified_and_free():
     from collsynth.synth.forestcoll import automorphisms
+
     topo = load_topology("dgx_a100:nodes=4")
     P, L = automorphisms(topo)
-    assert len(P) == 16          # chassis shift (4) x GPU/NIC index shift by 2 (4)
+    assert len(P) == 16  # chassis shift (4) x GPU/NIC index shift by 2 (4)
     links = topo.links
     for p, lp in zip(P, L):
         for l in links:
@@ -474,13 +564,18 @@ def test_automorphisms_are_verified_and_free():
             assert (m.src, m.dst) == (p[l.src], p[l.dst]) and (m.bw, m.alpha) == (l.bw, l.alpha)
         assert sorted(lp.tolist()) == list(range(len(links)))
     comp = topo.compute_nodes.tolist()
-    assert all(len({int(P[g][v]) for g in range(16)}) == 16 for v in comp)   # free on ranks
+    assert all(len({int(P[g][v]) for g in range(16)}) == 16 for v in comp)  # free on ranks
     assert automorphisms(rand_topo(random.Random(1), 4, 1, True)) is None
 
 
-@pytest.mark.parametrize("spec,k,direction", [("dgx_a100:nodes=4", 1, "out"),
-                                              ("dgx_a100:nodes=4", 1, "in"),
-                                              ("dgx_a100:nodes=2", None, "out")])
+@pytest.mark.parametrize(
+    "spec,k,direction",
+    [
+        ("dgx_a100:nodes=4", 1, "out"),
+        ("dgx_a100:nodes=4", 1, "in"),
+        ("dgx_a100:nodes=2", None, "out"),
+    ],
+)
 def test_symmetric_trees_meet_the_optimum(spec, k, direction):
     topo = load_topology(spec)
     form, opt, info = forestcoll_trees(topo, k, direction, symmetry=True)
@@ -501,14 +596,14 @@ def test_symmetric_trees_meet_the_optimum(spec, k, direction):
 
 
 def test_symmetry_falls_back_to_the_exact_pipeline():
-    topo = load_topology("mi250:chassis=2")      # chassis swap only: the greedy gets stuck
+    topo = load_topology("mi250:chassis=2")  # chassis swap only: the greedy gets stuck
     form, opt, info = forestcoll_trees(topo, 1, symmetry=True)
     assert "rejected" in info["symmetry"] and info["logical_arcs"] is not None
     assert info["congestion"]["ok"]
 
 
 def test_symmetry_scales():
-    topo = load_topology("dgx_a100:nodes=32")    # 256 GPUs
+    topo = load_topology("dgx_a100:nodes=32")  # 256 GPUs
     form, opt, info = forestcoll_trees(topo, 1)
     assert info["symmetry"]["group_order"] == 128
     assert info["congestion"]["ok"] and info["congestion"]["meets_bound"]
@@ -520,19 +615,21 @@ def test_automorphisms_from_derived_attributes():
     node's linear index (``local``) changes with ``x``; an MI250 GCD's ``package`` is
     ``local // 2`` and the xGMI wiring is invariant under ``local -> local + 8``."""
     from collsynth.synth.forestcoll import automorphisms
+
     topo = load_topology("torus2d:w=4,h=4")
     P, _ = automorphisms(topo)
-    assert len(P) == 16                       # all translations: one orbit of ranks
+    assert len(P) == 16  # all translations: one orbit of ranks
     assert len({int(P[g][0]) for g in range(16)}) == 16
     topo = load_topology("mi250:chassis=2")
     P, _ = automorphisms(topo)
-    assert len(P) == 4                        # chassis swap x (local + 8)
+    assert len(P) == 4  # chassis swap x (local + 8)
     names = {topo.nodes[int(P[g][topo.index("c0.gpu0")])].name for g in range(4)}
     assert names == {"c0.gpu0", "c0.gpu8", "c1.gpu0", "c1.gpu8"}
 
 
-@pytest.mark.parametrize("spec,k", [("torus2d:w=8,h=8", None), ("torus3d", None),
-                                    ("mi250:chassis=4,inter=teccl", None)])
+@pytest.mark.parametrize(
+    "spec,k", [("torus2d:w=8,h=8", None), ("torus3d", None), ("mi250:chassis=4,inter=teccl", None)]
+)
 def test_symmetric_trees_on_torus_and_mi250(spec, k):
     """Tori (translations) and the TE-CCL MI250 model (chassis x local+8) take the symmetric
     path; the trees hold exactly the optimum and schedule a verified AllGather."""
@@ -553,6 +650,7 @@ def test_allreduce_lp_hand_derived():
     4-node line the LP beats RS + AG (30 ms) and meets the middle link's cut M/b: roots sit
     at the ends in unequal numbers, as Appendix E's point (i) allows."""
     from collsynth.synth.forestcoll import allreduce_lp
+
     M = 1e9
     t = load_topology("full:n=4")
     b = t.links[0].bw
@@ -571,6 +669,7 @@ def test_allreduce_lp_between_min_cut_and_trees(seed):
     bound (any AllReduce) and ForestColl's RS + AG tree time (one of the LP's solutions)."""
     from collsynth.bound.cut import cut_bounds
     from collsynth.synth.forestcoll import allreduce_lp
+
     rng = random.Random(100 + seed)
     t = rand_topo(rng, rng.randint(3, 6), rng.randint(0, 2), True)
     M = 1e9
@@ -583,6 +682,7 @@ def test_allreduce_lp_between_min_cut_and_trees(seed):
 def test_allreduce_lp_refuses_big_problems():
     from collsynth.errors import CollsynthError
     from collsynth.synth.forestcoll import allreduce_lp
+
     with pytest.raises(CollsynthError, match="variables"):
         allreduce_lp(load_topology("dgx_a100:nodes=8"))
 
@@ -591,6 +691,7 @@ def test_tight_sets_are_exactly_tight():
     """On mi250:chassis=2 the bottleneck is a GCD package: the smallest tight set around every
     GCD is its package, whose entering capacity equals what the outside trees need."""
     from collsynth.synth.forestcoll.symmetry import _tight_sets
+
     topo = load_topology("mi250:chassis=2")
     opt = optimal_allgather(topo)
     comp = [int(v) for v in topo.compute_nodes]
@@ -605,6 +706,7 @@ def test_tight_sets_are_exactly_tight():
         assert entering == opt.k * (n - len(x))
     # started with them, the symmetric greedy packs the optimum where it got stuck without
     from collsynth.synth.forestcoll import automorphisms, symmetric_trees, tree_congestion
+
     group = automorphisms(topo)
     assert symmetric_trees(topo, opt, group) is None
     routed, info = symmetric_trees(topo, opt, group, tight=True)

@@ -28,13 +28,16 @@ def test_verifies_and_never_beats_the_bound(spec, kind):
     assert s.meta["forestcoll"]["k"] == 1 and s.meta["forestcoll"]["pipeline"] == 4
 
 
-@pytest.mark.parametrize("spec,kind,limit", [
-    ("dgx_a100:nodes=2", "allgather", 1.01),
-    ("dgx_a100:nodes=2", "reducescatter", 1.03),
-    ("ndv2:chassis=2", "allgather", 1.01),
-    ("dgx1", "allgather", 1.03),
-    ("dgx2:chassis=2", "allgather", 1.02),
-])
+@pytest.mark.parametrize(
+    "spec,kind,limit",
+    [
+        ("dgx_a100:nodes=2", "allgather", 1.01),
+        ("dgx_a100:nodes=2", "reducescatter", 1.03),
+        ("ndv2:chassis=2", "allgather", 1.01),
+        ("dgx1", "allgather", 1.03),
+        ("dgx2:chassis=2", "allgather", 1.02),
+    ],
+)
 def test_large_sizes_approach_the_exact_bound(spec, kind, limit):
     topo = load_topology(spec)
     coll = Collective.make(kind, topo.num_ranks)
@@ -65,8 +68,24 @@ def test_options_and_errors():
 
 def test_cli_synth_with_k(tmp_path, capsys):
     out = tmp_path / "fc.json"
-    code = main(["synth", "-t", "dgx_a100:nodes=2", "-c", "allgather", "--algo", "forestcoll",
-                 "--k", "1", "--size", "1GB", "-o", str(out), "--json"])
+    code = main(
+        [
+            "synth",
+            "-t",
+            "dgx_a100:nodes=2",
+            "-c",
+            "allgather",
+            "--algo",
+            "forestcoll",
+            "--k",
+            "1",
+            "--size",
+            "1GB",
+            "-o",
+            str(out),
+            "--json",
+        ]
+    )
     assert code == 0
     info = json.loads(capsys.readouterr().out)
     assert info["verified"]
@@ -78,8 +97,9 @@ def test_cli_synth_with_k(tmp_path, capsys):
 def test_tree_batches_are_lowered_as_unit_trees():
     # a batch of multiplicity m is lowered as m trees of one share each, so all trees advance
     # together on shared links (ReduceScatter on mi250 was 1.40x the bound with k=4 batches)
-    from collsynth.synth.forestcoll.algo import _unit_trees
     from collsynth.synth.forestcoll import forestcoll_trees
+    from collsynth.synth.forestcoll.algo import _unit_trees
+
     topo = load_topology("mi250:chassis=2")
     form = forestcoll_trees(topo, 4, direction="in")[0]
     unit = _unit_trees(form)

@@ -37,8 +37,10 @@ def figure2():
 
 def ops_of(s):
     """Operations as comparable tuples (sender, receiver, chunk, route, step)."""
-    return [(int(s.src[i]), int(s.dst[i]), int(s.chunk[i]), tuple(s.route(i).tolist()),
-             int(s.step[i])) for i in range(s.num_ops)]
+    return [
+        (int(s.src[i]), int(s.dst[i]), int(s.chunk[i]), tuple(s.route(i).tolist()), int(s.step[i]))
+        for i in range(s.num_ops)
+    ]
 
 
 def check_timed(s, size):
@@ -72,8 +74,7 @@ def test_figure2_multicast_by_hand():
     m = s.meta["mteg"]
     assert m["slot_s"] == pytest.approx(1.0)
     # TM: F is nearest (A->F, 2 slots), then H via A->B->C->H (3 slots) beats F->G->H (4)
-    assert [(o[0], o[1], o[4]) for o in ops_of(s)] == [(A, F, 0), (A, B, 0), (B, C, 1),
-                                                       (C, H, 2)]
+    assert [(o[0], o[1], o[4]) for o in ops_of(s)] == [(A, F, 0), (A, B, 0), (B, C, 1), (C, H, 2)]
     assert s.deps(0).tolist() == [] and s.deps(1).tolist() == []
     assert s.deps(2).tolist() == [1] and s.deps(3).tolist() == [2]
     assert s.start.tolist() == pytest.approx([0.0, 0.0, 1.0, 2.0])
@@ -100,7 +101,7 @@ def test_figure2_contention_moves_second_chunk():
     t = figure2()
     A, H = (t.rank_of_node[t.index(x)] for x in "AH")
     coll = Collective.custom(8, [(A, [H]), (A, [H])])
-    s = synthesize("mteg", t, coll, size=100 * GB)      # 50 GB per chunk
+    s = synthesize("mteg", t, coll, size=100 * GB)  # 50 GB per chunk
     check_timed(s, 100 * GB)
     assert s.meta["mteg"]["plan_slots"] == 4
     first_hops = sorted(int(s.step[i]) for i in range(s.num_ops) if s.src[i] == A)
@@ -108,13 +109,14 @@ def test_figure2_contention_moves_second_chunk():
 
 
 # ------------------------------------------------------------------------------ AllGather
-@pytest.mark.parametrize("spec, chunks", [("ring:n=8", 1), ("ring:n=6", 3), ("dgx1", 1),
-                                          ("dgx1", 2)])
+@pytest.mark.parametrize(
+    "spec, chunks", [("ring:n=8", 1), ("ring:n=6", 3), ("dgx1", 1), ("dgx1", 2)]
+)
 def test_allgather_verified_and_simulated(spec, chunks):
     t = load_topology(spec)
     coll = Collective.make("allgather", t.num_ranks, chunks)
     s = synthesize("mteg", t, coll, size=MiB)
-    assert s.num_ops == t.num_ranks * chunks * (t.num_ranks - 1)   # a tree per broadcast
+    assert s.num_ops == t.num_ranks * chunks * (t.num_ranks - 1)  # a tree per broadcast
     assert s.size == MiB and s.timed
     check_timed(s, MiB)
 
@@ -163,8 +165,11 @@ def test_broadcast_and_prim_equals_general_tm(spec, nearest):
     for c in range(4):
         fast.route(c, 1, range(t.num_ranks))
         general.route(c, 1, range(t.num_ranks), general=True)
-    assert (fast.op_edge, fast.op_slot, fast.op_parent) == \
-        (general.op_edge, general.op_slot, general.op_parent)
+    assert (fast.op_edge, fast.op_slot, fast.op_parent) == (
+        general.op_edge,
+        general.op_slot,
+        general.op_parent,
+    )
 
 
 def test_multicast_subset_with_relays():
@@ -196,8 +201,9 @@ def test_concurrent_trees(nearest):
     check_timed(synthesize("mteg", t, mixed, size=MiB, trees="concurrent", nearest=nearest), MiB)
     # with a single broadcast there is nothing to interleave
     one = Collective.make("broadcast", n, 1, root=4)
-    assert ops_of(synthesize("mteg", t, one, size=MiB, trees="concurrent", nearest=nearest)) \
-        == ops_of(synthesize("mteg", t, one, size=MiB, nearest=nearest))
+    assert ops_of(
+        synthesize("mteg", t, one, size=MiB, trees="concurrent", nearest=nearest)
+    ) == ops_of(synthesize("mteg", t, one, size=MiB, nearest=nearest))
 
 
 # ------------------------------------------------------------------------------ horizon
@@ -257,25 +263,41 @@ def test_deterministic():
     b = synthesize("mteg", t, coll, size=MiB)
     assert ops_of(a) == ops_of(b)
     assert np.array_equal(a.start, b.start) and np.array_equal(a.dep_ids, b.dep_ids)
-    assert {k: v.tolist() for k, v in a.link_order.items()} == \
-        {k: v.tolist() for k, v in b.link_order.items()}
+    assert {k: v.tolist() for k, v in a.link_order.items()} == {
+        k: v.tolist() for k, v in b.link_order.items()
+    }
 
 
 def test_registered_and_size_aware():
     a = get("mteg")
-    assert a.size_aware and set(a.options) == {"slot", "horizon", "occupancy", "trees", "nearest",
-                                                 "negotiate", "price"}
+    assert a.size_aware and set(a.options) == {
+        "slot",
+        "horizon",
+        "occupancy",
+        "trees",
+        "nearest",
+        "negotiate",
+        "price",
+    }
     t = load_topology("ring:n=4")
-    s = synthesize("mteg", t, Collective.make("allgather", 4))      # default size 1 MiB
+    s = synthesize("mteg", t, Collective.make("allgather", 4))  # default size 1 MiB
     assert s.size == MiB and s.meta["algorithm"] == "mteg"
 
 
-@pytest.mark.parametrize("opts, needle", [
-    ({"slot": "-1us"}, "slot"), ({"slot": "fast"}, "slot"), ({"slot": "0"}, "slot"),
-    ({"horizon": "0"}, "horizon"), ({"horizon": "many"}, "horizon"),
-    ({"occupancy": "fluid"}, "occupancy"), ({"bogus": "1"}, "bogus"),
-    ({"trees": "parallel"}, "trees"), ({"nearest": "closest"}, "nearest"),
-])
+@pytest.mark.parametrize(
+    "opts, needle",
+    [
+        ({"slot": "-1us"}, "slot"),
+        ({"slot": "fast"}, "slot"),
+        ({"slot": "0"}, "slot"),
+        ({"horizon": "0"}, "horizon"),
+        ({"horizon": "many"}, "horizon"),
+        ({"occupancy": "fluid"}, "occupancy"),
+        ({"bogus": "1"}, "bogus"),
+        ({"trees": "parallel"}, "trees"),
+        ({"nearest": "closest"}, "nearest"),
+    ],
+)
 def test_bad_options_one_line(opts, needle):
     t = load_topology("ring:n=4")
     with pytest.raises(CollsynthError) as e:
@@ -290,8 +312,7 @@ def test_mixed_route_offsets_keep_a_consistent_order():
     and replays exactly."""
     t = load_topology("dragonfly:a=4,p=1,h=1")
     coll = Collective.make("allgather", t.num_ranks)
-    s = synthesize("mteg", t, coll, size=MiB, trees="sequential", nearest="arrival",
-                   price="off")
+    s = synthesize("mteg", t, coll, size=MiB, trees="sequential", nearest="arrival", price="off")
     assert s.meta["mteg"]["links_without_order"] > 0
     rep = ensure_verified(s)
     replay = simulate(s, MiB, release=True).time_s
@@ -309,13 +330,42 @@ def test_reductions_rejected_and_bad_size():
 
 def test_cli_synth_with_slot(capsys, tmp_path):
     out = str(tmp_path / "m.json")
-    rc = main(["synth", "-t", "dgx1", "-c", "allgather", "--algo", "mteg", "--size", "2MiB",
-               "--opt", "slot=0.5us", "-o", out, "--json"])
+    rc = main(
+        [
+            "synth",
+            "-t",
+            "dgx1",
+            "-c",
+            "allgather",
+            "--algo",
+            "mteg",
+            "--size",
+            "2MiB",
+            "--opt",
+            "slot=0.5us",
+            "-o",
+            out,
+            "--json",
+        ]
+    )
     o, e = capsys.readouterr()
     assert rc == 0 and e == "", e
     assert json.loads(o)["verified"] is True
-    rc = main(["synth", "-t", "dgx1", "-c", "allgather", "--algo", "mteg",
-               "--opt", "slot=soon", "-o", out])
+    rc = main(
+        [
+            "synth",
+            "-t",
+            "dgx1",
+            "-c",
+            "allgather",
+            "--algo",
+            "mteg",
+            "--opt",
+            "slot=soon",
+            "-o",
+            out,
+        ]
+    )
     o, e = capsys.readouterr()
     assert rc == 2 and len(e.strip().splitlines()) == 1 and "slot" in e
 
@@ -325,9 +375,11 @@ def test_auto_keeps_the_earliest_variant():
     coll = Collective.make("allgather", t.num_ranks)
     auto = synthesize("mteg", t, coll, size=8 * MiB)
     # slot=auto may plan each variant with a different slot: compare completion times
-    times = [synthesize("mteg", t, coll, size=8 * MiB, trees=g, nearest=n)
-             .meta["mteg"]["plan_time_s"]
-             for g in ("sequential", "concurrent") for n in ("arrival", "cost")]
+    times = [
+        synthesize("mteg", t, coll, size=8 * MiB, trees=g, nearest=n).meta["mteg"]["plan_time_s"]
+        for g in ("sequential", "concurrent")
+        for n in ("arrival", "cost")
+    ]
     assert auto.meta["mteg"]["plan_time_s"] == pytest.approx(min(times), rel=1e-12)
 
 
@@ -348,22 +400,27 @@ def test_dgx1_1gb_within_ten_percent_of_teccl_milp():
     te_sim = simulate(te, size).time_s
     assert te_sim == pytest.approx(3 * 2.5e-3 + 3 * 0.7e-6, rel=1e-6)
 
-    s = synthesize("mteg", t, coll, size=size)          # the default: every option auto
+    s = synthesize("mteg", t, coll, size=size)  # the default: every option auto
     check_timed(s, size)
     sim = simulate(s, size).time_s
     assert sim <= 1.10 * te_sim
     m = s.meta["mteg"]["negotiation"]
     assert m["best_slots"] < m["first_slots"] and m["best_round"] >= 1
     # the seed's greedy on its own (seed slot, no negotiation) is the 4-chunk-time plan
-    seed = synthesize("mteg", t, coll, size=size, slot="2.5ms", negotiate=0,
-                      trees="sequential", nearest="arrival")
+    seed = synthesize(
+        "mteg", t, coll, size=size, slot="2.5ms", negotiate=0, trees="sequential", nearest="arrival"
+    )
     assert simulate(seed, size).time_s == pytest.approx(4 * 2.5e-3, rel=1e-3)
     assert seed.meta["mteg"]["negotiation"]["rounds"] == 0
 
 
 def test_negotiation_never_worse_and_deterministic():
-    for spec, size in (("dgx1", 1e6), ("ndv2:chassis=1", 64 * MiB), ("mi250:chassis=1", GB),
-                       ("ring:n=6", MiB)):
+    for spec, size in (
+        ("dgx1", 1e6),
+        ("ndv2:chassis=1", 64 * MiB),
+        ("mi250:chassis=1", GB),
+        ("ring:n=6", MiB),
+    ):
         t = load_topology(spec)
         coll = Collective.make("allgather", t.num_ranks)
         for slot in ("auto", "1us"):
@@ -380,8 +437,10 @@ def test_negotiation_never_worse_and_deterministic():
         assert a.meta["mteg"] == b.meta["mteg"]
 
 
-@pytest.mark.parametrize("spec, size", [("dgx1", GB), ("mi250:chassis=1", 1e6),
-                                        ("ndv2:chassis=2", 64 * MiB), ("fat_tree:k=4", 4e6)])
+@pytest.mark.parametrize(
+    "spec, size",
+    [("dgx1", GB), ("mi250:chassis=1", 1e6), ("ndv2:chassis=2", 64 * MiB), ("fat_tree:k=4", 4e6)],
+)
 def test_asap_estimate_is_the_simulator(spec, size):
     """Plans are compared by asap_seconds: it must be what the simulator reports."""
     from collsynth.synth.mteg.algo import asap_seconds, lower
@@ -393,7 +452,8 @@ def test_asap_estimate_is_the_simulator(spec, size):
             p = plan(t, coll, size, trees=trees, nearest=nearest, negotiate=0)
             s = lower(p)
             assert asap_seconds(p.graph, p.planner) == pytest.approx(
-                simulate(s, size).time_s, rel=1e-9)
+                simulate(s, size).time_s, rel=1e-9
+            )
     auto = synthesize("mteg", t, coll, size=size)
     assert auto.meta["mteg"]["asap_s"] == pytest.approx(simulate(auto, size).time_s, rel=1e-9)
 
@@ -405,8 +465,16 @@ def test_auto_never_worse_than_the_seed_variants():
     auto = simulate(synthesize("mteg", t, coll, size=1e6), 1e6).time_s
     for trees in ("sequential", "concurrent"):
         for nearest in ("arrival", "cost"):
-            seed = synthesize("mteg", t, coll, size=1e6, trees=trees, nearest=nearest,
-                              negotiate=0, slot=plan(t, coll, 1e6, negotiate=0).tau)
+            seed = synthesize(
+                "mteg",
+                t,
+                coll,
+                size=1e6,
+                trees=trees,
+                nearest=nearest,
+                negotiate=0,
+                slot=plan(t, coll, 1e6, negotiate=0).tau,
+            )
             assert auto <= simulate(seed, 1e6).time_s * (1 + 1e-9)
 
 
@@ -444,8 +512,9 @@ def test_negotiation_and_refinement_budget():
     assert negotiation_rounds(bp.graph, bp.tasks) == 0
 
 
-@pytest.mark.parametrize("value, needle", [("-1", "negotiate"), ("many", "negotiate"),
-                                           ("1.5", "negotiate")])
+@pytest.mark.parametrize(
+    "value, needle", [("-1", "negotiate"), ("many", "negotiate"), ("1.5", "negotiate")]
+)
 def test_bad_negotiate_one_line(value, needle):
     t = load_topology("ring:n=4")
     with pytest.raises(CollsynthError) as ei:
@@ -507,11 +576,11 @@ def test_dgx2_link_price_within_teccl_milp():
     free = plan(t, coll, GB, trees="sequential", nearest="arrival", negotiate=0, price=0)
     priced = plan(t, coll, GB, trees="sequential", nearest="arrival", negotiate=0, price=2)
     assert ib_transfers(free) > 4 * ib_transfers(priced)
-    assert ib_transfers(priced) >= 32                   # each chunk crosses at least once
+    assert ib_transfers(priced) >= 32  # each chunk crosses at least once
     assert priced.asap <= 0.55 * free.asap
     s = synthesize("mteg", t, coll, size=GB, trees="concurrent", nearest="arrival")
     sim = simulate(s, GB).time_s
-    assert 7.75e-3 < sim <= 10.0033e-3                  # ingress bound < mteg <= MILP
+    assert 7.75e-3 < sim <= 10.0033e-3  # ingress bound < mteg <= MILP
     check_timed(s, GB)
 
 
@@ -534,11 +603,20 @@ def test_mi250_1mb_within_five_percent_of_teccl_milp():
     assert s.meta["mteg"]["negotiation"]["best_round"] >= 1
     # last-hop penalties alone (the first rule) stay at 8.9 us
     import collsynth.synth.mteg.algo as A
+
     old = A.NEGOTIATE_PHASES
     try:
         A.NEGOTIATE_PHASES = (False,)
-        last_hop = plan(t, coll, 1e6, trees="concurrent", nearest="arrival", price=0,
-                        slot=s.meta["mteg"]["slot_s"], negotiate=18)
+        last_hop = plan(
+            t,
+            coll,
+            1e6,
+            trees="concurrent",
+            nearest="arrival",
+            price=0,
+            slot=s.meta["mteg"]["slot_s"],
+            negotiate=18,
+        )
     finally:
         A.NEGOTIATE_PHASES = old
     assert last_hop.asap > 1.1 * 7.725e-6

@@ -15,9 +15,8 @@ import pytest
 
 from collsynth.errors import CollsynthError
 from collsynth.synth.baselines._common import Routes
-from collsynth.topology import TopologyBuilder, load_topology
+from collsynth.topology import TopologyBuilder, load_topology, paths
 from collsynth.topology.model import Topology
-from collsynth.topology import paths
 from collsynth.topology.paths import RouteTable, _ecmp_hash_int, ecmp_hash
 
 _CACHE: dict[str, Topology] = {}
@@ -112,16 +111,26 @@ def check_valid(topo: Topology, s: int, d: int, r: tuple[int, ...]) -> None:
 
 
 # ------------------------------------------------------------------------------ brute force
-BRUTE = ["h800_rails:servers=4", "fat_tree:k=4", "a800_clos:servers=2", "dgx_a100:nodes=3",
-         "wan", "dragonfly:groups=5", "star:n=6", "dgx2:chassis=2", "mi250:chassis=2",
-         "ndv2:chassis=2", "torus2d:w=3,h=3"]
+BRUTE = [
+    "h800_rails:servers=4",
+    "fat_tree:k=4",
+    "a800_clos:servers=2",
+    "dgx_a100:nodes=3",
+    "wan",
+    "dragonfly:groups=5",
+    "star:n=6",
+    "dgx2:chassis=2",
+    "mi250:chassis=2",
+    "ndv2:chassis=2",
+    "torus2d:w=3,h=3",
+]
 
 
 @pytest.mark.parametrize("spec", BRUTE)
 def test_routes_match_brute_force(spec, monkeypatch):
     topo = zoo(spec)
     table = RouteTable(topo)
-    single = RouteTable(topo)     # single-pair look-ups (targeted first, then the row)
+    single = RouteTable(topo)  # single-pair look-ups (targeted first, then the row)
     n = topo.num_ranks
     ties = 0
     for s in range(n):
@@ -135,8 +144,8 @@ def test_routes_match_brute_force(spec, monkeypatch):
                 continue
             r = row.get(d)
             assert single.find(s, d) == r, (s, d)
-            assert RouteTable(topo).find(s, d) == r, (s, d)    # a targeted search only
-            with monkeypatch.context() as m:                   # ... in numpy, not Python
+            assert RouteTable(topo).find(s, d) == r, (s, d)  # a targeted search only
+            with monkeypatch.context() as m:  # ... in numpy, not Python
                 m.setattr(paths, "_SMALL_BUDGET", 0)
                 assert RouteTable(topo).find(s, d) == r, (s, d)
             assert single.has_route(s, d) == (r is not None)
@@ -158,8 +167,11 @@ def test_hash_matches_documented_formula():
     import numpy as np
 
     triples = [(0, 1, 2), (5, 1023, 3000), (1023, 0, 7), (123456, 654321, 999999), (0, 0, 0)]
-    got = ecmp_hash(np.array([t[0] for t in triples]), np.array([t[1] for t in triples]),
-                    np.array([t[2] for t in triples]))
+    got = ecmp_hash(
+        np.array([t[0] for t in triples]),
+        np.array([t[1] for t in triples]),
+        np.array([t[2] for t in triples]),
+    )
     assert [int(x) for x in got] == [py_hash(*t) for t in triples]
     assert [_ecmp_hash_int(*t) for t in triples] == [py_hash(*t) for t in triples]
     assert int(ecmp_hash(3, 4, 5)[0]) == py_hash(3, 4, 5)
@@ -170,12 +182,12 @@ def test_fewest_links_beats_alpha_and_alpha_breaks_ties():
     b = TopologyBuilder("tiny")
     a, z = b.compute("a"), b.compute("z")
     s1, s2, s3, s4 = (b.switch(f"s{i}") for i in range(1, 5))
-    b.link(a, s1, 1e9, 5e-6)          # 2 links, alpha 10 us: fewest links wins
+    b.link(a, s1, 1e9, 5e-6)  # 2 links, alpha 10 us: fewest links wins
     b.link(s1, z, 1e9, 5e-6)
-    b.link(a, s2, 1e9, 1e-7)          # 3 links, alpha 0.3 us
+    b.link(a, s2, 1e9, 1e-7)  # 3 links, alpha 0.3 us
     b.link(s2, s3, 1e9, 1e-7)
     b.link(s3, z, 1e9, 1e-7)
-    b.link(z, s4, 1e9, 1e-6)          # z -> a: two 3-link paths, the lower alpha wins
+    b.link(z, s4, 1e9, 1e-6)  # z -> a: two 3-link paths, the lower alpha wins
     b.link(s4, s1, 1e9, 1e-6)
     b.link(s1, a, 1e9, 1e-6)
     b.link(s4, s2, 1e9, 1e-7)
@@ -197,7 +209,7 @@ def test_rounding_noise_counts_as_a_tie():
     for a in srcs:
         b.link(a, p, 1e9, x1)
         b.link(a, q, 1e9, x1 + x2)
-        b.link(w, a, 1e9)               # a way back
+        b.link(w, a, 1e9)  # a way back
     for z in dsts:
         b.link(p, z, 1e9, x2 + x3)
         b.link(q, z, 1e9, x3)
@@ -235,7 +247,7 @@ def test_parallel_links_spread():
 
 
 def test_no_route_through_compute_nodes():
-    topo = zoo("ring:n=6")       # GPUs linked directly: only neighbours have direct routes
+    topo = zoo("ring:n=6")  # GPUs linked directly: only neighbours have direct routes
     t = RouteTable(topo)
     assert set(t.direct(0)) == {1, 5}
     assert not t.has_route(0, 3)
@@ -251,7 +263,7 @@ def _spine_usage(topo: Topology, role: str, pairs) -> Counter:
     for s, d in pairs:
         for l in t.route(s, d):
             link = topo.links[l]
-            if topo.nodes[link.dst].attrs.get("role") == role:    # links into a spine/core
+            if topo.nodes[link.dst].attrs.get("role") == role:  # links into a spine/core
                 use[link.dst] += 1
     return use
 
@@ -261,8 +273,12 @@ def test_h800_rails_spreads_over_all_spines():
     n = topo.num_ranks
     rail = [topo.nodes[topo.node_of_rank(r)].attrs["rail"] for r in range(n)]
     chassis = [topo.nodes[topo.node_of_rank(r)].attrs["chassis"] for r in range(n)]
-    pairs = [(s, d) for s in range(n) for d in range(n)
-             if chassis[s] != chassis[d] and rail[s] != rail[d]]     # these cross a spine
+    pairs = [
+        (s, d)
+        for s in range(n)
+        for d in range(n)
+        if chassis[s] != chassis[d] and rail[s] != rail[d]
+    ]  # these cross a spine
     use = _spine_usage(topo, "spine", pairs)
     spines = [i for i, nd in enumerate(topo.nodes) if nd.attrs.get("role") == "spine"]
     assert sorted(use) == spines
@@ -270,11 +286,19 @@ def test_h800_rails_spreads_over_all_spines():
     assert max(use.values()) / min(use.values()) < 1.3, use
     # every (leaf -> spine) uplink carries traffic, not only the lowest-id one
     t = RouteTable(topo)
-    ups = Counter(l for s, d in pairs for l in t.route(s, d)
-                  if topo.nodes[topo.links[l].src].attrs.get("role") == "leaf"
-                  and topo.nodes[topo.links[l].dst].attrs.get("role") == "spine")
-    n_up = sum(1 for l in topo.links if topo.nodes[l.src].attrs.get("role") == "leaf"
-               and topo.nodes[l.dst].attrs.get("role") == "spine")
+    ups = Counter(
+        l
+        for s, d in pairs
+        for l in t.route(s, d)
+        if topo.nodes[topo.links[l].src].attrs.get("role") == "leaf"
+        and topo.nodes[topo.links[l].dst].attrs.get("role") == "spine"
+    )
+    n_up = sum(
+        1
+        for l in topo.links
+        if topo.nodes[l.src].attrs.get("role") == "leaf"
+        and topo.nodes[l.dst].attrs.get("role") == "spine"
+    )
     assert len(ups) == n_up == 64
 
 
@@ -283,8 +307,8 @@ def test_h800_rails_ring_neighbours_spread():
     topo = zoo("h800_rails:servers=32")
     pairs = [(8 * s + 7, (8 * s + 8) % 256) for s in range(32)]
     use = _spine_usage(topo, "spine", pairs)
-    assert len(use) == 8, use              # every spine carries some of them
-    assert max(use.values()) <= 8, use      # 32 flows, 4 per spine on average
+    assert len(use) == 8, use  # every spine carries some of them
+    assert max(use.values()) <= 8, use  # 32 flows, 4 per spine on average
 
 
 def test_fat_tree_spreads_over_all_cores():
@@ -349,7 +373,7 @@ def test_1024_rows_are_fast(spec):
     total = sum(len(t.direct(s)) for s in range(topo.num_ranks))
     elapsed = time.perf_counter() - t0
     assert total == 1024 * 1023
-    assert elapsed < 8.0, elapsed        # about 1 s on a laptop core (the old search took 2-4 s)
+    assert elapsed < 8.0, elapsed  # about 1 s on a laptop core (the old search took 2-4 s)
     t0 = time.perf_counter()
     single = RouteTable(topo)
     ring = [single.route(s, (s + 1) % 1024) for s in range(1024)]

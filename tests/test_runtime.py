@@ -15,8 +15,7 @@ from collsynth.collective import Collective
 from collsynth.errors import CollsynthError
 from collsynth.runtime.check import compare, element_dtype
 from collsynth.runtime.fake import run_in_process
-from collsynth.runtime.plan import (build_rank_plan, chunk_bytes_for, execution_order,
-                                    size_quantum)
+from collsynth.runtime.plan import build_rank_plan, chunk_bytes_for, execution_order, size_quantum
 from collsynth.schedule.io import save_schedule
 from collsynth.schedule.ir import ScheduleBuilder
 from collsynth.synth import synthesize
@@ -59,8 +58,10 @@ def with_link_order(sched):
     for op in range(sched.num_ops):
         for lid in sched.route(op).tolist():
             users.setdefault(int(lid), []).append(op)
-    lo = {lid: np.array(sorted(ops, key=lambda o: pos[o]), dtype=np.int64)
-          for lid, ops in users.items()}
+    lo = {
+        lid: np.array(sorted(ops, key=lambda o: pos[o]), dtype=np.int64)
+        for lid, ops in users.items()
+    }
     out = replace(sched, link_order=lo).with_meta(algorithm=f"{sched.meta['algorithm']}+order")
     ensure_verified(out)
     return out
@@ -89,12 +90,19 @@ def custom_spt():
 
 
 FAST_CASES = [
-    ("ring", "ring:n=4", "allgather"), ("ring", "ring:n=4", "allreduce"),
-    ("ring", "ring:n=4", "reducescatter"), ("rd", "ring:n=4", "allreduce"),
-    ("direct", "ring:n=4", "alltoall"), ("bruck", "dgx1", "alltoall"),
-    ("tree", "dgx1", "allreduce"), ("spt", "dgx1", "allreduce"), ("spt", "dgx1", "reduce"),
-    ("spt", "dgx1", "broadcast"), ("sph", "dgx1", "allgather"),
-    ("hier_ring", "dgx_a100:nodes=1", "allreduce"), ("spt", "dgx1", "scatter"),
+    ("ring", "ring:n=4", "allgather"),
+    ("ring", "ring:n=4", "allreduce"),
+    ("ring", "ring:n=4", "reducescatter"),
+    ("rd", "ring:n=4", "allreduce"),
+    ("direct", "ring:n=4", "alltoall"),
+    ("bruck", "dgx1", "alltoall"),
+    ("tree", "dgx1", "allreduce"),
+    ("spt", "dgx1", "allreduce"),
+    ("spt", "dgx1", "reduce"),
+    ("spt", "dgx1", "broadcast"),
+    ("sph", "dgx1", "allgather"),
+    ("hier_ring", "dgx_a100:nodes=1", "allreduce"),
+    ("spt", "dgx1", "scatter"),
 ]
 
 
@@ -102,8 +110,14 @@ FAST_CASES = [
 def _check_all(sched, res, dtype=np.float32):
     coll = sched.collective
     for r in range(coll.num_ranks):
-        err = compare(coll, r, res["chunk_bytes"], element_dtype(coll, np.dtype(dtype)),
-                      res["outputs"][r], res["expected"][r])
+        err = compare(
+            coll,
+            r,
+            res["chunk_bytes"],
+            element_dtype(coll, np.dtype(dtype)),
+            res["outputs"][r],
+            res["expected"][r],
+        )
         assert err is None, err
 
 
@@ -128,8 +142,9 @@ def test_custom_collective_in_process():
 def test_forestcoll_pipelined_in_process(window):
     # window 0: receives are posted only once they can be applied; 1000: all at once
     sched = _synth("forestcoll", "dgx_a100:nodes=1", "allreduce", pipeline=2)
-    res = run_in_process(sched, size_quantum(sched, 4), net_seed=3 + window, window=window,
-                         tag_limit=3)
+    res = run_in_process(
+        sched, size_quantum(sched, 4), net_seed=3 + window, window=window, tag_limit=3
+    )
     _check_all(sched, res)
 
 
@@ -164,7 +179,7 @@ def test_local_frontier_follows_dependencies_through_other_ranks():
     p3 = build_rank_plan(sched, 3, 4, 1, 1 << 30)
     p2 = build_rank_plan(sched, 2, 4, 1, 1 << 30)
     j = list(p3.ops).index(2)
-    assert p3.done_pre[j] == []          # rank 3 takes part in neither op 0 nor op 1
+    assert p3.done_pre[j] == []  # rank 3 takes part in neither op 0 nor op 1
     j2 = list(p2.ops).index(2)
     assert [int(p2.ops[k]) for k in p2.done_pre[j2]] == [1]
     # rank 3's sends of its own chunk wait (locally) for the delivery of op 2
@@ -220,23 +235,40 @@ def _common_size(scheds, times: int = 1) -> int:
     return q * times
 
 
-FOUR = [("ring", "ring:n=4", k) for k in ("allgather", "allreduce", "reducescatter")] + \
-       [("rd", "ring:n=4", k) for k in ("allgather", "allreduce", "reducescatter")] + \
-       [("direct", "ring:n=4", "allgather"), ("direct", "ring:n=4", "alltoall"),
-        ("bruck", "ring:n=4", "alltoall"), ("sph", "ring:n=4", "allgather"),
-        ("sph", "ring:n=4", "alltoall"), ("tree", "ring:n=4", "allreduce"),
-        ("spt", "ring:n=4", "allgather"), ("spt", "ring:n=4", "allreduce"),
-        ("spt", "ring:n=4", "reducescatter"), ("spt", "ring:n=4", "alltoall"),
-        ("spt", "ring:n=4", "broadcast"), ("spt", "ring:n=4", "reduce"),
-        ("spt", "ring:n=4", "gather"), ("spt", "ring:n=4", "scatter")] + \
-       [("forestcoll", "ring:n=4", k) for k in ("allgather", "allreduce", "reducescatter")]
+FOUR = (
+    [("ring", "ring:n=4", k) for k in ("allgather", "allreduce", "reducescatter")]
+    + [("rd", "ring:n=4", k) for k in ("allgather", "allreduce", "reducescatter")]
+    + [
+        ("direct", "ring:n=4", "allgather"),
+        ("direct", "ring:n=4", "alltoall"),
+        ("bruck", "ring:n=4", "alltoall"),
+        ("sph", "ring:n=4", "allgather"),
+        ("sph", "ring:n=4", "alltoall"),
+        ("tree", "ring:n=4", "allreduce"),
+        ("spt", "ring:n=4", "allgather"),
+        ("spt", "ring:n=4", "allreduce"),
+        ("spt", "ring:n=4", "reducescatter"),
+        ("spt", "ring:n=4", "alltoall"),
+        ("spt", "ring:n=4", "broadcast"),
+        ("spt", "ring:n=4", "reduce"),
+        ("spt", "ring:n=4", "gather"),
+        ("spt", "ring:n=4", "scatter"),
+    ]
+    + [("forestcoll", "ring:n=4", k) for k in ("allgather", "allreduce", "reducescatter")]
+)
 
-EIGHT = [("hier_ring", "dgx_a100:nodes=1", "allgather"),
-         ("hier_ring", "dgx_a100:nodes=1", "allreduce"),
-         ("ring", "dgx1", "allreduce"), ("ring", "dgx1", "reducescatter"),
-         ("tree", "dgx1", "allreduce"), ("sph", "dgx1", "allgather"),
-         ("bruck", "dgx1", "alltoall"), ("direct", "dgx1", "alltoall"),
-         ("forestcoll", "dgx1", "allgather"), ("forestcoll", "dgx_a100:nodes=1", "allreduce")]
+EIGHT = [
+    ("hier_ring", "dgx_a100:nodes=1", "allgather"),
+    ("hier_ring", "dgx_a100:nodes=1", "allreduce"),
+    ("ring", "dgx1", "allreduce"),
+    ("ring", "dgx1", "reducescatter"),
+    ("tree", "dgx1", "allreduce"),
+    ("sph", "dgx1", "allgather"),
+    ("bruck", "dgx1", "alltoall"),
+    ("direct", "dgx1", "alltoall"),
+    ("forestcoll", "dgx1", "allgather"),
+    ("forestcoll", "dgx_a100:nodes=1", "allreduce"),
+]
 
 
 def _build(cases):
@@ -251,11 +283,13 @@ def _build(cases):
 def test_mpiexec_four_ranks_every_algorithm(tmp_path):
     from collsynth.runtime import launch
 
-    scheds = _build(FOUR) + [parts_allreduce(), custom_spt(),
-                             with_link_order(_synth("ring", "ring:n=4", "allreduce"))]
+    scheds = _build(FOUR) + [
+        parts_allreduce(),
+        custom_spt(),
+        with_link_order(_synth("ring", "ring:n=4", "allreduce")),
+    ]
     paths = _write(tmp_path, scheds)
-    rep = launch(paths, _common_size(scheds, 2), 4, check=True, iters=2, warmup=1,
-                 timeout=20)
+    rep = launch(paths, _common_size(scheds, 2), 4, check=True, iters=2, warmup=1, timeout=20)
     assert rep.ok and rep.returncode == 0, rep.stderr
     assert [r["schedule"] for r in rep.runs] == paths
     for r in rep.runs:
@@ -296,8 +330,18 @@ def test_dropped_message_times_out_naming_rank_and_op(small):
     path, sched = small
     op = 5
     dst = int(sched.dst[op])
-    rep = launch(path, "1KiB", 4, check=True, iters=1, warmup=0, timeout=2,
-                 inject=[f"drop:{op}"], raise_on_error=False, wall_limit=60)
+    rep = launch(
+        path,
+        "1KiB",
+        4,
+        check=True,
+        iters=1,
+        warmup=0,
+        timeout=2,
+        inject=[f"drop:{op}"],
+        raise_on_error=False,
+        wall_limit=60,
+    )
     assert not rep.ok and rep.returncode != 0
     assert f"rank {dst}: stuck at op {op} (" in rep.stderr
     assert f"the message from rank {int(sched.src[op])} never arrived" in rep.stderr
@@ -309,8 +353,17 @@ def test_corrupted_output_fails_the_check(small):
     from collsynth.runtime import launch
 
     path, _ = small
-    rep = launch(path, "1KiB", 4, check=True, iters=1, warmup=0, timeout=10,
-                 inject=["corrupt:2"], raise_on_error=False)
+    rep = launch(
+        path,
+        "1KiB",
+        4,
+        check=True,
+        iters=1,
+        warmup=0,
+        timeout=10,
+        inject=["corrupt:2"],
+        raise_on_error=False,
+    )
     assert not rep.ok and rep.returncode == 3
     assert rep.runs[0]["check"] == "failed"
     assert rep.error.startswith("check failed") and "rank 2: output chunk" in rep.error
@@ -322,23 +375,41 @@ def test_exiting_rank_ends_the_run(small):
 
     path, _ = small
     with pytest.raises(CollsynthError, match="run failed: ") as exc:
-        launch(path, "1KiB", 4, check=True, iters=1, warmup=0, timeout=3, inject=["exit:1"],
-               wall_limit=60)
+        launch(
+            path,
+            "1KiB",
+            4,
+            check=True,
+            iters=1,
+            warmup=0,
+            timeout=3,
+            inject=["exit:1"],
+            wall_limit=60,
+        )
     # mpiexec's report ("rank 1 exited with status 1") or, if the others timed out first,
     # their stuck lines naming rank 1
     assert "rank 1" in str(exc.value)
 
 
 def _cli(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "collsynth", *args], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "collsynth", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_bad_size_is_one_line(small):
     path, _ = small
     p = _cli("run", path, "--size", "1001B")
     assert p.returncode == 2
-    assert p.stderr.count("\n") == 1 and "needs a positive multiple of 32 B" in p.stderr and "e.g. 992 or 1024" in p.stderr
+    assert (
+        p.stderr.count("\n") == 1
+        and "needs a positive multiple of 32 B" in p.stderr
+        and "e.g. 992 or 1024" in p.stderr
+    )
 
 
 def test_unknown_backend_and_bad_inject(small):

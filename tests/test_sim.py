@@ -11,8 +11,8 @@ from collsynth.synth import synthesize
 from collsynth.topology import TopologyBuilder, load_topology
 from collsynth.verify import verify
 
-A = 1e-6      # alpha
-B = 10e9      # bandwidth
+A = 1e-6  # alpha
+B = 10e9  # bandwidth
 
 
 def _line(n, bw=B, alpha=A):
@@ -175,7 +175,7 @@ def test_planned_start_times_order_and_release():
     assert r.op_finish_s[early] < r.op_finish_s[late]
     assert r.op_start_s[late] == pytest.approx(1e6 / B)  # as soon as the link frees
     r2 = simulate(s, 2e6, release=True)
-    assert r2.op_start_s[late] == pytest.approx(1e-3)    # held until its planned start
+    assert r2.op_start_s[late] == pytest.approx(1e-3)  # held until its planned start
 
 
 def test_reduction_cost():
@@ -189,10 +189,15 @@ def test_reduction_cost():
     assert simulate(s, m, reduce_bw=1e9).time_s == pytest.approx(A + m / B + m / 1e9)
 
 
-@pytest.mark.parametrize("spec,kind", [("random_regular:n=12,d=3,seed=4", "allgather"),
-                                       ("dgx_a100:nodes=2", "allreduce"),
-                                       ("torus2d:w=3,h=3", "alltoall"),
-                                       ("wan:dcs=2,gpus=4", "allgather")])
+@pytest.mark.parametrize(
+    "spec,kind",
+    [
+        ("random_regular:n=12,d=3,seed=4", "allgather"),
+        ("dgx_a100:nodes=2", "allreduce"),
+        ("torus2d:w=3,h=3", "alltoall"),
+        ("wan:dcs=2,gpus=4", "allgather"),
+    ],
+)
 def test_compiled_kernel_matches_python(spec, kind):
     topo = load_topology(spec)
     s = synthesize("spt", topo, Collective.make(kind, topo.num_ranks, 2))
@@ -213,9 +218,14 @@ def test_bad_inputs():
         simulate(s, 1e6, order="random")
 
 
-@pytest.mark.parametrize("spec,kind", [("random_regular:n=12,d=3,seed=4", "allgather"),
-                                       ("dgx_a100:nodes=2", "allreduce"),
-                                       ("star:n=6", "alltoall")])
+@pytest.mark.parametrize(
+    "spec,kind",
+    [
+        ("random_regular:n=12,d=3,seed=4", "allgather"),
+        ("dgx_a100:nodes=2", "allreduce"),
+        ("star:n=6", "alltoall"),
+    ],
+)
 def test_fcfs_booking_equals_queues(spec, kind):
     # with equal priorities, booking a link at request time is first-ready-first-served
     topo = load_topology(spec)

@@ -5,7 +5,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from collsynth.collective import CollKind, Collective
+from collsynth.collective import Collective, CollKind
 from collsynth.errors import CollsynthError
 from collsynth.sim import simulate
 from collsynth.synth import synthesize
@@ -46,8 +46,9 @@ def test_chunk_allocation_by_hand():
     assert unit == Fraction(3, 50) == Fraction(15, 250)
 
 
-@pytest.mark.parametrize("spec", ["a800_clos:servers=2", "h800_rails:servers=2",
-                                  "h800_rails:servers=4"])
+@pytest.mark.parametrize(
+    "spec", ["a800_clos:servers=2", "h800_rails:servers=2", "h800_rails:servers=4"]
+)
 def test_allgather_verified_and_not_worse_than_ring(spec):
     t = load_topology(spec)
     c = _ag(t)
@@ -138,26 +139,47 @@ def test_add_many_part_matches_add():
     b1.add(1, 2, 0, deps=(0,), part=(1, 2, 2))
     b2 = ScheduleBuilder(t, c)
     r01, r12 = b1.build().route(0), b1.build().route(1)
-    b2.add_many(np.array([0, 1]), np.array([1, 2]), np.array([0, 0]),
-                route_ptr=np.array([0, len(r01), len(r01) + len(r12)]),
-                route_links=np.concatenate([r01, r12]), dep_ptr=np.array([0, 0, 1]),
-                dep_ids=np.array([0]), part=np.array([[0, 1, 2], [1, 2, 2]]))
+    b2.add_many(
+        np.array([0, 1]),
+        np.array([1, 2]),
+        np.array([0, 0]),
+        route_ptr=np.array([0, len(r01), len(r01) + len(r12)]),
+        route_links=np.concatenate([r01, r12]),
+        dep_ptr=np.array([0, 0, 1]),
+        dep_ids=np.array([0]),
+        part=np.array([[0, 1, 2], [1, 2, 2]]),
+    )
     s1, s2 = b1.build(), b2.build()
-    for name in ("src", "dst", "chunk", "route_links", "dep_ids", "part_lo", "part_hi",
-                 "part_den"):
+    for name in ("src", "dst", "chunk", "route_links", "dep_ids", "part_lo", "part_hi", "part_den"):
         assert np.array_equal(getattr(s1, name), getattr(s2, name)), name
     # one triple for all ops; no part -> whole chunks
     b3 = ScheduleBuilder(t, c)
-    b3.add_many(np.array([0]), np.array([1]), np.array([0]), route_ptr=np.array([0, len(r01)]),
-                route_links=r01, part=(0, 1, 4))
-    b3.add_many(np.array([0]), np.array([1]), np.array([1]), route_ptr=np.array([0, len(r01)]),
-                route_links=r01)
+    b3.add_many(
+        np.array([0]),
+        np.array([1]),
+        np.array([0]),
+        route_ptr=np.array([0, len(r01)]),
+        route_links=r01,
+        part=(0, 1, 4),
+    )
+    b3.add_many(
+        np.array([0]),
+        np.array([1]),
+        np.array([1]),
+        route_ptr=np.array([0, len(r01)]),
+        route_links=r01,
+    )
     s3 = b3.build()
     assert s3.part_hi.tolist() == [1, 1] and s3.part_den.tolist() == [4, 1]
     with pytest.raises(CollsynthError):
-        ScheduleBuilder(t, c).add_many(np.array([0]), np.array([1]), np.array([0]),
-                                       route_ptr=np.array([0, len(r01)]), route_links=r01,
-                                       part=np.zeros((2, 3), dtype=int))
+        ScheduleBuilder(t, c).add_many(
+            np.array([0]),
+            np.array([1]),
+            np.array([0]),
+            route_ptr=np.array([0, len(r01)]),
+            route_links=r01,
+            part=np.zeros((2, 3), dtype=int),
+        )
 
 
 def test_reducescatter_is_the_allgather_run_backwards():
@@ -174,8 +196,9 @@ def _a2a(t):
     return Collective(CollKind.ALLTOALL, t.num_ranks)
 
 
-@pytest.mark.parametrize("spec", ["h800_rails:servers=2", "h800_rails:servers=4",
-                                  "a800_clos:servers=2"])
+@pytest.mark.parametrize(
+    "spec", ["h800_rails:servers=2", "h800_rails:servers=4", "a800_clos:servers=2"]
+)
 def test_alltoall_verified_and_not_worse_than_direct(spec):
     t = load_topology(spec)
     c = _a2a(t)
@@ -200,14 +223,15 @@ def test_alltoall_two_stage_structure():
     loc = {r: j for g in f.islands for j, r in enumerate(g)}
     same_isl = np.array([isl[a] == isl[b] for a, b in zip(s.src.tolist(), s.dst.tolist())])
     same_rail = np.array([loc[a] == loc[b] for a, b in zip(s.src.tolist(), s.dst.tolist())])
-    assert np.all(same_isl ^ same_rail)          # one dimension per hop
+    assert np.all(same_isl ^ same_rail)  # one dimension per hop
     n = t.num_ranks
-    srcr = (np.arange(c.num_chunks) // n)
+    srcr = np.arange(c.num_chunks) // n
     dstr = np.arange(c.num_chunks) % n
     hops = np.bincount(s.chunk, weights=s.op_fraction(), minlength=c.num_chunks)
-    both = np.array([isl[a] != isl[b] and loc[a] != loc[b]
-                     for a, b in zip(srcr.tolist(), dstr.tolist())])
-    assert np.allclose(hops[both], 2.0)          # each byte of the block: exactly two hops
+    both = np.array(
+        [isl[a] != isl[b] and loc[a] != loc[b] for a, b in zip(srcr.tolist(), dstr.tolist())]
+    )
+    assert np.allclose(hops[both], 2.0)  # each byte of the block: exactly two hops
     one = (srcr != dstr) & ~both
     assert np.allclose(hops[one], 1.0)
     assert np.allclose(hops[srcr == dstr], 0.0)
@@ -236,8 +260,7 @@ def test_alltoall_loads_and_sketch_pruning():
 
     sizes = {"island": 8, "rail": 4}
     # A2A: 32 ranks; a stage on g moves (g-1)/g of the 32 blocks a GPU ends with
-    assert sketch_loads(("rail", "island"), sizes, CollKind.ALLTOALL) == {"rail": 24,
-                                                                          "island": 28}
+    assert sketch_loads(("rail", "island"), sizes, CollKind.ALLTOALL) == {"rail": 24, "island": 28}
     caps = {"island": Fraction(200), "rail": Fraction(50)}
     sk = enumerate_sketches(sizes, CollKind.ALLTOALL, caps=caps)
     assert [s.describe() for s in sk] == ["rail>island", "island>rail"]
@@ -279,7 +302,7 @@ def test_stage2_milp_subdemands_reused_and_worker_independent():
     t = _handmade()
     f = detect(t)
     sub = sub_topology(t, f, "rail")
-    assert sub.num_ranks == f.servers                # one group: the distinct rail sub-demand
+    assert sub.num_ranks == f.servers  # one group: the distinct rail sub-demand
     a = synthesize("syccl", t, _ag(t), size=GB, stage2="milp", workers=1)
     b = synthesize("syccl", t, _ag(t), size=GB, stage2="milp", workers=2)
     ensure_verified(a)
@@ -288,8 +311,12 @@ def test_stage2_milp_subdemands_reused_and_worker_independent():
     # 3 allocations x 2 sketches x 2 stages need sub-demands, but at 1 GB alpha is below
     # TE-CCL's threshold at both epochs, so every island (rail) stage is the same MILP: one
     # coarse and one fine solve per dimension
-    assert sorted((d["dim"], d["epoch_multiplier"]) for d in mm["subdemands"]) == \
-        [("island", 1.0), ("island", 4.0), ("rail", 1.0), ("rail", 4.0)]
+    assert sorted((d["dim"], d["epoch_multiplier"]) for d in mm["subdemands"]) == [
+        ("island", 1.0),
+        ("island", 4.0),
+        ("rail", 1.0),
+        ("rail", 4.0),
+    ]
     for name in ("src", "dst", "chunk", "route_links", "dep_ids", "part_lo", "part_hi", "step"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
     mb = b.meta["syccl"]["milp"]
@@ -317,10 +344,10 @@ def test_stage2_two_step_epochs_coarse_filter_fine_select(size):
     ensure_verified(s)
     mm = s.meta["syccl"]["milp"]
     coarse = {x["allocation"]: x["time_s"] for x in mm["coarse"]}
-    assert len(coarse) == 3                       # balanced, rail>island, island>rail
+    assert len(coarse) == 3  # balanced, rail>island, island>rail
     ranked = sorted(coarse, key=lambda a: (coarse[a], list(coarse).index(a)))
     fine = {x["allocation"]: x["time_s"] for x in mm["fine"]}
-    assert set(fine) == set(ranked[:2])           # the coarse survivors, nothing else
+    assert set(fine) == set(ranked[:2])  # the coarse survivors, nothing else
     subs = mm["subdemands"]
     assert {d["epoch_multiplier"] for d in subs} == {1.0, 4.0}
     # the coarse epoch is 4 x the fine one for the same sub-demand (alpha check not binding)
@@ -335,8 +362,9 @@ def test_stage2_two_step_epochs_coarse_filter_fine_select(size):
     # fine_keep=all re-solves every allocation at the fine epoch (no filtering)
     al = synthesize("syccl", t, _ag(t), size=size, stage2="milp", fine_keep="all")
     assert [x["allocation"] for x in al.meta["syccl"]["milp"]["fine"]] == list(coarse)
-    assert {x["allocation"]: x["time_s"] for x in al.meta["syccl"]["milp"]["fine"]}.items() \
-        >= fine.items()
+    assert {
+        x["allocation"]: x["time_s"] for x in al.meta["syccl"]["milp"]["fine"]
+    }.items() >= fine.items()
     for bad in (0, "x", 1.5):
         with pytest.raises(CollsynthError, match="fine_keep") as e:
             synthesize("syccl", t, _ag(t), stage2="milp", fine_keep=bad)
@@ -365,8 +393,17 @@ def test_direct_candidate_is_the_direct_baseline_op_for_op(spec):
     want = synthesize("direct", t, c)
     got = direct_candidate(t, c, RouteTable(t))
     ensure_verified(got)
-    for name in ("src", "dst", "chunk", "route_ptr", "route_links", "dep_ptr", "dep_ids",
-                 "step", "kind"):
+    for name in (
+        "src",
+        "dst",
+        "chunk",
+        "route_ptr",
+        "route_links",
+        "dep_ptr",
+        "dep_ids",
+        "step",
+        "kind",
+    ):
         assert np.array_equal(getattr(want, name), getattr(got, name)), name
     assert simulate(got, 1e6).time_s == simulate(want, 1e6).time_s
 
@@ -381,8 +418,9 @@ def test_bench_demand_cut_cache_is_the_bound_bit_for_bit():
     for size in (1e3, 32e3, 1e6, 32e6, GB, 4 * GB, 12345.0):
         want = bound(t, c, size)
         got = [(x.kind, x.time_s, x.witness, x.detail) for x in cache.bounds(size)]
-        assert got == [(x.kind, x.time_s, x.witness, x.detail) for x in want.bounds
-                       if x.kind == "demand-cut"]
+        assert got == [
+            (x.kind, x.time_s, x.witness, x.detail) for x in want.bounds if x.kind == "demand-cut"
+        ]
         assert mod._bound(t, c, size, cache) == (want.time_s, want.kind)
 
 
@@ -394,8 +432,17 @@ def test_candidates_scored_in_parallel_give_the_same_schedule(coll):
         a = synthesize("syccl", t, c, size=size, workers=1)
         b = synthesize("syccl", t, c, size=size, workers=2)
         ensure_verified(b)
-        for name in ("src", "dst", "chunk", "route_links", "dep_ids", "part_lo", "part_hi",
-                     "step", "kind"):
+        for name in (
+            "src",
+            "dst",
+            "chunk",
+            "route_links",
+            "dep_ids",
+            "part_lo",
+            "part_hi",
+            "step",
+            "kind",
+        ):
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
         ma, mb = dict(a.meta["syccl"]), dict(b.meta["syccl"])
         assert mb.pop("workers") == 2 and ma.pop("workers") == 1

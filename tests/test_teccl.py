@@ -12,8 +12,11 @@ from collsynth.topology.teccl import teccl_instance, topology_from_teccl
 def _input(name, chassis=1, **extra):
     tp = {"name": name, "chassis": chassis, "chunk_size": 0.0625, "option": 1}
     tp.update(extra)
-    return {"TopologyParams": tp, "GurobiParams": {"time_limit": 2},
-            "InstanceParams": {"collective": 1, "num_chunks": 2}}
+    return {
+        "TopologyParams": tp,
+        "GurobiParams": {"time_limit": 2},
+        "InstanceParams": {"collective": 1, "num_chunks": 2},
+    }
 
 
 def test_ndv2_two_chassis_has_sixteen_gpus_and_two_ib_links():
@@ -75,13 +78,16 @@ def test_file_detection_and_instance(tmp_path):
     assert inst["size_bytes"] == pytest.approx(0.0625e9 * 16 * 2)
 
 
-@pytest.mark.parametrize("bad", [
-    {"TopologyParams": {"name": "Torus"}},
-    {"TopologyParams": {"name": "NDv2", "chassis": 0}},
-    {"TopologyParams": {"name": "DGX1", "alpha": ["x", 0]}},
-    {"TopologyParams": {"name": "DGX1", "bogus": 1}},
-    {"TopologyParams": "DGX1"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"TopologyParams": {"name": "Torus"}},
+        {"TopologyParams": {"name": "NDv2", "chassis": 0}},
+        {"TopologyParams": {"name": "DGX1", "alpha": ["x", 0]}},
+        {"TopologyParams": {"name": "DGX1", "bogus": 1}},
+        {"TopologyParams": "DGX1"},
+    ],
+)
 def test_bad_inputs_are_one_line_errors(bad):
     with pytest.raises(CollsynthError) as e:
         topology_from_teccl(bad)

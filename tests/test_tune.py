@@ -43,9 +43,9 @@ def test_windows_cover_all_sizes_and_pick_the_fastest(tmp_path, dialect):
         check_msccl_xml(open(w.xml, encoding="utf-8").read(), topo)
         lo, hi = _window_attrs(w.xml)
         assert lo == w.min_bytes
-        if dialect == "executor":   # inclusive max, 0 = no limit
+        if dialect == "executor":  # inclusive max, 0 = no limit
             assert hi == (0 if w.max_bytes is None else w.max_bytes - 1)
-        else:                       # exclusive max
+        else:  # exclusive max
             assert hi == (OPEN_MAX if w.max_bytes is None else w.max_bytes)
     summary = json.load(open(tmp_path / "tune.json"))
     assert len(summary["windows"]) == len(res.windows)
@@ -57,8 +57,9 @@ def test_unexportable_pipeline_is_remade_shallower(tmp_path):
     # re-synthesizes it with a shallower pipeline (and simulates that variant honestly)
     topo = load_topology("dgx1")
     coll = Collective.make("allgather", topo.num_ranks)
-    res = tune(topo, coll, [1 * GB], ["forestcoll"], str(tmp_path),
-               options={"forestcoll": {"k": "2"}})
+    res = tune(
+        topo, coll, [1 * GB], ["forestcoll"], str(tmp_path), options={"forestcoll": {"k": "2"}}
+    )
     (w,) = res.windows
     assert w.algo == "forestcoll" and "re-made with pipeline=" in w.note
     original = [r for r in res.comparison.rows if r.algo == "forestcoll"][0]
@@ -68,8 +69,22 @@ def test_unexportable_pipeline_is_remade_shallower(tmp_path):
 
 def test_cli_tune_and_bad_input(tmp_path, capsys):
     out_dir = tmp_path / "t"
-    rc = main(["tune", "-t", "ring:n=4", "-c", "allgather", "--algos", "ring,direct",
-               "--sizes", "1KB,1MB", "-o", str(out_dir), "--json"])
+    rc = main(
+        [
+            "tune",
+            "-t",
+            "ring:n=4",
+            "-c",
+            "allgather",
+            "--algos",
+            "ring,direct",
+            "--sizes",
+            "1KB,1MB",
+            "-o",
+            str(out_dir),
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     data = json.loads(out)
@@ -77,7 +92,8 @@ def test_cli_tune_and_bad_input(tmp_path, capsys):
     rc = main(["tune", "-t", "ring:n=4", "-c", "allgather", "--sizes", "0", "-o", str(out_dir)])
     out, err = capsys.readouterr()
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "positive" in err
-    rc = main(["tune", "-t", "ring:n=4", "-c", "allgather", "--algos", "nosuch",
-               "-o", str(out_dir)])
+    rc = main(
+        ["tune", "-t", "ring:n=4", "-c", "allgather", "--algos", "nosuch", "-o", str(out_dir)]
+    )
     out, err = capsys.readouterr()
     assert rc == 2 and "unknown algorithm" in err

@@ -9,35 +9,45 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collsynth.errors import CollsynthError
-from collsynth.units import (fmt_bandwidth, fmt_size, fmt_time, parse_bandwidth, parse_size,
-                             parse_size_list, parse_time)
+from collsynth.units import (
+    fmt_bandwidth,
+    fmt_size,
+    fmt_time,
+    parse_bandwidth,
+    parse_size,
+    parse_size_list,
+    parse_time,
+)
 
 
 # ------------------------------------------------------------------------------ sizes
-@pytest.mark.parametrize("text, expected", [
-    ("1KB", 1000.0),
-    ("1kB", 1000.0),
-    ("1KiB", 1024.0),
-    ("4MiB", 4 * 2**20),
-    ("1MB", 1e6),
-    ("1GB", 1e9),
-    ("1GiB", 2**30),
-    ("2TB", 2e12),
-    ("1TiB", 2**40),
-    ("512", 512.0),
-    ("512B", 512.0),
-    ("0", 0.0),
-    ("1.5KB", 1500.0),
-    (".5KiB", 512.0),
-    ("1e3", 1000.0),
-    ("2e-3KB", 2.0),
-    (" 3 MB ", 3e6),
-    ("8b", 1.0),          # lower-case b is bits
-    ("8Kb", 1000.0),
-    ("1Gb", 1.25e8),
-    (1024, 1024.0),
-    (2.5, 2.5),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1KB", 1000.0),
+        ("1kB", 1000.0),
+        ("1KiB", 1024.0),
+        ("4MiB", 4 * 2**20),
+        ("1MB", 1e6),
+        ("1GB", 1e9),
+        ("1GiB", 2**30),
+        ("2TB", 2e12),
+        ("1TiB", 2**40),
+        ("512", 512.0),
+        ("512B", 512.0),
+        ("0", 0.0),
+        ("1.5KB", 1500.0),
+        (".5KiB", 512.0),
+        ("1e3", 1000.0),
+        ("2e-3KB", 2.0),
+        (" 3 MB ", 3e6),
+        ("8b", 1.0),  # lower-case b is bits
+        ("8Kb", 1000.0),
+        ("1Gb", 1.25e8),
+        (1024, 1024.0),
+        (2.5, 2.5),
+    ],
+)
 def test_parse_size_values(text, expected):
     assert parse_size(text) == pytest.approx(expected, rel=1e-12)
 
@@ -48,9 +58,27 @@ def test_decimal_and_binary_prefixes_differ():
     assert parse_size("1GiB") > parse_size("1GB")
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1XB", "KB", "1 K B", "1KBB", "1.2.3MB", "1/sGB",
-                                  "1KB/s", "nan", "inf", "NaN B", "1e", "--1KB", "1iB",
-                                  "0x10"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "abc",
+        "1XB",
+        "KB",
+        "1 K B",
+        "1KBB",
+        "1.2.3MB",
+        "1/sGB",
+        "1KB/s",
+        "nan",
+        "inf",
+        "NaN B",
+        "1e",
+        "--1KB",
+        "1iB",
+        "0x10",
+    ],
+)
 def test_parse_size_rejects_garbage(text):
     with pytest.raises(CollsynthError) as exc:
         parse_size(text)
@@ -92,23 +120,26 @@ def test_parse_size_list():
 
 
 # ------------------------------------------------------------------------------ bandwidths
-@pytest.mark.parametrize("text, expected", [
-    ("25GB/s", 25e9),
-    ("25 GB/s", 25e9),
-    ("50GiB/s", 50 * 2**30),
-    ("200Gb/s", 25e9),
-    ("200Gbps", 25e9),
-    ("100Gbps", 12.5e9),
-    ("400Gb/s", 50e9),
-    ("12.5GBps", 12.5e9),
-    ("1KB/s", 1e3),
-    ("1KiB/s", 1024.0),
-    ("8b/s", 1.0),
-    ("1B/s", 1.0),
-    ("1TB/s", 1e12),
-    (25e9, 25e9),
-    (7, 7.0),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("25GB/s", 25e9),
+        ("25 GB/s", 25e9),
+        ("50GiB/s", 50 * 2**30),
+        ("200Gb/s", 25e9),
+        ("200Gbps", 25e9),
+        ("100Gbps", 12.5e9),
+        ("400Gb/s", 50e9),
+        ("12.5GBps", 12.5e9),
+        ("1KB/s", 1e3),
+        ("1KiB/s", 1024.0),
+        ("8b/s", 1.0),
+        ("1B/s", 1.0),
+        ("1TB/s", 1e12),
+        (25e9, 25e9),
+        (7, 7.0),
+    ],
+)
 def test_parse_bandwidth_values(text, expected):
     assert parse_bandwidth(text) == pytest.approx(expected, rel=1e-12)
 
@@ -119,8 +150,10 @@ def test_bits_are_an_eighth_of_bytes():
         assert parse_bandwidth(f"8{prefix}bps") == pytest.approx(parse_bandwidth(f"1{prefix}B/s"))
 
 
-@pytest.mark.parametrize("text", ["", "fast", "25GB", "25G", "25GB/h", "GB/s", "25 GB / s",
-                                  "nan GB/s", "inf", "25gB/s", "1e"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "fast", "25GB", "25G", "25GB/h", "GB/s", "25 GB / s", "nan GB/s", "inf", "25gB/s", "1e"],
+)
 def test_parse_bandwidth_rejects_garbage(text):
     with pytest.raises(CollsynthError) as exc:
         parse_bandwidth(text)
@@ -147,27 +180,31 @@ def test_parse_bandwidth_rejects_booleans():
 
 
 # ------------------------------------------------------------------------------ times
-@pytest.mark.parametrize("text, expected", [
-    ("0.7us", 7e-7),
-    ("0.7µs", 7e-7),      # micro sign U+00B5
-    ("0.7μs", 7e-7),      # Greek small letter mu U+03BC
-    ("1.3ms", 1.3e-3),
-    ("5ns", 5e-9),
-    ("2s", 2.0),
-    ("2", 2.0),
-    ("3ps", 3e-12),
-    ("0", 0.0),
-    (" 10 us ", 1e-5),
-    ("1e3ns", 1e-6),
-    (0.25, 0.25),
-    (0, 0.0),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("0.7us", 7e-7),
+        ("0.7µs", 7e-7),  # micro sign U+00B5
+        ("0.7μs", 7e-7),  # Greek small letter mu U+03BC
+        ("1.3ms", 1.3e-3),
+        ("5ns", 5e-9),
+        ("2s", 2.0),
+        ("2", 2.0),
+        ("3ps", 3e-12),
+        ("0", 0.0),
+        (" 10 us ", 1e-5),
+        ("1e3ns", 1e-6),
+        (0.25, 0.25),
+        (0, 0.0),
+    ],
+)
 def test_parse_time_values(text, expected):
     assert parse_time(text) == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("text", ["", "soon", "1h", "1min", "1 m s", "us", "1usec", "nan",
-                                  "inf s", "1.3.2ms"])
+@pytest.mark.parametrize(
+    "text", ["", "soon", "1h", "1min", "1 m s", "us", "1usec", "nan", "inf s", "1.3.2ms"]
+)
 def test_parse_time_rejects_garbage(text):
     with pytest.raises(CollsynthError) as exc:
         parse_time(text)
@@ -224,8 +261,9 @@ def test_fmt_digits():
     assert fmt_time(1.23456e-3, digits=3) == "1.23ms"
 
 
-_finite_nonneg = st.floats(min_value=0.0, max_value=1e18, allow_nan=False, allow_infinity=False,
-                           allow_subnormal=False)
+_finite_nonneg = st.floats(
+    min_value=0.0, max_value=1e18, allow_nan=False, allow_infinity=False, allow_subnormal=False
+)
 _positive = st.floats(min_value=1e-6, max_value=1e18, allow_nan=False, allow_infinity=False)
 
 

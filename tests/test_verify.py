@@ -13,10 +13,9 @@ import re
 import numpy as np
 import pytest
 
-from collsynth.collective import CollKind, Collective
+from collsynth.collective import Collective, CollKind
 from collsynth.errors import CollsynthError, VerificationError
-from collsynth.schedule.io import (load_schedule, save_schedule, schedule_from_dict,
-                                   schedule_to_dict)
+from collsynth.schedule.io import load_schedule, save_schedule, schedule_from_dict, schedule_to_dict
 from collsynth.schedule.ir import OpKind, Schedule, ScheduleBuilder
 from collsynth.schedule.trees import Tree, TreeForm, lower
 from collsynth.synth import synthesize
@@ -128,8 +127,9 @@ def ring_allgather(topo: Topology, with_steps: bool = True) -> Schedule:
             ch = (r - k) % n
             nxt = (r + 1) % n
             deps = [holder[(r, ch)]] if k > 0 else []
-            op = b.add(r, nxt, ch, route=[RL(topo, r, nxt)], deps=deps,
-                       step=k if with_steps else None)
+            op = b.add(
+                r, nxt, ch, route=[RL(topo, r, nxt)], deps=deps, step=k if with_steps else None
+            )
             holder[(nxt, ch)] = op
     return b.build()
 
@@ -302,10 +302,8 @@ def test_byte_range_halves_on_two_switch_planes():
     for i in range(3):
         for j in range(3):
             if i != j:
-                b.add(i, j, i, route=[L(t, f"g{i}", "sw0"), L(t, "sw0", f"g{j}")],
-                      part=(0, 1, 2))
-                b.add(i, j, i, route=[L(t, f"g{i}", "sw1"), L(t, "sw1", f"g{j}")],
-                      part=(1, 2, 2))
+                b.add(i, j, i, route=[L(t, f"g{i}", "sw0"), L(t, "sw0", f"g{j}")], part=(0, 1, 2))
+                b.add(i, j, i, route=[L(t, f"g{i}", "sw1"), L(t, "sw1", f"g{j}")], part=(1, 2, 2))
     assert verify(b.build()).ok
 
 
@@ -323,7 +321,7 @@ def test_byte_ranges_with_different_denominators():
 def test_byte_range_relay_of_a_part_delivered_as_a_whole():
     t = ring4()
     b = ScheduleBuilder(t, Collective.custom(4, [(0, [2])]))
-    x = b.add(0, 1, 0, route=[RL(t, 0, 1)])                   # whole chunk to the relay
+    x = b.add(0, 1, 0, route=[RL(t, 0, 1)])  # whole chunk to the relay
     b.add(1, 2, 0, route=[RL(t, 1, 2)], part=(0, 1, 2), deps=[x])
     b.add(1, 2, 0, route=[RL(t, 1, 2)], part=(1, 2, 2), deps=[x])
     assert verify(b.build()).ok
@@ -370,8 +368,12 @@ def small_switch() -> Topology:
         return switch4()
 
 
-SPT_TOPOLOGIES = {"ring5": lambda: zoo("ring:n=5"), "dgx1": lambda: zoo("dgx1"),
-                  "switch": small_switch, "wan": wan}
+SPT_TOPOLOGIES = {
+    "ring5": lambda: zoo("ring:n=5"),
+    "dgx1": lambda: zoo("dgx1"),
+    "switch": small_switch,
+    "wan": wan,
+}
 
 
 @pytest.mark.parametrize("topo_name", sorted(SPT_TOPOLOGIES))
@@ -440,8 +442,7 @@ def in_forest(n: int, roots) -> list[Tree]:
 
 
 @pytest.mark.parametrize("pipeline", [1, 3])
-@pytest.mark.parametrize("kind", ["allgather", "reducescatter", "allreduce", "broadcast",
-                                  "reduce"])
+@pytest.mark.parametrize("kind", ["allgather", "reducescatter", "allreduce", "broadcast", "reduce"])
 def test_tree_lowering_verifies(kind, pipeline):
     t = zoo("ring:n=5")
     n = t.num_ranks
@@ -458,40 +459,56 @@ def test_tree_lowering_verifies(kind, pipeline):
     assert s.trees is not None
     rep = verify(s)
     assert rep.ok
-    per_chunk_ops = {"allgather": n - 1, "broadcast": n - 1, "reducescatter": n - 1,
-                     "reduce": n - 1, "allreduce": 2 * (n - 1)}[kind]
+    per_chunk_ops = {
+        "allgather": n - 1,
+        "broadcast": n - 1,
+        "reducescatter": n - 1,
+        "reduce": n - 1,
+        "allreduce": 2 * (n - 1),
+    }[kind]
     assert s.num_ops == per_chunk_ops * s.collective.num_chunks
 
 
 def test_tree_lowering_with_explicit_routes_and_branching():
     t = switch4()
     n = 4
-    route = {(a, b): (L(t, f"g{a}", "sw"), L(t, "sw", f"g{b}"))
-             for a in range(n) for b in range(n) if a != b}
+    route = {
+        (a, b): (L(t, f"g{a}", "sw"), L(t, "sw", f"g{b}"))
+        for a in range(n)
+        for b in range(n)
+        if a != b
+    }
     trees = []
     for r in range(n):
         others = [x for x in range(n) if x != r]
         # a star from r, and a depth-2 tree r -> o0 -> (o1, o2)
         trees.append(Tree(r, tuple((r, x, route[(r, x)]) for x in others), 1, "out"))
         o0, o1, o2 = others
-        trees.append(Tree(r, ((r, o0, route[(r, o0)]), (o0, o1, None), (o0, o2, None)), 1,
-                          "out"))
-        trees.append(Tree(r, ((o1, o0, None), (o2, o0, None), (o0, r, route[(o0, r)])), 2,
-                          "in"))
+        trees.append(Tree(r, ((r, o0, route[(r, o0)]), (o0, o1, None), (o0, o2, None)), 1, "out"))
+        trees.append(Tree(r, ((o1, o0, None), (o2, o0, None), (o0, r, route[(o0, r)])), 2, "in"))
     s = lower(t, Collective.make("allreduce", n), TreeForm(trees), pipeline=2)
     assert verify(s).ok
 
 
-@pytest.mark.parametrize("bad_tree, match", [
-    (Tree(0, ((0, 1, None), (1, 2, None)), 1, "out"), "does not reach rank 3"),
-    (Tree(0, ((0, 1, None), (1, 2, None), (2, 3, None), (1, 3, None)), 1, "out"),
-     "two parents"),
-    (Tree(0, ((0, 1, None), (1, 2, None), (2, 3, None), (3, 0, None)), 1, "out"),
-     "root 0 has a parent"),
-    (Tree(0, ((0, 1, None), (1, 2, None), (2, 3, None), (4, 0, None)), 1, "out"),
-     "not between two ranks"),
-    (Tree(0, ((0, 1, None), (1, 1, None)), 1, "out"), "not between two ranks"),
-])
+@pytest.mark.parametrize(
+    "bad_tree, match",
+    [
+        (Tree(0, ((0, 1, None), (1, 2, None)), 1, "out"), "does not reach rank 3"),
+        (
+            Tree(0, ((0, 1, None), (1, 2, None), (2, 3, None), (1, 3, None)), 1, "out"),
+            "two parents",
+        ),
+        (
+            Tree(0, ((0, 1, None), (1, 2, None), (2, 3, None), (3, 0, None)), 1, "out"),
+            "root 0 has a parent",
+        ),
+        (
+            Tree(0, ((0, 1, None), (1, 2, None), (2, 3, None), (4, 0, None)), 1, "out"),
+            "not between two ranks",
+        ),
+        (Tree(0, ((0, 1, None), (1, 1, None)), 1, "out"), "not between two ranks"),
+    ],
+)
 def test_tree_lowering_rejects_bad_trees(bad_tree, match):
     t = ring4()
     trees = [bad_tree] + [Tree(r, ring_chain(r, 4, 1), 1, "out") for r in (1, 2, 3)]
@@ -543,8 +560,9 @@ def full_featured_schedule() -> Schedule:
         for i, part in enumerate(((0, 1, 2), (1, 2, 2))):
             for r in (1, 2, 3):
                 start = (ch * 2 + i) * 3 * (half + t_hop) + (r - 1) * (half + t_hop)
-                op = b.add(r, 0, ch, kind="reduce", part=part, start=start,
-                           duration=half, step=ch * 2 + i)
+                op = b.add(
+                    r, 0, ch, kind="reduce", part=part, start=start, duration=half, step=ch * 2 + i
+                )
                 ops_up[(ch, i, r)] = op
     b.set_link_order(L(t, "sw", "g0"), sorted(ops_up.values()))
     return b.build()
@@ -557,8 +575,22 @@ def test_full_featured_schedule_verifies():
     assert {"link-order", "step-order", "causality", "capacity"} <= set(rep.checks)
 
 
-ARRAYS = ("src", "dst", "chunk", "kind", "route_ptr", "route_links", "dep_ptr", "dep_ids",
-          "start", "duration", "step", "part_lo", "part_hi", "part_den")
+ARRAYS = (
+    "src",
+    "dst",
+    "chunk",
+    "kind",
+    "route_ptr",
+    "route_links",
+    "dep_ptr",
+    "dep_ids",
+    "start",
+    "duration",
+    "step",
+    "part_lo",
+    "part_hi",
+    "part_den",
+)
 
 
 def assert_same_schedule(a: Schedule, b: Schedule) -> None:
@@ -589,11 +621,16 @@ def round_trip_cases() -> dict:
         "full": full_featured_schedule,
         "ring-allgather": lambda: ring_allgather(ring4()),
         "allreduce": lambda: allreduce_rs_ag(ring4()),
-        "spt-dgx1-allreduce": lambda: synthesize("spt", zoo("dgx1"),
-                                                 Collective.make("allreduce", 8)),
+        "spt-dgx1-allreduce": lambda: synthesize(
+            "spt", zoo("dgx1"), Collective.make("allreduce", 8)
+        ),
         "spt-wan-alltoall": lambda: synthesize("spt", wan(), Collective.make("alltoall", 4, 2)),
-        "trees": lambda: lower(t5, Collective.make("allreduce", 5),
-                               TreeForm(out_forest(5, range(5)) + in_forest(5, range(5))), 2),
+        "trees": lambda: lower(
+            t5,
+            Collective.make("allreduce", 5),
+            TreeForm(out_forest(5, range(5)) + in_forest(5, range(5))),
+            2,
+        ),
         "custom": lambda: synthesize("spt", t5, Collective.custom(5, [(0, [1, 3]), (4, [2])])),
     }
 
@@ -648,7 +685,7 @@ def test_reject_part_relay_sending_more_than_it_received():
     t = ring4()
     b = ScheduleBuilder(t, Collective.custom(4, [(0, [2])]))
     x = b.add(0, 1, 0, route=[RL(t, 0, 1)], part=(0, 1, 2))  # only the first half
-    b.add(1, 2, 0, route=[RL(t, 1, 2)], deps=[x])               # forwards the whole chunk
+    b.add(1, 2, 0, route=[RL(t, 1, 2)], deps=[x])  # forwards the whole chunk
     rejects(b.build(), "data-not-held", op=1, match="never receives")
 
 
@@ -659,13 +696,16 @@ def test_reject_missing_half():
     rejects(b.build(), "missing-delivery", op=None, match=r"segment 1 of 2")
 
 
-@pytest.mark.parametrize("make_route, match", [
-    (lambda t: [999], "link 999 does not exist"),
-    (lambda t: [-1], "link -1 does not exist"),
-    (lambda t: [RL(t, 1, 2)], "not at the sender"),
-    (lambda t: [RL(t, 0, 3)], "not at the receiver"),
-    (lambda t: [], "empty route"),
-])
+@pytest.mark.parametrize(
+    "make_route, match",
+    [
+        (lambda t: [999], "link 999 does not exist"),
+        (lambda t: [-1], "link -1 does not exist"),
+        (lambda t: [RL(t, 1, 2)], "not at the sender"),
+        (lambda t: [RL(t, 0, 3)], "not at the receiver"),
+        (lambda t: [], "empty route"),
+    ],
+)
 def test_reject_bad_routes_on_ring(make_route, match):
     t = ring4()
     b = ScheduleBuilder(t, Collective.custom(4, [(0, [1]), (0, [3])]))
@@ -691,8 +731,7 @@ def test_reject_non_contiguous_route():
 def test_reject_route_visiting_a_node_twice():
     t = wan()
     b = ScheduleBuilder(t, Collective.custom(4, [(0, [1])]))
-    b.add(0, 1, 0, route=[L(t, "g0", "r0"), L(t, "r0", "r1"), L(t, "r1", "r0"),
-                          L(t, "r0", "g1")])
+    b.add(0, 1, 0, route=[L(t, "g0", "r0"), L(t, "r0", "r1"), L(t, "r1", "r0"), L(t, "r0", "g1")])
     rejects(b.build(), "route", op=0, match="visits a node twice")
 
 
@@ -750,11 +789,14 @@ def test_reject_causality():
     rejects(b.build(), "causality", op=1, match="before op 0")
 
 
-@pytest.mark.parametrize("size, start1, match", [
-    (None, 0.0, "no positive data size"),
-    (1e6, None, r"op 1 .* has no start time while other operations do"),
-    (1e6, -1.0, r"op 1 .*: start time -1.0 is not a non-negative number"),
-])
+@pytest.mark.parametrize(
+    "size, start1, match",
+    [
+        (None, 0.0, "no positive data size"),
+        (1e6, None, r"op 1 .* has no start time while other operations do"),
+        (1e6, -1.0, r"op 1 .*: start time -1.0 is not a non-negative number"),
+    ],
+)
 def test_reject_bad_timing_fields(size, start1, match):
     t = ring4()
     b = ScheduleBuilder(t, Collective.custom(4, [(0, [1, 3])]))
@@ -779,8 +821,14 @@ def _subset(s: Schedule, keep: list[int]) -> Schedule:
     new = {old: i for i, old in enumerate(keep)}
     b = ScheduleBuilder(s.topology, s.collective)
     for old in keep:
-        b.add(int(s.src[old]), int(s.dst[old]), int(s.chunk[old]), route=s.route(old).tolist(),
-              kind=int(s.kind[old]), deps=[new[d] for d in s.deps(old).tolist() if d in new])
+        b.add(
+            int(s.src[old]),
+            int(s.dst[old]),
+            int(s.chunk[old]),
+            route=s.route(old).tolist(),
+            kind=int(s.kind[old]),
+            deps=[new[d] for d in s.deps(old).tolist() if d in new],
+        )
     return b.build()
 
 
@@ -892,11 +940,11 @@ def test_reject_race_reduce_unordered_with_an_earlier_copy(y_first):
     t = switch4()
     b = builder(t, "allreduce")
     if y_first:
-        b.add(3, 1, 0, kind="reduce")                 # y
-    w = b.add(0, 1, 0, kind="copy")                   # rank 1 := rank 0's data
-    b.add(2, 1, 0, kind="reduce", deps=[w])           # rank 1 += 2, after the copy
+        b.add(3, 1, 0, kind="reduce")  # y
+    w = b.add(0, 1, 0, kind="copy")  # rank 1 := rank 0's data
+    b.add(2, 1, 0, kind="reduce", deps=[w])  # rank 1 += 2, after the copy
     if not y_first:
-        b.add(3, 1, 0, kind="reduce")                 # y: rank 1 += 3, unordered with w
+        b.add(3, 1, 0, kind="reduce")  # y: rank 1 += 3, unordered with w
     e = rejects(b.build(), "race", op=1 if y_first else 2, match="one of them overwrites")
     assert re.search(r"and op 0 both write", str(e))
 
@@ -926,18 +974,21 @@ def test_reject_reduce_in_non_reducing_collective():
     rejects(b.build(), "structure", op=1, match="reduce operation in a non-reducing")
 
 
-@pytest.mark.parametrize("args, match", [
-    (dict(src=4, dst=0, chunk=0), "source rank 4 does not exist"),
-    (dict(src=0, dst=-1, chunk=0), "destination rank -1 does not exist"),
-    (dict(src=1, dst=1, chunk=0), "sends from rank 1 to itself"),
-    (dict(src=0, dst=1, chunk=4), "chunk 4 does not exist"),
-    (dict(src=0, dst=1, chunk=0, part=(1, 1, 2)), "byte range"),
-    (dict(src=0, dst=1, chunk=0, part=(0, 3, 2)), "byte range"),
-    (dict(src=0, dst=1, chunk=0, part=(-1, 1, 2)), "byte range"),
-    (dict(src=0, dst=1, chunk=0, part=(0, 1, 0)), "byte range"),
-    (dict(src=0, dst=1, chunk=0, deps=[7]), "depends on op 7, which does not exist"),
-    (dict(src=0, dst=1, chunk=0, deps=[-1]), "depends on op -1"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (dict(src=4, dst=0, chunk=0), "source rank 4 does not exist"),
+        (dict(src=0, dst=-1, chunk=0), "destination rank -1 does not exist"),
+        (dict(src=1, dst=1, chunk=0), "sends from rank 1 to itself"),
+        (dict(src=0, dst=1, chunk=4), "chunk 4 does not exist"),
+        (dict(src=0, dst=1, chunk=0, part=(1, 1, 2)), "byte range"),
+        (dict(src=0, dst=1, chunk=0, part=(0, 3, 2)), "byte range"),
+        (dict(src=0, dst=1, chunk=0, part=(-1, 1, 2)), "byte range"),
+        (dict(src=0, dst=1, chunk=0, part=(0, 1, 0)), "byte range"),
+        (dict(src=0, dst=1, chunk=0, deps=[7]), "depends on op 7, which does not exist"),
+        (dict(src=0, dst=1, chunk=0, deps=[-1]), "depends on op -1"),
+    ],
+)
 def test_reject_structure(args, match):
     t = ring4()
     b = builder(t, "allgather")
@@ -964,11 +1015,14 @@ def test_reject_link_order_omitting_an_op():
     rejects(b.build(), "link-order", op=1, match="omits op 1")
 
 
-@pytest.mark.parametrize("order, match", [
-    ([0, 1, 5], "names op 5, which does not exist"),
-    ([0, 1, 1, 2], "lists op 1 .* twice"),
-    ([0, 1, 2, 3], "lists op 3 .*which does not use that link"),
-])
+@pytest.mark.parametrize(
+    "order, match",
+    [
+        ([0, 1, 5], "names op 5, which does not exist"),
+        ([0, 1, 1, 2], "lists op 1 .* twice"),
+        ([0, 1, 2, 3], "lists op 3 .*which does not use that link"),
+    ],
+)
 def test_reject_bad_link_order_lists(order, match):
     t = switch4()
     b = ScheduleBuilder(t, Collective.custom(4, [(0, [1, 2, 3]), (1, [0])]))
@@ -1047,7 +1101,7 @@ def test_check_order_structure_before_data():
     """A schedule with several problems reports the first check in the documented order."""
     t = ring4()
     b = builder(t, "allgather")
-    b.add(1, 2, 0, route=[RL(t, 1, 2)])          # data not held
+    b.add(1, 2, 0, route=[RL(t, 1, 2)])  # data not held
     b.add(0, 2, 0, route=[RL(t, 0, 1), RL(t, 1, 2)])  # route through a GPU
     rejects(b.build(), "route", op=1)
 
@@ -1063,16 +1117,19 @@ def test_check_schedule_ok_report_to_dict():
 C_BIG = 1 << 19  # chunks per rank: chunks x ranks above MANY_CHUNKS for every kind
 
 
-@pytest.mark.parametrize("kind, root, op, first", [
-    ("allgather", None, (0, 1, 1, "copy"), 0),
-    ("reducescatter", None, (1, 0, 0, "reduce"), 1),
-    ("allreduce", None, (1, 0, 0, "reduce"), 1),
-    ("alltoall", None, (0, 1, C_BIG, "copy"), C_BIG + 1),  # block 0: rank 0 to itself
-    ("gather", 0, (1, 0, C_BIG, "copy"), C_BIG + 1),      # the root's own chunks stay put
-    ("scatter", 0, (0, 1, C_BIG, "copy"), C_BIG + 1),
-    ("broadcast", 0, (0, 1, 0, "copy"), 1),
-    ("reduce", 0, (1, 0, 0, "reduce"), 1),
-])
+@pytest.mark.parametrize(
+    "kind, root, op, first",
+    [
+        ("allgather", None, (0, 1, 1, "copy"), 0),
+        ("reducescatter", None, (1, 0, 0, "reduce"), 1),
+        ("allreduce", None, (1, 0, 0, "reduce"), 1),
+        ("alltoall", None, (0, 1, C_BIG, "copy"), C_BIG + 1),  # block 0: rank 0 to itself
+        ("gather", 0, (1, 0, C_BIG, "copy"), C_BIG + 1),  # the root's own chunks stay put
+        ("scatter", 0, (0, 1, C_BIG, "copy"), C_BIG + 1),
+        ("broadcast", 0, (0, 1, 0, "copy"), 1),
+        ("reduce", 0, (1, 0, 0, "reduce"), 1),
+    ],
+)
 def test_huge_declared_chunk_count_is_rejected_quickly(kind, root, op, first, monkeypatch):
     monkeypatch.setenv("COLLSYNTH_MAX_CHUNKS", str(10**18))  # past the up-front limit
     t = ring4()
@@ -1099,8 +1156,19 @@ def test_chunk_count_from_file_past_the_limit_is_not_allocated(monkeypatch):
     rejects(schedule_from_dict(d), "missing-delivery", op=None, match="moves chunk 4 ")
 
 
-@pytest.mark.parametrize("kind", ["allgather", "reducescatter", "allreduce", "alltoall", "gather",
-                                  "scatter", "broadcast", "reduce"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "allgather",
+        "reducescatter",
+        "allreduce",
+        "alltoall",
+        "gather",
+        "scatter",
+        "broadcast",
+        "reduce",
+    ],
+)
 def test_unmoved_chunk_check_accepts_valid_schedules(monkeypatch, kind):
     """With the threshold lowered, the early check runs on small schedules: valid ones pass,
     and a schedule missing every op of one chunk fails it."""
@@ -1180,12 +1248,20 @@ def _relay_without_dep():
 
 
 NUMBERING_CASES = {
-    "spt-dgx1-allreduce": (lambda: synthesize("spt", zoo("dgx1"), Collective.make("allreduce", 8)),
-                           None),
+    "spt-dgx1-allreduce": (
+        lambda: synthesize("spt", zoo("dgx1"), Collective.make("allreduce", 8)),
+        None,
+    ),
     "rs+ag": (lambda: allreduce_rs_ag(ring4()), None),
     "timed": (full_featured_schedule, None),
-    "trees": (lambda: lower(zoo("ring:n=5"), Collective.make("allreduce", 5),
-                            TreeForm(out_forest(5, range(5)) + in_forest(5, range(5)))), None),
+    "trees": (
+        lambda: lower(
+            zoo("ring:n=5"),
+            Collective.make("allreduce", 5),
+            TreeForm(out_forest(5, range(5)) + in_forest(5, range(5))),
+        ),
+        None,
+    ),
     "racy-read": (_racy_read, "race"),
     "racy-copy": (_racy_copy, "race"),
     "relay": (_relay_without_dep, "data-not-held"),

@@ -24,13 +24,19 @@ def node(topo: Topology, name: str) -> int:
 
 
 def out_of(topo: Topology, name: str, cls: str | None = None) -> list:
-    return [topo.links[l] for l in topo.out_links[node(topo, name)]
-            if cls is None or topo.links[l].cls == cls]
+    return [
+        topo.links[l]
+        for l in topo.out_links[node(topo, name)]
+        if cls is None or topo.links[l].cls == cls
+    ]
 
 
 def in_of(topo: Topology, name: str, cls: str | None = None) -> list:
-    return [topo.links[l] for l in topo.in_links[node(topo, name)]
-            if cls is None or topo.links[l].cls == cls]
+    return [
+        topo.links[l]
+        for l in topo.in_links[node(topo, name)]
+        if cls is None or topo.links[l].cls == cls
+    ]
 
 
 def links_of(topo: Topology, cls: str) -> list:
@@ -75,9 +81,27 @@ def connected_within(topo: Topology, members: list[int], cls: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ every entry
-EXPECTED = {"dgx1", "ndv2", "dgx2", "mi250", "dgx_a100", "a800_clos", "h800_rails", "wan",
-            "ring", "line", "full", "star", "mesh2d", "torus2d", "torus3d", "hypercube",
-            "fat_tree", "dragonfly", "random_regular"}
+EXPECTED = {
+    "dgx1",
+    "ndv2",
+    "dgx2",
+    "mi250",
+    "dgx_a100",
+    "a800_clos",
+    "h800_rails",
+    "wan",
+    "ring",
+    "line",
+    "full",
+    "star",
+    "mesh2d",
+    "torus2d",
+    "torus3d",
+    "hypercube",
+    "fat_tree",
+    "dragonfly",
+    "random_regular",
+}
 
 
 def test_zoo_has_every_required_entry():
@@ -97,8 +121,7 @@ def test_every_entry_builds_with_defaults(name):
         assert p.doc, f"{name}.{key} has no doc"
     # all bandwidths positive, all links labelled with a known class
     assert all(l.bw > 0 and l.alpha >= 0 for l in topo.links)
-    assert set(topo.classes()) <= {"nvlink", "xgmi", "nvswitch", "pcie", "ib", "eth", "wan",
-                                   "link"}
+    assert set(topo.classes()) <= {"nvlink", "xgmi", "nvswitch", "pcie", "ib", "eth", "wan", "link"}
     # every switch and router says what it is
     for nd in topo.nodes:
         if nd.kind is not NodeKind.COMPUTE:
@@ -109,8 +132,9 @@ def test_every_entry_builds_with_defaults(name):
     assert s["compute_nodes"] == topo.num_ranks and s["links"] == len(topo.links)
 
 
-@pytest.mark.parametrize("name", ["ndv2", "dgx2", "mi250", "dgx_a100", "a800_clos",
-                                  "h800_rails", "wan"])
+@pytest.mark.parametrize(
+    "name", ["ndv2", "dgx2", "mi250", "dgx_a100", "a800_clos", "h800_rails", "wan"]
+)
 def test_real_fabrics_document_their_source(name):
     assert "Source:" in ZOO[name].doc and "Default" in ZOO[name].doc
 
@@ -200,16 +224,18 @@ def test_dgx2_nvswitch_and_ib(chassis):
 def test_dgx2_two_chassis_is_teccl_map():
     topo = build_named("dgx2")
     pairs = {(name_of(topo, l.src), name_of(topo, l.dst)) for l in links_of(topo, "ib")}
-    expected = {(f"c{i}.gpu{2 * m + 1}", f"c{1 - i}.gpu{2 * m}")
-                for i in range(2) for m in range(8)}
+    expected = {
+        (f"c{i}.gpu{2 * m + 1}", f"c{1 - i}.gpu{2 * m}") for i in range(2) for m in range(8)
+    }
     assert pairs == expected
 
 
 @pytest.mark.parametrize("chassis,spread", [(3, {4}), (4, {2, 3}), (5, {2}), (9, {1})])
 def test_dgx2_ib_links_spread_over_other_chassis(chassis, spread):
     topo = build_named("dgx2", {"chassis": str(chassis)})
-    per_pair = Counter((attr(topo, l.src, "chassis"), attr(topo, l.dst, "chassis"))
-                       for l in links_of(topo, "ib"))
+    per_pair = Counter(
+        (attr(topo, l.src, "chassis"), attr(topo, l.dst, "chassis")) for l in links_of(topo, "ib")
+    )
     assert len(per_pair) == chassis * (chassis - 1)
     assert set(per_pair.values()) == spread
 
@@ -272,8 +298,7 @@ def test_mi250_teccl_inter():
             pc = out_of(topo, f"c{c}.gpu{g}", "pcie")
             assert len(pc) == 1 and pc[0].bw == 25 * GB
             assert pc[0].alpha == pytest.approx(0.35 * US)
-        off = sum(l.bw for l in links_of(topo, "ib")
-                  if name_of(topo, l.src).startswith(f"c{c}."))
+        off = sum(l.bw for l in links_of(topo, "ib") if name_of(topo, l.src).startswith(f"c{c}."))
         assert off == pytest.approx(200 * GB)
 
 
@@ -314,7 +339,8 @@ def _leaf_spine_checks(topo, servers, rails, spines, nic):
         to_nics = [l for l in downs if attr(topo, l.dst, "role") == "nic"]
         to_spines = [l for l in downs if attr(topo, l.dst, "role") == "spine"]
         assert sorted(name_of(topo, l.dst) for l in to_nics) == sorted(
-            f"c{s}.nic{r}" for s in range(servers))
+            f"c{s}.nic{r}" for s in range(servers)
+        )
         assert len(to_spines) == spines
         assert all(l.bw == pytest.approx(servers * nic / spines) for l in to_spines)
         # non-blocking: uplink capacity == downlink capacity
@@ -324,8 +350,7 @@ def _leaf_spine_checks(topo, servers, rails, spines, nic):
 def test_a800_clos_defaults():
     topo = build_named("a800_clos")
     assert topo.num_ranks == 32
-    roles = Counter(attr(topo, i, "role") for i in range(topo.num_nodes)
-                    if not topo.is_compute(i))
+    roles = Counter(attr(topo, i, "role") for i in range(topo.num_nodes) if not topo.is_compute(i))
     assert roles == {"nvswitch": 4, "nic": 16, "leaf": 4, "spine": 4}
     for s, g in itertools.product(range(4), range(8)):
         name = f"c{s}.gpu{g}"
@@ -364,11 +389,14 @@ def _dc_gpu_nodes(topo, d):
     return [i for i in topo.compute_nodes if attr(topo, int(i), "dc") == d]
 
 
-@pytest.mark.parametrize("dcs,gpus,p,seed", [(3, 8, 0.5, 0), (2, 6, 0.7, 3), (4, 5, 0.0, 1),
-                                              (2, 7, 1.0, 2), (3, 10, 0.3, 9)])
+@pytest.mark.parametrize(
+    "dcs,gpus,p,seed",
+    [(3, 8, 0.5, 0), (2, 6, 0.7, 3), (4, 5, 0.0, 1), (2, 7, 1.0, 2), (3, 10, 0.3, 9)],
+)
 def test_wan_intra_link_counts(dcs, gpus, p, seed):
-    topo = build_named("wan", {"dcs": str(dcs), "gpus": str(gpus), "connectivity": str(p),
-                               "seed": str(seed)})
+    topo = build_named(
+        "wan", {"dcs": str(dcs), "gpus": str(gpus), "connectivity": str(p), "seed": str(seed)}
+    )
     assert topo.num_ranks == dcs * gpus and topo.num_routers == dcs
     expected = max(gpus - 1, round(p * gpus * (gpus - 1) / 2))
     for d in range(dcs):
@@ -459,8 +487,7 @@ def test_torus_degrees():
         assert_simple_symmetric(t)
 
 
-@pytest.mark.parametrize("w,h", [(w, h) for w in range(1, 5) for h in range(1, 5)
-                                 if w * h >= 2])
+@pytest.mark.parametrize("w,h", [(w, h) for w in range(1, 5) for h in range(1, 5) if w * h >= 2])
 def test_torus2d_small_sizes_have_no_duplicates(w, h):
     topo = build_named("torus2d", {"w": str(w), "h": str(h)})
     assert_simple_symmetric(topo)
@@ -468,8 +495,7 @@ def test_torus2d_small_sizes_have_no_duplicates(w, h):
     def dim_deg(size):
         return 0 if size == 1 else 1 if size == 2 else 2
 
-    assert all(len(topo.out_links[int(c)]) == dim_deg(w) + dim_deg(h)
-               for c in topo.compute_nodes)
+    assert all(len(topo.out_links[int(c)]) == dim_deg(w) + dim_deg(h) for c in topo.compute_nodes)
 
 
 @settings(max_examples=20, deadline=None)
@@ -494,13 +520,14 @@ def test_torus2x2x2_is_a_cube():
 @pytest.mark.parametrize("d", [1, 3, 5])
 def test_hypercube_degree(d):
     topo = build_named("hypercube", {"d": str(d)})
-    assert topo.num_ranks == 2 ** d
+    assert topo.num_ranks == 2**d
     for c in topo.compute_nodes:
         c = int(c)
         nbs = neighbours(topo, c)
         assert len(nbs) == d
-        assert all(bin(attr(topo, c, "local") ^ attr(topo, n, "local")).count("1") == 1
-                   for n in nbs)
+        assert all(
+            bin(attr(topo, c, "local") ^ attr(topo, n, "local")).count("1") == 1 for n in nbs
+        )
     assert topo.hop_diameter == d
 
 
@@ -508,11 +535,10 @@ def test_hypercube_degree(d):
 def test_fat_tree_counts(k):
     topo = build_named("fat_tree", {"k": str(k)})
     half = k // 2
-    assert topo.num_ranks == k ** 3 // 4
-    roles = Counter(attr(topo, i, "role") for i in range(topo.num_nodes)
-                    if not topo.is_compute(i))
+    assert topo.num_ranks == k**3 // 4
+    roles = Counter(attr(topo, i, "role") for i in range(topo.num_nodes) if not topo.is_compute(i))
     assert roles == {"edge": k * half, "agg": k * half, "core": half * half}
-    assert len(topo.links) == 2 * 3 * k ** 3 // 4
+    assert len(topo.links) == 2 * 3 * k**3 // 4
     # every switch has k ports (cores: k, one per pod)
     for i in range(topo.num_nodes):
         if not topo.is_compute(i):
@@ -524,8 +550,9 @@ def test_fat_tree_counts(k):
     assert_simple_symmetric(topo)
 
 
-@pytest.mark.parametrize("a,p,h,groups", [(4, 2, 2, None), (2, 1, 1, None), (3, 2, 2, 4),
-                                          (2, 2, 3, 7)])
+@pytest.mark.parametrize(
+    "a,p,h,groups", [(4, 2, 2, None), (2, 1, 1, None), (3, 2, 2, 4), (2, 2, 3, 7)]
+)
 def test_dragonfly_counts(a, p, h, groups):
     args = {"a": str(a), "p": str(p), "h": str(h)}
     if groups is not None:
@@ -557,8 +584,11 @@ def test_dragonfly_full_size_uses_every_global_port():
     for i in range(topo.num_nodes):
         if attr(topo, i, "role") == "router":
             g = attr(topo, i, "group")
-            glob = [n for n in neighbours(topo, i)
-                    if not topo.is_compute(n) and attr(topo, n, "group") != g]
+            glob = [
+                n
+                for n in neighbours(topo, i)
+                if not topo.is_compute(n) and attr(topo, n, "group") != g
+            ]
             assert len(glob) == 2
 
 
@@ -578,26 +608,29 @@ def test_random_regular_seed_changes_graph():
 
 
 # ------------------------------------------------------------------------------ errors
-@pytest.mark.parametrize("name,args,fragment", [
-    ("fat_tree", {"k": "3"}, "even"),
-    ("ring", {"n": "1"}, "at least 2"),
-    ("ring", {"m": "4"}, "unknown parameter"),
-    ("ring", {"n": "x"}, "not an integer"),
-    ("ring", {"bw": "0GB/s"}, "positive"),
-    ("ndv2", {"chassis": "0"}, "at least 1"),
-    ("mi250", {"inter": "mesh"}, "not one of"),
-    ("a800_clos", {"nics": "3"}, "divide 8"),
-    ("wan", {"connectivity": "1.5"}, "at most 1"),
-    ("wan", {"gateways": "9"}, "gateways"),
-    ("wan", {"dcs": "1", "gpus": "1"}, "at least 2"),
-    ("dragonfly", {"groups": "10"}, "a*h+1"),
-    ("random_regular", {"n": "5", "d": "3"}, "even"),
-    ("random_regular", {"n": "4", "d": "4"}, "d < n"),
-    ("random_regular", {"n": "6", "d": "1"}, "never connected"),
-    ("mesh2d", {"w": "1", "h": "1"}, "at least 2"),
-    ("hypercube", {"d": "0"}, "at least 1"),
-    ("nosuchtopo", {}, "unknown topology"),
-])
+@pytest.mark.parametrize(
+    "name,args,fragment",
+    [
+        ("fat_tree", {"k": "3"}, "even"),
+        ("ring", {"n": "1"}, "at least 2"),
+        ("ring", {"m": "4"}, "unknown parameter"),
+        ("ring", {"n": "x"}, "not an integer"),
+        ("ring", {"bw": "0GB/s"}, "positive"),
+        ("ndv2", {"chassis": "0"}, "at least 1"),
+        ("mi250", {"inter": "mesh"}, "not one of"),
+        ("a800_clos", {"nics": "3"}, "divide 8"),
+        ("wan", {"connectivity": "1.5"}, "at most 1"),
+        ("wan", {"gateways": "9"}, "gateways"),
+        ("wan", {"dcs": "1", "gpus": "1"}, "at least 2"),
+        ("dragonfly", {"groups": "10"}, "a*h+1"),
+        ("random_regular", {"n": "5", "d": "3"}, "even"),
+        ("random_regular", {"n": "4", "d": "4"}, "d < n"),
+        ("random_regular", {"n": "6", "d": "1"}, "never connected"),
+        ("mesh2d", {"w": "1", "h": "1"}, "at least 2"),
+        ("hypercube", {"d": "0"}, "at least 1"),
+        ("nosuchtopo", {}, "unknown topology"),
+    ],
+)
 def test_bad_parameters_give_one_line_error(name, args, fragment):
     with pytest.raises(CollsynthError) as info:
         build_named(name, args)

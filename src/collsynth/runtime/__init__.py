@@ -15,12 +15,20 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "launch": "launcher", "RunReport": "launcher", "find_mpiexec": "launcher",
+    "launch": "launcher",
+    "RunReport": "launcher",
+    "find_mpiexec": "launcher",
     "mpiexec_command": "launcher",
-    "run_on_backend": "driver", "RunSummary": "driver", "Inject": "driver",
-    "run_in_process": "fake", "FakeNetwork": "fake",
-    "RankExecutor": "interp", "RunTimeout": "interp",
-    "build_rank_plan": "plan", "RankPlan": "plan", "execution_order": "plan",
+    "run_on_backend": "driver",
+    "RunSummary": "driver",
+    "Inject": "driver",
+    "run_in_process": "fake",
+    "FakeNetwork": "fake",
+    "RankExecutor": "interp",
+    "RunTimeout": "interp",
+    "build_rank_plan": "plan",
+    "RankPlan": "plan",
+    "execution_order": "plan",
     "size_quantum": "plan",
 }
 

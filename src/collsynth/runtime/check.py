@@ -28,8 +28,9 @@ def element_dtype(coll: Collective, dtype: np.dtype) -> np.dtype:
     return np.dtype(dtype) if coll.reduces else np.dtype(np.uint8)
 
 
-def make_input(coll: Collective, rank: int, chunk_bytes: int, dtype: np.dtype,
-               seed: int) -> np.ndarray:
+def make_input(
+    coll: Collective, rank: int, chunk_bytes: int, dtype: np.dtype, seed: int
+) -> np.ndarray:
     """Rank ``rank``'s input buffer (uint8 view), deterministic in ``(seed, rank)``."""
     nbytes = len(input_chunks(coll, rank)) * chunk_bytes
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, int(rank)])
@@ -44,8 +45,9 @@ def make_input(coll: Collective, rank: int, chunk_bytes: int, dtype: np.dtype,
     return data.view(np.uint8)
 
 
-def computed_reference(coll: Collective, rank: int, chunk_bytes: int, dtype: np.dtype,
-                       seed: int) -> np.ndarray:
+def computed_reference(
+    coll: Collective, rank: int, chunk_bytes: int, dtype: np.dtype, seed: int
+) -> np.ndarray:
     """Rank ``rank``'s expected output, computed from every rank's regenerated input."""
     n = coll.num_ranks
     outs = output_chunks(coll, rank)
@@ -61,17 +63,23 @@ def computed_reference(coll: Collective, rank: int, chunk_bytes: int, dtype: np.
             acc = np.zeros(cb // et.itemsize, dtype=np.float64 if et.kind == "f" else et)
             for r in range(n):
                 k = pos[r][ch]
-                acc += inputs[r][k * cb:(k + 1) * cb].view(et)
-            out[i * cb:(i + 1) * cb] = acc.astype(et).view(np.uint8)
+                acc += inputs[r][k * cb : (k + 1) * cb].view(et)
+            out[i * cb : (i + 1) * cb] = acc.astype(et).view(np.uint8)
         else:
             src = int(coll.chunk_source[ch])
             k = pos[src][ch]
-            out[i * cb:(i + 1) * cb] = inputs[src][k * cb:(k + 1) * cb]
+            out[i * cb : (i + 1) * cb] = inputs[src][k * cb : (k + 1) * cb]
     return out
 
 
-def compare(coll: Collective, rank: int, chunk_bytes: int, dtype: np.dtype, got: np.ndarray,
-            want: np.ndarray) -> str | None:
+def compare(
+    coll: Collective,
+    rank: int,
+    chunk_bytes: int,
+    dtype: np.dtype,
+    got: np.ndarray,
+    want: np.ndarray,
+) -> str | None:
     """``None`` when ``got`` matches ``want``, else a one-line description of the difference.
 
     Copies must match bit for bit; float reductions to ``allclose`` with ``rtol=1e-5`` and
@@ -89,14 +97,21 @@ def compare(coll: Collective, rank: int, chunk_bytes: int, dtype: np.dtype, got:
             return None
         i = int(np.flatnonzero(bad)[0])
         byte = i * et.itemsize
-        err = np.nanmax(np.abs(g.astype(np.float64) - w.astype(np.float64))) \
-            if np.isfinite(g).all() else float("nan")
-        return (f"rank {rank}: output chunk {outs[byte // chunk_bytes]} differs at byte "
-                f"{byte % chunk_bytes} (got {float(g[i]):.7g}, expected {float(w[i]):.7g}; "
-                f"max error {err:.3g})")
+        err = (
+            np.nanmax(np.abs(g.astype(np.float64) - w.astype(np.float64)))
+            if np.isfinite(g).all()
+            else float("nan")
+        )
+        return (
+            f"rank {rank}: output chunk {outs[byte // chunk_bytes]} differs at byte "
+            f"{byte % chunk_bytes} (got {float(g[i]):.7g}, expected {float(w[i]):.7g}; "
+            f"max error {err:.3g})"
+        )
     diff = np.flatnonzero(got != want)
     if not len(diff):
         return None
     byte = int(diff[0])
-    return (f"rank {rank}: output chunk {outs[byte // chunk_bytes]} differs at byte "
-            f"{byte % chunk_bytes} ({len(diff)} byte(s) differ)")
+    return (
+        f"rank {rank}: output chunk {outs[byte // chunk_bytes]} differs at byte "
+        f"{byte % chunk_bytes} ({len(diff)} byte(s) differ)"
+    )

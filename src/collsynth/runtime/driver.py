@@ -30,13 +30,12 @@ class Inject:
     exit: tuple[int, ...] = ()
 
     @classmethod
-    def parse(cls, items: list[str] | None) -> "Inject":
+    def parse(cls, items: list[str] | None) -> Inject:
         out: dict[str, list[int]] = {"drop": [], "corrupt": [], "exit": []}
         for item in items or []:
             kind, _, value = str(item).partition(":")
             if kind not in out or not value.strip().lstrip("-").isdigit():
-                raise CollsynthError(f"--inject {item!r} is not drop:OP, corrupt:RANK or "
-                                     f"exit:RANK")
+                raise CollsynthError(f"--inject {item!r} is not drop:OP, corrupt:RANK or exit:RANK")
             out[kind].append(int(value))
         return cls(tuple(out["drop"]), tuple(out["corrupt"]), tuple(out["exit"]))
 
@@ -52,9 +51,9 @@ class RunSummary:
     times_s: list[float]
     time_s: float
     reference_time_s: float | None
-    check: str | None                 # "passed", "failed" or None (not asked)
+    check: str | None  # "passed", "failed" or None (not asked)
     check_error: str | None = None
-    reference: str | None = None      # what the check compared with
+    reference: str | None = None  # what the check compared with
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -70,10 +69,21 @@ def _median_of_max(per_rank: list[list[float]]) -> tuple[list[float], float]:
     return worst, statistics.median(worst)
 
 
-def run_on_backend(sched: Schedule, backend: Any, size: float, *, name: str = "schedule",
-                   iters: int = 5, warmup: int = 1, check: bool = False, seed: int = 0,
-                   timeout: float = 30.0, dtype: Any = np.float32, reference: bool = True,
-                   inject: Inject | None = None) -> RunSummary:
+def run_on_backend(
+    sched: Schedule,
+    backend: Any,
+    size: float,
+    *,
+    name: str = "schedule",
+    iters: int = 5,
+    warmup: int = 1,
+    check: bool = False,
+    seed: int = 0,
+    timeout: float = 30.0,
+    dtype: Any = np.float32,
+    reference: bool = True,
+    inject: Inject | None = None,
+) -> RunSummary:
     """Run ``sched`` on this rank; every rank calls it with the same arguments."""
     inject = inject or Inject()
     coll = sched.collective
@@ -105,7 +115,7 @@ def run_on_backend(sched: Schedule, backend: Any, size: float, *, name: str = "s
     if rank in inject.corrupt and out.size:  # fault injection: invert two whole elements
         w = et.itemsize
         for at in (0, (out.size // 2) // w * w):
-            out[at:at + w] ^= 0xFF
+            out[at : at + w] ^= 0xFF
 
     ref_times: list[float] = []
     err: str | None = None
@@ -115,7 +125,8 @@ def run_on_backend(sched: Schedule, backend: Any, size: float, *, name: str = "s
         want = np.zeros_like(out)
         send = inp.copy()
         ok = hasattr(backend, "reference") and backend.reference(
-            coll, send, want, et, clock() + timeout)
+            coll, send, want, et, clock() + timeout
+        )
         if ok:
             ref_name = f"{backend.name}'s own {coll.kind.value}"
             for _ in range(iters):
@@ -129,17 +140,28 @@ def run_on_backend(sched: Schedule, backend: Any, size: float, *, name: str = "s
     if check and want is not None:
         err = compare(coll, rank, cb, et, out, want)
 
-    gathered = backend.allgather_obj({"times": times, "ref": ref_times, "err": err},
-                                     clock() + timeout)
+    gathered = backend.allgather_obj(
+        {"times": times, "ref": ref_times, "err": err}, clock() + timeout
+    )
     worst, med = _median_of_max([g["times"] for g in gathered])
     _, ref_med = _median_of_max([g["ref"] for g in gathered])
     errors = [g["err"] for g in gathered if g["err"]]
     return RunSummary(
-        schedule=name, algorithm=sched.meta.get("algorithm"), topology=sched.topology.name,
-        collective=coll.to_dict(), ops=sched.num_ops, size=int(size), times_s=worst,
-        time_s=med, reference_time_s=None if not ref_times else ref_med,
+        schedule=name,
+        algorithm=sched.meta.get("algorithm"),
+        topology=sched.topology.name,
+        collective=coll.to_dict(),
+        ops=sched.num_ops,
+        size=int(size),
+        times_s=worst,
+        time_s=med,
+        reference_time_s=None if not ref_times else ref_med,
         check=None if not check else ("failed" if errors else "passed"),
-        check_error=errors[0] if errors else None, reference=ref_name,
-        extra={"algbw": size / med if med > 0 else None,
-               "busbw": size / med * coll.busbw_factor if med > 0 else None,
-               "dtype": str(et)})
+        check_error=errors[0] if errors else None,
+        reference=ref_name,
+        extra={
+            "algbw": size / med if med > 0 else None,
+            "busbw": size / med * coll.busbw_factor if med > 0 else None,
+            "dtype": str(et),
+        },
+    )

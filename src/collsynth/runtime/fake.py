@@ -38,7 +38,7 @@ class FakeNetwork:
         self.recvs: dict[tuple[int, int, int], deque] = {}
         self.delivered = 0
 
-    def backend(self, rank: int) -> "FakeBackend":
+    def backend(self, rank: int) -> FakeBackend:
         return FakeBackend(self, rank)
 
     def step(self) -> bool:
@@ -46,14 +46,17 @@ class FakeNetwork:
         keys = sorted(k for k in self.sends if self.sends[k] and self.recvs.get(k))
         if not keys:
             return False
-        pick = [k for k in keys if self.rng.random() < 0.5] \
-            or [keys[int(self.rng.integers(len(keys)))]]
+        pick = [k for k in keys if self.rng.random() < 0.5] or [
+            keys[int(self.rng.integers(len(keys)))]
+        ]
         for k in pick:
             s = self.sends[k].popleft()
             r = self.recvs[k].popleft()
             if s.buf.size != r.buf.size:
-                raise CollsynthError(f"fake network: message {k} of {s.buf.size} bytes matched "
-                                     f"a receive of {r.buf.size} bytes")
+                raise CollsynthError(
+                    f"fake network: message {k} of {s.buf.size} bytes matched "
+                    f"a receive of {r.buf.size} bytes"
+                )
             r.buf[...] = s.buf
             s.done = r.done = True
             self.delivered += 1
@@ -94,9 +97,18 @@ class FakeBackend:
         return 0.0
 
 
-def run_in_process(sched: Schedule, size: float, *, dtype: Any = np.float32, seed: int = 0,
-                   net_seed: int = 0, tag_limit: int = 1 << 30, drop: tuple[int, ...] = (),
-                   window: int = 64, max_rounds: int = 1_000_000) -> dict:
+def run_in_process(
+    sched: Schedule,
+    size: float,
+    *,
+    dtype: Any = np.float32,
+    seed: int = 0,
+    net_seed: int = 0,
+    tag_limit: int = 1 << 30,
+    drop: tuple[int, ...] = (),
+    window: int = 64,
+    max_rounds: int = 1_000_000,
+) -> dict:
     """Execute every rank of ``sched`` in this process; returns outputs and expected outputs.
 
     Raises :class:`CollsynthError` naming the stuck operations when the run cannot finish.

@@ -18,7 +18,8 @@ from __future__ import annotations
 import heapq
 import os
 import time
-from typing import Any, Iterable, Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -91,8 +92,15 @@ def describe(sched: Schedule, op: int) -> str:
 class RankExecutor:
     """Executes one rank's part of a schedule, step by step, on a backend."""
 
-    def __init__(self, sched: Schedule, plan: RankPlan, backend: Backend, dtype: Any,
-                 drop: Iterable[int] = (), window: int = 64):
+    def __init__(
+        self,
+        sched: Schedule,
+        plan: RankPlan,
+        backend: Backend,
+        dtype: Any,
+        drop: Iterable[int] = (),
+        window: int = 64,
+    ):
         self.window = int(window)
         self.sched = sched
         self.plan = plan
@@ -101,8 +109,10 @@ class RankExecutor:
         self.drop = {int(x) for x in drop}
         L = plan.num_local
         self.work = np.zeros(plan.buffer_bytes, dtype=np.uint8)
-        self.stage = [np.empty(int(plan.nbytes[j]), dtype=np.uint8) if not plan.is_send[j]
-                      else None for j in range(L)]
+        self.stage = [
+            np.empty(int(plan.nbytes[j]), dtype=np.uint8) if not plan.is_send[j] else None
+            for j in range(L)
+        ]
         self.on_done: list[list[int]] = [[] for _ in range(L)]
         self.on_posted: list[list[int]] = [[] for _ in range(L)]
         self.on_arrived: list[list[int]] = [[] for _ in range(L)]
@@ -133,7 +143,7 @@ class RankExecutor:
         self.work.fill(0)
         for i, ch in enumerate(p.input_chunks):
             s = p.slots[ch] * cb
-            self.work[s:s + cb] = inp[i * cb:(i + 1) * cb]
+            self.work[s : s + cb] = inp[i * cb : (i + 1) * cb]
 
     def output(self) -> np.ndarray:
         """The rank's output buffer (uint8, output-buffer order)."""
@@ -142,7 +152,7 @@ class RankExecutor:
         out = np.empty(len(p.output_chunks) * cb, dtype=np.uint8)
         for i, ch in enumerate(p.output_chunks):
             s = p.slots[ch] * cb
-            out[i * cb:(i + 1) * cb] = self.work[s:s + cb]
+            out[i * cb : (i + 1) * cb] = self.work[s : s + cb]
         return out
 
     # ------------------------------------------------------------------ execution
@@ -154,12 +164,12 @@ class RankExecutor:
         self.post_wait = [len(x) for x in p.post_pre]
         self.recv_wait = (p.recv_pre >= 0).astype(np.int64).tolist()
         self.ready_send: list[int] = []
-        self.ready_recv: list[int] = []   # postable receives not yet needed (by order)
+        self.ready_recv: list[int] = []  # postable receives not yet needed (by order)
         self.posted_early = [False] * L
-        self.early = 0                    # receives posted before they were needed
+        self.early = 0  # receives posted before they were needed
         self.applicable: list[int] = []
-        self.blocked: list[int] = []      # arrived, frontier done, range under a pending send
-        self.active_j: list[int] = []     # -1 where the request completed (compacted lazily)
+        self.blocked: list[int] = []  # arrived, frontier done, range under a pending send
+        self.active_j: list[int] = []  # -1 where the request completed (compacted lazily)
         self.active_req: list[Any] = []
         self.n_active = 0
         self.sending: dict[int, dict[int, tuple[int, int]]] = {}  # slot -> {j: byte range}
@@ -246,7 +256,7 @@ class RankExecutor:
         b = a + self.nbytes[j]
         pending = self.sending.get(a // self.cb)
         if pending:
-            for (x, y) in pending.values():
+            for x, y in pending.values():
                 if x < b and a < y:
                     self.blocked.append(j)
                     return False
@@ -331,8 +341,11 @@ class RankExecutor:
                 if st == IDLE:
                     waits = [int(p.ops[k]) for k in p.done_pre[j] if self.state[k] != DONE]
                     waits += [int(p.ops[k]) for k in p.post_pre[j] if self.state[k] == IDLE]
-                    why = (f"its send waits for op {waits[0]}" if waits
-                           else "its send was never posted")
+                    why = (
+                        f"its send waits for op {waits[0]}"
+                        if waits
+                        else "its send was never posted"
+                    )
                 else:
                     why = f"rank {peer} never received it"
             else:
@@ -340,8 +353,10 @@ class RankExecutor:
                     why = f"the message from rank {peer} never arrived"
                 else:
                     waits = [int(p.ops[k]) for k in p.done_pre[j] if self.state[k] != DONE]
-                    why = (f"its data arrived but waits for op {waits[0]}" if waits
-                           else "its data arrived but its byte range is still being sent")
+                    why = (
+                        f"its data arrived but waits for op {waits[0]}"
+                        if waits
+                        else "its data arrived but its byte range is still being sent"
+                    )
             return f"rank {r}: stuck at {what}: {why}"
         return f"rank {r}: stuck with no unfinished operation"
-

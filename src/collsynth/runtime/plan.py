@@ -30,7 +30,7 @@ from math import gcd
 
 import numpy as np
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
 
@@ -79,9 +79,15 @@ def size_quantum(sched: Schedule, elem: int) -> int:
     """
     q = int(elem)
     if sched.part_den is not None and sched.num_ops:
-        bounds = np.unique(np.concatenate([
-            np.stack([sched.part_lo, sched.part_den], axis=1),
-            np.stack([sched.part_hi, sched.part_den], axis=1)]), axis=0)
+        bounds = np.unique(
+            np.concatenate(
+                [
+                    np.stack([sched.part_lo, sched.part_den], axis=1),
+                    np.stack([sched.part_hi, sched.part_den], axis=1),
+                ]
+            ),
+            axis=0,
+        )
         for num, den in bounds.tolist():
             if den <= 0:
                 continue
@@ -101,7 +107,8 @@ def chunk_bytes_for(sched: Schedule, size: float, elem: int) -> int:
         raise CollsynthError(
             f"size {shown} B does not fit this schedule: it needs a positive multiple of "
             f"{quantum} B ({sched.collective.size_units} chunks, byte ranges and {elem}-byte "
-            f"elements), e.g. {near}")
+            f"elements), e.g. {near}"
+        )
     return int(size) // sched.collective.size_units
 
 
@@ -113,7 +120,7 @@ def execution_order(sched: Schedule) -> np.ndarray:
     than the highest level of its predecessors), then by op id; computed in waves with numpy.
     """
     n = sched.num_ops
-    pred_src = [np.asarray(sched.dep_ids, dtype=np.int64)]          # predecessor
+    pred_src = [np.asarray(sched.dep_ids, dtype=np.int64)]  # predecessor
     pred_dst = [np.repeat(np.arange(n, dtype=np.int64), np.diff(sched.dep_ptr))]
     if sched.link_order:
         for _, seq in sorted(sched.link_order.items()):
@@ -169,17 +176,17 @@ class RankPlan:
     num_ranks: int
     chunk_bytes: int
     elem: int
-    ops: np.ndarray          # global op id per local op
-    is_send: np.ndarray      # bool
-    peer: np.ndarray         # the other rank
-    offset: np.ndarray       # byte offset in the working buffer
-    nbytes: np.ndarray       # bytes moved
-    reduce: np.ndarray       # bool: receiver combines (sum) instead of overwriting
+    ops: np.ndarray  # global op id per local op
+    is_send: np.ndarray  # bool
+    peer: np.ndarray  # the other rank
+    offset: np.ndarray  # byte offset in the working buffer
+    nbytes: np.ndarray  # bytes moved
+    reduce: np.ndarray  # bool: receiver combines (sum) instead of overwriting
     tag: np.ndarray
     done_pre: list[list[int]]
     post_pre: list[list[int]]
     recv_pre: np.ndarray
-    slots: dict[int, int]    # global chunk id -> slot number in the working buffer
+    slots: dict[int, int]  # global chunk id -> slot number in the working buffer
     input_chunks: list[int]
     output_chunks: list[int]
 
@@ -199,8 +206,14 @@ def _op_range(sched: Schedule, op: int, chunk_bytes: int) -> tuple[int, int]:
     return chunk_bytes * lo // den, chunk_bytes * hi // den
 
 
-def build_rank_plan(sched: Schedule, rank: int, chunk_bytes: int, elem: int,
-                    tag_limit: int, order: np.ndarray | None = None) -> RankPlan:
+def build_rank_plan(
+    sched: Schedule,
+    rank: int,
+    chunk_bytes: int,
+    elem: int,
+    tag_limit: int,
+    order: np.ndarray | None = None,
+) -> RankPlan:
     """Rank ``rank``'s part of ``sched`` (see the module doc); ``order``: the execution order
     when already computed."""
     coll = sched.collective
@@ -231,15 +244,30 @@ def build_rank_plan(sched: Schedule, rank: int, chunk_bytes: int, elem: int,
     tag, recv_pre, post_pre = _tags(sched, order, local_ops, is_send, tag_limit)
     _link_order_pre(sched, rank, index, post_pre)
     done_pre = [sorted(index[p] for p in pre_global[op]) for op in local_ops]
-    return RankPlan(rank=rank, num_ranks=coll.num_ranks, chunk_bytes=int(chunk_bytes),
-                    elem=int(elem), ops=ops, is_send=is_send.astype(bool), peer=peer,
-                    offset=offset, nbytes=nbytes, reduce=reduce.astype(bool), tag=tag,
-                    done_pre=done_pre, post_pre=post_pre, recv_pre=recv_pre, slots=slots,
-                    input_chunks=ins, output_chunks=outs)
+    return RankPlan(
+        rank=rank,
+        num_ranks=coll.num_ranks,
+        chunk_bytes=int(chunk_bytes),
+        elem=int(elem),
+        ops=ops,
+        is_send=is_send.astype(bool),
+        peer=peer,
+        offset=offset,
+        nbytes=nbytes,
+        reduce=reduce.astype(bool),
+        tag=tag,
+        done_pre=done_pre,
+        post_pre=post_pre,
+        recv_pre=recv_pre,
+        slots=slots,
+        input_chunks=ins,
+        output_chunks=outs,
+    )
 
 
-def _frontiers(sched: Schedule, order: np.ndarray,
-               local_mask: np.ndarray) -> dict[int, tuple[int, ...]]:
+def _frontiers(
+    sched: Schedule, order: np.ndarray, local_mask: np.ndarray
+) -> dict[int, tuple[int, ...]]:
     """The local frontier ``P_r(i)`` of every local operation ``i`` (global op ids)."""
     # frontier sets, computed in execution order (deps come first); tuples are shared
     # between operations whenever possible, so long chains cost no copying
@@ -247,7 +275,7 @@ def _frontiers(sched: Schedule, order: np.ndarray,
     flat = sched.dep_ids.tolist()
     is_local = local_mask.tolist()
     empty: tuple[int, ...] = ()
-    frontier: list[tuple[int, ...]] = [empty] * sched.num_ops   # F_r(x)
+    frontier: list[tuple[int, ...]] = [empty] * sched.num_ops  # F_r(x)
     pre_global: dict[int, tuple[int, ...]] = {}
     for x in order.tolist():
         a, b = ptr[x], ptr[x + 1]
@@ -272,8 +300,9 @@ def _frontiers(sched: Schedule, order: np.ndarray,
     return pre_global
 
 
-def _byte_ranges(sched: Schedule, local_ops: list[int], slots: dict[int, int],
-                 chunk_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+def _byte_ranges(
+    sched: Schedule, local_ops: list[int], slots: dict[int, int], chunk_bytes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Offset in the working buffer and bytes moved of every local operation."""
     L = len(local_ops)
     offset = np.zeros(L, dtype=np.int64)
@@ -285,8 +314,9 @@ def _byte_ranges(sched: Schedule, local_ops: list[int], slots: dict[int, int],
     return offset, nbytes
 
 
-def _tags(sched: Schedule, order: np.ndarray, local_ops: list[int], is_send: np.ndarray,
-          tag_limit: int) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+def _tags(
+    sched: Schedule, order: np.ndarray, local_ops: list[int], is_send: np.ndarray, tag_limit: int
+) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
     """Message tags (per ordered pair, the sequence number in execution order, which every
     rank agrees on, modulo ``tag_limit``) and the posting order of colliding tags:
     ``(tag, recv_pre, post_pre)``."""
@@ -323,8 +353,9 @@ def _tags(sched: Schedule, order: np.ndarray, local_ops: list[int], is_send: np.
     return tag, recv_pre, post_pre
 
 
-def _link_order_pre(sched: Schedule, rank: int, index: dict[int, int],
-                    post_pre: list[list[int]]) -> None:
+def _link_order_pre(
+    sched: Schedule, rank: int, index: dict[int, int], post_pre: list[list[int]]
+) -> None:
     """Add the per-link order among this rank's own sends to ``post_pre``."""
     if sched.link_order:
         src = sched.src

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from .interp import RunTimeout, idle_wait
 
@@ -29,8 +29,9 @@ def _import_torch():
         import torch
         import torch.distributed as dist
     except ImportError:
-        raise CollsynthError("the torch backend needs PyTorch (python -m pip install "
-                             "'collsynth[torch]')") from None
+        raise CollsynthError(
+            "the torch backend needs PyTorch (python -m pip install 'collsynth[torch]')"
+        ) from None
     return torch, dist
 
 
@@ -47,8 +48,8 @@ class _Work:
 
     def __init__(self, work, host=None, dev=None):
         self.work = work
-        self.host = host   # numpy buffer to copy a staged receive into
-        self.dev = dev     # the staged CUDA tensor
+        self.host = host  # numpy buffer to copy a staged receive into
+        self.dev = dev  # the staged CUDA tensor
 
 
 class TorchBackend:
@@ -70,8 +71,12 @@ class TorchBackend:
             local = _env_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK") or 0
             torch.cuda.set_device(local % torch.cuda.device_count())
         if not dist.is_initialized():
-            dist.init_process_group(engine, rank=rank, world_size=size,
-                                    timeout=datetime.timedelta(seconds=max(timeout, 1.0)))
+            dist.init_process_group(
+                engine,
+                rank=rank,
+                world_size=size,
+                timeout=datetime.timedelta(seconds=max(timeout, 1.0)),
+            )
         self.rank = dist.get_rank()
         self.size = dist.get_world_size()
         self.tag_limit = 1 if self.cuda else (1 << 30)
@@ -115,8 +120,9 @@ class TorchBackend:
         idle = 0
         while not work.is_completed():
             if time.monotonic() > deadline:
-                raise RunTimeout(f"rank {self.rank}: timed out in {what} (a rank exited or is "
-                                 f"stuck)")
+                raise RunTimeout(
+                    f"rank {self.rank}: timed out in {what} (a rank exited or is stuck)"
+                )
             idle += 1
             idle_wait(idle)
 
@@ -126,10 +132,11 @@ class TorchBackend:
         self.dist.all_gather_object(out, obj)
         return out
 
-    def reference(self, coll: Collective, send: np.ndarray, recv: np.ndarray,
-                  elem: np.dtype, deadline: float) -> bool:
+    def reference(
+        self, coll: Collective, send: np.ndarray, recv: np.ndarray, elem: np.dtype, deadline: float
+    ) -> bool:
         """torch.distributed's own collective where it has one; False otherwise."""
-        torch, dist, k = self.torch, self.dist, coll.kind
+        dist, k = self.dist, coll.kind
         view = (lambda b: self._tensor(b.view(elem))) if coll.reduces else self._tensor
         s = view(send)
         r = view(recv)

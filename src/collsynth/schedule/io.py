@@ -43,10 +43,30 @@ from .ir import OpKind, Schedule, ScheduleBuilder, _csr
 FORMAT = "collsynth-schedule"
 VERSION = 1
 
-_TOP_KEYS = {"format", "version", "topology", "collective", "size", "meta", "ops", "link_order",
-             "trees"}
-_OP_KEYS = {"count", "src", "dst", "chunk", "kind", "routes", "deps", "start", "duration",
-            "step", "part"}
+_TOP_KEYS = {
+    "format",
+    "version",
+    "topology",
+    "collective",
+    "size",
+    "meta",
+    "ops",
+    "link_order",
+    "trees",
+}
+_OP_KEYS = {
+    "count",
+    "src",
+    "dst",
+    "chunk",
+    "kind",
+    "routes",
+    "deps",
+    "start",
+    "duration",
+    "step",
+    "part",
+}
 
 
 def _nan_to_none(values: np.ndarray) -> list:
@@ -62,11 +82,14 @@ def schedule_to_dict(s: Schedule) -> dict:
     }
     if np.any(s.kind != OpKind.COPY):
         ops["kind"] = ["reduce" if k == OpKind.REDUCE else "copy" for k in s.kind.tolist()]
-    ops["routes"] = [s.route_links[a:b].tolist()
-                     for a, b in zip(s.route_ptr[:-1].tolist(), s.route_ptr[1:].tolist())]
+    ops["routes"] = [
+        s.route_links[a:b].tolist()
+        for a, b in zip(s.route_ptr[:-1].tolist(), s.route_ptr[1:].tolist())
+    ]
     if len(s.dep_ids):
-        ops["deps"] = [s.dep_ids[a:b].tolist()
-                       for a, b in zip(s.dep_ptr[:-1].tolist(), s.dep_ptr[1:].tolist())]
+        ops["deps"] = [
+            s.dep_ids[a:b].tolist() for a, b in zip(s.dep_ptr[:-1].tolist(), s.dep_ptr[1:].tolist())
+        ]
     if s.start is not None:
         ops["start"] = _nan_to_none(s.start)
     if s.duration is not None:
@@ -124,7 +147,7 @@ def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
 # ---------------------------------------------------------------------- parsing
 def _is_int(x: Any) -> TypeGuard[int]:
     """An integer that fits the int64 columns of the IR."""
-    return isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
+    return isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63
 
 
 def _finite(x: Any) -> bool:
@@ -159,8 +182,9 @@ def _float_column(ops: dict, name: str, count: int, where: str) -> np.ndarray:
     return out
 
 
-def _list_of_int_lists(ops: dict, name: str, count: int, where: str,
-                       required: bool) -> list[list[int]]:
+def _list_of_int_lists(
+    ops: dict, name: str, count: int, where: str, required: bool
+) -> list[list[int]]:
     col = ops.get(name)
     if col is None and not required:
         return [[] for _ in range(count)]
@@ -172,8 +196,9 @@ def _list_of_int_lists(ops: dict, name: str, count: int, where: str,
     return col
 
 
-def schedule_from_dict(data: Any, source: str = "schedule",
-                       topology: Topology | None = None) -> Schedule:
+def schedule_from_dict(
+    data: Any, source: str = "schedule", topology: Topology | None = None
+) -> Schedule:
     """The schedule of a parsed schedule file, every field checked (``source`` names it in
     errors; ``topology``, when given, must match the embedded one)."""
     where = source
@@ -181,8 +206,12 @@ def schedule_from_dict(data: Any, source: str = "schedule",
     topo = _topology_of(data, where, topology)
     coll = Collective.from_dict(data["collective"], source=where)
     size = data.get("size")
-    if size is not None and (not isinstance(size, (int, float)) or isinstance(size, bool)
-                             or not _finite(size) or size <= 0):
+    if size is not None and (
+        not isinstance(size, (int, float))
+        or isinstance(size, bool)
+        or not _finite(size)
+        or size <= 0
+    ):
         raise CollsynthError(f"{where}: size must be a positive number of bytes or null")
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
@@ -214,9 +243,28 @@ def schedule_from_dict(data: Any, source: str = "schedule",
         from .trees import TreeForm
 
         trees = TreeForm.from_dict(data["trees"], source=f"{where} trees")
-    return Schedule(topo, coll, src, dst, chunk, kind, route_ptr, route_links, dep_ptr, dep_ids,
-                    start, duration, step, part_lo, part_hi, part_den, link_order,
-                    float(size) if size is not None else None, dict(meta), trees)
+    return Schedule(
+        topo,
+        coll,
+        src,
+        dst,
+        chunk,
+        kind,
+        route_ptr,
+        route_links,
+        dep_ptr,
+        dep_ids,
+        start,
+        duration,
+        step,
+        part_lo,
+        part_hi,
+        part_den,
+        link_order,
+        float(size) if size is not None else None,
+        dict(meta),
+        trees,
+    )
 
 
 def _check_header(data: Any, where: str) -> None:
@@ -225,11 +273,15 @@ def _check_header(data: Any, where: str) -> None:
     if not isinstance(data, dict):
         raise CollsynthError(f"{where}: a schedule file must hold a JSON object")
     if data.get("format") != FORMAT:
-        raise CollsynthError(f"{where}: not a collsynth schedule (format is "
-                             f"{data.get('format')!r}, expected {FORMAT!r})")
+        raise CollsynthError(
+            f"{where}: not a collsynth schedule (format is "
+            f"{data.get('format')!r}, expected {FORMAT!r})"
+        )
     if isinstance(data.get("version"), bool) or data.get("version") != VERSION:
-        raise CollsynthError(f"{where}: unsupported schedule format version "
-                             f"{data.get('version')!r} (this collsynth reads {VERSION})")
+        raise CollsynthError(
+            f"{where}: unsupported schedule format version "
+            f"{data.get('version')!r} (this collsynth reads {VERSION})"
+        )
     bad = set(data) - _TOP_KEYS
     if bad:
         raise CollsynthError(f"{where}: unknown key {sorted(bad, key=str)[0]!r} at top level")
@@ -244,7 +296,8 @@ def _topology_of(data: dict, where: str, topology: Topology | None) -> Topology:
         raise CollsynthError(
             f"{where}: schedule was made for topology {embedded.name!r} "
             f"(fingerprint {embedded.fingerprint}) but the given topology {topology.name!r} "
-            f"differs (fingerprint {topology.fingerprint})")
+            f"differs (fingerprint {topology.fingerprint})"
+        )
     return topology or embedded
 
 
@@ -260,8 +313,7 @@ def _kind_column(ops: dict, count: int, where: str) -> np.ndarray:
         try:
             kinds.append(int(OpKind.parse(k)))
         except CollsynthError:
-            raise CollsynthError(f"{where}: ops.kind[{i}] = {k!r} is not copy or reduce") \
-                from None
+            raise CollsynthError(f"{where}: ops.kind[{i}] = {k!r} is not copy or reduce") from None
     return np.array(kinds, dtype=np.int8) if count else np.zeros(0, dtype=np.int8)
 
 
@@ -318,5 +370,12 @@ def _link_order(data: dict, where: str) -> dict[int, np.ndarray] | None:
     return link_order
 
 
-__all__ = ["FORMAT", "VERSION", "load_schedule", "save_schedule", "schedule_from_dict",
-           "schedule_to_dict", "ScheduleBuilder"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "load_schedule",
+    "save_schedule",
+    "schedule_from_dict",
+    "schedule_to_dict",
+    "ScheduleBuilder",
+]

@@ -25,9 +25,10 @@ Build schedules with :class:`ScheduleBuilder`; a :class:`Schedule` itself is imm
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class OpKind(IntEnum):
     REDUCE = 1
 
     @classmethod
-    def parse(cls, value: Any) -> "OpKind":
+    def parse(cls, value: Any) -> OpKind:
         if isinstance(value, OpKind):
             return value
         if isinstance(value, str):
@@ -49,8 +50,11 @@ class OpKind(IntEnum):
                 return cls[value.strip().upper()]
             except KeyError:
                 pass
-        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
-                and int(value) in (0, 1):
+        elif (
+            isinstance(value, (int, np.integer))
+            and not isinstance(value, bool)
+            and int(value) in (0, 1)
+        ):
             return cls(int(value))
         raise CollsynthError(f"operation kind {value!r} is not copy or reduce")
 
@@ -95,14 +99,16 @@ class Schedule:
         return self.num_ops
 
     def __repr__(self) -> str:
-        return (f"Schedule({self.collective.describe()} on {self.topology.name!r}, "
-                f"{self.num_ops} ops, algo={self.meta.get('algorithm')!r})")
+        return (
+            f"Schedule({self.collective.describe()} on {self.topology.name!r}, "
+            f"{self.num_ops} ops, algo={self.meta.get('algorithm')!r})"
+        )
 
     def route(self, op: int) -> np.ndarray:
-        return self.route_links[self.route_ptr[op]:self.route_ptr[op + 1]]
+        return self.route_links[self.route_ptr[op] : self.route_ptr[op + 1]]
 
     def deps(self, op: int) -> np.ndarray:
-        return self.dep_ids[self.dep_ptr[op]:self.dep_ptr[op + 1]]
+        return self.dep_ids[self.dep_ptr[op] : self.dep_ptr[op + 1]]
 
     @property
     def timed(self) -> bool:
@@ -126,14 +132,17 @@ class Schedule:
         t = self.topology
         k = "reduce" if self.kind[op] == OpKind.REDUCE else "copy"
         part = ""
-        if self.part_den is not None and not (self.part_lo[op] == 0 and
-                                              self.part_hi[op] == self.part_den[op]):
+        if self.part_den is not None and not (
+            self.part_lo[op] == 0 and self.part_hi[op] == self.part_den[op]
+        ):
             den = self.part_den[op]
             part = f"[{self.part_lo[op]}/{den}..{self.part_hi[op]}/{den}]"
-        return (f"op {op} ({k} chunk {int(self.chunk[op])}{part} "
-                f"{t.rank_name(int(self.src[op]))}->{t.rank_name(int(self.dst[op]))})")
+        return (
+            f"op {op} ({k} chunk {int(self.chunk[op])}{part} "
+            f"{t.rank_name(int(self.src[op]))}->{t.rank_name(int(self.dst[op]))})"
+        )
 
-    def with_meta(self, **meta: Any) -> "Schedule":
+    def with_meta(self, **meta: Any) -> Schedule:
         from dataclasses import replace
 
         return replace(self, meta={**self.meta, **meta})
@@ -148,8 +157,9 @@ class Schedule:
             "max_route_links": int(routes.max()) if self.num_ops else 0,
             "deps": int(len(self.dep_ids)),
             "timed": self.timed,
-            "steps": int(self.step.max()) + 1 if self.step is not None and self.num_ops
-            and self.step.max() >= 0 else None,
+            "steps": int(self.step.max()) + 1
+            if self.step is not None and self.num_ops and self.step.max() >= 0
+            else None,
         }
 
 
@@ -169,12 +179,13 @@ class ScheduleBuilder:
         if collective.num_ranks != topology.num_ranks:
             raise CollsynthError(
                 f"collective has {collective.num_ranks} ranks but topology {topology.name!r} "
-                f"has {topology.num_ranks} compute nodes")
+                f"has {topology.num_ranks} compute nodes"
+            )
         self.topology = topology
         self.collective = collective
         self.meta = dict(meta or {})
-        self._segments: list[dict] = []   # frozen blocks of operations (numpy columns)
-        self._frozen = 0                  # number of operations in self._segments
+        self._segments: list[dict] = []  # frozen blocks of operations (numpy columns)
+        self._frozen = 0  # number of operations in self._segments
         self._reset_pending()
         self._any = {"start": False, "duration": False, "step": False, "part": False}
         self.link_order: dict[int, list[int]] = {}
@@ -205,10 +216,20 @@ class ScheduleBuilder:
             self._routes_table = RouteTable(self.topology)
         return self._routes_table
 
-    def add(self, src: int, dst: int, chunk: int, *, route: Sequence[int] | None = None,
-            kind: OpKind | str = OpKind.COPY, deps: Iterable[int] = (),
-            start: float | None = None, duration: float | None = None, step: int | None = None,
-            part: tuple[int, int, int] | None = None) -> int:
+    def add(
+        self,
+        src: int,
+        dst: int,
+        chunk: int,
+        *,
+        route: Sequence[int] | None = None,
+        kind: OpKind | str = OpKind.COPY,
+        deps: Iterable[int] = (),
+        start: float | None = None,
+        duration: float | None = None,
+        step: int | None = None,
+        part: tuple[int, int, int] | None = None,
+    ) -> int:
         """Append one operation and return its id."""
         if route is None:
             route = self.routes.route(src, dst)
@@ -229,12 +250,20 @@ class ScheduleBuilder:
         self._any["part"] |= part is not None
         return op
 
-    def add_many(self, src: np.ndarray, dst: np.ndarray, chunk: np.ndarray, *,
-                 route_ptr: np.ndarray, route_links: np.ndarray,
-                 dep_ptr: np.ndarray | None = None, dep_ids: np.ndarray | None = None,
-                 kind: np.ndarray | int = OpKind.COPY,
-                 step: np.ndarray | None = None,
-                 part: np.ndarray | tuple[int, int, int] | None = None) -> np.ndarray:
+    def add_many(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        chunk: np.ndarray,
+        *,
+        route_ptr: np.ndarray,
+        route_links: np.ndarray,
+        dep_ptr: np.ndarray | None = None,
+        dep_ids: np.ndarray | None = None,
+        kind: np.ndarray | int = OpKind.COPY,
+        step: np.ndarray | None = None,
+        part: np.ndarray | tuple[int, int, int] | None = None,
+    ) -> np.ndarray:
         """Append operations from arrays and return their ids.
 
         Routes and dependencies are CSR arrays (``*_ptr`` has one more entry than there are
@@ -246,30 +275,42 @@ class ScheduleBuilder:
         k = len(src)
         base = self._frozen
         seg = {
-            "src": np.asarray(src, dtype=np.int64), "dst": np.asarray(dst, dtype=np.int64),
+            "src": np.asarray(src, dtype=np.int64),
+            "dst": np.asarray(dst, dtype=np.int64),
             "chunk": np.asarray(chunk, dtype=np.int64),
             "kind": np.broadcast_to(np.asarray(kind, dtype=np.int8), (k,)).copy(),
             "route_ptr": np.asarray(route_ptr, dtype=np.int64),
             "route_links": np.asarray(route_links, dtype=np.int64),
-            "dep_ptr": (np.zeros(k + 1, dtype=np.int64) if dep_ptr is None
-                        else np.asarray(dep_ptr, dtype=np.int64)),
-            "dep_ids": (np.zeros(0, dtype=np.int64) if dep_ids is None
-                        else np.asarray(dep_ids, dtype=np.int64)),
+            "dep_ptr": (
+                np.zeros(k + 1, dtype=np.int64)
+                if dep_ptr is None
+                else np.asarray(dep_ptr, dtype=np.int64)
+            ),
+            "dep_ids": (
+                np.zeros(0, dtype=np.int64)
+                if dep_ids is None
+                else np.asarray(dep_ids, dtype=np.int64)
+            ),
             "step": None if step is None else np.asarray(step, dtype=np.int64),
-            "start": None, "duration": None, "part": None, "n": k,
+            "start": None,
+            "duration": None,
+            "part": None,
+            "n": k,
         }
         if part is not None:
             arr = np.asarray(part, dtype=np.int64)
             if arr.shape == (3,):
                 arr = np.broadcast_to(arr, (k, 3))
             if arr.shape != (k, 3):
-                raise CollsynthError(f"add_many: part has shape {tuple(arr.shape)}, expected "
-                                     f"(3,) or ({k}, 3)")
+                raise CollsynthError(
+                    f"add_many: part has shape {tuple(arr.shape)}, expected (3,) or ({k}, 3)"
+                )
             seg["part"] = np.array(arr, dtype=np.int64)
         for name in ("dst", "chunk"):
             if len(seg[name]) != k:
-                raise CollsynthError(f"add_many: column {name} has {len(seg[name])} entries, "
-                                     f"expected {k}")
+                raise CollsynthError(
+                    f"add_many: column {name} has {len(seg[name])} entries, expected {k}"
+                )
         if len(seg["route_ptr"]) != k + 1 or len(seg["dep_ptr"]) != k + 1:
             raise CollsynthError("add_many: route_ptr and dep_ptr need one entry per op plus one")
         self._any["step"] |= step is not None
@@ -285,19 +326,23 @@ class ScheduleBuilder:
             return
         route_ptr, route_links = _csr(self._routes)
         dep_ptr, dep_ids = _csr(self._deps)
-        self._segments.append({
-            "src": np.array(self._src, dtype=np.int64),
-            "dst": np.array(self._dst, dtype=np.int64),
-            "chunk": np.array(self._chunk, dtype=np.int64),
-            "kind": np.array(self._kind, dtype=np.int8),
-            "route_ptr": route_ptr, "route_links": route_links,
-            "dep_ptr": dep_ptr, "dep_ids": dep_ids,
-            "start": np.array(self._start, dtype=np.float64),
-            "duration": np.array(self._duration, dtype=np.float64),
-            "step": np.array(self._step, dtype=np.int64),
-            "part": np.array(self._part, dtype=np.int64).reshape(n, 3),
-            "n": n,
-        })
+        self._segments.append(
+            {
+                "src": np.array(self._src, dtype=np.int64),
+                "dst": np.array(self._dst, dtype=np.int64),
+                "chunk": np.array(self._chunk, dtype=np.int64),
+                "kind": np.array(self._kind, dtype=np.int8),
+                "route_ptr": route_ptr,
+                "route_links": route_links,
+                "dep_ptr": dep_ptr,
+                "dep_ids": dep_ids,
+                "start": np.array(self._start, dtype=np.float64),
+                "duration": np.array(self._duration, dtype=np.float64),
+                "step": np.array(self._step, dtype=np.int64),
+                "part": np.array(self._part, dtype=np.int64).reshape(n, 3),
+                "n": n,
+            }
+        )
         self._frozen += n
         self._reset_pending()
 
@@ -307,12 +352,14 @@ class ScheduleBuilder:
     def build(self) -> Schedule:
         self._flush()
         segs = self._segments
-        n = self._frozen
 
         def cat(name, dtype):
             parts = [sg[name] for sg in segs]
-            return np.concatenate(parts).astype(dtype, copy=False) if parts \
+            return (
+                np.concatenate(parts).astype(dtype, copy=False)
+                if parts
                 else np.zeros(0, dtype=dtype)
+            )
 
         def cat_csr(ptr_name, ids_name):
             ptrs, ids, offset = [np.zeros(1, dtype=np.int64)], [], 0
@@ -326,8 +373,10 @@ class ScheduleBuilder:
         def optional(name, fill, dtype, shape=()):
             if not self._any[name]:
                 return None
-            parts = [sg[name] if sg[name] is not None
-                     else np.full((sg["n"],) + shape, fill, dtype=dtype) for sg in segs]
+            parts = [
+                sg[name] if sg[name] is not None else np.full((sg["n"],) + shape, fill, dtype=dtype)
+                for sg in segs
+            ]
             return np.concatenate(parts).astype(dtype, copy=False)
 
         route_ptr, route_links = cat_csr("route_ptr", "route_links")
@@ -361,8 +410,7 @@ class ScheduleBuilder:
             part_lo=part[:, 0].copy() if part is not None else None,
             part_hi=part[:, 1].copy() if part is not None else None,
             part_den=part[:, 2].copy() if part is not None else None,
-            link_order={k: np.array(v, dtype=np.int64) for k, v in self.link_order.items()}
-            or None,
+            link_order={k: np.array(v, dtype=np.int64) for k, v in self.link_order.items()} or None,
             size=self.size,
             meta=dict(self.meta),
             trees=self.trees,

@@ -24,10 +24,11 @@ emitted round-robin over the trees (every tree's first chunk, then every tree's 
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..topology.model import Topology
 from .ir import OpKind, Schedule, ScheduleBuilder
@@ -41,8 +42,12 @@ class Tree:
     direction: str = "out"
 
     def to_dict(self) -> dict:
-        return {"root": self.root, "mult": self.mult, "direction": self.direction,
-                "edges": [[a, b, list(r) if r is not None else None] for a, b, r in self.edges]}
+        return {
+            "root": self.root,
+            "mult": self.mult,
+            "direction": self.direction,
+            "edges": [[a, b, list(r) if r is not None else None] for a, b, r in self.edges],
+        }
 
 
 @dataclass
@@ -62,7 +67,7 @@ class TreeForm:
         return {"trees": [t.to_dict() for t in self.trees]}
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "trees") -> "TreeForm":
+    def from_dict(cls, data: Any, source: str = "trees") -> TreeForm:
         if not isinstance(data, dict) or not isinstance(data.get("trees"), list):
             raise CollsynthError(f"{source}: 'trees' must be an object with a 'trees' list")
         trees = []
@@ -81,13 +86,19 @@ class TreeForm:
                 raise CollsynthError(f"{source}: tree {i} edges must be a list")
             parsed = []
             for j, e in enumerate(edges):
-                if not isinstance(e, list) or len(e) not in (2, 3) or not _is_int(e[0]) \
-                        or not _is_int(e[1]):
+                if (
+                    not isinstance(e, list)
+                    or len(e) not in (2, 3)
+                    or not _is_int(e[0])
+                    or not _is_int(e[1])
+                ):
                     raise CollsynthError(
-                        f"{source}: tree {i} edge {j} must be [from, to] or [from, to, route]")
+                        f"{source}: tree {i} edge {j} must be [from, to] or [from, to, route]"
+                    )
                 route = e[2] if len(e) == 3 else None
-                if route is not None and (not isinstance(route, list)
-                                          or not all(_is_int(x) for x in route)):
+                if route is not None and (
+                    not isinstance(route, list) or not all(_is_int(x) for x in route)
+                ):
                     raise CollsynthError(f"{source}: tree {i} edge {j} route must be link ids")
                 parsed.append((int(e[0]), int(e[1]), tuple(route) if route is not None else None))
             trees.append(Tree(int(root), tuple(parsed), int(mult), direction))
@@ -124,8 +135,9 @@ def _check_tree(tree: Tree, n: int, members: set[int], what: str) -> dict[int, l
                 seen.add(v)
                 q.append(v)
     if set(parent) - seen:
-        raise CollsynthError(f"{what}: rank {min(set(parent) - seen)} is not connected to root "
-                             f"{tree.root}")
+        raise CollsynthError(
+            f"{what}: rank {min(set(parent) - seen)} is not connected to root {tree.root}"
+        )
     if members - seen:
         raise CollsynthError(f"{what}: does not reach rank {min(members - seen)}")
     return children
@@ -151,8 +163,13 @@ def _chunk_plan(roots: dict[int, list[Tree]], pipeline: int) -> tuple[int, dict]
     return cpr, plan
 
 
-def lower(topology: Topology, collective: Collective, form: TreeForm, pipeline: int = 1,
-          meta: dict | None = None) -> Schedule:
+def lower(
+    topology: Topology,
+    collective: Collective,
+    form: TreeForm,
+    pipeline: int = 1,
+    meta: dict | None = None,
+) -> Schedule:
     """Lower trees to a chunk schedule for ``collective`` (its chunk count is set here)."""
     if pipeline < 1:
         raise CollsynthError(f"pipeline depth must be at least 1, got {pipeline}")
@@ -174,8 +191,10 @@ def lower(topology: Topology, collective: Collective, form: TreeForm, pipeline: 
     for name, roots, need in (("out", out_roots, need_out), ("in", in_roots, need_in)):
         if set(roots) != need:
             miss = sorted(need - set(roots)) or sorted(set(roots) - need)
-            raise CollsynthError(f"{kind.value} needs {name}-trees rooted at exactly ranks "
-                                 f"{sorted(need)[:8]}...; rank {miss[0]} differs")
+            raise CollsynthError(
+                f"{kind.value} needs {name}-trees rooted at exactly ranks "
+                f"{sorted(need)[:8]}...; rank {miss[0]} differs"
+            )
     cpr_out, plan_out = _chunk_plan(out_roots, pipeline) if out_roots else (None, {})
     cpr_in, plan_in = _chunk_plan(in_roots, pipeline) if in_roots else (None, {})
     if cpr_out and cpr_in and cpr_out != cpr_in:
@@ -192,8 +211,9 @@ def lower(topology: Topology, collective: Collective, form: TreeForm, pipeline: 
                 children = _check_tree(t, n, everyone, f"{direction}-tree {i} of rank {r}")
                 routes = {(a, bb): rt for a, bb, rt in t.edges}
                 edges = (_postorder_edges if direction == "in" else _bfs_edges)(t.root, children)
-                tasks[direction].append((t.root, edges, routes,
-                                         [_chunk_id(coll, r, loc) for loc in plan[(r, i)]]))
+                tasks[direction].append(
+                    (t.root, edges, routes, [_chunk_id(coll, r, loc) for loc in plan[(r, i)]])
+                )
     # Emit round-robin over trees (chunk 0 of every tree, then chunk 1, ...) and give each
     # operation the step "round * width + depth" (width > every depth): steps are the planned
     # priority on shared links, so older pipeline rounds go first and every tree advances
@@ -209,11 +229,19 @@ def lower(topology: Topology, collective: Collective, form: TreeForm, pipeline: 
                 if q >= len(chunks):
                     continue
                 if direction == "in":
-                    reduced[chunks[q]] = _lower_in(b, root, edges, routes, chunks[q],
-                                                  step0 + q * width)
+                    reduced[chunks[q]] = _lower_in(
+                        b, root, edges, routes, chunks[q], step0 + q * width
+                    )
                 else:
-                    _lower_out(b, root, edges, routes, chunks[q], reduced.get(chunks[q], []),
-                               step0 + q * width)
+                    _lower_out(
+                        b,
+                        root,
+                        edges,
+                        routes,
+                        chunks[q],
+                        reduced.get(chunks[q], []),
+                        step0 + q * width,
+                    )
                 depth = max((e[2] for e in edges), default=0)
                 last = max(last, step0 + q * width + depth + 1)
         step0 = last
@@ -263,21 +291,52 @@ def _postorder_edges(root: int, children: dict[int, list[int]]) -> list[tuple[in
     return out
 
 
-def _lower_out(b: ScheduleBuilder, root: int, edges: list[tuple[int, int, int]], routes: dict,
-               chunk: int, root_deps: Sequence[int], step0: int) -> None:
+def _lower_out(
+    b: ScheduleBuilder,
+    root: int,
+    edges: list[tuple[int, int, int]],
+    routes: dict,
+    chunk: int,
+    root_deps: Sequence[int],
+    step0: int,
+) -> None:
     """Broadcast ``chunk`` down an out-tree; op ``u -> v`` has step ``step0 + depth(u)``."""
     arrived = {root: list(root_deps)}
     for u, v, depth in edges:
-        arrived[v] = [b.add(u, v, chunk, route=routes.get((u, v)), kind=OpKind.COPY,
-                            deps=arrived[u], step=step0 + depth)]
+        arrived[v] = [
+            b.add(
+                u,
+                v,
+                chunk,
+                route=routes.get((u, v)),
+                kind=OpKind.COPY,
+                deps=arrived[u],
+                step=step0 + depth,
+            )
+        ]
 
 
-def _lower_in(b: ScheduleBuilder, root: int, edges: list[tuple[int, int, int]], routes: dict,
-              chunk: int, step0: int) -> list[int]:
+def _lower_in(
+    b: ScheduleBuilder,
+    root: int,
+    edges: list[tuple[int, int, int]],
+    routes: dict,
+    chunk: int,
+    step0: int,
+) -> list[int]:
     """Reduce ``chunk`` up an in-tree (op ``u -> parent`` at step ``step0 + level(u)``); return
     the ops that deliver into the root."""
     into: dict[int, list[int]] = defaultdict(list)
     for u, p, level in edges:
-        into[p].append(b.add(u, p, chunk, route=routes.get((u, p)), kind=OpKind.REDUCE,
-                             deps=into[u], step=step0 + level))
+        into[p].append(
+            b.add(
+                u,
+                p,
+                chunk,
+                route=routes.get((u, p)),
+                kind=OpKind.REDUCE,
+                deps=into[u],
+                step=step0 + level,
+            )
+        )
     return into[root]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
-from ..collective import CollKind, Collective
+from ..collective import Collective, CollKind
 from ..schedule.ir import OpKind, Schedule, ScheduleBuilder
 from ..topology.model import Topology
 from ..topology.paths import RouteTable
@@ -67,8 +67,11 @@ class _ComputeGraph:
             if u in done:
                 continue
             done.add(u)
-            nbrs = self.routes.direct(u).items() if forward else \
-                ((w, self.routes.route(w, u)) for w in rev.get(u, ()))
+            nbrs = (
+                self.routes.direct(u).items()
+                if forward
+                else ((w, self.routes.route(w, u)) for w in rev.get(u, ()))
+            )
             for v, route in nbrs:
                 key = (hops + 1, alpha + self.routes.route_alpha(route))
                 if v not in best or key < best[v] or (key == best[v] and u < parent[v]):
@@ -78,8 +81,14 @@ class _ComputeGraph:
         return parent
 
 
-def _broadcast(b: ScheduleBuilder, g: _ComputeGraph, chunk: int, source: int,
-               dests: tuple[int, ...], root_deps: list[int] | None = None) -> None:
+def _broadcast(
+    b: ScheduleBuilder,
+    g: _ComputeGraph,
+    chunk: int,
+    source: int,
+    dests: tuple[int, ...],
+    root_deps: list[int] | None = None,
+) -> None:
     parent = g.out_tree(source)
     needed = set()
     for d in dests:
@@ -144,8 +153,7 @@ def synthesize(topology: Topology, collective: Collective) -> Schedule:
                 owner = chunk // collective.chunks_per_rank
             into_root = _reduce(b, g, chunk, owner)
             if kind is CollKind.ALLREDUCE:
-                _broadcast(b, g, chunk, owner, tuple(r for r in range(n) if r != owner),
-                           into_root)
+                _broadcast(b, g, chunk, owner, tuple(r for r in range(n) if r != owner), into_root)
     else:
         src = collective.chunk_source
         for chunk in range(collective.num_chunks):

@@ -18,9 +18,11 @@ algorithm      what                                                 module
 =============  ==================================================  =============================
 """
 
-from . import ring  # noqa: F401
-from . import tree  # noqa: F401
-from . import rd  # noqa: F401
-from . import hier_ring  # noqa: F401
-from . import alltoall  # noqa: F401
-from . import sph  # noqa: F401
+from . import (
+    alltoall,  # noqa: F401
+    hier_ring,  # noqa: F401
+    rd,  # noqa: F401
+    ring,  # noqa: F401
+    sph,  # noqa: F401
+    tree,  # noqa: F401
+)

@@ -21,7 +21,8 @@ relay paths through GPUs and buffer tracking for reductions.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -51,8 +52,9 @@ def round_up_chunks(collective: Collective, multiple: int) -> tuple[Collective, 
     if c == 1:
         return collective.with_chunks(multiple), None
     new = -(-c // multiple) * multiple
-    return collective.with_chunks(new), (f"chunks_per_rank {c} rounded up to {new}, a multiple "
-                                         f"of {multiple}")
+    return collective.with_chunks(new), (
+        f"chunks_per_rank {c} rounded up to {new}, a multiple of {multiple}"
+    )
 
 
 # ---------------------------------------------------------------------------------- grouping
@@ -176,14 +178,17 @@ class ComputeGraph:
             self._relay_cache[key] = result
         return None if result is None else list(result)
 
-    def path_or_fail(self, u: int, v: int, allowed: Iterable[int] | None = None,
-                     why: str = "") -> list[int]:
+    def path_or_fail(
+        self, u: int, v: int, allowed: Iterable[int] | None = None, why: str = ""
+    ) -> list[int]:
         p = self.relay_path(u, v, allowed)
         if p is None:
             t = self.topology
             extra = f" ({why})" if why else ""
-            raise CollsynthError(f"no path from {t.rank_name(u)} to {t.rank_name(v)} through "
-                                 f"allowed relay GPUs{extra}")
+            raise CollsynthError(
+                f"no path from {t.rank_name(u)} to {t.rank_name(v)} through "
+                f"allowed relay GPUs{extra}"
+            )
         return p
 
 
@@ -191,12 +196,18 @@ class ComputeGraph:
 class Ops:
     """Operations appended one by one (:meth:`add`) or as numpy blocks (:meth:`add_block`)."""
 
-    def __init__(self, topology: Topology, collective: Collective, routes: Routes | None = None,
-                 meta: dict | None = None):
+    def __init__(
+        self,
+        topology: Topology,
+        collective: Collective,
+        routes: Routes | None = None,
+        meta: dict | None = None,
+    ):
         if collective.num_ranks != topology.num_ranks:
             raise CollsynthError(
                 f"collective has {collective.num_ranks} ranks but topology {topology.name!r} "
-                f"has {topology.num_ranks} compute nodes")
+                f"has {topology.num_ranks} compute nodes"
+            )
         self.topology = topology
         self.collective = collective
         self.routes = routes or Routes(topology)
@@ -233,12 +244,22 @@ class Ops:
         r = self.routes.route(u, v)
         if r is None:
             t = self.topology
-            raise CollsynthError(f"no route from {t.rank_name(u)} to {t.rank_name(v)} through "
-                                 f"switches/routers only")
+            raise CollsynthError(
+                f"no route from {t.rank_name(u)} to {t.rank_name(v)} through switches/routers only"
+            )
         return r
 
-    def add(self, src: int, dst: int, chunk: int, *, route: Sequence[int] | None = None,
-            kind: int = COPY, deps: Iterable[int] = (), step: int = -1) -> int:
+    def add(
+        self,
+        src: int,
+        dst: int,
+        chunk: int,
+        *,
+        route: Sequence[int] | None = None,
+        kind: int = COPY,
+        deps: Iterable[int] = (),
+        step: int = -1,
+    ) -> int:
         if route is None:
             route = self.direct_route(src, dst)
         self._src.append(int(src))
@@ -261,17 +282,21 @@ class Ops:
         if not m:
             return
         lengths = np.fromiter((len(d) for d in self._deps), dtype=np.int64, count=m)
-        flat = np.fromiter((x for d in self._deps for x in d), dtype=np.int64,
-                           count=int(lengths.sum()))
-        self._blocks.append({
-            "src": np.array(self._src, dtype=np.int64),
-            "dst": np.array(self._dst, dtype=np.int64),
-            "chunk": np.array(self._chunk, dtype=np.int64),
-            "kind": np.array(self._kind, dtype=np.int8),
-            "rid": np.array(self._rids, dtype=np.int64),
-            "dep_len": lengths, "dep_flat": flat,
-            "step": np.array(self._step, dtype=np.int64),
-        })
+        flat = np.fromiter(
+            (x for d in self._deps for x in d), dtype=np.int64, count=int(lengths.sum())
+        )
+        self._blocks.append(
+            {
+                "src": np.array(self._src, dtype=np.int64),
+                "dst": np.array(self._dst, dtype=np.int64),
+                "chunk": np.array(self._chunk, dtype=np.int64),
+                "kind": np.array(self._kind, dtype=np.int8),
+                "rid": np.array(self._rids, dtype=np.int64),
+                "dep_len": lengths,
+                "dep_flat": flat,
+                "step": np.array(self._step, dtype=np.int64),
+            }
+        )
         self._reset_cur()
         self._start_cur = self.count
 
@@ -295,11 +320,18 @@ class Ops:
             mask = d >= 0
             dep_len = mask.sum(axis=1).astype(np.int64)
             dep_flat = d[mask]
-        self._blocks.append({
-            "src": src, "dst": col(dst, np.int64), "chunk": col(chunk, np.int64),
-            "kind": col(kind, np.int8), "rid": col(rid, np.int64),
-            "dep_len": dep_len, "dep_flat": dep_flat, "step": col(step, np.int64),
-        })
+        self._blocks.append(
+            {
+                "src": src,
+                "dst": col(dst, np.int64),
+                "chunk": col(chunk, np.int64),
+                "kind": col(kind, np.int8),
+                "rid": col(rid, np.int64),
+                "dep_len": dep_len,
+                "dep_flat": dep_flat,
+                "step": col(step, np.int64),
+            }
+        )
         self.count += m
         self._start_cur = self.count
         return first
@@ -321,8 +353,9 @@ class Ops:
         rlen = np.array([len(r) for r in self._rlist], dtype=np.int64)
         rtab_ptr = np.zeros(len(self._rlist) + 1, dtype=np.int64)
         rtab_ptr[1:] = np.cumsum(rlen)
-        rtab = np.fromiter((x for r in self._rlist for x in r), dtype=np.int64,
-                           count=int(rtab_ptr[-1]))
+        rtab = np.fromiter(
+            (x for r in self._rlist for x in r), dtype=np.int64, count=int(rtab_ptr[-1])
+        )
         lengths = rlen[rid] if n else np.zeros(0, dtype=np.int64)
         route_ptr = np.zeros(n + 1, dtype=np.int64)
         route_ptr[1:] = np.cumsum(lengths)
@@ -337,9 +370,17 @@ class Ops:
         any_step = bool(n and np.any(step >= 0))
         builder = ScheduleBuilder(self.topology, self.collective, self.meta)
         if n:
-            builder.add_many(src, dst, chunk, route_ptr=route_ptr, route_links=route_links,
-                             dep_ptr=dep_ptr, dep_ids=dep_flat, kind=kind,
-                             step=step if any_step else None)
+            builder.add_many(
+                src,
+                dst,
+                chunk,
+                route_ptr=route_ptr,
+                route_links=route_links,
+                dep_ptr=dep_ptr,
+                dep_ids=dep_flat,
+                kind=kind,
+                step=step if any_step else None,
+            )
         return builder.build()
 
 
@@ -368,9 +409,18 @@ class Tracker:
     def step(self, op: int) -> int:
         return self._steps[op]
 
-    def send(self, src: int, dst: int, chunk: int, *, route: Sequence[int] | None = None,
-             kind: int = COPY, deps: Iterable[int] = (), base: int = 0,
-             step: int | None = None) -> int:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        chunk: int,
+        *,
+        route: Sequence[int] | None = None,
+        kind: int = COPY,
+        deps: Iterable[int] = (),
+        base: int = 0,
+        step: int | None = None,
+    ) -> int:
         d = set(deps)
         skey = (src, chunk)
         dkey = (dst, chunk)
@@ -396,15 +446,28 @@ class Tracker:
         self.readers[dkey] = []
         return op
 
-    def send_path(self, path: Sequence[int], chunk: int, *, kind: int = COPY,
-                  deps: Iterable[int] = (), base: int = 0) -> int:
+    def send_path(
+        self,
+        path: Sequence[int],
+        chunk: int,
+        *,
+        kind: int = COPY,
+        deps: Iterable[int] = (),
+        base: int = 0,
+    ) -> int:
         """Send along ranks ``path`` (relays are copies, the last hop has ``kind``)."""
         op = -1
         first = True
         for a, b in zip(path[:-1], path[1:]):
             last = b == path[-1]
-            op = self.send(a, b, chunk, route=self.ops.direct_route(a, b),
-                           kind=kind if last else COPY, deps=deps if first else (),
-                           base=base)
+            op = self.send(
+                a,
+                b,
+                chunk,
+                route=self.ops.direct_route(a, b),
+                kind=kind if last else COPY,
+                deps=deps if first else (),
+                base=base,
+            )
             first = False
         return op

@@ -26,7 +26,7 @@ is a plan the simulator follows per link) and MPI's Bruck packs blocks into one 
 
 from __future__ import annotations
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
@@ -34,10 +34,12 @@ from ._common import COPY, ComputeGraph, Ops, Tracker
 from .ring import RingFinder
 
 
-@register("direct",
-          collectives={CollKind.ALLTOALL, CollKind.ALLGATHER, CollKind.GATHER, CollKind.SCATTER},
-          summary="direct sends from each source to each destination (pairwise-exchange order), "
-                  "relaying along shortest paths where no direct route exists")
+@register(
+    "direct",
+    collectives={CollKind.ALLTOALL, CollKind.ALLGATHER, CollKind.GATHER, CollKind.SCATTER},
+    summary="direct sends from each source to each destination (pairwise-exchange order), "
+    "relaying along shortest paths where no direct route exists",
+)
 def direct(topology: Topology, collective: Collective) -> Schedule:
     """Direct sends (NCCL AllToAll / pairwise exchange)."""
     graph = ComputeGraph(topology)
@@ -66,8 +68,11 @@ def direct(topology: Topology, collective: Collective) -> Schedule:
     return ops.build()
 
 
-@register("bruck", collectives={CollKind.ALLTOALL},
-          summary="Bruck's log n-phase AllToAll (relays through intermediate positions)")
+@register(
+    "bruck",
+    collectives={CollKind.ALLTOALL},
+    summary="Bruck's log n-phase AllToAll (relays through intermediate positions)",
+)
 def bruck(topology: Topology, collective: Collective) -> Schedule:
     """Bruck's AllToAll."""
     graph = ComputeGraph(topology)

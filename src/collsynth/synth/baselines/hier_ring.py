@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
@@ -54,7 +54,8 @@ def groups_of(topology: Topology, attr: str | None) -> tuple[str, list[list[int]
         raise CollsynthError(
             f"hier_ring: topology {topology.name!r} has no grouping attribute "
             f"({' or '.join(attrs)}) on every compute node; hierarchical rings need nodes grouped "
-            f"into servers (use ring)")
+            f"into servers (use ring)"
+        )
     groups: dict[Any, list[int]] = {}
     for r, nd in enumerate(nodes):
         groups.setdefault(nd.attrs[use], []).append(r)
@@ -68,8 +69,10 @@ def groups_of(topology: Topology, attr: str | None) -> tuple[str, list[list[int]
         out.append(members)
     sizes = sorted({len(g) for g in out})
     if len(sizes) > 1:
-        raise CollsynthError(f"hier_ring: groups by {use!r} have unequal sizes {sizes}; "
-                             f"hierarchical rings need equal groups")
+        raise CollsynthError(
+            f"hier_ring: groups by {use!r} have unequal sizes {sizes}; "
+            f"hierarchical rings need equal groups"
+        )
     return use, out
 
 
@@ -91,11 +94,13 @@ class _Passes:
             t = self.ops.topology
             raise CollsynthError(
                 f"hier_ring: ring hop {t.rank_name(a)} -> {t.rank_name(b)} has no relay path "
-                f"through GPUs whose buffer of chunk {chunk} is free; use another algorithm")
+                f"through GPUs whose buffer of chunk {chunk} is free; use another algorithm"
+            )
         return path
 
-    def reduce_scatter(self, ring: Ring, owned: dict[int, list[int]],
-                       extra_free: set[int] | None = None) -> None:
+    def reduce_scatter(
+        self, ring: Ring, owned: dict[int, list[int]], extra_free: set[int] | None = None
+    ) -> None:
         """``owned[i]``: chunks that ring position i must end with, fully reduced over the ring."""
         n = len(ring.order)
         if n < 2:
@@ -120,12 +125,20 @@ class _Passes:
                     self.tr.send_path(self._path(ring, (i + j) % n, None, c), c, kind=COPY)
 
 
-@register("hier_ring", collectives={CollKind.ALLREDUCE, CollKind.ALLGATHER},
-          summary="hierarchical rings: intra-node rings + inter-node rings of same-local-index "
-                  "GPUs (AllReduce, AllGather)",
-          options=(Option("group", "text", "auto",
-                          help="compute-node attribute grouping ranks into nodes (auto: "
-                               "chassis, else dc)"),))
+@register(
+    "hier_ring",
+    collectives={CollKind.ALLREDUCE, CollKind.ALLGATHER},
+    summary="hierarchical rings: intra-node rings + inter-node rings of same-local-index "
+    "GPUs (AllReduce, AllGather)",
+    options=(
+        Option(
+            "group",
+            "text",
+            "auto",
+            help="compute-node attribute grouping ranks into nodes (auto: chassis, else dc)",
+        ),
+    ),
+)
 def hier_ring(topology: Topology, collective: Collective, group=None) -> Schedule:
     """Hierarchical (2D) rings."""
     attr, groups = groups_of(topology, None if group in (None, "auto") else str(group))
@@ -133,13 +146,18 @@ def hier_ring(topology: Topology, collective: Collective, group=None) -> Schedul
     C = collective.chunks_per_rank
     graph = ComputeGraph(topology)
     local = {r: j for grp in groups for j, r in enumerate(grp)}
-    intra = [RingFinder(topology, graph, ranks=grp).first() if g > 1 else None
-             for grp in groups]
-    inter = [RingFinder(topology, graph, ranks=[grp[j] for grp in groups]).first()
-             if G > 1 else None for j in range(g)]
-    meta = {"group_attr": attr, "groups": G, "group_size": g,
-            "intra_orders": [r.order if r else [grp[0]] for r, grp in zip(intra, groups)],
-            "inter_orders": [r.order if r else [groups[0][j]] for j, r in enumerate(inter)]}
+    intra = [RingFinder(topology, graph, ranks=grp).first() if g > 1 else None for grp in groups]
+    inter = [
+        RingFinder(topology, graph, ranks=[grp[j] for grp in groups]).first() if G > 1 else None
+        for j in range(g)
+    ]
+    meta = {
+        "group_attr": attr,
+        "groups": G,
+        "group_size": g,
+        "intra_orders": [r.order if r else [grp[0]] for r, grp in zip(intra, groups)],
+        "inter_orders": [r.order if r else [groups[0][j]] for j, r in enumerate(inter)],
+    }
     ops = Ops(topology, collective, graph.routes, meta)
     ps = _Passes(ops, graph, collective.reduces)
 
@@ -163,7 +181,7 @@ def hier_ring(topology: Topology, collective: Collective, group=None) -> Schedul
                 continue
             ps.allgather(ring, {i: slice_of[local[r]] for i, r in enumerate(ring.order)})
     else:
-        for j, ring in enumerate(inter):
+        for ring in inter:
             if ring is None:
                 continue
             ps.allgather(ring, {i: own(r) for i, r in enumerate(ring.order)})

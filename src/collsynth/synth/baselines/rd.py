@@ -50,8 +50,7 @@ any GPU.
 
 from __future__ import annotations
 
-
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
@@ -156,7 +155,7 @@ class _Plan:
         total = 0
         for u, v in self.pairs():
             path = self.graph.relay_path(u, v)
-            total += len(path) - 2 if path is not None else 10 ** 6
+            total += len(path) - 2 if path is not None else 10**6
         return total
 
     def bit_cost(self, b: int) -> tuple[int, float]:
@@ -166,8 +165,10 @@ class _Plan:
             v = self.rank(self.part[q ^ (1 << b)])
             path = self.graph.relay_path(u, v)
             relays += len(path) - 2
-            cost = sum(self.graph.routes.inv_bw(self.graph.routes.route(a, c))
-                       for a, c in zip(path[:-1], path[1:]))
+            cost = sum(
+                self.graph.routes.inv_bw(self.graph.routes.route(a, c))
+                for a, c in zip(path[:-1], path[1:])
+            )
             worst = max(worst, cost)
         return relays, worst
 
@@ -188,8 +189,10 @@ def _synth(plan: _Plan, ops: Ops, coll: Collective) -> None:
     if plan.folded:
         if kind is CollKind.ALLGATHER:  # pragma: no cover - Bruck handles it
             raise CollsynthError("internal: fold in AllGather")
-        sends = [(plan.rank(f), plan.rank(a), list(range(coll.num_chunks)))
-                 for a, f in plan.folded.items()]
+        sends = [
+            (plan.rank(f), plan.rank(a), list(range(coll.num_chunks)))
+            for a, f in plan.folded.items()
+        ]
         run.exchange(sends, REDUCE)
     rs_bits = plan.rs_bits()
     if kind is CollKind.ALLGATHER:
@@ -217,8 +220,9 @@ class _Exchanges:
         C = self.coll.chunks_per_rank
         return list(range(r * C, (r + 1) * C))
 
-    def exchange(self, sends: list[tuple[int, int, list[int]]], op_kind: int,
-                 allowed_of=None) -> None:
+    def exchange(
+        self, sends: list[tuple[int, int, list[int]]], op_kind: int, allowed_of=None
+    ) -> None:
         """One step: (sender rank, receiver rank, chunks); message deps on last arrivals."""
         graph = self.plan.graph
         new: dict[int, list[int]] = {r: [] for r in self.plan.order}
@@ -228,8 +232,10 @@ class _Exchanges:
             allowed = allowed_of(u) if allowed_of is not None else None
             path = graph.relay_path(u, v, allowed)
             if path is None:
-                raise _Unsafe(f"no relay path from {self.ops.topology.rank_name(u)} to "
-                              f"{self.ops.topology.rank_name(v)} through GPUs with free buffers")
+                raise _Unsafe(
+                    f"no relay path from {self.ops.topology.rank_name(u)} to "
+                    f"{self.ops.topology.rank_name(v)} through GPUs with free buffers"
+                )
             deps = self.arrived[u]
             for c in chunks:
                 op = self.tr.send_path(path, c, kind=op_kind, deps=deps)
@@ -270,14 +276,14 @@ def _doubling_allgather(run: _Exchanges, region: list[list[int]], rs_bits: list[
     p, part, rank = run.plan.p, run.plan.part, run.plan.rank
     holdings = [list(region[q]) for q in range(p)]
     for b in reversed(rs_bits):
-        sends = [(rank(part[q]), rank(part[q ^ (1 << b)]), list(holdings[q]))
-                 for q in range(p)]
+        sends = [(rank(part[q]), rank(part[q ^ (1 << b)]), list(holdings[q])) for q in range(p)]
         run.exchange(sends, COPY)
         holdings = [holdings[q] + holdings[q ^ (1 << b)] for q in range(p)]
 
 
-def _halving(run: _Exchanges, region: list[list[int]], rs_bits: list[int],
-             folded_ranks: set[int]) -> None:
+def _halving(
+    run: _Exchanges, region: list[list[int]], rs_bits: list[int], folded_ranks: set[int]
+) -> None:
     """Recursive halving: at each bit every participant reduces the half of its region owned
     across the bit into its partner; partial sums relay only through free buffers."""
     p, part, rank = run.plan.p, run.plan.part, run.plan.rank
@@ -287,8 +293,11 @@ def _halving(run: _Exchanges, region: list[list[int]], rs_bits: list[int],
         sends = []
         for q in range(p):
             w = q ^ (1 << b)
-            members = [x for x in range(p) if (x & groups_mask) == (q & groups_mask)
-                       and ((x >> b) & 1) == ((w >> b) & 1)]
+            members = [
+                x
+                for x in range(p)
+                if (x & groups_mask) == (q & groups_mask) and ((x >> b) & 1) == ((w >> b) & 1)
+            ]
             sends.append((rank(part[q]), rank(part[w]), [c for x in members for c in region[x]]))
 
         def allowed_of(u: int, mask=groups_mask) -> set[int]:
@@ -305,15 +314,21 @@ def _unfold(run: _Exchanges) -> None:
     plan, coll = run.plan, run.coll
     sends = []
     for a, f in plan.folded.items():
-        chunks = list(range(coll.num_chunks)) if coll.kind is CollKind.ALLREDUCE \
+        chunks = (
+            list(range(coll.num_chunks))
+            if coll.kind is CollKind.ALLREDUCE
             else run.chunks_of_pos(f)
+        )
         sends.append((plan.rank(a), plan.rank(f), chunks))
     run.exchange(sends, COPY)
 
 
-@register("rd", collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE},
-          summary="recursive doubling AllGather, recursive halving ReduceScatter, "
-                  "Rabenseifner AllReduce (MPICH); Bruck / folding for non-powers of two")
+@register(
+    "rd",
+    collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE},
+    summary="recursive doubling AllGather, recursive halving ReduceScatter, "
+    "Rabenseifner AllReduce (MPICH); Bruck / folding for non-powers of two",
+)
 def rd(topology: Topology, collective: Collective) -> Schedule:
     """Recursive doubling / halving (MPICH classics)."""
     graph = ComputeGraph(topology)
@@ -344,5 +359,7 @@ def rd(topology: Topology, collective: Collective) -> Schedule:
             last_error = e
             continue
         return ops.build()
-    raise CollsynthError(f"rd: {last_error}; no numbering lets partial sums avoid relaying "
-                         f"through GPUs that still hold their own data; use ring or tree")
+    raise CollsynthError(
+        f"rd: {last_error}; no numbering lets partial sums avoid relaying "
+        f"through GPUs that still hold their own data; use ring or tree"
+    )

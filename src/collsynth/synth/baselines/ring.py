@@ -64,19 +64,27 @@ if no such path exists a CollsynthError says so. Broadcast and AllGather relays 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
 from ..options import Option
-from ._common import (COPY, REDUCE, ComputeGraph, Ops, Tracker, group_attr,
-                      natural_order, round_up_chunks)
+from ._common import (
+    COPY,
+    REDUCE,
+    ComputeGraph,
+    Ops,
+    Tracker,
+    group_attr,
+    natural_order,
+    round_up_chunks,
+)
 
 #: Largest ring size searched with a cost matrix and local search.
 TSP_MAX = 256
@@ -90,14 +98,14 @@ _POWER = 4
 
 @dataclass
 class Ring:
-    order: list[int]                                      # ranks, cyclic
-    hops: list[list[int]] = field(default_factory=list)   # hops[i]: ranks order[i] .. order[i+1]
+    order: list[int]  # ranks, cyclic
+    hops: list[list[int]] = field(default_factory=list)  # hops[i]: ranks order[i] .. order[i+1]
 
     @property
     def direct(self) -> bool:
         return all(len(h) == 2 for h in self.hops)
 
-    def rotated(self, first: int) -> "Ring":
+    def rotated(self, first: int) -> Ring:
         i = self.order.index(first)
         return Ring(self.order[i:] + self.order[:i], self.hops[i:] + self.hops[:i])
 
@@ -105,8 +113,12 @@ class Ring:
 class RingFinder:
     """Finds rings over ``ranks`` (default: all ranks) of a topology; see the module docstring."""
 
-    def __init__(self, topology: Topology, graph: ComputeGraph | None = None,
-                 ranks: Sequence[int] | None = None):
+    def __init__(
+        self,
+        topology: Topology,
+        graph: ComputeGraph | None = None,
+        ranks: Sequence[int] | None = None,
+    ):
         self.topology = topology
         self.graph = graph or ComputeGraph(topology)
         self.routes = self.graph.routes
@@ -119,7 +131,7 @@ class RingFinder:
         self.load = np.zeros(len(topology.links))
         self.bw = topology.link_bw
         self._inc = None
-        self._last: list[int] | None = None   # previous ring (local indices)
+        self._last: list[int] | None = None  # previous ring (local indices)
         self._large0: list[int] | None = None  # ring 0 above TSP_MAX ranks
         self.notes: list[str] = []
 
@@ -145,8 +157,9 @@ class RingFinder:
             keep = next((i + 1 for i, t in enumerate(throughput) if t >= best * (1 - 1e-9)), 1)
             rings = rings[:keep]
         elif len(rings) < count:
-            self.notes.append(f"found {len(rings)} distinct ring(s); rings are reused "
-                              f"cyclically for {count}")
+            self.notes.append(
+                f"found {len(rings)} distinct ring(s); rings are reused cyclically for {count}"
+            )
             rings = [rings[i % len(rings)] for i in range(count)]
         return rings
 
@@ -244,8 +257,9 @@ class RingFinder:
                     has[i * m + j] = True
                     rows.extend([i * m + j] * len(route))
                     cols.extend(route)
-            A = csr_matrix((np.ones(len(rows)), (rows, cols)),
-                           shape=(m * m, len(self.topology.links)))
+            A = csr_matrix(
+                (np.ones(len(rows)), (rows, cols)), shape=(m * m, len(self.topology.links))
+            )
             self._inc = (A, has)
         return self._inc
 
@@ -261,8 +275,10 @@ class RingFinder:
     def _large_ring(self, index: int) -> Ring | None:
         if index == 0:
             order = list(self.ranks)
-            if all(self.routes.route(order[i], order[(i + 1) % self.m]) is not None
-                   for i in range(self.m)):
+            if all(
+                self.routes.route(order[i], order[(i + 1) % self.m]) is not None
+                for i in range(self.m)
+            ):
                 self._large0 = order
                 return self._make(order)
             order = _warnsdorff(self.ranks, self.graph, cap=50 * self.m)
@@ -275,8 +291,10 @@ class RingFinder:
             if base is None:
                 return None
             order = [base[0]] + base[1:][::-1]
-            if all(self.routes.route(order[i], order[(i + 1) % self.m]) is not None
-                   for i in range(self.m)):
+            if all(
+                self.routes.route(order[i], order[(i + 1) % self.m]) is not None
+                for i in range(self.m)
+            ):
                 return self._make(order)
             return None
         # more rings: chassis-contiguous, each chassis entered one GPU further along (ring
@@ -292,8 +310,9 @@ class RingFinder:
         if index % 2:
             order_local = [order_local[0]] + order_local[1:][::-1]
         order = [self.ranks[i] for i in order_local]
-        if all(self.routes.route(order[i], order[(i + 1) % self.m]) is not None
-               for i in range(self.m)):
+        if all(
+            self.routes.route(order[i], order[(i + 1) % self.m]) is not None for i in range(self.m)
+        ):
             return self._make(order)
         return None
 
@@ -307,8 +326,9 @@ class RingFinder:
                 t = self.topology
                 raise CollsynthError(f"no path from {t.rank_name(a)} to {t.rank_name(b)}")
             hops.append(path)
-        self.notes.append("no Hamiltonian cycle found: ring hops without a direct route relay "
-                          "through GPUs")
+        self.notes.append(
+            "no Hamiltonian cycle found: ring hops without a direct route relay through GPUs"
+        )
         return Ring(order, hops)
 
 
@@ -381,8 +401,9 @@ def _grouped(W: np.ndarray, adj: np.ndarray, groups: list[list[int]] | None) -> 
     return cyc
 
 
-def _construct(W: np.ndarray, adj: np.ndarray, cap: int,
-               warnsdorff: bool = False) -> list[int] | None:
+def _construct(
+    W: np.ndarray, adj: np.ndarray, cap: int, warnsdorff: bool = False
+) -> list[int] | None:
     """A Hamiltonian cycle through node 0 of ``adj``, or None.
 
     Greedy first, then Pósa's heuristic on symmetric graphs, then capped backtracking that
@@ -465,7 +486,7 @@ def _posa(W: np.ndarray, adj: np.ndarray, out: list[int], iters: int) -> list[in
     path = [0]
     free = ((1 << m) - 1) & ~1
     rng = np.random.default_rng(0)  # fixed seed: deterministic
-    for it in range(iters):
+    for _it in range(iters):
         end = path[-1]
         nxt = out[end] & free
         if nxt:
@@ -478,11 +499,12 @@ def _posa(W: np.ndarray, adj: np.ndarray, out: list[int], iters: int) -> list[in
         cands = [i for i in range(len(path) - 2) if adj[end, path[i]]]
         if not cands:
             return None
-        good = [i for i in cands
-                if (out[path[i + 1]] & free if free else adj[path[i + 1], path[0]])]
+        good = [
+            i for i in cands if (out[path[i + 1]] & free if free else adj[path[i + 1], path[0]])
+        ]
         pool = good or cands
         pick = pool[int(rng.integers(len(pool)))]
-        path = path[:pick + 1] + path[pick + 1:][::-1]
+        path = path[: pick + 1] + path[pick + 1 :][::-1]
     return None
 
 
@@ -541,8 +563,9 @@ def _improve(cyc: list[int], W: np.ndarray, adj: np.ndarray, max_iter: int) -> l
             gain = Wf[a, s0] + Wf[sl, b] - Wf[a, b]
             add = Wf[c[None, :], s0[:, None]] + Wf[sl[:, None], nxt[None, :]] - e[None, :]
             delta = add - gain[:, None]
-            valid = adj[a, b][:, None] & adj[c[None, :], s0[:, None]] \
-                & adj[sl[:, None], nxt[None, :]]
+            valid = (
+                adj[a, b][:, None] & adj[c[None, :], s0[:, None]] & adj[sl[:, None], nxt[None, :]]
+            )
             for t in range(-1, L):
                 valid[idx, (idx + t) % m] = False
             delta = np.where(valid, delta, np.inf)
@@ -551,7 +574,7 @@ def _improve(cyc: list[int], W: np.ndarray, adj: np.ndarray, max_iter: int) -> l
                 best_delta = float(delta.flat[flat])
                 best_move = ("or", L, flat // m, flat % m)
         # 2-opt: reverse c[i+1 .. j]
-        rb = Wf[nxt, c]                       # reverse of edge k: c[k+1] -> c[k]
+        rb = Wf[nxt, c]  # reverse of edge k: c[k+1] -> c[k]
         rok = adj[nxt, c]
         F = np.concatenate(([0.0], np.cumsum(e)))
         B = np.concatenate(([0.0], np.cumsum(rb)))
@@ -563,8 +586,13 @@ def _improve(cyc: list[int], W: np.ndarray, adj: np.ndarray, max_iter: int) -> l
         inner_rev = B[J] - B[np.minimum(I + 1, m)]
         inner_fwd = F[J] - F[np.minimum(I + 1, m)]
         delta = Wf[ci, cj] + Wf[ci1, cj1] - e[I] - e[J] + inner_rev - inner_fwd
-        valid = (J - I >= 2) & ~((I == 0) & (J == m - 1)) & adj[ci, cj] & adj[ci1, cj1] \
+        valid = (
+            (J - I >= 2)
+            & ~((I == 0) & (J == m - 1))
+            & adj[ci, cj]
+            & adj[ci1, cj1]
             & (bad[J] - bad[np.minimum(I + 1, m)] == 0)
+        )
         delta = np.where(valid, delta, np.inf)
         flat = int(np.argmin(delta))
         if delta.flat[flat] < best_delta:
@@ -579,10 +607,10 @@ def _improve(cyc: list[int], W: np.ndarray, adj: np.ndarray, max_iter: int) -> l
             x = lst[k]
             rest = [v for v in lst if v not in seg]
             p = rest.index(x)
-            lst = rest[:p + 1] + seg + rest[p + 1:]
+            lst = rest[: p + 1] + seg + rest[p + 1 :]
         else:
             _, i, j = best_move
-            lst = lst[:i + 1] + lst[i + 1:j + 1][::-1] + lst[j + 1:]
+            lst = lst[: i + 1] + lst[i + 1 : j + 1][::-1] + lst[j + 1 :]
         c = np.array(lst, dtype=np.int64)
     return c.tolist()
 
@@ -640,12 +668,22 @@ def _ring_chunks(order: list[int], C: int, R: int, r: int, P: int) -> np.ndarray
 
 def _route_ids(ops: Ops, ring: Ring) -> np.ndarray:
     """Route id of hop i (position i -> i+1); -1 for a relayed hop."""
-    return np.array([ops.route_id(ops.direct_route(h[0], h[1])) if len(h) == 2 else -1
-                     for h in ring.hops], dtype=np.int64)
+    return np.array(
+        [ops.route_id(ops.direct_route(h[0], h[1])) if len(h) == 2 else -1 for h in ring.hops],
+        dtype=np.int64,
+    )
 
 
-def _pass_block(ops: Ops, rings: list[Ring], C: int, P: int, shift: int, kind: int,
-                step0: int, rs: np.ndarray | None) -> np.ndarray:
+def _pass_block(
+    ops: Ops,
+    rings: list[Ring],
+    C: int,
+    P: int,
+    shift: int,
+    kind: int,
+    step0: int,
+    rs: np.ndarray | None,
+) -> np.ndarray:
     """Every ring carries chunk (r, p, i) along n-1 hops starting at position i+shift.
 
     Returns op ids shaped (n-1, R, P, n). ``rs``: the ReduceScatter ops (same shape) an
@@ -656,8 +694,8 @@ def _pass_block(ops: Ops, rings: list[Ring], C: int, P: int, shift: int, kind: i
     R = len(rings)
     n = len(rings[0].order)
     chunks = np.stack([_ring_chunks(rg.order, C, R, r, P) for r, rg in enumerate(rings)])
-    orders = np.array([rg.order for rg in rings], dtype=np.int64)          # (R, n)
-    rids = np.stack([_route_ids(ops, rg) for rg in rings])                 # (R, n)
+    orders = np.array([rg.order for rg in rings], dtype=np.int64)  # (R, n)
+    rids = np.stack([_route_ids(ops, rg) for rg in rings])  # (R, n)
     steps = n - 1
     shape = (steps, R, P, n)
     j = np.arange(steps)[:, None, None, None]
@@ -719,8 +757,9 @@ class _Relayed:
         self.graph = graph
         self.tr = Tracker(ops, reducing)
 
-    def hop(self, ring: Ring, pos: int, chunk: int, kind: int, base: int,
-            done: list[int] | None) -> int:
+    def hop(
+        self, ring: Ring, pos: int, chunk: int, kind: int, base: int, done: list[int] | None
+    ) -> int:
         """Send chunk over ring hop ``pos``; ``done``: GPUs whose buffer of the chunk is free
         (None: any GPU may relay)."""
         n = len(ring.order)
@@ -734,12 +773,14 @@ class _Relayed:
                 raise CollsynthError(
                     f"ring: no Hamiltonian cycle, and the ring hop {t.rank_name(a)} -> "
                     f"{t.rank_name(b)} has no relay path through GPUs that no longer need chunk "
-                    f"{chunk} (a relay would overwrite a contribution); use another algorithm")
+                    f"{chunk} (a relay would overwrite a contribution); use another algorithm"
+                )
         return self.tr.send_path(path, chunk, kind=kind, base=base)
 
 
-def _relayed_schedule(ops: Ops, graph: ComputeGraph, rings: list[Ring], coll: Collective,
-                      C: int, P: int) -> None:
+def _relayed_schedule(
+    ops: Ops, graph: ComputeGraph, rings: list[Ring], coll: Collective, C: int, P: int
+) -> None:
     kind = coll.kind
     R = len(rings)
     n = len(rings[0].order)
@@ -778,16 +819,31 @@ def _relayed_schedule(ops: Ops, graph: ComputeGraph, rings: list[Ring], coll: Co
                     rel.hop(rg, h, chunk, REDUCE, p + h, done[:-1])
 
 
-@register("ring",
-          collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE,
-                       CollKind.BROADCAST, CollKind.REDUCE},
-          summary="NCCL-style rings (channels): AllGather, ReduceScatter, AllReduce, "
-                  "pipelined Broadcast/Reduce chains",
-          options=(Option("rings", "int", "auto", words=("auto",), minimum=1, unit="rings",
-                          help="rings (channels); auto: up to 8, the fewest with the best "
-                               "estimated throughput"),),
-          reference="NVIDIA NCCL ring algorithms (Patarasuk and Yuan, 'Bandwidth optimal "
-                    "all-reduce algorithms for clusters of workstations', JPDC 2009)")
+@register(
+    "ring",
+    collectives={
+        CollKind.ALLGATHER,
+        CollKind.REDUCESCATTER,
+        CollKind.ALLREDUCE,
+        CollKind.BROADCAST,
+        CollKind.REDUCE,
+    },
+    summary="NCCL-style rings (channels): AllGather, ReduceScatter, AllReduce, "
+    "pipelined Broadcast/Reduce chains",
+    options=(
+        Option(
+            "rings",
+            "int",
+            "auto",
+            words=("auto",),
+            minimum=1,
+            unit="rings",
+            help="rings (channels); auto: up to 8, the fewest with the best estimated throughput",
+        ),
+    ),
+    reference="NVIDIA NCCL ring algorithms (Patarasuk and Yuan, 'Bandwidth optimal "
+    "all-reduce algorithms for clusters of workstations', JPDC 2009)",
+)
 def ring(topology: Topology, collective: Collective, rings: int | str = "auto") -> Schedule:
     """NCCL-style ring algorithms over Hamiltonian cycles of the compute graph."""
     count = None if rings in (None, "auto") else int(rings)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
@@ -60,14 +60,22 @@ def _delay_tree(topology: Topology, source_node: int) -> dict[int, int]:
     return via
 
 
-@register("sph",
-          collectives={CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.GATHER,
-                       CollKind.SCATTER, CollKind.ALLTOALL, CollKind.CUSTOM},
-          summary="SCALE-CCL's shortest-path heuristic baseline: each chunk to each "
-                  "destination along its least-delay path, FIFO, no duplicate elimination",
-          reference="Xiong, Zhang, Medagliani, Ferrero, Liu and Lian, 'SCALE-CCL: A Scalable "
-                    "Collective Communication Library for Wide-Area Distributed Training', "
-                    "ACM, 2025, doi:10.1145/3769695.3771677")
+@register(
+    "sph",
+    collectives={
+        CollKind.ALLGATHER,
+        CollKind.BROADCAST,
+        CollKind.GATHER,
+        CollKind.SCATTER,
+        CollKind.ALLTOALL,
+        CollKind.CUSTOM,
+    },
+    summary="SCALE-CCL's shortest-path heuristic baseline: each chunk to each "
+    "destination along its least-delay path, FIFO, no duplicate elimination",
+    reference="Xiong, Zhang, Medagliani, Ferrero, Liu and Lian, 'SCALE-CCL: A Scalable "
+    "Collective Communication Library for Wide-Area Distributed Training', "
+    "ACM, 2025, doi:10.1145/3769695.3771677",
+)
 def sph(topology: Topology, collective: Collective) -> Schedule:
     """SCALE-CCL §5's shortest-path heuristic (SPH)."""
     t = topology
@@ -113,8 +121,14 @@ def sph(topology: Topology, collective: Collective) -> Schedule:
             segs = segments(s, d)
             relays += len(segs) - 1
             for rank, route in segs:
-                prev_op = ops.add(prev_rank, rank, c, route=route, kind=COPY,
-                                  deps=() if prev_op is None else (prev_op,))
+                prev_op = ops.add(
+                    prev_rank,
+                    rank,
+                    c,
+                    route=route,
+                    kind=COPY,
+                    deps=() if prev_op is None else (prev_op,),
+                )
                 prev_rank = rank
     ops.meta["relay_hops"] = relays
     return ops.build()

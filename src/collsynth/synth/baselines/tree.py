@@ -40,14 +40,13 @@ ranks and the pipelining depth is the collective's chunking.
 
 from __future__ import annotations
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
 from ..options import Option
-from ._common import (COPY, REDUCE, ComputeGraph, Ops, Tracker,
-                      round_up_chunks)
+from ._common import COPY, REDUCE, ComputeGraph, Ops, Tracker, round_up_chunks
 from .ring import RingFinder
 
 
@@ -96,8 +95,7 @@ class _Tree:
 
     def __init__(self, order: list[int], parents_by_pos: list[int]):
         self.order = list(order)
-        self.parent = {order[p]: (order[q] if q >= 0 else -1)
-                       for p, q in enumerate(parents_by_pos)}
+        self.parent = {order[p]: (order[q] if q >= 0 else -1) for p, q in enumerate(parents_by_pos)}
         roots = [v for v, u in self.parent.items() if u == -1]
         if len(roots) != 1:
             raise CollsynthError("internal: tree has no unique root")
@@ -140,7 +138,7 @@ class _Tree:
             if u == -1:
                 continue
             if up:
-                allowed = set(self.post[:index[v]]) if restricted else None
+                allowed = set(self.post[: index[v]]) if restricted else None
                 p = graph.relay_path(v, u, allowed)
                 if p is None:
                     return False
@@ -165,13 +163,24 @@ def _bcast_down(tr: Tracker, tree: _Tree, chunk: int, base: int) -> None:
             tr.send_path(tree.down_path[v], chunk, kind=COPY, base=base)
 
 
-@register("tree", collectives={CollKind.ALLREDUCE, CollKind.BROADCAST, CollKind.REDUCE},
-          summary="NCCL double binary tree: pipelined AllReduce, Broadcast and Reduce",
-          options=(Option("trees", "int", 2, minimum=1, maximum=2,
-                          help="2 (NCCL's double binary tree) or 1 (one binary tree)"),),
-          reference="NVIDIA NCCL double binary trees (Sanders, Speck and Träff, 'Two-tree "
-                    "algorithms for full bandwidth broadcast, reduction and scan', Parallel "
-                    "Computing 2009)")
+@register(
+    "tree",
+    collectives={CollKind.ALLREDUCE, CollKind.BROADCAST, CollKind.REDUCE},
+    summary="NCCL double binary tree: pipelined AllReduce, Broadcast and Reduce",
+    options=(
+        Option(
+            "trees",
+            "int",
+            2,
+            minimum=1,
+            maximum=2,
+            help="2 (NCCL's double binary tree) or 1 (one binary tree)",
+        ),
+    ),
+    reference="NVIDIA NCCL double binary trees (Sanders, Speck and Träff, 'Two-tree "
+    "algorithms for full bandwidth broadcast, reduction and scan', Parallel "
+    "Computing 2009)",
+)
 def tree(topology: Topology, collective: Collective, trees: int = 2) -> Schedule:
     """NCCL's double binary tree."""
     T = int(trees)  # 1 or 2, validated by the declaration
@@ -188,9 +197,12 @@ def tree(topology: Topology, collective: Collective, trees: int = 2) -> Schedule
         if note:
             notes.append(note)
         tree_list = _rooted_trees(graph, order, int(coll.root), kind, T, reducing, notes)
-    meta = {"num_trees": len(tree_list), "order": order,
-            "tree_orders": [tt.order for tt in tree_list],
-            "roots": [tt.root for tt in tree_list]}
+    meta = {
+        "num_trees": len(tree_list),
+        "order": order,
+        "tree_orders": [tt.order for tt in tree_list],
+        "roots": [tt.root for tt in tree_list],
+    }
     if notes:
         meta["note"] = "; ".join(notes)
     ops = Ops(topology, coll, graph.routes, meta)
@@ -209,8 +221,9 @@ def tree(topology: Topology, collective: Collective, trees: int = 2) -> Schedule
     return ops.build()
 
 
-def _allreduce_trees(graph: ComputeGraph, order: list[int], T: int,
-                     notes: list[str]) -> list[_Tree]:
+def _allreduce_trees(
+    graph: ComputeGraph, order: list[int], T: int, notes: list[str]
+) -> list[_Tree]:
     """AllReduce's trees: NCCL's tree and its complement on the first numbering where both
     work (else one tree), reductions relayed through free buffers only."""
     n = len(order)
@@ -242,14 +255,22 @@ def _allreduce_trees(graph: ComputeGraph, order: list[int], T: int,
     if not tree_list:
         raise CollsynthError(
             "tree: some tree edge has no relay path through GPUs whose buffers are free "
-            "(e.g. no Hamiltonian cycle usable in both directions); use ring or rd")
+            "(e.g. no Hamiltonian cycle usable in both directions); use ring or rd"
+        )
     if tree_list[0].order != order:
         notes.append("trees use a rotated or reversed ring order")
     return tree_list
 
 
-def _rooted_trees(graph: ComputeGraph, order: list[int], root: int, kind: CollKind, T: int,
-                  reducing: bool, notes: list[str]) -> list[_Tree]:
+def _rooted_trees(
+    graph: ComputeGraph,
+    order: list[int],
+    root: int,
+    kind: CollKind,
+    T: int,
+    reducing: bool,
+    notes: list[str],
+) -> list[_Tree]:
     """Broadcast/Reduce trees rooted at ``root``: tree 1 on the first rotation or reversal of
     the other ranks that works, tree 2 on complementary orders."""
     n = len(order)
@@ -266,12 +287,16 @@ def _rooted_trees(graph: ComputeGraph, order: list[int], root: int, kind: CollKi
             order1 = cand
             break
     else:
-        raise CollsynthError("tree: some tree edge has no relay path through GPUs whose "
-                             "buffers are free; use ring")
+        raise CollsynthError(
+            "tree: some tree edge has no relay path through GPUs whose buffers are free; use ring"
+        )
     tree_list = [first]
     if T == 2:
-        cands = [[root] + order1[2:] + order1[1:2], [root] + order1[1:][::-1],
-                 [root] + order1[:1:-1] + order1[1:2]]
+        cands = [
+            [root] + order1[2:] + order1[1:2],
+            [root] + order1[1:][::-1],
+            [root] + order1[:1:-1] + order1[1:2],
+        ]
         for cand in cands:
             t2 = _Tree(cand, btree_parents(n))
             if t2.plan(graph, reducing, up, down):

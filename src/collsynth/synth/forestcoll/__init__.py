@@ -45,8 +45,15 @@ from typing import Any
 
 from ...errors import CollsynthError
 from ...flow.maxflow import COUNTERS as _MAXFLOWS
-from ...flow.optimality import (Optimum, at_scale, fixed_k, integer_bandwidths,
-                                optimal_allgather, simplest_between, transpose)
+from ...flow.optimality import (
+    Optimum,
+    at_scale,
+    fixed_k,
+    integer_bandwidths,
+    optimal_allgather,
+    simplest_between,
+    transpose,
+)
 from ...schedule.trees import Tree, TreeForm
 from ...topology.model import Topology
 from .allreduce_lp import allreduce_lp
@@ -57,15 +64,29 @@ from .symmetry import automorphisms, symmetric_trees
 #: Ranks from which :func:`forestcoll_trees` tries the symmetric fast path by default.
 SYMMETRY_MIN_RANKS = 32
 
-__all__ = ["Optimum", "LogicalTopology", "optimal_allgather", "fixed_k", "remove_switches",
-           "pack_trees", "forestcoll_trees", "transpose", "simplest_between",
-           "integer_bandwidths", "route_trees", "tree_congestion", "automorphisms",
-           "symmetric_trees", "SYMMETRY_MIN_RANKS", "allreduce_lp"]
+__all__ = [
+    "Optimum",
+    "LogicalTopology",
+    "optimal_allgather",
+    "fixed_k",
+    "remove_switches",
+    "pack_trees",
+    "forestcoll_trees",
+    "transpose",
+    "simplest_between",
+    "integer_bandwidths",
+    "route_trees",
+    "tree_congestion",
+    "automorphisms",
+    "symmetric_trees",
+    "SYMMETRY_MIN_RANKS",
+    "allreduce_lp",
+]
 
 
-def route_trees(topo: Topology, logical: LogicalTopology,
-                packed: list[tuple[int, int, list[tuple[int, int]]]]
-                ) -> list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]:
+def route_trees(
+    topo: Topology, logical: LogicalTopology, packed: list[tuple[int, int, list[tuple[int, int]]]]
+) -> list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]:
     """Give every tree edge a link path from ``logical.routing`` (ranks -> routes in ``topo``).
 
     Each logical arc's routing pieces are consumed by the tree edges that use the arc (counting
@@ -77,8 +98,7 @@ def route_trees(topo: Topology, logical: LogicalTopology,
     for ti, (_, mult, edges) in enumerate(packed):
         for e in edges:
             users.setdefault(e, []).append((ti, mult))
-    assign: list[dict[tuple[int, int], list[tuple[tuple[int, ...], int]]]] = [
-        {} for _ in packed]
+    assign: list[dict[tuple[int, int], list[tuple[tuple[int, ...], int]]]] = [{} for _ in packed]
     for e, occ in sorted(users.items()):
         pieces = [[path, c] for path, c in logical.routing.get(e, [])]
         if sum(m for _, m in occ) > sum(c for _, c in pieces):
@@ -122,9 +142,11 @@ def route_trees(topo: Topology, logical: LogicalTopology,
     return out
 
 
-def tree_congestion(topo: Topology, opt: Optimum,
-                    routed: list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]
-                    ) -> dict[str, Any]:
+def tree_congestion(
+    topo: Topology,
+    opt: Optimum,
+    routed: list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]],
+) -> dict[str, Any]:
     """Check routed trees against ``opt``: tree count per link <= ``opt.caps``; routes valid.
 
     ``inv_x`` is the exact time per shard byte the trees achieve in the flow model:
@@ -133,7 +155,7 @@ def tree_congestion(topo: Topology, opt: Optimum,
     load = [0] * len(topo.links)
     valid = True
     node = topo.node_of_rank
-    for root, mult, edges in routed:
+    for _root, mult, edges in routed:
         for a, b, route in edges:
             cur = node(a)
             for i, l in enumerate(route):
@@ -145,12 +167,20 @@ def tree_congestion(topo: Topology, opt: Optimum,
             if cur != node(b) or not route:
                 valid = False
     over = [l for l, x in enumerate(load) if x > opt.caps[l]]
-    inv_x = max((Fraction(x, opt.k) / (opt.int_bw[l] * opt.unit)
-                 for l, x in enumerate(load) if x), default=Fraction(0))
-    return {"ok": not over and valid, "routes_valid": valid, "overloaded_links": over,
-            "max_load_over_cap": max((Fraction(x, c) for x, c in zip(load, opt.caps) if c),
-                                     default=Fraction(0)),
-            "inv_x": inv_x, "load": load}
+    inv_x = max(
+        (Fraction(x, opt.k) / (opt.int_bw[l] * opt.unit) for l, x in enumerate(load) if x),
+        default=Fraction(0),
+    )
+    return {
+        "ok": not over and valid,
+        "routes_valid": valid,
+        "overloaded_links": over,
+        "max_load_over_cap": max(
+            (Fraction(x, c) for x, c in zip(load, opt.caps) if c), default=Fraction(0)
+        ),
+        "inv_x": inv_x,
+        "load": load,
+    }
 
 
 def _height(n: int, root: int, edges) -> int:
@@ -167,10 +197,15 @@ def _height(n: int, root: int, edges) -> int:
     return max(depth.values())
 
 
-def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out", *,
-                     accelerate: bool = True, spread: bool = False,
-                     symmetry: bool | None = None
-                     ) -> tuple[TreeForm, Optimum, dict[str, Any]]:
+def forestcoll_trees(
+    topo: Topology,
+    k: int | None = None,
+    direction: str = "out",
+    *,
+    accelerate: bool = True,
+    spread: bool = False,
+    symmetry: bool | None = None,
+) -> tuple[TreeForm, Optimum, dict[str, Any]]:
     """The ForestColl pipeline: optimum (or fixed ``k``), switch removal, packing, routing.
 
     ``direction="out"``: AllGather/Broadcast out-trees, edges ``(parent, child, route)``.
@@ -196,8 +231,11 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
     work = topo if direction == "out" else transpose(topo)
     mf0 = _MAXFLOWS["maxflows"]
     t0 = time.perf_counter()
-    opt = optimal_allgather(work, accelerate=accelerate) if k is None else \
-        fixed_k(work, int(k), accelerate=accelerate)
+    opt = (
+        optimal_allgather(work, accelerate=accelerate)
+        if k is None
+        else fixed_k(work, int(k), accelerate=accelerate)
+    )
     t1 = time.perf_counter()
     bound = opt
     use_sym = symmetry if symmetry is not None else topo.num_ranks >= SYMMETRY_MIN_RANKS
@@ -216,10 +254,29 @@ def forestcoll_trees(topo: Topology, k: int | None = None, direction: str = "out
         routed = route_trees(work, logical, packed)
         cong = tree_congestion(work, opt, routed)
     t4 = time.perf_counter()
-    timings = {"optimum": t1 - t0, "symmetry": t_sym, "split": t2 - t1 - t_sym,
-               "pack": t3 - t2, "route": t4 - t3, "total": t4 - t0}
-    info = _info(topo.num_ranks, direction, opt, bound, routed, len(packed), cong, sym_info,
-                 logical, fallback_steps, timings, pstats, _MAXFLOWS["maxflows"] - mf0)
+    timings = {
+        "optimum": t1 - t0,
+        "symmetry": t_sym,
+        "split": t2 - t1 - t_sym,
+        "pack": t3 - t2,
+        "route": t4 - t3,
+        "total": t4 - t0,
+    }
+    info = _info(
+        topo.num_ranks,
+        direction,
+        opt,
+        bound,
+        routed,
+        len(packed),
+        cong,
+        sym_info,
+        logical,
+        fallback_steps,
+        timings,
+        pstats,
+        _MAXFLOWS["maxflows"] - mf0,
+    )
     return TreeForm(_oriented(routed, direction)), opt, info
 
 
@@ -235,8 +292,9 @@ def _symmetric(work: Topology, opt: Optimum) -> tuple[Any, Any, dict[str, Any]]:
     return cand, cong, sym_info
 
 
-def _split(topo: Topology, work: Topology, opt: Optimum, spread: bool
-           ) -> tuple[LogicalTopology, Optimum, int]:
+def _split(
+    topo: Topology, work: Topology, opt: Optimum, spread: bool
+) -> tuple[LogicalTopology, Optimum, int]:
     """Switch removal by edge splitting: ``(logical topology, optimum, fallback steps)``."""
     bound = opt
     fallback_steps = 0
@@ -250,7 +308,8 @@ def _split(topo: Topology, work: Topology, opt: Optimum, spread: bool
             fallback_steps += 1
             if fallback_steps > 400:
                 raise CollsynthError(
-                    f"ForestColl edge splitting failed on {topo.name!r} (not Eulerian)")
+                    f"ForestColl edge splitting failed on {topo.name!r} (not Eulerian)"
+                )
             U = simplest_between(U * Fraction(33, 32), U * Fraction(17, 16))
             opt = at_scale(work, bound.k, U, note="non-Eulerian fallback")
             logical, _ = remove_switches(work, opt, spread=spread)
@@ -270,18 +329,34 @@ def _oriented(routed, direction: str) -> list[Tree]:
     return trees
 
 
-def _info(n: int, direction: str, opt: Optimum, bound: Optimum, routed, packed_batches: int,
-          cong, sym_info, logical, fallback_steps: int, timings: dict, pstats: dict,
-          maxflows: int) -> dict[str, Any]:
+def _info(
+    n: int,
+    direction: str,
+    opt: Optimum,
+    bound: Optimum,
+    routed,
+    packed_batches: int,
+    cong,
+    sym_info,
+    logical,
+    fallback_steps: int,
+    timings: dict,
+    pstats: dict,
+    maxflows: int,
+) -> dict[str, Any]:
     """The ``info`` of :func:`forestcoll_trees` (see its docstring)."""
     heights = [_height(n, r, e) for r, _, e in routed]
     mults = [m for _, m, _ in routed]
     return {
         "direction": direction,
-        "fallback": None if not fallback_steps else {
+        "fallback": None
+        if not fallback_steps
+        else {
             "reason": "edge splitting lost trees (topology not Eulerian)",
-            "steps": fallback_steps, "slowdown": float(opt.inv_x / bound.inv_x),
-            "bound_inv_x": bound.inv_x},
+            "steps": fallback_steps,
+            "slowdown": float(opt.inv_x / bound.inv_x),
+            "bound_inv_x": bound.inv_x,
+        },
         "k": opt.k,
         "fixed_k": opt.fixed_k,
         "U": opt.U,
@@ -292,18 +367,27 @@ def _info(n: int, direction: str, opt: Optimum, bound: Optimum, routed, packed_b
         "bottleneck_cut_compute": opt.cut_compute,
         "trees": len(routed),
         "packed_batches": packed_batches,
-        "heights": {"max": max(heights), "mean": sum(h * m for h, m in zip(heights, mults))
-                    / sum(mults), "per_tree": heights},
-        "congestion": {"ok": cong["ok"], "routes_valid": cong["routes_valid"],
-                       "overloaded_links": cong["overloaded_links"],
-                       "max_load_over_cap": cong["max_load_over_cap"],
-                       "inv_x": cong["inv_x"], "meets_bound": cong["inv_x"] <= opt.inv_x},
+        "heights": {
+            "max": max(heights),
+            "mean": sum(h * m for h, m in zip(heights, mults)) / sum(mults),
+            "per_tree": heights,
+        },
+        "congestion": {
+            "ok": cong["ok"],
+            "routes_valid": cong["routes_valid"],
+            "overloaded_links": cong["overloaded_links"],
+            "max_load_over_cap": cong["max_load_over_cap"],
+            "inv_x": cong["inv_x"],
+            "meets_bound": cong["inv_x"] <= opt.inv_x,
+        },
         "symmetry": sym_info,
         "logical_arcs": len(logical.caps) if logical is not None else None,
         "dropped_capacity": dict(logical.dropped) if logical is not None else {},
         "timings_s": timings,
-        "maxflows": {"optimum": opt.stats.get("maxflows"),
-                     "split": logical.stats.get("maxflows") if logical is not None else 0,
-                     "pack": pstats.get("maxflows"),
-                     "total": maxflows},
+        "maxflows": {
+            "optimum": opt.stats.get("maxflows"),
+            "split": logical.stats.get("maxflows") if logical is not None else 0,
+            "pack": pstats.get("maxflows"),
+            "total": maxflows,
+        },
     }

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...schedule.trees import TreeForm, lower
@@ -73,8 +73,12 @@ def _trees(topology: Topology, kind: CollKind, k: int | None) -> tuple[TreeForm,
     out_form, out_opt, out_info = forestcoll_trees(topology, k)
     in_form, in_opt, in_info = forestcoll_trees(topology, out_opt.k, direction="in")
     form = TreeForm(list(in_form.trees) + list(out_form.trees))
-    return form, {"out": out_info, "in": in_info, "inv_x": out_opt.inv_x + in_opt.inv_x,
-                  "k": out_opt.k}
+    return form, {
+        "out": out_info,
+        "in": in_info,
+        "inv_x": out_opt.inv_x + in_opt.inv_x,
+        "k": out_opt.k,
+    }
 
 
 def _unit_trees(form: TreeForm) -> TreeForm:
@@ -105,8 +109,9 @@ def _route_alpha_max(topology: Topology, form: TreeForm) -> float:
     return best
 
 
-def _estimate(topology: Topology, collective: Collective, cand: dict, size: float,
-              pipeline: int) -> float:
+def _estimate(
+    topology: Topology, collective: Collective, cand: dict, size: float, pipeline: int
+) -> float:
     n = collective.num_ranks
     t_bw = float(cand["inv_x"]) * size / n
     h = cand["height"]
@@ -123,23 +128,44 @@ def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None) -> int:
     return max(1, cap)
 
 
-@register("forestcoll", collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER,
-                                     CollKind.ALLREDUCE},
-          summary="ForestColl: optimal spanning-tree packing (exact bound, edge splitting); "
-                  "AllGather, ReduceScatter, AllReduce; k and pipelining chosen per size",
-          options=(
-              Option("k", "int", "auto", words=("auto", "opt"), minimum=1, shorthand=True,
-                     unit="trees",
-                     help="trees per root: auto (scan small k per size), opt (the optimum's "
-                          "k) or an integer (Algorithm 3)"),
-              Option("pipeline", "int", "auto", words=("auto",), minimum=1, unit="chunks",
-                     help="chunks per tree: auto (chosen per size) or an integer"),
-          ),
-          size_aware=True,
-          reference="Zhao et al., 'ForestColl: Throughput-Optimal Collective Communications "
-                    "on Heterogeneous Network Fabrics', arXiv 2402.06787")
-def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeline: Any = None,
-               size: float | None = None) -> Schedule:
+@register(
+    "forestcoll",
+    collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE},
+    summary="ForestColl: optimal spanning-tree packing (exact bound, edge splitting); "
+    "AllGather, ReduceScatter, AllReduce; k and pipelining chosen per size",
+    options=(
+        Option(
+            "k",
+            "int",
+            "auto",
+            words=("auto", "opt"),
+            minimum=1,
+            shorthand=True,
+            unit="trees",
+            help="trees per root: auto (scan small k per size), opt (the optimum's "
+            "k) or an integer (Algorithm 3)",
+        ),
+        Option(
+            "pipeline",
+            "int",
+            "auto",
+            words=("auto",),
+            minimum=1,
+            unit="chunks",
+            help="chunks per tree: auto (chosen per size) or an integer",
+        ),
+    ),
+    size_aware=True,
+    reference="Zhao et al., 'ForestColl: Throughput-Optimal Collective Communications "
+    "on Heterogeneous Network Fabrics', arXiv 2402.06787",
+)
+def forestcoll(
+    topology: Topology,
+    collective: Collective,
+    k: Any = None,
+    pipeline: Any = None,
+    size: float | None = None,
+) -> Schedule:
     """ForestColl trees lowered to pipelined chunk transfers."""
     k_opt_only = isinstance(k, str) and k.strip().lower() == "opt"
     k_val = None if k_opt_only else int_option(k, "k", "forestcoll")
@@ -152,8 +178,9 @@ def forestcoll(topology: Topology, collective: Collective, k: Any = None, pipeli
     return _lower(topology, collective, cands, best, size)
 
 
-def _k_scan(collective: Collective, k_val: int | None, k_opt_only: bool,
-            size: float | None) -> list[int | None]:
+def _k_scan(
+    collective: Collective, k_val: int | None, k_opt_only: bool, size: float | None
+) -> list[int | None]:
     """The trees per root to try (None: the optimum's ``k``)."""
     if k_val is not None:
         return [k_val]
@@ -191,8 +218,13 @@ def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> lis
     return cands
 
 
-def _choose(topology: Topology, collective: Collective, cands: list[dict], p_val: int | None,
-            size: float | None) -> tuple[float, dict, int]:
+def _choose(
+    topology: Topology,
+    collective: Collective,
+    cands: list[dict],
+    p_val: int | None,
+    size: float | None,
+) -> tuple[float, dict, int]:
     """The (estimated time, candidate, pipeline depth) of least estimated time (ties: the
     first)."""
     best: tuple[float, dict, int] | None = None
@@ -213,22 +245,39 @@ def _choose(topology: Topology, collective: Collective, cands: list[dict], p_val
     return best
 
 
-def _lower(topology: Topology, collective: Collective, cands: list[dict],
-           best: tuple[float, dict, int], size: float | None) -> Schedule:
+def _lower(
+    topology: Topology,
+    collective: Collective,
+    cands: list[dict],
+    best: tuple[float, dict, int],
+    size: float | None,
+) -> Schedule:
     """The chosen trees lowered to IR, with the choice and the trees' facts in ``meta``."""
     est, cand, p = best
-    info = {"k": cand["k"], "pipeline": p, "tree_height": cand["height"],
-            "optimal_time_per_byte": str(cand["inv_x"] / collective.num_ranks),
-            "estimated_time_s": est if size is not None else None,
-            "candidates_k": [c["k"] for c in cands]}
+    info = {
+        "k": cand["k"],
+        "pipeline": p,
+        "tree_height": cand["height"],
+        "optimal_time_per_byte": str(cand["inv_x"] / collective.num_ranks),
+        "estimated_time_s": est if size is not None else None,
+        "candidates_k": [c["k"] for c in cands],
+    }
     for d in ("out", "in"):
         if d in cand:
             inf = cand[d]
-            info[f"{d}_trees"] = {"trees": inf["trees"], "bottleneck_cut": inf["bottleneck_cut"],
-                                  "heights_max": inf["heights"]["max"],
-                                  "heights_mean": inf["heights"]["mean"],
-                                  "congestion_ok": inf["congestion"]["ok"],
-                                  "fallback": inf["fallback"],
-                                  "synth_time_s": inf["timings_s"]["total"]}
-    return lower(topology, collective.with_chunks(1), _unit_trees(cand["form"]), pipeline=p,
-                 meta={"forestcoll": info})
+            info[f"{d}_trees"] = {
+                "trees": inf["trees"],
+                "bottleneck_cut": inf["bottleneck_cut"],
+                "heights_max": inf["heights"]["max"],
+                "heights_mean": inf["heights"]["mean"],
+                "congestion_ok": inf["congestion"]["ok"],
+                "fallback": inf["fallback"],
+                "synth_time_s": inf["timings_s"]["total"],
+            }
+    return lower(
+        topology,
+        collective.with_chunks(1),
+        _unit_trees(cand["form"]),
+        pipeline=p,
+        meta={"forestcoll": info},
+    )

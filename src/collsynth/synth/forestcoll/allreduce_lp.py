@@ -59,12 +59,13 @@ def allreduce_lp(topo: Topology, *, max_variables: int = MAX_VARIABLES) -> dict[
     E = len(topo.links)
     size = n + 2 * E + 2 * n * (E + n)
     if size > max_variables:
-        raise CollsynthError(f"the AllReduce LP on {topo.name!r} would have {size} variables "
-                             f"(limit {max_variables})")
-    scale = max(float(l.bw) for l in topo.links)           # conditioning: bandwidths <= 1
+        raise CollsynthError(
+            f"the AllReduce LP on {topo.name!r} would have {size} variables (limit {max_variables})"
+        )
+    scale = max(float(l.bw) for l in topo.links)  # conditioning: bandwidths <= 1
     b = np.array([float(l.bw) for l in topo.links]) / scale
     rows = _constraints(topo, comp, b)
-    ncol = size                    # x (n) | c_re (E) | c_bc (E) | two flows (E + n) per node
+    ncol = size  # x (n) | c_re (E) | c_bc (E) | two flows (E + n) per node
     A_ub, b_ub = rows.matrix(ncol)
     cost = np.zeros(ncol)
     cost[0:n] = -1.0
@@ -75,12 +76,20 @@ def allreduce_lp(topo: Topology, *, max_variables: int = MAX_VARIABLES) -> dict[
     X = float(xs.sum())
     if X <= 0:
         raise CollsynthError("the AllReduce LP found no bandwidth (is the topology connected?)")
-    cre = res.x[n:n + E]
+    cre = res.x[n : n + E]
     share = np.divide(cre, b, out=np.zeros(E), where=b > 0)
-    return {"X_Bps": X, "inv_X": 1.0 / X, "x_Bps": xs.tolist(), "re_share": share.tolist(),
-            "status": "optimal", "variables": ncol, "constraints": rows.count,
-            "switches": int(V - n), "exact": V == n,
-            "wall_s": time.perf_counter() - t0}
+    return {
+        "X_Bps": X,
+        "inv_X": 1.0 / X,
+        "x_Bps": xs.tolist(),
+        "re_share": share.tolist(),
+        "status": "optimal",
+        "variables": ncol,
+        "constraints": rows.count,
+        "switches": int(V - n),
+        "exact": V == n,
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 class _Rows:
@@ -103,9 +112,10 @@ class _Rows:
         """``(A_ub as CSR, b_ub)``."""
         from scipy.sparse import coo_matrix
 
-        A_ub = coo_matrix((np.concatenate(self.vals),
-                           (np.concatenate(self.rows), np.concatenate(self.cols))),
-                          shape=(self.count, ncol)).tocsr()
+        A_ub = coo_matrix(
+            (np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
+            shape=(self.count, ncol),
+        ).tocsr()
         return A_ub, np.concatenate(self.rhs)
 
 
@@ -117,7 +127,7 @@ def _constraints(topo: Topology, comp: list[int], b: np.ndarray) -> _Rows:
     src = topo.link_src.astype(np.int64)
     dst = topo.link_dst.astype(np.int64)
     comp_arr = np.array(comp, dtype=np.int64)
-    A = E + n                                               # arcs of one flow network
+    A = E + n  # arcs of one flow network
     # column layout: x (n) | c_re (E) | c_bc (E) | per t: bc flow (A) | per t: re flow (A)
     ore, obc = n, n + E
     ofb = n + 2 * E
@@ -130,19 +140,31 @@ def _constraints(topo: Topology, comp: list[int], b: np.ndarray) -> _Rows:
     R.rhs.append(b)
     R.count += E
     # arc tails/heads of one network; virtual node s = V
-    tails_bc = np.concatenate([src, np.full(n, V)])          # s -> v
+    tails_bc = np.concatenate([src, np.full(n, V)])  # s -> v
     heads_bc = np.concatenate([dst, comp_arr])
-    tails_re = np.concatenate([src, comp_arr])               # v -> s
+    tails_re = np.concatenate([src, comp_arr])  # v -> s
     heads_re = np.concatenate([dst, np.full(n, V)])
     for j, t in enumerate(comp):
-        for kind, base, tails, heads, cap_off in (("bc", ofb, tails_bc, heads_bc, obc),
-                                                  ("re", ofr, tails_re, heads_re, ore)):
+        for kind, base, tails, heads, cap_off in (
+            ("bc", ofb, tails_bc, heads_bc, obc),
+            ("re", ofr, tails_re, heads_re, ore),
+        ):
             _flow_rows(R, kind, t, base + j * A, tails, heads, cap_off, n, E, V)
     return R
 
 
-def _flow_rows(R: _Rows, kind: str, t: int, fcol0: int, tails: np.ndarray, heads: np.ndarray,
-               cap_off: int, n: int, E: int, V: int) -> None:
+def _flow_rows(
+    R: _Rows,
+    kind: str,
+    t: int,
+    fcol0: int,
+    tails: np.ndarray,
+    heads: np.ndarray,
+    cap_off: int,
+    n: int,
+    E: int,
+    V: int,
+) -> None:
     """The rows of one max-flow (``kind`` ``bc``: s to ``t``; ``re``: ``t`` to s) whose flow
     columns start at ``fcol0``: arc capacities, then conservation with the sink taking X."""
     A = E + n
@@ -161,16 +183,17 @@ def _flow_rows(R: _Rows, kind: str, t: int, fcol0: int, tails: np.ndarray, heads
     #   reduce:    sink s:  X - in(s) <= 0
     # (node index V is s; its row is used only as the reduce sink)
     node_row = np.full(V + 1, -1, dtype=np.int64)
-    nodes = [v for v in range(V + 1) if not (kind == "re" and v == t)
-             and not (kind == "bc" and v == V)]
+    nodes = [
+        v for v in range(V + 1) if not (kind == "re" and v == t) and not (kind == "bc" and v == V)
+    ]
     node_row[nodes] = R.count + np.arange(len(nodes))
     r_t = node_row[tails]
     keep = r_t >= 0
-    R.add(r_t[keep], fcol[keep], np.ones(int(keep.sum())))        # out
+    R.add(r_t[keep], fcol[keep], np.ones(int(keep.sum())))  # out
     r_h = node_row[heads]
     keep = r_h >= 0
-    R.add(r_h[keep], fcol[keep], -np.ones(int(keep.sum())))       # in
+    R.add(r_h[keep], fcol[keep], -np.ones(int(keep.sum())))  # in
     sink = t if kind == "bc" else V
-    R.add(np.full(n, node_row[sink]), np.arange(n), np.ones(n))   # + X
+    R.add(np.full(n, node_row[sink]), np.arange(n), np.ones(n))  # + X
     R.rhs.append(np.zeros(len(nodes)))
     R.count += len(nodes)

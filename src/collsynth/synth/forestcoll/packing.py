@@ -46,18 +46,27 @@ class _RootSet:
     m: int
     members: set[int]
     depth: dict[int, int]
-    order: list[int]                      # members in insertion (BFS-like) order
-    mask: int                             # members as a bit mask
+    order: list[int]  # members in insertion (BFS-like) order
+    mask: int  # members as a bit mask
     edges: list[tuple[int, int]] = field(default_factory=list)
-    failed: set[tuple[int, int]] = field(default_factory=set)   # arcs that gave mu = 0
+    failed: set[tuple[int, int]] = field(default_factory=set)  # arcs that gave mu = 0
 
-    def copy(self, m: int) -> "_RootSet":
-        return _RootSet(self.root, m, set(self.members), dict(self.depth), list(self.order),
-                        self.mask, list(self.edges), set(self.failed))
+    def copy(self, m: int) -> _RootSet:
+        return _RootSet(
+            self.root,
+            m,
+            set(self.members),
+            dict(self.depth),
+            list(self.order),
+            self.mask,
+            list(self.edges),
+            set(self.failed),
+        )
 
 
-def pack_trees(logical, k: int | None = None, *, stats: dict | None = None
-               ) -> list[tuple[int, int, list[tuple[int, int]]]]:
+def pack_trees(
+    logical, k: int | None = None, *, stats: dict | None = None
+) -> list[tuple[int, int, list[tuple[int, int]]]]:
     """Algorithm 5 on ``logical`` (a :class:`~.splitting.LogicalTopology` or anything with
     ``num_ranks`` and ``caps[(u, v)]``): ``k`` (default ``logical.k``) spanning out-trees per root.
 
@@ -84,7 +93,8 @@ def pack_trees(logical, k: int | None = None, *, stats: dict | None = None
         if not pk.grow(i, queue):
             raise CollsynthError(
                 f"tree packing failed: root set of rank {r.root} cannot grow (the logical "
-                f"topology cannot hold {k} spanning out-trees per root)")
+                f"topology cannot hold {k} spanning out-trees per root)"
+            )
         if len(r.members) < n:
             queue.append(i)
     out = [(r.root, r.m, list(r.edges)) for r in pk.sets]
@@ -101,8 +111,9 @@ class _Packing:
     matrix (row = root set) and multiplicities, grown as root sets split."""
 
     def __init__(self, logical, n: int, k: int):
-        g: dict[tuple[int, int], int] = {e: int(c) for e, c in sorted(logical.caps.items())
-                                         if c > 0}
+        g: dict[tuple[int, int], int] = {
+            e: int(c) for e, c in sorted(logical.caps.items()) if c > 0
+        }
         arcs = list(g)
         self.n = n
         self.arc_id = {e: i for i, e in enumerate(arcs)}
@@ -110,7 +121,7 @@ class _Packing:
         self.a_head = np.array([b for _, b in arcs], dtype=np.int64)
         self.a_cap = np.array([g[e] for e in arcs], dtype=np.int64)
         self.outn: list[list[int]] = [[] for _ in range(n)]
-        for (a, b) in arcs:
+        for a, b in arcs:
             self.outn[a].append(b)
         self.sets: list[_RootSet] = [_RootSet(u, k, {u}, {u: 0}, [u], 1 << u) for u in range(n)]
         self.st = {"mu_flows": 0, "mu_zero": 0, "set_splits": 0}
@@ -135,10 +146,12 @@ class _Packing:
         inf = int(a_cap.sum()) + total_m + 1
         r_loc, cols = np.nonzero(mem[rows])
         g = len(rows)
-        tails = np.concatenate([self.a_tail, np.full(g, x, dtype=np.int64),
-                                n + r_loc.astype(np.int64)])
-        heads = np.concatenate([self.a_head, np.arange(n, n + g, dtype=np.int64),
-                                cols.astype(np.int64)])
+        tails = np.concatenate(
+            [self.a_tail, np.full(g, x, dtype=np.int64), n + r_loc.astype(np.int64)]
+        )
+        heads = np.concatenate(
+            [self.a_head, np.arange(n, n + g, dtype=np.int64), cols.astype(np.int64)]
+        )
         caps = np.concatenate([a_cap, ms, np.full(len(cols), inf, dtype=np.int64)])
         self.st["mu_flows"] += 1
         net = FlowNet(n + g, tails, heads, caps)

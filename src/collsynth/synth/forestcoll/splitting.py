@@ -85,18 +85,25 @@ class LogicalTopology:
         """The logical topology as an integer graph (capacity unit = one tree = ``tree_bw``)."""
         keys = sorted(self.caps)
         names = [self.topology.rank_name(r) for r in range(self.num_ranks)]
-        return IntGraph.from_links(self.topology.name + "/logical", self.num_ranks,
-                                   range(self.num_ranks), [a for a, _ in keys],
-                                   [b for _, b in keys], [self.caps[x] for x in keys],
-                                   self.tree_bw, names)
+        return IntGraph.from_links(
+            self.topology.name + "/logical",
+            self.num_ranks,
+            range(self.num_ranks),
+            [a for a, _ in keys],
+            [b for _, b in keys],
+            [self.caps[x] for x in keys],
+            self.tree_bw,
+            names,
+        )
 
     def as_topology(self) -> Topology:
         """A collsynth Topology of the ranks, one link per logical arc (bw = caps * tree_bw)."""
-        b = TopologyBuilder(self.topology.name + "-logical",
-                            meta={"logical_of": self.topology.name})
+        b = TopologyBuilder(
+            self.topology.name + "-logical", meta={"logical_of": self.topology.name}
+        )
         for r in range(self.num_ranks):
             b.compute(self.topology.rank_name(r))
-        for (u, v) in sorted(self.caps):
+        for u, v in sorted(self.caps):
             b.link(u, v, float(self.caps[(u, v)] * self.tree_bw), 0.0, "logical")
         return b.build()
 
@@ -143,8 +150,7 @@ class _Splitter:
             if c > 0:
                 self._add(l.src, l.dst, [((l.id,), c)])
         self.order = list(self.compute)
-        self.stats = {"splits": 0, "fast_checks": 0, "exact_gammas": 0, "stuck": 0,
-                      "shortcuts": 0}
+        self.stats = {"splits": 0, "fast_checks": 0, "exact_gammas": 0, "stuck": 0, "shortcuts": 0}
         self.dropped = {"loops": 0, "dead_end": 0, "stuck": 0}
 
     # ------------------------------------------------------------------ graph edits
@@ -201,8 +207,8 @@ class _Splitter:
         out: list[int] = []
         for l in path:
             a = links[l].src
-            if a in seen:          # back at a node already left: drop the cycle
-                del out[seen[a]:]
+            if a in seen:  # back at a node already left: drop the cycle
+                del out[seen[a] :]
                 for x in [x for x, i in seen.items() if i >= seen[a]]:
                     del seen[x]
             seen[a] = len(out)
@@ -218,8 +224,16 @@ class _Splitter:
 
     def feasible(self) -> bool:
         tails, heads, caps = self._arrays()
-        ok, bad, _ = rooted_check(self.n, tails, heads, caps, self.compute,
-                                  [self.k] * len(self.compute), self.K, self.order)
+        ok, bad, _ = rooted_check(
+            self.n,
+            tails,
+            heads,
+            caps,
+            self.compute,
+            [self.k] * len(self.compute),
+            self.K,
+            self.order,
+        )
         if not ok:
             self.order.remove(bad)
             self.order.insert(0, bad)
@@ -240,12 +254,18 @@ class _Splitter:
             t2, h2, c2 = list(tails), list(heads), list(caps)
             if part == 1:
                 src, snk = u, w
-                t2 += [u]; h2 += [s]; c2 += [inf]
+                t2 += [u]
+                h2 += [s]
+                c2 += [inf]
             else:
                 src, snk = w, t
-                t2 += [w]; h2 += [s]; c2 += [inf]
+                t2 += [w]
+                h2 += [s]
+                c2 += [inf]
             if u != t:
-                t2 += [u]; h2 += [t]; c2 += [inf]
+                t2 += [u]
+                h2 += [t]
+                c2 += [inf]
             # arc v -> sink per compute node v (infinite while v is the probed sink). Part 1:
             # v == u or v == t give an infinite u -> w path (no constraint). Part 2: v == t
             # needs no arc (a loop) but is a real constraint.
@@ -257,7 +277,9 @@ class _Splitter:
                     arc_of[v] = None
                     continue
                 arc_of[v] = len(t2)
-                t2.append(v); h2.append(snk); c2.append(0)
+                t2.append(v)
+                h2.append(snk)
+                c2.append(0)
             net = FlowNet(self.n + 1, t2, h2, c2)
             for v in self.order:
                 if v not in arc_of:
@@ -291,8 +313,10 @@ class _Splitter:
 
     def _snapshot(self, u, w, t):
         keys = [(u, w), (w, t), (u, t)]
-        return ([(x, self.cap.get(x), dict(self.paths[x]) if x in self.paths else None)
-                 for x in keys], dict(self.dropped))
+        return (
+            [(x, self.cap.get(x), dict(self.paths[x]) if x in self.paths else None) for x in keys],
+            dict(self.dropped),
+        )
 
     def _restore(self, saved) -> None:
         entries, dropped = saved
@@ -399,7 +423,7 @@ def remove_switches(topo: Topology, opt: Optimum, *, spread: bool = False):
     rank = topo.rank_of_node
     caps: dict[tuple[int, int], int] = {}
     routing: dict[tuple[int, int], list[tuple[tuple[int, ...], int]]] = {}
-    for (a, b) in sorted(sp.cap, key=lambda x: (rank[x[0]], rank[x[1]])):
+    for a, b in sorted(sp.cap, key=lambda x: (rank[x[0]], rank[x[1]])):
         assert sp.is_compute[a] and sp.is_compute[b]
         key = (int(rank[a]), int(rank[b]))
         caps[key] = sp.cap[(a, b)]
@@ -407,7 +431,15 @@ def remove_switches(topo: Topology, opt: Optimum, *, spread: bool = False):
     stats = dict(sp.stats)
     stats["maxflows"] = _flow.COUNTERS["maxflows"] - mf0
     stats["seconds"] = time.perf_counter() - t0
-    logical = LogicalTopology(topology=topo, num_ranks=topo.num_ranks, k=opt.k, caps=caps,
-                              routing=routing, tree_bw=opt.y, preserved=preserved,
-                              dropped=dict(sp.dropped), stats=stats)
+    logical = LogicalTopology(
+        topology=topo,
+        num_ranks=topo.num_ranks,
+        k=opt.k,
+        caps=caps,
+        routing=routing,
+        tree_bw=opt.y,
+        preserved=preserved,
+        dropped=dict(sp.dropped),
+        stats=stats,
+    )
     return logical, routing

@@ -80,8 +80,9 @@ def _link_perm(topo: Topology, p: list[int]) -> list[int] | None:
     return out
 
 
-def _attr_perm(topo: Topology, attr: str, shift: int, ignore: frozenset = frozenset()
-               ) -> list[int] | None:
+def _attr_perm(
+    topo: Topology, attr: str, shift: int, ignore: frozenset = frozenset()
+) -> list[int] | None:
     """Node permutation shifting integer attribute ``attr`` by ``shift`` (mod its range per
     node kind/role); every other attribute is kept except those in ``ignore`` (attributes
     derived from ``attr``, such as a torus node's linear index when its ``x`` shifts), which
@@ -102,7 +103,7 @@ def _attr_perm(topo: Topology, attr: str, shift: int, ignore: frozenset = frozen
     index: dict[tuple, int] = {}
     for i, nd in enumerate(nodes):
         kk = key(nd.kind, nd.attrs)
-        index[kk] = -1 if kk in index else i      # -1: ambiguous
+        index[kk] = -1 if kk in index else i  # -1: ambiguous
     p = []
     for i, nd in enumerate(nodes):
         a = nd.attrs
@@ -153,8 +154,9 @@ def _generators(topo: Topology) -> list[list[int]]:
     return gens
 
 
-def _closure(topo: Topology, gens: list[list[int]], max_order: int
-             ) -> tuple[np.ndarray, np.ndarray] | None:
+def _closure(
+    topo: Topology, gens: list[list[int]], max_order: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     glinks = [np.array(_link_perm(topo, g), dtype=np.int64) for g in gens]
     garr = [np.array(g, dtype=np.int64) for g in gens]
     ident = np.arange(topo.num_nodes, dtype=np.int64)
@@ -165,7 +167,7 @@ def _closure(topo: Topology, gens: list[list[int]], max_order: int
     while q:
         i = q.popleft()
         for g, gl in zip(garr, glinks):
-            c = g[nodes_l[i]]                  # apply element i, then the generator
+            c = g[nodes_l[i]]  # apply element i, then the generator
             key = c.tobytes()
             if key not in elems:
                 elems[key] = None
@@ -177,8 +179,9 @@ def _closure(topo: Topology, gens: list[list[int]], max_order: int
     return np.array(nodes_l, dtype=np.int64), np.array(links_l, dtype=np.int64)
 
 
-def automorphisms(topo: Topology, max_order: int | None = None
-                  ) -> tuple[np.ndarray, np.ndarray] | None:
+def automorphisms(
+    topo: Topology, max_order: int | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
     """A verified automorphism group acting freely on the ranks (see the module doc).
 
     Returns ``(node_perms, link_perms)`` (one row per group element, the identity first) or
@@ -204,7 +207,6 @@ def automorphisms(topo: Topology, max_order: int | None = None
         kept.append(g)
         best = got
     return best
-
 
 
 def _nearest(t, out_links, orbit, oload, inc, caps, dst, is_comp, enter_mask):
@@ -327,12 +329,31 @@ def _tight_sets(topo: Topology, opt, reps: list[int]) -> list[frozenset[int]]:
     return out
 
 
-def _grow(reps, k, n, out_links, orbit, oload, inc, caps, ocap, dst, is_comp, weight,
-          round_robin, node_mask, enter_mask, topo):
+def _grow(
+    reps,
+    k,
+    n,
+    out_links,
+    orbit,
+    oload,
+    inc,
+    caps,
+    ocap,
+    dst,
+    is_comp,
+    weight,
+    round_robin,
+    node_mask,
+    enter_mask,
+    topo,
+):
     """One greedy construction of the representative trees; returns the trees, or the set of
     nodes a stuck tree cannot reach (all links into it full or forbidden), or None."""
-    trees = [{"root": r, "members": {r: 0}, "order": [r], "edges": [], "entered": node_mask[r]}
-             for r in reps for _ in range(k)]
+    trees = [
+        {"root": r, "members": {r: 0}, "order": [r], "edges": [], "entered": node_mask[r]}
+        for r in reps
+        for _ in range(k)
+    ]
     active = list(range(len(trees)))
     while active:
         nxt = []
@@ -340,11 +361,13 @@ def _grow(reps, k, n, out_links, orbit, oload, inc, caps, ocap, dst, is_comp, we
             t = trees[ti]
             members = t["members"]
             if weight is not None:
-                found, prev = _cheapest(t, out_links, orbit, oload, inc, caps, dst, is_comp,
-                                        weight, enter_mask)
+                found, prev = _cheapest(
+                    t, out_links, orbit, oload, inc, caps, dst, is_comp, weight, enter_mask
+                )
             else:
-                found, prev = _nearest(t, out_links, orbit, oload, inc, caps, dst, is_comp,
-                                       enter_mask)
+                found, prev = _nearest(
+                    t, out_links, orbit, oload, inc, caps, dst, is_comp, enter_mask
+                )
             if found is None:
                 return None, _stuck_set(topo, set(t["order"]) | set(prev), is_comp)
             route = []
@@ -377,11 +400,16 @@ def _grow(reps, k, n, out_links, orbit, oload, inc, caps, ocap, dst, is_comp, we
     return trees, None
 
 
-def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = True,
-                    weighted: bool | None = None, max_restarts: int = 3,
-                    seed_sets: list[frozenset[int]] | None = None, tight: bool = False
-                    ) -> tuple[list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]],
-                               dict[str, Any]] | None:
+def symmetric_trees(
+    topo: Topology,
+    opt,
+    group=None,
+    round_robin: bool | None = True,
+    weighted: bool | None = None,
+    max_restarts: int = 3,
+    seed_sets: list[frozenset[int]] | None = None,
+    tight: bool = False,
+) -> tuple[list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]], dict[str, Any]] | None:
     """Trees for every root from trees for one root per orbit (see the module doc), or None.
 
     ``round_robin``: grow the representative trees one edge per turn (True, default, shorter
@@ -401,8 +429,8 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
     g = _Greedy(topo, opt, P, L)
     tight_sets = _tight_sets(topo, opt, g.reps) if tight else []
     got = None
-    for rr in ((True, False) if round_robin is None else (round_robin,)):
-        for w in ((False, True) if weighted is None else (weighted,)):
+    for rr in (True, False) if round_robin is None else (round_robin,):
+        for w in (False, True) if weighted is None else (weighted,):
             got = g.attempt(rr, w, list(tight_sets) + list(seed_sets or []), max_restarts)
             if got is not None:
                 break
@@ -412,9 +440,16 @@ def symmetric_trees(topo: Topology, opt, group=None, round_robin: bool | None = 
         return None
     trees, n_learned, restarts = got
     steps = sum(len(t["edges"]) for t in trees)
-    info = {"group_order": len(P), "representatives": len(g.reps), "link_orbits": len(g.osize),
-            "round_robin": rr, "weighted": w, "learned_sets": n_learned,
-            "restarts": restarts, "steps": steps}
+    info = {
+        "group_order": len(P),
+        "representatives": len(g.reps),
+        "link_orbits": len(g.osize),
+        "round_robin": rr,
+        "weighted": w,
+        "learned_sets": n_learned,
+        "restarts": restarts,
+        "steps": steps,
+    }
     return _images(trees, P, L, topo.rank_of_node), info
 
 
@@ -449,7 +484,7 @@ class _Greedy:
         self.caps = caps = [int(c) for c in opt.caps]
         self.ocap = [0] * len(self.osize)
         for l in range(nl):
-            self.ocap[orbit[l]] = caps[l]   # an automorphism keeps bandwidth, hence caps
+            self.ocap[orbit[l]] = caps[l]  # an automorphism keeps bandwidth, hence caps
         cmax = max(caps) if caps else 1
         self.weight = [cmax / c if c > 0 else 0.0 for c in caps]
         self.out_links: list[list[int]] = [[] for _ in range(topo.num_nodes)]
@@ -476,10 +511,24 @@ class _Greedy:
             if pending:
                 self.learn(pending, learned, known, node_mask, enter_mask)
                 pending = []
-            trees, stuck = _grow(self.reps, self.k, self.n, self.out_links, self.orbit,
-                                 [0] * len(self.osize), self.inc, self.caps, self.ocap, self.dst,
-                                 self.is_comp, self.weight if w else None, rr, node_mask,
-                                 enter_mask, self.topo)
+            trees, stuck = _grow(
+                self.reps,
+                self.k,
+                self.n,
+                self.out_links,
+                self.orbit,
+                [0] * len(self.osize),
+                self.inc,
+                self.caps,
+                self.ocap,
+                self.dst,
+                self.is_comp,
+                self.weight if w else None,
+                rr,
+                node_mask,
+                enter_mask,
+                self.topo,
+            )
             if trees is not None:
                 return trees, len(learned), restarts
             if stuck is None or restarts >= max_restarts:
@@ -492,7 +541,7 @@ class _Greedy:
         """Add the images of ``sets`` to the "enter once" sets; whether any was new."""
         progress = False
         for stuck_set in sets:
-            if len(stuck_set) < 2:      # a tree enters a single node once anyway
+            if len(stuck_set) < 2:  # a tree enters a single node once anyway
                 continue
             for g in range(self.G):
                 img = frozenset(int(x) for x in self.P[g][sorted(stuck_set)])
@@ -510,8 +559,9 @@ class _Greedy:
         return progress
 
 
-def _images(trees: list[dict], P: np.ndarray, L: np.ndarray, rank
-            ) -> list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]:
+def _images(
+    trees: list[dict], P: np.ndarray, L: np.ndarray, rank
+) -> list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]:
     """The representative trees' images under the group, as routed trees by rank; identical
     trees of a root merge into one batch."""
     G = len(P)
@@ -527,7 +577,7 @@ def _images(trees: list[dict], P: np.ndarray, L: np.ndarray, rank
         roots = rank_arr[P[:, t["root"]]].tolist()
         for g in range(G):
             pg, cg, lg = par[g], chi[g], lnk[g]
-            edges = tuple((pg[i], cg[i], tuple(lg[offs[i]:offs[i + 1]])) for i in range(len(es)))
+            edges = tuple((pg[i], cg[i], tuple(lg[offs[i] : offs[i + 1]])) for i in range(len(es)))
             key = (roots[g], edges)
             batches[key] = batches.get(key, 0) + 1
     routed = [(root, m, list(edges)) for (root, edges), m in batches.items()]

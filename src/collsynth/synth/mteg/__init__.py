@@ -73,10 +73,33 @@ plus one for ``alpha``).
 
 from __future__ import annotations
 
-from .algo import (DEFAULT_SIZE, Plan, Task, asap_seconds, best_plan, decompose, lower,
-                   mteg_horizon, plan, synthesize)
+from .algo import (
+    DEFAULT_SIZE,
+    Plan,
+    Task,
+    asap_seconds,
+    best_plan,
+    decompose,
+    lower,
+    mteg_horizon,
+    plan,
+    synthesize,
+)
 from .model import Occupancy, SlotGraph
 from .steiner import Planner
 
-__all__ = ["DEFAULT_SIZE", "Occupancy", "Plan", "Planner", "SlotGraph", "Task", "asap_seconds",
-           "best_plan", "decompose", "lower", "mteg_horizon", "plan", "synthesize"]
+__all__ = [
+    "DEFAULT_SIZE",
+    "Occupancy",
+    "Plan",
+    "Planner",
+    "SlotGraph",
+    "Task",
+    "asap_seconds",
+    "best_plan",
+    "decompose",
+    "lower",
+    "mteg_horizon",
+    "plan",
+    "synthesize",
+]

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule, ScheduleBuilder
 from ...topology.model import Topology
@@ -23,8 +23,14 @@ from .steiner import Planner
 DEFAULT_SIZE = float(1 << 20)
 
 #: Collectives MTEGCCA handles: every one whose chunks travel from one source to destinations.
-SUPPORTED = {CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.CUSTOM, CollKind.GATHER,
-             CollKind.SCATTER, CollKind.ALLTOALL}
+SUPPORTED = {
+    CollKind.ALLGATHER,
+    CollKind.BROADCAST,
+    CollKind.CUSTOM,
+    CollKind.GATHER,
+    CollKind.SCATTER,
+    CollKind.ALLTOALL,
+}
 
 
 @dataclass(frozen=True)
@@ -34,9 +40,9 @@ class Task:
     chunk: int
     source: int
     dests: tuple[int, ...]
-    volume: float          # bytes delivered: chunk bytes x destinations
-    round: int             # position of the chunk among its source's chunks
-    spread: int            # the source's position in the farthest-first order of ranks
+    volume: float  # bytes delivered: chunk bytes x destinations
+    round: int  # position of the chunk among its source's chunks
+    spread: int  # the source's position in the farthest-first order of ranks
 
     @property
     def key(self) -> tuple:
@@ -63,15 +69,16 @@ def spread_order(topology: Topology) -> list[int]:
     chosen[0] = True
     for _ in range(n - 1):
         cand = np.where(chosen, -1.0, near)
-        r = int(np.argmax(cand))          # first maximum: lowest rank among ties
+        r = int(np.argmax(cand))  # first maximum: lowest rank among ties
         order.append(r)
         chosen[r] = True
         near = np.minimum(near, sym[r])
     return order
 
 
-def decompose(collective: Collective, chunk_bytes: float,
-              spread: list[int] | None = None) -> list[Task]:
+def decompose(
+    collective: Collective, chunk_bytes: float, spread: list[int] | None = None
+) -> list[Task]:
     """Multicast tasks of a non-reducing collective, in planning order (the paper's steps 1–2).
 
     Broadcast: one task per chunk. AllGather: one broadcast per (source, chunk), ``C`` chunks
@@ -81,8 +88,9 @@ def decompose(collective: Collective, chunk_bytes: float,
     then by the source's position in ``spread``, then by chunk id.
     """
     if collective.kind not in SUPPORTED:
-        raise CollsynthError(f"mteg does not support {collective.kind.value} "
-                             f"(it plans copies only, no reductions)")
+        raise CollsynthError(
+            f"mteg does not support {collective.kind.value} (it plans copies only, no reductions)"
+        )
     src = collective.chunk_source
     pos = list(range(collective.num_ranks))
     if spread is not None:
@@ -193,14 +201,24 @@ class Plan:
         return self.seconds < other.seconds * (1 - 1e-12)
 
 
-def plan(topology: Topology, collective: Collective, size: float | None = None,
-         slot: Any = None, horizon: Any = None, occupancy: Any = None,
-         trees: Any = None, nearest: Any = None, negotiate: Any = None,
-         price: Any = None) -> Plan:
+def plan(
+    topology: Topology,
+    collective: Collective,
+    size: float | None = None,
+    slot: Any = None,
+    horizon: Any = None,
+    occupancy: Any = None,
+    trees: Any = None,
+    nearest: Any = None,
+    negotiate: Any = None,
+    price: Any = None,
+) -> Plan:
     """Run MTEGCCA's planning (no IR): the slot plan for ``size`` bytes."""
     if collective.num_ranks != topology.num_ranks:
-        raise CollsynthError(f"collective has {collective.num_ranks} ranks but topology "
-                             f"{topology.name!r} has {topology.num_ranks} compute nodes")
+        raise CollsynthError(
+            f"collective has {collective.num_ranks} ranks but topology "
+            f"{topology.name!r} has {topology.num_ranks} compute nodes"
+        )
     nbytes = size_option(size, "mteg", DEFAULT_SIZE)
     tau = _parse_slot(slot)
     h0 = int_option(horizon, "horizon", "mteg", minimum=1)
@@ -229,8 +247,15 @@ def plan(topology: Topology, collective: Collective, size: float | None = None,
     return p
 
 
-def _route_all(graph: SlotGraph, tasks: list[Task], h0: int | None, near: str, grow: str,
-               penalty: dict[int, dict[int, float]] | None, price: float = 0.0) -> Planner:
+def _route_all(
+    graph: SlotGraph,
+    tasks: list[Task],
+    h0: int | None,
+    near: str,
+    grow: str,
+    penalty: dict[int, dict[int, float]] | None,
+    price: float = 0.0,
+) -> Planner:
     """One pass of the paper's steps 3–5: every task's tree, in planning order."""
     planner = Planner(graph, h0, near, penalty, price)
     rest = tasks
@@ -295,8 +320,7 @@ def _parse_price(value: Any) -> float | None:
     try:
         lam = float(value)
     except (TypeError, ValueError):
-        raise CollsynthError(f"mteg option price={value!r} is not a number, off or auto") \
-            from None
+        raise CollsynthError(f"mteg option price={value!r} is not a number, off or auto") from None
     if not (math.isfinite(lam) and lam >= 0):
         raise CollsynthError(f"mteg option price={value!r} must be a non-negative number")
     return lam
@@ -330,7 +354,7 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
     """
     g = p.graph
     if not any(len(t.dests) == g.n - 1 for t in p.tasks):
-        return                    # penalties steer full broadcasts only: nothing would change
+        return  # penalties steer full broadcasts only: nothing would change
     source = {t.chunk: t.source for t in p.tasks}
     floor = _latency_floor(g, p.tasks)
     step = max(g.chunk_bytes / float(g.topology.link_bw.max()) / g.tau, 1.0)
@@ -351,8 +375,7 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
         penalty: dict[int, dict[int, float]] = {}
         cur = p.planner
         n = last_gain = 0
-        while (n < limit and cur.finish > floor
-               and n - last_gain < NEGOTIATE_PATIENCE):
+        while n < limit and cur.finish > floor and n - last_gain < NEGOTIATE_PATIENCE:
             if not _add_penalties(cur, g, source, into, e_src, penalty, step, chain):
                 break
             cur = _route_all(g, p.tasks, h0, p.nearest, p.trees, penalty, p.price)
@@ -363,9 +386,14 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
                 best_p, best, best_round, last_gain = cand, cur, used, n
     p.planner = best
     p._asap = best_p._asap
-    p.negotiation = {"rounds": used, "best_round": best_round, "first_slots": first,
-                     "best_slots": best.finish, "first_asap_s": first_s,
-                     "best_asap_s": p.asap}
+    p.negotiation = {
+        "rounds": used,
+        "best_round": best_round,
+        "first_slots": first,
+        "best_slots": best.finish,
+        "first_asap_s": first_s,
+        "best_asap_s": p.asap,
+    }
 
 
 def _latency_floor(g: SlotGraph, tasks: list[Task]) -> int:
@@ -395,9 +423,16 @@ def _latency_floor(g: SlotGraph, tasks: list[Task]) -> int:
     return floor
 
 
-def _add_penalties(pl: Planner, g: SlotGraph, source: dict[int, int], into: list[list[int]],
-                   e_src: list[int], penalty: dict[int, dict[int, float]],
-                   step: float, chain: bool = False) -> bool:
+def _add_penalties(
+    pl: Planner,
+    g: SlotGraph,
+    source: dict[int, int],
+    into: list[list[int]],
+    e_src: list[int],
+    penalty: dict[int, dict[int, float]],
+    step: float,
+    chain: bool = False,
+) -> bool:
     """One negotiation round's penalties (see :func:`_negotiate`); False if none was added."""
     e_len, e_occ = g.e_len, g.e_occ
     n_ops = len(pl.op_edge)
@@ -429,7 +464,7 @@ def _add_penalties(pl: Planner, g: SlotGraph, source: dict[int, int], into: list
             u = e_src[e]
             h = 0 if u == source.get(chunk) else hold.get((chunk, u))
             if h is None or h + e_len[e] >= arrival[i]:
-                continue                  # this edge could not have delivered it earlier
+                continue  # this edge could not have delivered it earlier
             last = arrival[i] - e_len[e]  # departures in [h, last) would have been earlier
             for l, a, w in e_occ[e]:
                 lo, hi = h + a, last + a + w
@@ -451,11 +486,19 @@ def lower(p: Plan) -> Schedule:
     tau = g.tau
     on_link: dict[int, list[tuple[int, int]]] = {}
     edges = g.edges
-    for op, (chunk, e, slot, parent) in enumerate(zip(pl.op_chunk, pl.op_edge, pl.op_slot,
-                                                      pl.op_parent)):
+    for op, (chunk, e, slot, parent) in enumerate(
+        zip(pl.op_chunk, pl.op_edge, pl.op_slot, pl.op_parent)
+    ):
         edge = edges[e]
-        b.add(edge.src, edge.dst, chunk, route=edge.route,
-              deps=(parent,) if parent >= 0 else (), start=slot * tau, step=slot)
+        b.add(
+            edge.src,
+            edge.dst,
+            chunk,
+            route=edge.route,
+            deps=(parent,) if parent >= 0 else (),
+            start=slot * tau,
+            step=slot,
+        )
         for l, a, _w in edge.occ:
             on_link.setdefault(l, []).append((slot + a, op))
     # A planned order per link: the order of its busy windows. The verifier (and the simulator)
@@ -474,75 +517,135 @@ def lower(p: Plan) -> Schedule:
             unordered += 1
     b.size = p.size
     rounding = [edges[e].length * tau - edges[e].exact_s for e in pl.op_edge]
-    b.meta.update({
-        "mteg": {
-            "slot_s": tau,
-            "occupancy": "exact" if g.exact else "slot",
-            "trees": p.trees,
-            "nearest": p.nearest,
-            "price": p.price,
-            "chunk_bytes": g.chunk_bytes,
-            "plan_slots": pl.finish,
-            "plan_time_s": pl.finish * tau,
-            "horizon_slots": pl.horizon,
-            "initial_horizon_slots": pl.initial_horizon,
-            "horizon_growths": pl.growths,
-            "tasks": len(coll_tasks),
-            "transmission_edges": len(edges),
-            "max_rounding_s": float(max(rounding)) if rounding else 0.0,
-            "links_without_order": unordered,
-            "asap_s": p.asap,
-            "negotiation": p.negotiation or {"rounds": 0, "best_round": 0,
-                                             "first_slots": pl.finish,
-                                             "best_slots": pl.finish,
-                                             "first_asap_s": p.asap, "best_asap_s": p.asap},
-        }})
+    b.meta.update(
+        {
+            "mteg": {
+                "slot_s": tau,
+                "occupancy": "exact" if g.exact else "slot",
+                "trees": p.trees,
+                "nearest": p.nearest,
+                "price": p.price,
+                "chunk_bytes": g.chunk_bytes,
+                "plan_slots": pl.finish,
+                "plan_time_s": pl.finish * tau,
+                "horizon_slots": pl.horizon,
+                "initial_horizon_slots": pl.initial_horizon,
+                "horizon_growths": pl.growths,
+                "tasks": len(coll_tasks),
+                "transmission_edges": len(edges),
+                "max_rounding_s": float(max(rounding)) if rounding else 0.0,
+                "links_without_order": unordered,
+                "asap_s": p.asap,
+                "negotiation": p.negotiation
+                or {
+                    "rounds": 0,
+                    "best_round": 0,
+                    "first_slots": pl.finish,
+                    "best_slots": pl.finish,
+                    "first_asap_s": p.asap,
+                    "best_asap_s": p.asap,
+                },
+            }
+        }
+    )
     return b.build()
 
 
-@register("mteg", collectives=SUPPORTED,
-          summary="MTEGCCA: Takahashi–Matsuyama Steiner trees per broadcast on an implicit "
-                  "multicast time-expanded graph; timed, conflict-free slots",
-          options=(
-              Option("slot", "time", "auto", words=("auto",), minimum=0.0,
-                     exclusive_minimum=True, shorthand=True,
-                     help="slot length tau (e.g. 0.5us); auto: one chunk on the fastest link "
-                          "(the paper's), and on small problems where whole slots round "
-                          "transfers up a lot also a 4x finer slot; the plan that finishes "
-                          "first"),
-              Option("horizon", "int", "auto", words=("auto",), minimum=1, unit="slots",
-                     help="initial horizon H; doubled automatically while a broadcast cannot "
-                          "be routed"),
-              Option("occupancy", "choice", "exact", choices=("exact", "slot"),
-                     help="exact (a link is busy exactly while it transmits) or slot (whole "
-                          "slots: the paper's one transfer per (link, slot))"),
-              Option("trees", "choice", "auto", choices=("sequential", "concurrent", "auto"),
-                     help="sequential (the paper: one broadcast tree after another), "
-                          "concurrent (all grown together, nearest first) or auto (both, the "
-                          "plan that finishes first)"),
-              Option("nearest", "choice", "auto", choices=("arrival", "cost", "auto"),
-                     help="arrival (TM attaches the earliest-arriving terminal), cost (the "
-                          "paper's edge cost: transmission plus storage slots added to the "
-                          "tree) or auto (both, the plan that finishes first)"),
-              Option("negotiate", "int", "auto", words=("off", "auto"), minimum=0,
-                     unit="rounds",
-                     help="re-planning rounds with penalties on contended edges (not in the "
-                          "paper): an integer, 0/off, or auto (up to 16, fewer on large "
-                          "problems); the earliest plan is kept"),
-              Option("price", "float", "auto", words=("off", "auto"), minimum=0.0,
-                     help="link-time price of broadcast tree edges (not in the paper): slots "
-                          "of key per slot of link time a transfer holds, off, or auto (0, and "
-                          "on small problems also 1, 2 and 4 with nearest=arrival; the plan "
-                          "that finishes first)"),
-          ),
-          size_aware=True,
-          reference="Liu Fei, Wang Peng, Ma Han, Li Ye, Li Hongyan, 'Collective communication "
-                    "scheduling algorithm based on multicast time-expanded graph' (MTEGCCA), "
-                    "Journal on Communications, 2026, doi:10.11959/j.issn.1000-436x.2026062")
-def synthesize(topology: Topology, collective: Collective, *, size: float | None = None,
-               slot: Any = None, horizon: Any = None, occupancy: Any = None,
-               trees: Any = None, nearest: Any = None, negotiate: Any = None,
-               price: Any = None) -> Schedule:
+@register(
+    "mteg",
+    collectives=SUPPORTED,
+    summary="MTEGCCA: Takahashi–Matsuyama Steiner trees per broadcast on an implicit "
+    "multicast time-expanded graph; timed, conflict-free slots",
+    options=(
+        Option(
+            "slot",
+            "time",
+            "auto",
+            words=("auto",),
+            minimum=0.0,
+            exclusive_minimum=True,
+            shorthand=True,
+            help="slot length tau (e.g. 0.5us); auto: one chunk on the fastest link "
+            "(the paper's), and on small problems where whole slots round "
+            "transfers up a lot also a 4x finer slot; the plan that finishes "
+            "first",
+        ),
+        Option(
+            "horizon",
+            "int",
+            "auto",
+            words=("auto",),
+            minimum=1,
+            unit="slots",
+            help="initial horizon H; doubled automatically while a broadcast cannot be routed",
+        ),
+        Option(
+            "occupancy",
+            "choice",
+            "exact",
+            choices=("exact", "slot"),
+            help="exact (a link is busy exactly while it transmits) or slot (whole "
+            "slots: the paper's one transfer per (link, slot))",
+        ),
+        Option(
+            "trees",
+            "choice",
+            "auto",
+            choices=("sequential", "concurrent", "auto"),
+            help="sequential (the paper: one broadcast tree after another), "
+            "concurrent (all grown together, nearest first) or auto (both, the "
+            "plan that finishes first)",
+        ),
+        Option(
+            "nearest",
+            "choice",
+            "auto",
+            choices=("arrival", "cost", "auto"),
+            help="arrival (TM attaches the earliest-arriving terminal), cost (the "
+            "paper's edge cost: transmission plus storage slots added to the "
+            "tree) or auto (both, the plan that finishes first)",
+        ),
+        Option(
+            "negotiate",
+            "int",
+            "auto",
+            words=("off", "auto"),
+            minimum=0,
+            unit="rounds",
+            help="re-planning rounds with penalties on contended edges (not in the "
+            "paper): an integer, 0/off, or auto (up to 16, fewer on large "
+            "problems); the earliest plan is kept",
+        ),
+        Option(
+            "price",
+            "float",
+            "auto",
+            words=("off", "auto"),
+            minimum=0.0,
+            help="link-time price of broadcast tree edges (not in the paper): slots "
+            "of key per slot of link time a transfer holds, off, or auto (0, and "
+            "on small problems also 1, 2 and 4 with nearest=arrival; the plan "
+            "that finishes first)",
+        ),
+    ),
+    size_aware=True,
+    reference="Liu Fei, Wang Peng, Ma Han, Li Ye, Li Hongyan, 'Collective communication "
+    "scheduling algorithm based on multicast time-expanded graph' (MTEGCCA), "
+    "Journal on Communications, 2026, doi:10.11959/j.issn.1000-436x.2026062",
+)
+def synthesize(
+    topology: Topology,
+    collective: Collective,
+    *,
+    size: float | None = None,
+    slot: Any = None,
+    horizon: Any = None,
+    occupancy: Any = None,
+    trees: Any = None,
+    nearest: Any = None,
+    negotiate: Any = None,
+    price: Any = None,
+) -> Schedule:
     """MTEGCCA: Steiner trees on a multicast time-expanded graph (Liu Fei et al., Journal on
     Communications 2026).
 
@@ -554,14 +657,25 @@ def synthesize(topology: Topology, collective: Collective, *, size: float | None
     Each variant is improved by negotiated re-planning (``negotiate``, default ``auto``);
     on small problems link-time priced variants join (``price``, default ``auto``).
     """
-    return lower(best_plan(topology, collective, size, slot, horizon, occupancy, trees,
-                           nearest, negotiate, price))
+    return lower(
+        best_plan(
+            topology, collective, size, slot, horizon, occupancy, trees, nearest, negotiate, price
+        )
+    )
 
 
-def best_plan(topology: Topology, collective: Collective, size: float | None = None,
-              slot: Any = None, horizon: Any = None, occupancy: Any = None,
-              trees: Any = None, nearest: Any = None, negotiate: Any = None,
-              price: Any = None) -> Plan:
+def best_plan(
+    topology: Topology,
+    collective: Collective,
+    size: float | None = None,
+    slot: Any = None,
+    horizon: Any = None,
+    occupancy: Any = None,
+    trees: Any = None,
+    nearest: Any = None,
+    negotiate: Any = None,
+    price: Any = None,
+) -> Plan:
     """:func:`plan` for every variant ``auto`` stands for; the earliest-finishing plan.
 
     With ``slot`` left to ``auto`` the variants are planned with the paper's slot (one chunk on
@@ -580,8 +694,12 @@ def best_plan(topology: Topology, collective: Collective, size: float | None = N
     tau0 = _parse_slot(slot)
     nbytes = size_option(size, "mteg", DEFAULT_SIZE)
     # the paper's graph: problem size (work) and whether the slot wastes much (refinement)
-    g0 = SlotGraph(topology, collective.chunk_bytes(nbytes), tau0,
-                   exact=occupancy is None or str(occupancy).strip().lower() != "slot")
+    g0 = SlotGraph(
+        topology,
+        collective.chunk_bytes(nbytes),
+        tau0,
+        exact=occupancy is None or str(occupancy).strip().lower() != "slot",
+    )
     n_tasks = len(decompose(collective, g0.chunk_bytes))
     work = max(1, n_tasks * len(g0.edges))
     taus: list[Any] = [slot]
@@ -589,14 +707,21 @@ def best_plan(topology: Topology, collective: Collective, size: float | None = N
         taus.append(g0.tau / REFINE)
     # candidates per slot: every (trees, nearest) variant at price ``lam`` (0 with auto), then
     # with price=auto on small problems the priced arrival variants
-    cands = [(g, n, lam or 0.0) for g in _variants(trees, ("sequential", "concurrent"))
-             for n in _variants(nearest, ("arrival", "cost"))]
+    cands = [
+        (g, n, lam or 0.0)
+        for g in _variants(trees, ("sequential", "concurrent"))
+        for n in _variants(nearest, ("arrival", "cost"))
+    ]
     if lam is None and work <= PRICE_WORK:
-        cands += [(g, "arrival", x) for g in _variants(trees, PRICE_TREES)
-                  if g in PRICE_TREES for x in PRICES
-                  if "arrival" in _variants(nearest, ("arrival", "cost"))]
+        cands += [
+            (g, "arrival", x)
+            for g in _variants(trees, PRICE_TREES)
+            if g in PRICE_TREES
+            for x in PRICES
+            if "arrival" in _variants(nearest, ("arrival", "cost"))
+        ]
     rounds = _parse_negotiate(negotiate)
-    if rounds is None:            # auto: the search budget shared by every candidate
+    if rounds is None:  # auto: the search budget shared by every candidate
         rounds = negotiation_rounds(g0, n_tasks, len(cands) * len(taus))
     best = None
     for tau in taus:
@@ -638,8 +763,13 @@ def _variants(value: Any, choices: tuple[str, ...]) -> tuple[str, ...]:
     return (str(value),)
 
 
-def mteg_horizon(topology: Topology, collective: Collective, size: float | None = None,
-                 tau: Any = None, occupancy: str = "slot") -> tuple[int, float]:
+def mteg_horizon(
+    topology: Topology,
+    collective: Collective,
+    size: float | None = None,
+    tau: Any = None,
+    occupancy: str = "slot",
+) -> tuple[int, float]:
     """Completion of MTEGCCA's plan as ``(slots, seconds)`` with slots of length ``tau``.
 
     The paper's §3.2: a feasible MTEGCCA plan bounds the number of epochs an exact time-expanded

@@ -59,12 +59,12 @@ class Edge:
     """A transmission edge family ``src_t -> dst_{t+length}`` (one per direct route)."""
 
     id: int
-    src: int                      # rank
-    dst: int                      # rank
-    route: tuple[int, ...]        # link ids
-    length: int                   # L in slots
-    occ: tuple[tuple[int, float, float], ...]   # (link, offset, width) per hop, slots
-    exact_s: float                # alpha + chunk / bottleneck bw: the exact transfer time
+    src: int  # rank
+    dst: int  # rank
+    route: tuple[int, ...]  # link ids
+    length: int  # L in slots
+    occ: tuple[tuple[int, float, float], ...]  # (link, offset, width) per hop, slots
+    exact_s: float  # alpha + chunk / bottleneck bw: the exact transfer time
 
 
 class SlotGraph:
@@ -75,14 +75,15 @@ class SlotGraph:
     every window outward to whole slots: the paper's one-transfer-per-(link, slot) resource.
     """
 
-    def __init__(self, topology: Topology, chunk_bytes: float, tau: float | None = None,
-                 exact: bool = True):
+    def __init__(
+        self, topology: Topology, chunk_bytes: float, tau: float | None = None, exact: bool = True
+    ):
         t = topology
         if not (math.isfinite(chunk_bytes) and chunk_bytes > 0):
             raise CollsynthError(f"mteg: chunk size {chunk_bytes!r} must be positive")
         fastest = float(t.link_bw.max())
         if tau is None:
-            tau = chunk_bytes / fastest   # the paper's: one chunk on the fastest link
+            tau = chunk_bytes / fastest  # the paper's: one chunk on the fastest link
         if not (math.isfinite(tau) and tau > 0):
             raise CollsynthError(f"mteg: slot length {tau!r} must be a positive time")
         self.topology = t
@@ -139,8 +140,12 @@ class SlotGraph:
             for e in self.edges:
                 alphas = [float(t.link_alpha[l]) for l in e.route]
                 tails = [sum(alphas[i:]) for i in range(len(alphas))]
-                out.append(tuple((int(l), a, self.chunk_bytes / float(t.link_bw[l]), tl)
-                                 for l, a, tl in zip(e.route, alphas, tails)))
+                out.append(
+                    tuple(
+                        (int(l), a, self.chunk_bytes / float(t.link_bw[l]), tl)
+                        for l, a, tl in zip(e.route, alphas, tails)
+                    )
+                )
             self._hops = out
         return self._hops
 
@@ -163,8 +168,13 @@ class SlotGraph:
                     best[k] = e.length
             if best:
                 rows, cols = zip(*best)
-                w = coo_matrix((np.array(list(best.values()), dtype=np.float64),
-                                (np.array(rows), np.array(cols))), shape=(n, n)).tocsr()
+                w = coo_matrix(
+                    (
+                        np.array(list(best.values()), dtype=np.float64),
+                        (np.array(rows), np.array(cols)),
+                    ),
+                    shape=(n, n),
+                ).tocsr()
                 self._static = shortest_path(w, method="D", directed=True)
             else:
                 self._static = np.full((n, n), np.inf)
@@ -178,17 +188,21 @@ class SlotGraph:
         total_alpha = sum(alphas)
         length = ceil_slots(total_alpha / tau) + ceil_slots(dur / tau)
         if length > MAX_SLOTS // 4:
-            raise CollsynthError(f"mteg: slot length {tau:.3g}s is too short for this topology "
-                                 f"and size (one transfer would take {length} slots)")
+            raise CollsynthError(
+                f"mteg: slot length {tau:.3g}s is too short for this topology "
+                f"and size (one transfer would take {length} slots)"
+            )
         occ = []
         before = 0.0
         for l, a in zip(route, alphas):
             first, last = before / tau, (before + dur) / tau
             if not self.exact:
-                first, last = float(floor_slots(first)), float(max(ceil_slots(last),
-                                                                   floor_slots(first) + 1))
+                first, last = (
+                    float(floor_slots(first)),
+                    float(max(ceil_slots(last), floor_slots(first) + 1)),
+                )
             occ.append((int(l), first, last - first))
-            length = max(length, ceil_slots(last))   # float noise only: inside [t, t + L)
+            length = max(length, ceil_slots(last))  # float noise only: inside [t, t + L)
             before += a
         return Edge(eid, u, v, tuple(route), length, tuple(occ), total_alpha + dur)
 

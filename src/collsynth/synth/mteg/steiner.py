@@ -46,9 +46,14 @@ from .model import MAX_SLOTS, Occupancy, SlotGraph
 class Planner:
     """Routes multicast tasks one after another on a shared residual MTEG."""
 
-    def __init__(self, graph: SlotGraph, horizon: int | None = None,
-                 nearest: str = "arrival", penalty: dict[int, dict[int, float]] | None = None,
-                 price: float = 0.0):
+    def __init__(
+        self,
+        graph: SlotGraph,
+        horizon: int | None = None,
+        nearest: str = "arrival",
+        penalty: dict[int, dict[int, float]] | None = None,
+        price: float = 0.0,
+    ):
         if nearest not in ("arrival", "cost"):
             raise CollsynthError(f"mteg: nearest={nearest!r} is not arrival or cost")
         self.g = graph
@@ -71,7 +76,7 @@ class Planner:
         self.op_edge: list[int] = []
         self.op_slot: list[int] = []
         self.op_parent: list[int] = []
-        self.finish = 0            # latest arrival slot
+        self.finish = 0  # latest arrival slot
 
     # ------------------------------------------------------------------ helpers
     def _grow(self, needed: int) -> None:
@@ -109,8 +114,10 @@ class Planner:
     def _unreachable(self, chunk: int, src: int, missing) -> CollsynthError:
         t = self.g.topology
         r = min(missing)
-        return CollsynthError(f"mteg: chunk {chunk} cannot reach {t.rank_name(r)} from "
-                              f"{t.rank_name(src)} (no path of GPU-to-GPU routes)")
+        return CollsynthError(
+            f"mteg: chunk {chunk} cannot reach {t.rank_name(r)} from "
+            f"{t.rank_name(src)} (no path of GPU-to-GPU routes)"
+        )
 
     # ------------------------------------------------------------------ tasks
     def route(self, chunk: int, src: int, dests, *, general: bool = False) -> None:
@@ -156,7 +163,7 @@ class Planner:
             if hold[v] >= 0:
                 continue
             t2 = earliest(e_occ[e], hold[u])
-            if t2 != t:                       # its slots were taken meanwhile: re-queue
+            if t2 != t:  # its slots were taken meanwhile: re-queue
                 k = t2 + e_len[e]
                 push(heap, (k if pget is None else k + pget(e), v, u, e, t2))
                 continue
@@ -272,8 +279,9 @@ class Planner:
         while left:
             if not heap:
                 k = next(i for i in range(len(tasks)) if min(hold[i]) < 0)
-                raise self._unreachable(tasks[k][0], tasks[k][1],
-                                        [r for r in range(n) if hold[k][r] < 0])
+                raise self._unreachable(
+                    tasks[k][0], tasks[k][1], [r for r in range(n) if hold[k][r] < 0]
+                )
             c, arr, k, v, u, e, t = pop(heap)
             hk = hold[k]
             if hk[v] >= 0:
@@ -310,7 +318,7 @@ class Planner:
                 via[v] = self._record(chunk, e, t, via[u], arr)
                 hold[v] = last[v] = arr
                 if t > last[u]:
-                    last[u] = t          # the storage edges up to t join the tree
+                    last[u] = t  # the storage edges up to t join the tree
                 remaining.discard(v)
 
     def _nearest(self, chunk: int, src: int, hold: dict, last: dict, remaining: set):
@@ -335,17 +343,20 @@ class Planner:
         hrow = g.static_slots[:, rem].min(axis=1)
         if not np.isfinite(hrow[[v for v in hold]]).any():
             raise self._unreachable(chunk, src, remaining)
-        heur = [int(x) if np.isfinite(x) else -1 for x in hrow.tolist()]   # -1: no path
+        heur = [int(x) if np.isfinite(x) else -1 for x in hrow.tolist()]  # -1: no path
         term = remaining
         while True:
             # heap entries: (distance + heuristic, terminal?, distance, arrival, node)
-            heap = [(heur[v], 0, 0, h, v) if cost else (h + heur[v], 0, h, h, v)
-                    for v, h in hold.items() if heur[v] >= 0]
+            heap = [
+                (heur[v], 0, 0, h, v) if cost else (h + heur[v], 0, h, h, v)
+                for v, h in hold.items()
+                if heur[v] >= 0
+            ]
             heapq.heapify(heap)
             best: dict[int, tuple[int, int, int, int, int]] = {}
             done: set[int] = set()
             pruned = None
-            found = None             # distance of the nearest unreached terminal seen so far
+            found = None  # distance of the nearest unreached terminal seen so far
             while heap:
                 _f, _flag, dist, lab, v = heapq.heappop(heap)
                 if v in done:
@@ -353,7 +364,7 @@ class Planner:
                 done.add(v)
                 if v not in hold and v in term:
                     if cost and lab > self.horizon:
-                        self._grow(lab)      # nearest by cost but beyond the horizon
+                        self._grow(lab)  # nearest by cost but beyond the horizon
                     return v, best
                 intree = v in hold
                 for e in out[v]:
@@ -363,7 +374,7 @@ class Planner:
                         continue
                     ln = e_len[e]
                     if found is not None and (dist if cost else lab) + ln + hw > found:
-                        continue             # cannot beat the terminal already seen
+                        continue  # cannot beat the terminal already seen
                     t = occ.earliest(e_occ[e], lab)
                     a = t + ln
                     if a > self.horizon and not cost:

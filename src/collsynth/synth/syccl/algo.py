@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import OpKind, Schedule, ScheduleBuilder
 from ...topology.model import Topology
@@ -78,8 +78,9 @@ MIN_GAIN = 0.01
 SKETCHES = (("rail", "island"), ("island", "rail"))
 
 
-def sketch_loads(sketch: tuple[str, ...], sizes: dict[str, int],
-                 kind: CollKind = CollKind.ALLGATHER) -> dict[str, int]:
+def sketch_loads(
+    sketch: tuple[str, ...], sizes: dict[str, int], kind: CollKind = CollKind.ALLGATHER
+) -> dict[str, int]:
     """Pieces each GPU receives per dimension for one unit of every rank's data.
 
     AllGather: a stage on groups of size g after stages of sizes g_1..g_k: ``(g-1) g_1..g_k``.
@@ -101,8 +102,9 @@ def sketch_loads(sketch: tuple[str, ...], sizes: dict[str, int],
     return loads
 
 
-def allocate(loads: list[dict[str, int]], caps: dict[str, Fraction]) -> tuple[list[Fraction],
-                                                                             Fraction]:
+def allocate(
+    loads: list[dict[str, int]], caps: dict[str, Fraction]
+) -> tuple[list[Fraction], Fraction]:
     """Exact min-max chunk allocation over two dimensions: (fractions per sketch, time/unit)."""
     dims = sorted(caps)
     if len(dims) != 2:
@@ -127,7 +129,7 @@ def allocate(loads: list[dict[str, int]], caps: dict[str, Fraction]) -> tuple[li
                 t = [Fraction(0)] * K
                 t[a], t[b] = ta, 1 - ta
                 cands.append(t)
-    best = min(cands, key=cost)   # min keeps the first of equal costs
+    best = min(cands, key=cost)  # min keeps the first of equal costs
     return best, cost(best)
 
 
@@ -138,7 +140,7 @@ class _Template:
     ``depth[i]``; ``last[o, b]`` is the transfer that delivers origin o to position b."""
 
     def __init__(self, kind: str, g: int, rows: list | None = None):
-        if rows is not None:     # given (a stage-2 MILP solution)
+        if rows is not None:  # given (a stage-2 MILP solution)
             rows = [tuple(int(v) for v in r) for r in rows]
         else:
             rows = []
@@ -163,15 +165,17 @@ class _Template:
         self.a, self.b, self.o, self.prev, self.depth = (arr[:, i].copy() for i in range(5))
         self.last = np.full((g, g), -1, dtype=np.int64)
         for i, (_, b, o, _, _) in enumerate(rows):
-            self.last[o, b] = i   # later transfers overwrite: the final delivery
+            self.last[o, b] = i  # later transfers overwrite: the final delivery
         off = ~np.eye(g, dtype=bool)
         if np.any(self.last[off] < 0) or np.any(self.prev >= np.arange(len(rows))):
-            raise CollsynthError(f"syccl: the {kind} template does not complete the "
-                                 f"all-gather of {g} positions")
+            raise CollsynthError(
+                f"syccl: the {kind} template does not complete the all-gather of {g} positions"
+            )
 
 
-def _ag_stage(held: np.ndarray, deliv: np.ndarray, G: np.ndarray, tp: _Template, base_id: int,
-              base_step: int) -> tuple[dict, np.ndarray, np.ndarray]:
+def _ag_stage(
+    held: np.ndarray, deliv: np.ndarray, G: np.ndarray, tp: _Template, base_id: int, base_step: int
+) -> tuple[dict, np.ndarray, np.ndarray]:
     """One AllGather stage replicated over the groups ``G`` (shape [groups, g]).
 
     ``held[r]`` lists the chunks rank r holds (all ranks hold equally many) and ``deliv[r]``
@@ -180,30 +184,39 @@ def _ag_stage(held: np.ndarray, deliv: np.ndarray, G: np.ndarray, tp: _Template,
     ng, g = G.shape
     n, H = held.shape
     T = len(tp.a)
-    org = G[:, tp.o]                                     # [ng, T]
+    org = G[:, tp.o]  # [ng, T]
     ids = base_id + np.arange(ng * T * H, dtype=np.int64).reshape(ng, T, H)
-    chunk = held[org]                                    # [ng, T, H]
+    chunk = held[org]  # [ng, T, H]
     prev = np.maximum(tp.prev, 0)
     dep = np.where((tp.prev >= 0)[None, :, None], ids[:, prev, :], deliv[org])
-    ops = {"src": np.broadcast_to(G[:, tp.a][:, :, None], (ng, T, H)).ravel(),
-           "dst": np.broadcast_to(G[:, tp.b][:, :, None], (ng, T, H)).ravel(),
-           "chunk": chunk.ravel(), "dep": dep.ravel(),
-           "step": np.broadcast_to((base_step + tp.depth)[None, :, None], (ng, T, H)).ravel()}
+    ops = {
+        "src": np.broadcast_to(G[:, tp.a][:, :, None], (ng, T, H)).ravel(),
+        "dst": np.broadcast_to(G[:, tp.b][:, :, None], (ng, T, H)).ravel(),
+        "chunk": chunk.ravel(),
+        "dep": dep.ravel(),
+        "step": np.broadcast_to((base_step + tp.depth)[None, :, None], (ng, T, H)).ravel(),
+    }
     # rank at position b of group gi now holds origin o's items for every o
     new_held = np.empty((n, g * H), dtype=np.int64)
     new_deliv = np.empty((n, g * H), dtype=np.int64)
-    hb = held[G]                                         # [ng, g(o), H]
-    last = np.maximum(tp.last, 0)                        # [g(o), g(b)]
-    got = ids[:, last, :]                                # [ng, g(o), g(b), H]
+    hb = held[G]  # [ng, g(o), H]
+    last = np.maximum(tp.last, 0)  # [g(o), g(b)]
+    got = ids[:, last, :]  # [ng, g(o), g(b), H]
     own = np.eye(g, dtype=bool)[None, :, :, None]
-    dl = np.where(own, deliv[G][:, :, None, :], got)     # [ng, o, b, H]
+    dl = np.where(own, deliv[G][:, :, None, :], got)  # [ng, o, b, H]
     new_held[G.ravel()] = np.broadcast_to(hb[:, None, :, :], (ng, g, g, H)).reshape(ng * g, g * H)
     new_deliv[G.ravel()] = dl.transpose(0, 2, 1, 3).reshape(ng * g, g * H)
     return ops, new_held, new_deliv
 
 
-def _a2a_stage(held: np.ndarray, deliv: np.ndarray, G: np.ndarray, key: np.ndarray,
-               base_id: int, base_step: int) -> tuple[dict, np.ndarray, np.ndarray]:
+def _a2a_stage(
+    held: np.ndarray,
+    deliv: np.ndarray,
+    G: np.ndarray,
+    key: np.ndarray,
+    base_id: int,
+    base_step: int,
+) -> tuple[dict, np.ndarray, np.ndarray]:
     """One AllToAll stage over the groups ``G``: every block moves to the group member at
     position ``key[block]`` (its destination's coordinate on this dimension), one hop, sends in
     pairwise-shift order (step ``base_step + (b - a) mod g - 1``)."""
@@ -216,30 +229,33 @@ def _a2a_stage(held: np.ndarray, deliv: np.ndarray, G: np.ndarray, key: np.ndarr
     order = np.argsort(k, axis=1, kind="stable")
     ks = np.take_along_axis(k, order, axis=1).reshape(n, g, Q)
     if not np.all(ks == np.arange(g)[None, :, None]):
-        raise CollsynthError("syccl: internal error: AllToAll blocks are not uniform over a "
-                             "group (P2 violated)")
+        raise CollsynthError(
+            "syccl: internal error: AllToAll blocks are not uniform over a group (P2 violated)"
+        )
     hs = np.take_along_axis(held, order, axis=1).reshape(n, g, Q)
     ds = np.take_along_axis(deliv, order, axis=1).reshape(n, g, Q)
     A, B = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
     mask = A != B
-    ai, bi = A[mask], B[mask]                            # pairs (a, b), a != b, T = g(g-1)
+    ai, bi = A[mask], B[mask]  # pairs (a, b), a != b, T = g(g-1)
     T = len(ai)
     pair = np.full((g, g), 0, dtype=np.int64)
     pair[ai, bi] = np.arange(T)
-    snd = G[:, ai]                                       # [ng, T]
+    snd = G[:, ai]  # [ng, T]
     ids = base_id + np.arange(ng * T * Q, dtype=np.int64).reshape(ng, T, Q)
-    ops = {"src": np.broadcast_to(snd[:, :, None], (ng, T, Q)).ravel(),
-           "dst": np.broadcast_to(G[:, bi][:, :, None], (ng, T, Q)).ravel(),
-           "chunk": hs[snd, bi[None, :], :].ravel(),
-           "dep": ds[snd, bi[None, :], :].ravel(),
-           "step": np.broadcast_to((base_step + (bi - ai) % g - 1)[None, :, None],
-                                   (ng, T, Q)).ravel()}
+    ops = {
+        "src": np.broadcast_to(snd[:, :, None], (ng, T, Q)).ravel(),
+        "dst": np.broadcast_to(G[:, bi][:, :, None], (ng, T, Q)).ravel(),
+        "chunk": hs[snd, bi[None, :], :].ravel(),
+        "dep": ds[snd, bi[None, :], :].ravel(),
+        "step": np.broadcast_to((base_step + (bi - ai) % g - 1)[None, :, None], (ng, T, Q)).ravel(),
+    }
     # rank at position b of group gi receives from every a the blocks keyed b
     bb = np.arange(g)
-    nh = hs[G[:, None, :], bb[None, :, None], :]         # [ng, b, a, Q]
+    nh = hs[G[:, None, :], bb[None, :, None], :]  # [ng, b, a, Q]
     own = np.eye(g, dtype=bool)[None, :, :, None]
-    nd = np.where(own, ds[G[:, None, :], bb[None, :, None], :],
-                  ids[:, pair.T, :])                     # pair.T[b, a] = pair[a, b]
+    nd = np.where(
+        own, ds[G[:, None, :], bb[None, :, None], :], ids[:, pair.T, :]
+    )  # pair.T[b, a] = pair[a, b]
     new_held = np.empty_like(held)
     new_deliv = np.empty_like(deliv)
     new_held[G.ravel()] = nh.reshape(ng * g, H)
@@ -258,7 +274,7 @@ class _RouteTable:
         self.lens = np.zeros(n * n, dtype=np.int64)
         for tab in tables:
             for (a, b), r in tab.items():
-                self.pad[a * n + b, :len(r)] = r
+                self.pad[a * n + b, : len(r)] = r
                 self.lens[a * n + b] = len(r)
 
     def csr(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -279,8 +295,10 @@ class _Plan:
         self.topology, self.collective, self.fab = topology, collective, fab
         n = topology.num_ranks
         S, m = fab.servers, fab.island_size
-        self.groups = {"island": np.array(fab.islands, dtype=np.int64),
-                       "rail": np.array(fab.rails, dtype=np.int64)}
+        self.groups = {
+            "island": np.array(fab.islands, dtype=np.int64),
+            "rail": np.array(fab.rails, dtype=np.int64),
+        }
         pos = {"island": np.empty(n, dtype=np.int64), "rail": np.empty(n, dtype=np.int64)}
         for s, isl in enumerate(fab.islands):
             for j, r in enumerate(isl):
@@ -290,7 +308,7 @@ class _Plan:
         self.routes = _RouteTable(n, fab.island_routes, fab.net_routes)
         self.stage_gap = max(S, m)
         self._blocks: dict = {}
-        self.milp: dict[int, _Template] = {}   # stage-2 MILP templates by sub-demand id
+        self.milp: dict[int, _Template] = {}  # stage-2 MILP templates by sub-demand id
         self._sub: dict = {}
 
     def sub_topology(self, dim: str) -> Topology:
@@ -338,8 +356,9 @@ class _Plan:
             if a2a:
                 ops, held, deliv = _a2a_stage(held, deliv, G, self.pos[dim][dest], cur, base)
             else:
-                ops, held, deliv = _ag_stage(held, deliv, G, self.template(dim, spec[si]),
-                                             cur, base)
+                ops, held, deliv = _ag_stage(
+                    held, deliv, G, self.template(dim, spec[si]), cur, base
+                )
             parts.append(ops)
             cur += len(ops["src"])
         blk = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -348,8 +367,11 @@ class _Plan:
         return blk
 
     def ops_per_unit(self, sketches, fracs, rk: Any) -> int:
-        return sum(len(self.block(sk, self.spec(sk, rk, k))["src"])
-                   for k, (sk, f) in enumerate(zip(sketches, fracs)) if f != 0)
+        return sum(
+            len(self.block(sk, self.spec(sk, rk, k))["src"])
+            for k, (sk, f) in enumerate(zip(sketches, fracs))
+            if f != 0
+        )
 
 
 def quantize(fracs: list[Fraction]) -> list[Fraction]:
@@ -358,8 +380,14 @@ def quantize(fracs: list[Fraction]) -> list[Fraction]:
     return q
 
 
-def build(plan: _Plan, sketches: list[tuple[str, ...]], fracs: list[Fraction], rail_kind: Any,
-          pipeline: int, meta: dict) -> Schedule:
+def build(
+    plan: _Plan,
+    sketches: list[tuple[str, ...]],
+    fracs: list[Fraction],
+    rail_kind: Any,
+    pipeline: int,
+    meta: dict,
+) -> Schedule:
     """Stitch the candidate (sketch fractions, rail template, pipeline depth) into one IR."""
     q = quantize(fracs)
     den = lcm(*[x.denominator for x in q]) * pipeline
@@ -387,18 +415,29 @@ def build(plan: _Plan, sketches: list[tuple[str, ...]], fracs: list[Fraction], r
         np.cumsum(np.tile(rlen, P), out=route_ptr[1:])
         plo_arr = plo + np.arange(P, dtype=np.int64) * width
         phi_arr = np.append(plo_arr[1:], phi)
-        part = np.stack([np.repeat(plo_arr, K), np.repeat(phi_arr, K),
-                         np.full(K * P, den, dtype=np.int64)], axis=1)
-        b.add_many(np.tile(blk["src"], P), np.tile(blk["dst"], P), np.tile(blk["chunk"], P),
-                   route_ptr=route_ptr, route_links=np.tile(blk["route_links"], P),
-                   dep_ptr=dep_ptr, dep_ids=dep[has], kind=OpKind.COPY,
-                   step=np.tile(blk["step"], P), part=part)
+        part = np.stack(
+            [np.repeat(plo_arr, K), np.repeat(phi_arr, K), np.full(K * P, den, dtype=np.int64)],
+            axis=1,
+        )
+        b.add_many(
+            np.tile(blk["src"], P),
+            np.tile(blk["dst"], P),
+            np.tile(blk["chunk"], P),
+            route_ptr=route_ptr,
+            route_links=np.tile(blk["route_links"], P),
+            dep_ptr=dep_ptr,
+            dep_ids=dep[has],
+            kind=OpKind.COPY,
+            step=np.tile(blk["step"], P),
+            part=part,
+        )
         lo = hi
     return b.build()
 
 
-def reverse_to_reducescatter(ag: Schedule, collective: Collective,
-                             finish: np.ndarray | None = None) -> Schedule:
+def reverse_to_reducescatter(
+    ag: Schedule, collective: Collective, finish: np.ndarray | None = None
+) -> Schedule:
     """ReduceScatter as the reverse of an AllGather schedule.
 
     Each AllGather (chunk, part) forms a broadcast tree from the chunk's owner (every other rank
@@ -426,8 +465,9 @@ def reverse_to_reducescatter(ag: Schedule, collective: Collective,
     new_links = back[links]
     if np.any(new_links < 0):
         bad = int(links[np.flatnonzero(new_links < 0)[0]])
-        raise CollsynthError(f"syccl: reduce-scatter needs link {t.link_label(bad)} "
-                             f"in both directions")
+        raise CollsynthError(
+            f"syccl: reduce-scatter needs link {t.link_label(bad)} in both directions"
+        )
     total = int(ag.route_ptr[-1])
     route_ptr = total - ag.route_ptr[::-1]
     # op i depends on d  ->  reversed op N-1-d depends on N-1-i
@@ -445,14 +485,24 @@ def reverse_to_reducescatter(ag: Schedule, collective: Collective,
         step = smax - ag.step[::-1]
     part = np.stack([ag.part_lo[::-1], ag.part_hi[::-1], ag.part_den[::-1]], axis=1)
     b = ScheduleBuilder(t, collective, dict(ag.meta))
-    b.add_many(ag.dst[::-1], ag.src[::-1], ag.chunk[::-1], route_ptr=route_ptr,
-               route_links=new_links, dep_ptr=dep_ptr, dep_ids=new_ids[srt],
-               kind=OpKind.REDUCE, step=step, part=part)
+    b.add_many(
+        ag.dst[::-1],
+        ag.src[::-1],
+        ag.chunk[::-1],
+        route_ptr=route_ptr,
+        route_links=new_links,
+        dep_ptr=dep_ptr,
+        dep_ids=new_ids[srt],
+        kind=OpKind.REDUCE,
+        step=step,
+        part=part,
+    )
     return b.build()
 
 
-def direct_candidate(topology: Topology, collective: Collective,
-                     routes: RouteTable) -> Schedule | None:
+def direct_candidate(
+    topology: Topology, collective: Collective, routes: RouteTable
+) -> Schedule | None:
     """The one-stage AllToAll sketch, vectorised: every block straight from its source to its
     destination along the route table's direct route, in pairwise-exchange order (step
     ``(d - s) mod n - 1``, ops sorted by (step, source, destination, chunk)): the ``direct``
@@ -477,12 +527,11 @@ def direct_candidate(topology: Topology, collective: Collective,
     rt = _RouteTable(n, tab)
     route_ptr, route_links = rt.csr(s, d)
     b = ScheduleBuilder(topology, collective, {"algorithm": "direct"})
-    b.add_many(s, d, c, route_ptr=route_ptr, route_links=route_links, kind=OpKind.COPY,
-               step=shift)
+    b.add_many(s, d, c, route_ptr=route_ptr, route_links=route_links, kind=OpKind.COPY, step=shift)
     return b.build()
 
 
-_POOL: dict = {}   # the forked scorers' view of the candidates (set before the pool forks)
+_POOL: dict = {}  # the forked scorers' view of the candidates (set before the pool forks)
 
 
 def _pool_time(i: int) -> float:
@@ -544,8 +593,7 @@ class _SubDemands:
                     if key not in self.ids:
                         self.ids[key] = len(self.info)
                         self.info.append({})
-                        self.pending.append((self.ids[key], (d, plan.sub_topology(d), cb,
-                                                             mult)))
+                        self.pending.append((self.ids[key], (d, plan.sub_topology(d), cb, mult)))
                     stages.append(self.ids[key])
                 held *= g
             out.append(tuple(stages))
@@ -559,42 +607,67 @@ class _SubDemands:
 
         t0 = time.perf_counter()
         jobs, self.pending = self.pending, []
-        for (sid, job), (rows, info) in zip(jobs, solve_many([j for _, j in jobs],
-                                                             self.workers)):
+        for (sid, job), (rows, info) in zip(jobs, solve_many([j for _, j in jobs], self.workers)):
             if rows is not None:
                 try:
-                    self.plan.milp[sid] = _Template("milp", self.plan.groups[job[0]].shape[1],
-                                                    rows)
+                    self.plan.milp[sid] = _Template("milp", self.plan.groups[job[0]].shape[1], rows)
                 except CollsynthError as e:
                     info = {**info, "error": str(e)}
             self.info[sid] = {"id": sid, **info}
         return time.perf_counter() - t0
 
 
-@register("syccl", collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL},
-          summary="SyCCL-style symmetric decomposition: island/rail sketches, chunk allocation, "
-                  "replicated sub-schedules, simulator selection (AllGather, ReduceScatter by "
-                  "reversal, AllToAll with PXN-style two-stage sketches)",
-          options=(
-              Option("workers", "int", 1, minimum=1, shorthand=True, unit="processes",
-                     help="worker processes for the stage-2 sub-MILPs and candidate scoring"),
-              Option("stage2", "choice", "template", choices=("template", "milp"),
-                     help="template (direct/ring sub-schedules) or milp (also TE-CCL's epoch "
-                          "MILP per distinct sub-demand, groups <= 16: coarse epoch to "
-                          "filter, fine epoch to select)"),
-              Option("fine_keep", "int", 1, minimum=1, words=("all",),
-                     help="stage2=milp: coarse-epoch candidates re-solved at the fine epoch "
-                          "(all: no filtering)"),
-          ),
-          size_aware=True,
-          reference="Cao et al., 'SyCCL: Exploiting Symmetry for Efficient Collective "
-                    "Communication Scheduling', ACM SIGCOMM 2025")
-def syccl(topology: Topology, collective: Collective, size: float | None = None,
-          workers: int = 1, stage2: str = "template", fine_keep: int | str = 1) -> Schedule:
+@register(
+    "syccl",
+    collectives={CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL},
+    summary="SyCCL-style symmetric decomposition: island/rail sketches, chunk allocation, "
+    "replicated sub-schedules, simulator selection (AllGather, ReduceScatter by "
+    "reversal, AllToAll with PXN-style two-stage sketches)",
+    options=(
+        Option(
+            "workers",
+            "int",
+            1,
+            minimum=1,
+            shorthand=True,
+            unit="processes",
+            help="worker processes for the stage-2 sub-MILPs and candidate scoring",
+        ),
+        Option(
+            "stage2",
+            "choice",
+            "template",
+            choices=("template", "milp"),
+            help="template (direct/ring sub-schedules) or milp (also TE-CCL's epoch "
+            "MILP per distinct sub-demand, groups <= 16: coarse epoch to "
+            "filter, fine epoch to select)",
+        ),
+        Option(
+            "fine_keep",
+            "int",
+            1,
+            minimum=1,
+            words=("all",),
+            help="stage2=milp: coarse-epoch candidates re-solved at the fine epoch "
+            "(all: no filtering)",
+        ),
+    ),
+    size_aware=True,
+    reference="Cao et al., 'SyCCL: Exploiting Symmetry for Efficient Collective "
+    "Communication Scheduling', ACM SIGCOMM 2025",
+)
+def syccl(
+    topology: Topology,
+    collective: Collective,
+    size: float | None = None,
+    workers: int = 1,
+    stage2: str = "template",
+    fine_keep: int | str = 1,
+) -> Schedule:
     """SyCCL symmetric decomposition; options arrive typed (see the declaration above)."""
     w = int(workers)
     keep = None if fine_keep == "all" else int(fine_keep)
-    routes = RouteTable(topology)          # shared by detection and the direct candidate
+    routes = RouteTable(topology)  # shared by detection and the direct candidate
     fab = detect(topology, routes)
     search = _stage1(topology, collective, fab, size, w, stage2)
     a2a = collective.kind is CollKind.ALLTOALL
@@ -611,9 +684,15 @@ class _Search:
     """The candidates of stage 3: builds them, simulates them at ``size`` and keeps the first
     eligible one of least time (``kept``: its key, schedule and simulated op finish times)."""
 
-    def __init__(self, plan: _Plan, sketches: list[tuple[str, ...]],
-                 allocs: list[tuple[str, list[Fraction]]], common: dict, size: float,
-                 workers: int):
+    def __init__(
+        self,
+        plan: _Plan,
+        sketches: list[tuple[str, ...]],
+        allocs: list[tuple[str, list[Fraction]]],
+        common: dict,
+        size: float,
+        workers: int,
+    ):
         self.plan, self.sketches, self.allocs, self.common = plan, sketches, allocs, common
         self.size, self.workers = size, workers
         # (time, order, candidate, eligible): coarse-epoch MILP candidates only filter
@@ -623,15 +702,20 @@ class _Search:
     def make(self, name: str, fr: list[Fraction], rk: Any, P: int) -> Schedule:
         """The schedule of candidate (allocation ``name`` with fractions ``fr``, rail template
         ``rk``, pipeline depth ``P``)."""
-        meta = {"syccl": {**self.common, "allocation": name, "fractions": [str(f) for f in fr],
-                          "rail_template": rk if isinstance(rk, str) else "milp",
-                          "pipeline": P}}
+        meta = {
+            "syccl": {
+                **self.common,
+                "allocation": name,
+                "fractions": [str(f) for f in fr],
+                "rail_template": rk if isinstance(rk, str) else "milp",
+                "pipeline": P,
+            }
+        }
         if not isinstance(rk, str):
             meta["syccl"]["milp_subdemands"] = [list(x) for x in rk[2]]
         return build(self.plan, self.sketches, fr, rk, P, meta)
 
-    def score(self, name: str, fr: list[Fraction], rk: Any, P: int,
-              eligible: bool = True) -> float:
+    def score(self, name: str, fr: list[Fraction], rk: Any, P: int, eligible: bool = True) -> float:
         """Simulated time of one candidate; an eligible one faster than the kept is kept."""
         from ...sim import simulate
 
@@ -657,7 +741,7 @@ class _Search:
         if w == 1 or len(cands) < 2 or "fork" not in mp.get_all_start_methods():
             return [self.score(*c, eligible=eligible) for c in cands]
         times = _times_in_pool(self.make, cands, self.size, w)
-        j = min(range(len(cands)), key=lambda i: (times[i], i))   # first of least time
+        j = min(range(len(cands)), key=lambda i: (times[i], i))  # first of least time
         if eligible and (not self.kept or times[j] < self.kept["time"]):
             s = self.make(*cands[j])
             res = simulate(s, self.size)
@@ -675,8 +759,12 @@ class _Search:
         return COARSE_P if self.fits(fr, rk, COARSE_P) else 1
 
 
-def _allocations(sketches: list[tuple[str, ...]], loads: list[dict[str, int]],
-                 caps: dict[str, Fraction], a2a: bool) -> list[tuple[str, list[Fraction]]]:
+def _allocations(
+    sketches: list[tuple[str, ...]],
+    loads: list[dict[str, int]],
+    caps: dict[str, Fraction],
+    a2a: bool,
+) -> list[tuple[str, list[Fraction]]]:
     """The chunk allocations to score: the balanced optimum, each sketch alone and, for
     AllToAll, an even split."""
     opt, _ = allocate(loads, caps)
@@ -692,31 +780,42 @@ def _allocations(sketches: list[tuple[str, ...]], loads: list[dict[str, int]],
     return allocs
 
 
-def _stage1(topology: Topology, collective: Collective, fab: Fabric, size: float | None,
-            workers: int, stage2: str) -> _Search:
+def _stage1(
+    topology: Topology,
+    collective: Collective,
+    fab: Fabric,
+    size: float | None,
+    workers: int,
+    stage2: str,
+) -> _Search:
     """Stage 1: the sketches, their per-dimension loads and the chunk allocations to score."""
     a2a = collective.kind is CollKind.ALLTOALL
-    base = collective if a2a else Collective(CollKind.ALLGATHER, collective.num_ranks,
-                                             collective.chunks_per_rank)
+    base = (
+        collective
+        if a2a
+        else Collective(CollKind.ALLGATHER, collective.num_ranks, collective.chunks_per_rank)
+    )
     sizes = {"island": fab.island_size, "rail": fab.servers}
     caps = {"island": Fraction(fab.island_bw), "rail": Fraction(fab.net_bw)}
-    sk_info = enumerate_sketches(sizes, CollKind.ALLTOALL if a2a else CollKind.ALLGATHER,
-                                 caps=caps)
+    sk_info = enumerate_sketches(sizes, CollKind.ALLTOALL if a2a else CollKind.ALLGATHER, caps=caps)
     sketches = [s.dims for s in sk_info]
     loads = [sketch_loads(sk, sizes, base.kind) for sk in sketches]
     allocs = _allocations(sketches, loads, caps, a2a)
     score_size = plan_size(size, "syccl")
     plan = _Plan(topology, base, fab)
-    common = {**fab.describe(), "sketches": [">".join(s) for s in sketches],
-              "sketches_enumerated": [s.describe() for s in sk_info], "stage2": stage2}
+    common = {
+        **fab.describe(),
+        "sketches": [">".join(s) for s in sketches],
+        "sketches_enumerated": [s.describe() for s in sk_info],
+        "stage2": stage2,
+    }
     return _Search(plan, sketches, allocs, common, score_size, workers)
 
 
 def _score_coarse(search: _Search, rail_kinds: list[str]) -> list[tuple]:
     """Stage 3, first step: every allocation x rail template at pipeline ``COARSE_P``; returns
     ``(time, order, name, fractions, rail template, P)`` per candidate."""
-    first = [(name, fr, rk, search.p0(fr, rk)) for name, fr in search.allocs
-             for rk in rail_kinds]
+    first = [(name, fr, rk, search.p0(fr, rk)) for name, fr in search.allocs for rk in rail_kinds]
     return [(tm, i, *c) for i, (c, tm) in enumerate(zip(first, search.score_all(first)))]
 
 
@@ -734,7 +833,7 @@ def _score_milp(search: _Search, keep: int | None, coarse: list[tuple]) -> None:
     t_coarse = subs.solve()
     c_scores = [(tm, i) for i, tm in enumerate(search.score_all(mc, eligible=False))]
     survivors = sorted(c_scores)[:keep] if keep is not None else c_scores
-    surv = sorted(i for _, i in survivors)        # fixed (allocation) order
+    surv = sorted(i for _, i in survivors)  # fixed (allocation) order
     fc = []
     for i in surv:
         name, fr, _, P0 = mc[i]
@@ -744,11 +843,14 @@ def _score_milp(search: _Search, keep: int | None, coarse: list[tuple]) -> None:
     for (name, fr, rk, P0), tm in zip(fc, f_scores):
         coarse.append((tm, len(coarse), name, fr, rk, P0))
     search.common["milp"] = {
-        "coarse_epoch_multiplier": COARSE_MULT, "fine_epoch_multiplier": FINE_MULT,
-        "fine_keep": "all" if keep is None else keep, "subdemands": subs.info,
+        "coarse_epoch_multiplier": COARSE_MULT,
+        "fine_epoch_multiplier": FINE_MULT,
+        "fine_keep": "all" if keep is None else keep,
+        "subdemands": subs.info,
         "coarse": [{"allocation": mc[i][0], "time_s": tm} for tm, i in c_scores],
         "fine": [{"allocation": c[0], "time_s": tm} for c, tm in zip(fc, f_scores)],
-        "solve_s": {"coarse": t_coarse, "fine": t_fine}}
+        "solve_s": {"coarse": t_coarse, "fine": t_fine},
+    }
 
 
 def _sweep_pipelines(search: _Search, coarse: list[tuple]) -> None:
@@ -758,7 +860,7 @@ def _sweep_pipelines(search: _Search, coarse: list[tuple]) -> None:
         # shallower ones only when the first deeper one did not help
         times = {P0: tm0}
         i0 = PIPELINES.index(P0)
-        for P in PIPELINES[i0 + 1:]:
+        for P in PIPELINES[i0 + 1 :]:
             if not search.fits(fr, rk, P):
                 break
             times[P] = search.score(name, fr, rk, P)
@@ -771,8 +873,9 @@ def _sweep_pipelines(search: _Search, coarse: list[tuple]) -> None:
                     break
 
 
-def _chosen(search: _Search, topology: Topology, collective: Collective,
-            routes: RouteTable) -> Schedule:
+def _chosen(
+    search: _Search, topology: Topology, collective: Collective, routes: RouteTable
+) -> Schedule:
     """The kept candidate (the first eligible one of least time) as the answer: ReduceScatter
     runs it backwards; AllToAll takes the one-stage sketch instead when that is faster."""
     from ...sim import simulate
@@ -793,9 +896,15 @@ def _chosen(search: _Search, topology: Topology, collective: Collective,
         dt = simulate(d, search.size).time_s
         search.tried.append((dt, len(search.tried), ("direct",), True))
         if dt < best_t:
-            sched = d.with_meta(syccl={**search.common, "allocation": "direct",
-                                       "fractions": [], "rail_template": None,
-                                       "pipeline": 1})
+            sched = d.with_meta(
+                syccl={
+                    **search.common,
+                    "allocation": "direct",
+                    "fractions": [],
+                    "rail_template": None,
+                    "pipeline": 1,
+                }
+            )
     return sched
 
 

@@ -37,8 +37,12 @@ class Sketch:
         return ">".join(self.dims)
 
 
-def enumerate_sketches(sizes: dict[str, int], kind: CollKind, max_stages: int | None = None,
-                       caps: dict[str, float] | None = None) -> list[Sketch]:
+def enumerate_sketches(
+    sizes: dict[str, int],
+    kind: CollKind,
+    max_stages: int | None = None,
+    caps: dict[str, float] | None = None,
+) -> list[Sketch]:
     """Surviving sketches, in a fixed order (rail-first before island-first)."""
     dims = sorted(sizes, key=lambda d: (d != "rail", d))
     if max_stages is None:
@@ -49,17 +53,16 @@ def enumerate_sketches(sizes: dict[str, int], kind: CollKind, max_stages: int | 
     relabel = []
     for perm in permutations(dims):
         mp = dict(zip(dims, perm))
-        if all(sizes[d] == sizes[mp[d]] and (caps is None or caps[d] == caps[mp[d]])
-               for d in dims):
+        if all(sizes[d] == sizes[mp[d]] and (caps is None or caps[d] == caps[mp[d]]) for d in dims):
             relabel.append(mp)
     for length in range(1, max_stages + 1):
         for seq in product(dims, repeat=length):
             if set(seq) != set(dims):
-                continue                          # P2: some pairs never meet
+                continue  # P2: some pairs never meet
             if len(set(seq)) != len(seq):
-                continue                          # P3: a stage that only relays
+                continue  # P3: a stage that only relays
             if any(tuple(mp[d] for d in seq) in seen for mp in relabel):
-                continue                          # P1: isomorphic to a kept sketch
+                continue  # P1: isomorphic to a kept sketch
             seen.add(seq)
             out.append(Sketch(seq))
     return out

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...topology.model import Topology, TopologyBuilder
 from ..teccl.epochs import make_grid
@@ -59,8 +59,7 @@ def sub_topology(topology: Topology, fab: Fabric, dim: str) -> Topology:
     grp = groups[0]
     links = sorted({lid for a in grp for b in grp if a != b for lid in routes[(a, b)]})
     gpus = [t.node_of_rank(r) for r in grp]
-    others = sorted({x for lid in links for x in (t.links[lid].src, t.links[lid].dst)}
-                    - set(gpus))
+    others = sorted({x for lid in links for x in (t.links[lid].src, t.links[lid].dst)} - set(gpus))
     b = TopologyBuilder(f"{t.name}.{dim}0")
     idx = {}
     for x in gpus:
@@ -81,9 +80,16 @@ def subdemand_key(sub: Topology, dim: str, chunk_bytes: float, mult: float) -> t
     keys are the same MILP (the chunk size enters the MILP only through the grid), so one
     solution serves both."""
     gr = make_grid(sub, chunk_bytes, "fast", mult)
-    return (dim, float(mult), np.round(gr.cap, 9).tobytes(), gr.alpha_ep.tobytes(),
-            gr.beta_ep.tobytes(), gr.window.tobytes(), gr.per_window.tobytes(),
-            gr.delay.tobytes())
+    return (
+        dim,
+        float(mult),
+        np.round(gr.cap, 9).tobytes(),
+        gr.alpha_ep.tobytes(),
+        gr.beta_ep.tobytes(),
+        gr.window.tobytes(),
+        gr.per_window.tobytes(),
+        gr.delay.tobytes(),
+    )
 
 
 def _solve(args: tuple) -> tuple[list | None, dict]:
@@ -95,13 +101,22 @@ def _solve(args: tuple) -> tuple[list | None, dict]:
     c = Collective(CollKind.ALLGATHER, g)
     base = {"dim": dim, "epoch_multiplier": mult, "chunk_bytes": chunk_bytes}
     try:
-        s = synthesize("teccl", sub, c, size=chunk_bytes * g, time_limit=MILP_TIME_LIMIT,
-                       gap=MILP_GAP, epoch_multiplier=mult)
+        s = synthesize(
+            "teccl",
+            sub,
+            c,
+            size=chunk_bytes * g,
+            time_limit=MILP_TIME_LIMIT,
+            gap=MILP_GAP,
+            epoch_multiplier=mult,
+        )
     except CollsynthError as e:
         return None, {**base, "error": str(e)}
     tm = s.meta.get("teccl", {})
-    info = {**base, **{k: tm.get(k) for k in ("status", "epochs_required", "solver_time_s",
-                                              "tau_s")}}
+    info = {
+        **base,
+        **{k: tm.get(k) for k in ("status", "epochs_required", "solver_time_s", "tau_s")},
+    }
     start = s.start if s.start is not None else np.zeros(s.num_ops)
     order = sorted(range(s.num_ops), key=lambda i: (float(start[i]), i))
     epochs = {v: k for k, v in enumerate(sorted({float(start[i]) for i in order}))}
@@ -113,9 +128,11 @@ def _solve(args: tuple) -> tuple[list | None, dict]:
         a, bb, o = int(s.src[i]), int(s.dst[i]), int(s.chunk[i])
         prev = -1
         if a != o:
-            cands = [row_of[int(d)] for d in s.deps(i).tolist()
-                     if int(d) in row_of and int(s.chunk[int(d)]) == o
-                     and int(s.dst[int(d)]) == a]
+            cands = [
+                row_of[int(d)]
+                for d in s.deps(i).tolist()
+                if int(d) in row_of and int(s.chunk[int(d)]) == o and int(s.dst[int(d)]) == a
+            ]
             if not cands:
                 return None, {**info, "error": "a relay without its delivery"}
             prev = cands[0]

@@ -34,8 +34,10 @@ from ...topology.paths import RouteTable
 
 
 def _fail(msg: str) -> None:
-    raise CollsynthError(f"syccl: {msg}; the fabric is not symmetric enough for SyCCL's "
-                         f"decomposition (use ring, hier_ring or teccl)")
+    raise CollsynthError(
+        f"syccl: {msg}; the fabric is not symmetric enough for SyCCL's "
+        f"decomposition (use ring, hier_ring or teccl)"
+    )
 
 
 @dataclass
@@ -43,10 +45,10 @@ class Fabric:
     """The detected dimensions. ``islands[s][j]`` is the rank of GPU j of island s."""
 
     islands: list[list[int]]
-    island_bw: float            # per GPU ingress bandwidth inside its island (bytes/s)
-    net_bw: float               # per GPU share of network bandwidth (bytes/s)
-    island_routes: dict = field(default_factory=dict)   # (a, b) -> tuple of links
-    net_routes: dict = field(default_factory=dict)      # (a, b) -> tuple of links
+    island_bw: float  # per GPU ingress bandwidth inside its island (bytes/s)
+    net_bw: float  # per GPU share of network bandwidth (bytes/s)
+    island_routes: dict = field(default_factory=dict)  # (a, b) -> tuple of links
+    net_routes: dict = field(default_factory=dict)  # (a, b) -> tuple of links
 
     @property
     def servers(self) -> int:
@@ -61,9 +63,13 @@ class Fabric:
         return [[isl[j] for isl in self.islands] for j in range(self.island_size)]
 
     def describe(self) -> dict:
-        return {"islands": self.servers, "island_size": self.island_size,
-                "island_bw": self.island_bw, "net_bw": self.net_bw,
-                "ratio": self.island_bw / self.net_bw if self.net_bw else None}
+        return {
+            "islands": self.servers,
+            "island_size": self.island_size,
+            "island_bw": self.island_bw,
+            "net_bw": self.net_bw,
+            "ratio": self.island_bw / self.net_bw if self.net_bw else None,
+        }
 
 
 def detect(topology: Topology, routes: RouteTable | None = None) -> Fabric:
@@ -95,12 +101,19 @@ def _neighbours(t: Topology) -> dict[int, set[int]]:
 def _island_switches(t: Topology, nbrs: dict[int, set[int]]) -> set[int]:
     """Switches whose every neighbour is a GPU and that do not reach every GPU."""
     n = t.num_ranks
-    return {x for x in range(t.num_nodes) if not t.is_compute(x) and len(nbrs.get(x, ())) >= 2
-            and all(t.is_compute(y) for y in nbrs[x]) and len(nbrs[x]) < n}
+    return {
+        x
+        for x in range(t.num_nodes)
+        if not t.is_compute(x)
+        and len(nbrs.get(x, ())) >= 2
+        and all(t.is_compute(y) for y in nbrs[x])
+        and len(nbrs[x]) < n
+    }
 
 
-def _islands(t: Topology, rank_of: dict[int, int], nbrs: dict[int, set[int]],
-             island_sw: set[int]) -> tuple[list[bool], list[list[int]]]:
+def _islands(
+    t: Topology, rank_of: dict[int, int], nbrs: dict[int, set[int]], island_sw: set[int]
+) -> tuple[list[bool], list[list[int]]]:
     """Which links are island links, and the islands (equal sizes >= 2, at least two)."""
     n = t.num_ranks
     # union-find over ranks
@@ -142,8 +155,9 @@ def _islands(t: Topology, rank_of: dict[int, int], nbrs: dict[int, set[int]],
     return island_link, islands
 
 
-def _island_bandwidth(t: Topology, rank_of: dict[int, int],
-                      island_link: list[bool]) -> tuple[float, dict[int, list]]:
+def _island_bandwidth(
+    t: Topology, rank_of: dict[int, int], island_link: list[bool]
+) -> tuple[float, dict[int, list]]:
     """Per GPU island ingress bandwidth (equal for every GPU, in and out) and the island
     links out of every node."""
     n = t.num_ranks
@@ -163,8 +177,9 @@ def _island_bandwidth(t: Topology, rank_of: dict[int, int],
     return in_bw[0], out_links
 
 
-def _island_routes(t: Topology, islands: list[list[int]], out_links: dict[int, list],
-                   island_sw: set[int]) -> dict[tuple[int, int], tuple[int, ...]]:
+def _island_routes(
+    t: Topology, islands: list[list[int]], out_links: dict[int, list], island_sw: set[int]
+) -> dict[tuple[int, int], tuple[int, ...]]:
     """One-hop routes inside islands: a direct link, else through a shared island switch
     (fastest links first)."""
     island_routes: dict[tuple[int, int], tuple[int, ...]] = {}
@@ -183,21 +198,31 @@ def _island_routes(t: Topology, islands: list[list[int]], out_links: dict[int, l
                 if best is None:
                     for l1 in sorted(out_links.get(na, []), key=lambda k: (-k.bw, k.id)):
                         if l1.dst in island_sw:
-                            l2 = next((k for k in sorted(out_links.get(l1.dst, []),
-                                                         key=lambda k: (-k.bw, k.id))
-                                       if k.dst == nb), None)
+                            l2 = next(
+                                (
+                                    k
+                                    for k in sorted(
+                                        out_links.get(l1.dst, []), key=lambda k: (-k.bw, k.id)
+                                    )
+                                    if k.dst == nb
+                                ),
+                                None,
+                            )
                             if l2 is not None:
                                 best = (l1.id, l2.id)
                                 break
                 if best is None:
-                    _fail(f"{t.rank_name(a)} and {t.rank_name(b)} are in one island but not "
-                          f"one hop apart through it")
+                    _fail(
+                        f"{t.rank_name(a)} and {t.rank_name(b)} are in one island but not "
+                        f"one hop apart through it"
+                    )
                 island_routes[(a, b)] = best
     return island_routes
 
 
-def _check_network_ports(t: Topology, islands: list[list[int]], island_link: list[bool],
-                         nbrs: dict[int, set[int]]) -> None:
+def _check_network_ports(
+    t: Topology, islands: list[list[int]], island_link: list[bool], nbrs: dict[int, set[int]]
+) -> None:
     """Every GPU has the same network signature and every island shares its network ports
     in the same pattern of local indices."""
     # network signature per GPU: (bw of each non-island out/in link, sharers of its neighbour)
@@ -232,8 +257,9 @@ def _check_network_ports(t: Topology, islands: list[list[int]], island_link: lis
         _fail("islands share their network ports in different patterns")
 
 
-def _network_bandwidth(t: Topology, islands: list[list[int]], island_link: list[bool],
-                       nbrs: dict[int, set[int]]) -> float:
+def _network_bandwidth(
+    t: Topology, islands: list[list[int]], island_link: list[bool], nbrs: dict[int, set[int]]
+) -> float:
     """Per-GPU network capacity: each non-island out link, divided among the GPUs sharing the
     neighbour when the neighbour's onward (non-GPU) capacity is smaller."""
     x0 = t.node_of_rank(islands[0][0])
@@ -251,8 +277,9 @@ def _network_bandwidth(t: Topology, islands: list[list[int]], island_link: list[
     return net_bw
 
 
-def _rail_routes(t: Topology, islands: list[list[int]], island_link: list[bool],
-                 rt: RouteTable) -> dict[tuple[int, int], tuple[int, ...]]:
+def _rail_routes(
+    t: Topology, islands: list[list[int]], island_link: list[bool], rt: RouteTable
+) -> dict[tuple[int, int], tuple[int, ...]]:
     """Network routes within rail groups: outside the islands, all of the same hop count, the
     fewest among cross-island pairs."""
     n = t.num_ranks
@@ -271,13 +298,15 @@ def _rail_routes(t: Topology, islands: list[list[int]], island_link: list[bool],
             for b in group:
                 if a == b:
                     continue
-                route = rt.direct(a).get(b)     # the source's whole row, cached
+                route = rt.direct(a).get(b)  # the source's whole row, cached
                 if route is None:
                     _fail(f"no network route {t.rank_name(a)} -> {t.rank_name(b)}")
                 if any(island_link[k] for k in route):
                     _fail(f"route {t.rank_name(a)} -> {t.rank_name(b)} crosses an island")
                 if len(route) != fewest:
-                    _fail(f"rail pair {t.rank_name(a)} -> {t.rank_name(b)} is {len(route)} hops, "
-                          f"not the fewest ({fewest})")
+                    _fail(
+                        f"rail pair {t.rank_name(a)} -> {t.rank_name(b)} is {len(route)} hops, "
+                        f"not the fewest ({fewest})"
+                    )
                 net_routes[(a, b)] = tuple(int(k) for k in route)
     return net_routes

@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
@@ -75,8 +75,15 @@ from .. import register
 from ..options import Option, plan_size
 from . import lp as _lp
 from . import milp as _milp
-from .common import (INF, Commodities, check_supported, epoch_distances, solve,
-                     to_gpu_distance, unicast_demand)
+from .common import (
+    INF,
+    Commodities,
+    check_supported,
+    epoch_distances,
+    solve,
+    to_gpu_distance,
+    unicast_demand,
+)
 from .epochs import EpochGrid, make_grid, parse_epoch, sample_alphas  # noqa: F401
 from .lower import compact_epochs, flood_epochs, greedy_epochs, to_schedule
 
@@ -84,39 +91,103 @@ OBJECTIVES = ("makespan", "paper")
 MODES = ("auto", "milp", "lp")
 
 OPTIONS = (
-    Option("epoch", "time", "fast", words=("fast", "slow"), minimum=0.0, exclusive_minimum=True,
-           help="epoch duration: fast (one chunk on the fastest link), slow (on the slowest "
-                "link) or a duration such as 2us"),
-    Option("epoch_multiplier", "float", 1.0, minimum=0.0, exclusive_minimum=True,
-           help="multiplies the fast/slow epoch duration"),
-    Option("gap", "float", 1e-4, minimum=0.0,
-           help="relative MIP gap at which HiGHS stops (TE-CCL's early stop is 0.3)"),
-    Option("time_limit", "time", 5.0, minimum=0.0, exclusive_minimum=True,
-           help="solver time limit, all solves together (short so that compare and the demo "
-                "finish; raise it for real runs)"),
-    Option("epochs", "int", "auto", minimum=1, words=("auto",),
-           help="horizon K to start from (auto: the epoch-placed spt schedule); grown while "
-                "infeasible"),
-    Option("objective", "choice", "makespan", choices=OBJECTIVES,
-           help="makespan (completion epoch, then early deliveries) or paper (TE-CCL's reward "
-                "for early deliveries)"),
-    Option("mode", "choice", "auto", choices=MODES,
-           help="auto (LP for alltoall, MILP otherwise), milp or lp"),
+    Option(
+        "epoch",
+        "time",
+        "fast",
+        words=("fast", "slow"),
+        minimum=0.0,
+        exclusive_minimum=True,
+        help="epoch duration: fast (one chunk on the fastest link), slow (on the slowest "
+        "link) or a duration such as 2us",
+    ),
+    Option(
+        "epoch_multiplier",
+        "float",
+        1.0,
+        minimum=0.0,
+        exclusive_minimum=True,
+        help="multiplies the fast/slow epoch duration",
+    ),
+    Option(
+        "gap",
+        "float",
+        1e-4,
+        minimum=0.0,
+        help="relative MIP gap at which HiGHS stops (TE-CCL's early stop is 0.3)",
+    ),
+    Option(
+        "time_limit",
+        "time",
+        5.0,
+        minimum=0.0,
+        exclusive_minimum=True,
+        help="solver time limit, all solves together (short so that compare and the demo "
+        "finish; raise it for real runs)",
+    ),
+    Option(
+        "epochs",
+        "int",
+        "auto",
+        minimum=1,
+        words=("auto",),
+        help="horizon K to start from (auto: the epoch-placed spt schedule); grown while "
+        "infeasible",
+    ),
+    Option(
+        "objective",
+        "choice",
+        "makespan",
+        choices=OBJECTIVES,
+        help="makespan (completion epoch, then early deliveries) or paper (TE-CCL's reward "
+        "for early deliveries)",
+    ),
+    Option(
+        "mode",
+        "choice",
+        "auto",
+        choices=MODES,
+        help="auto (LP for alltoall, MILP otherwise), milp or lp",
+    ),
     Option("switch_copy", "bool", False, help="allow switches to replicate chunks"),
-    Option("alpha_threshold", "float", 0.1, minimum=0.0,
-           help="alpha/tau at or below which a link's alpha counts as 0 epochs"),
-    Option("alpha_ratio_max", "float", 200.0, minimum=0.0,
-           help="raise tau to min alpha / this when alpha/tau exceeds it (0 = never)"),
-    Option("parts", "int", 8, minimum=1,
-           help="LP: byte-range denominator for rounding fractional flows"),
+    Option(
+        "alpha_threshold",
+        "float",
+        0.1,
+        minimum=0.0,
+        help="alpha/tau at or below which a link's alpha counts as 0 epochs",
+    ),
+    Option(
+        "alpha_ratio_max",
+        "float",
+        200.0,
+        minimum=0.0,
+        help="raise tau to min alpha / this when alpha/tau exceeds it (0 = never)",
+    ),
+    Option(
+        "parts",
+        "int",
+        8,
+        minimum=1,
+        help="LP: byte-range denominator for rounding fractional flows",
+    ),
     Option("warm_start", "bool", True, help="pass the heuristic solution to HiGHS"),
     Option("seed", "int", 0, minimum=0, help="HiGHS random seed"),
-    Option("highs", "text", "",
-           help="extra HiGHS options, name:value,name:value (e.g. mip_heuristic_effort:0.3)"),
-    Option("max_nonzeros", "float", 1e5, minimum=0.0,
-           help="skip a solve whose model has more than this many nonzeros per second of time "
-                "limit left (HiGHS' presolve alone would not finish; 0 = never skip): the "
-                "heuristic is returned"),
+    Option(
+        "highs",
+        "text",
+        "",
+        help="extra HiGHS options, name:value,name:value (e.g. mip_heuristic_effort:0.3)",
+    ),
+    Option(
+        "max_nonzeros",
+        "float",
+        1e5,
+        minimum=0.0,
+        help="skip a solve whose model has more than this many nonzeros per second of time "
+        "limit left (HiGHS' presolve alone would not finish; 0 = never skip): the "
+        "heuristic is returned",
+    ),
 )
 
 
@@ -145,27 +216,53 @@ def _highs_options(value: Any) -> dict:
     return out
 
 
-@register("teccl", collectives={CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.ALLTOALL,
-                                CollKind.GATHER, CollKind.SCATTER, CollKind.CUSTOM},
-          summary="TE-CCL: epoch multi-commodity-flow MILP (AllToAll: LP) on HiGHS; "
-                  "optimal for small instances, best-found within time_limit otherwise",
-          options=OPTIONS, size_aware=True,
-          reference="Liu et al., 'Rethinking Machine Learning Collective Communication as a "
-                    "Multi-Commodity Flow Problem' (TE-CCL), ACM SIGCOMM 2024")
-def teccl(topology: Topology, collective: Collective, size: float | None = None,
-          epoch: str | float = "fast", epoch_multiplier: float = 1.0, gap: float = 1e-4,
-          time_limit: float = 5.0, epochs: int | str = "auto", objective: str = "makespan",
-          mode: str = "auto", switch_copy: bool = False, alpha_threshold: float = 0.1,
-          alpha_ratio_max: float = 200.0, parts: int = 8, warm_start: bool = True,
-          seed: int = 0, highs: Any = "", max_nonzeros: float = 1e5) -> Schedule:
+@register(
+    "teccl",
+    collectives={
+        CollKind.ALLGATHER,
+        CollKind.BROADCAST,
+        CollKind.ALLTOALL,
+        CollKind.GATHER,
+        CollKind.SCATTER,
+        CollKind.CUSTOM,
+    },
+    summary="TE-CCL: epoch multi-commodity-flow MILP (AllToAll: LP) on HiGHS; "
+    "optimal for small instances, best-found within time_limit otherwise",
+    options=OPTIONS,
+    size_aware=True,
+    reference="Liu et al., 'Rethinking Machine Learning Collective Communication as a "
+    "Multi-Commodity Flow Problem' (TE-CCL), ACM SIGCOMM 2024",
+)
+def teccl(
+    topology: Topology,
+    collective: Collective,
+    size: float | None = None,
+    epoch: str | float = "fast",
+    epoch_multiplier: float = 1.0,
+    gap: float = 1e-4,
+    time_limit: float = 5.0,
+    epochs: int | str = "auto",
+    objective: str = "makespan",
+    mode: str = "auto",
+    switch_copy: bool = False,
+    alpha_threshold: float = 0.1,
+    alpha_ratio_max: float = 200.0,
+    parts: int = 8,
+    warm_start: bool = True,
+    seed: int = 0,
+    highs: Any = "",
+    max_nonzeros: float = 1e5,
+) -> Schedule:
     """TE-CCL epoch formulation on HiGHS; returns the best timed schedule found.
 
     Options arrive typed and validated by their declarations (:data:`OPTIONS`).
     """
     check_supported(collective)
     if collective.num_ranks != topology.num_ranks:
-        raise CollsynthError(f"collective has {collective.num_ranks} ranks but topology "
-                             f"{topology.name!r} has {topology.num_ranks} compute nodes")
+        raise CollsynthError(
+            f"collective has {collective.num_ranks} ranks but topology "
+            f"{topology.name!r} has {topology.num_ranks} compute nodes"
+        )
     size = plan_size(size, "teccl")
     epoch_v = parse_epoch(epoch)
     mult, gap_v, tl = float(epoch_multiplier), float(gap), float(time_limit)
@@ -179,19 +276,28 @@ def teccl(topology: Topology, collective: Collective, size: float | None = None,
         mode_v = "lp" if collective.kind is CollKind.ALLTOALL else "milp"
     t_start = time.perf_counter()
     grid = make_grid(topology, collective.chunk_bytes(size), epoch_v, mult, at, arm)
-    params = {"epoch": epoch if isinstance(epoch_v, str) else epoch_v,
-              "epoch_multiplier": mult, "gap_limit": gap_v, "time_limit_s": tl, "objective": obj,
-              "mode": mode_v, "switch_copy": sc, "alpha_threshold": at,
-              "alpha_ratio_max": arm, "seed": sd}
+    params = {
+        "epoch": epoch if isinstance(epoch_v, str) else epoch_v,
+        "epoch_multiplier": mult,
+        "gap_limit": gap_v,
+        "time_limit_s": tl,
+        "objective": obj,
+        "mode": mode_v,
+        "switch_copy": sc,
+        "alpha_threshold": at,
+        "alpha_ratio_max": arm,
+        "seed": sd,
+    }
     if mode_v == "milp":
-        ops, info = _run_milp(topology, collective, grid, size, k_user, obj, sc, gap_v, tl,
-                              ws, sd, highs_options, mnz)
+        ops, info = _run_milp(
+            topology, collective, grid, size, k_user, obj, sc, gap_v, tl, ws, sd, highs_options, mnz
+        )
     else:
-        ops, info = _run_lp(topology, collective, grid, size, k_user, den, tl, sd,
-                            highs_options, mnz)
+        ops, info = _run_lp(
+            topology, collective, grid, size, k_user, den, tl, sd, highs_options, mnz
+        )
     info["solver_time_s"] = time.perf_counter() - t_start
-    meta_t = {**params, **grid.to_dict(), **info,
-              "estimate_s": info["epochs_required"] * grid.tau}
+    meta_t = {**params, **grid.to_dict(), **info, "estimate_s": info["epochs_required"] * grid.tau}
     sched, facts = to_schedule(topology, collective, ops, grid.tau, size, {}, grid.alpha_ep)
     meta_t.update(facts)
     return sched.with_meta(teccl=meta_t, status=info["status"], gap=info["gap"])
@@ -210,8 +316,21 @@ class _Solver:
     warm_start: bool = False
 
 
-def _run_milp(topology, collective, grid: EpochGrid, size, k_user, obj, switch_copy, gap, tl,
-              ws, seed, highs_options, max_nnz):
+def _run_milp(
+    topology,
+    collective,
+    grid: EpochGrid,
+    size,
+    k_user,
+    obj,
+    switch_copy,
+    gap,
+    tl,
+    ws,
+    seed,
+    highs_options,
+    max_nnz,
+):
     """The multicast MILP from the heuristic's horizon (see the module doc): the best epoch
     ops found and the run's facts."""
     t = topology
@@ -226,16 +345,22 @@ def _run_milp(topology, collective, grid: EpochGrid, size, k_user, obj, switch_c
     K = k_user if k_user is not None else k_h
     solver = _Solver(tl, gap, seed, highs_options, max_nnz, ws)
     best_ops, best_done, status, gap_out, K = _milp_horizons(
-        t, grid, com, dist, to_gpu, K, (h_ops, k_h), switch_copy, obj, solver, info)
+        t, grid, com, dist, to_gpu, K, (h_ops, k_h), switch_copy, obj, solver, info
+    )
     if best_done > k_h:  # the heuristic beats what the solver found in time
         best_ops, best_done = h_ops, k_h
         status = f"{status}_heuristic" if not status.endswith("heuristic") else status
     lb = info["lower_bound_epochs"]
-    info.update(status=status, gap=float(gap_out) if np.isfinite(gap_out) else
-                (max(0.0, (best_done - lb) / best_done) if best_done else 0.0),
-                epochs_required=best_done, horizon=K,
-                makespan_gap=max(0.0, (best_done - lb) / best_done) if best_done else 0.0,
-                proven_optimal=bool(best_done <= lb))
+    info.update(
+        status=status,
+        gap=float(gap_out)
+        if np.isfinite(gap_out)
+        else (max(0.0, (best_done - lb) / best_done) if best_done else 0.0),
+        epochs_required=best_done,
+        horizon=K,
+        makespan_gap=max(0.0, (best_done - lb) / best_done) if best_done else 0.0,
+        proven_optimal=bool(best_done <= lb),
+    )
     return best_ops, info
 
 
@@ -254,8 +379,8 @@ def _fewest_epochs(t: Topology, com: Commodities, dist: np.ndarray) -> int:
 def _milp_heuristic(t: Topology, grid: EpochGrid, collective: Collective, size: float):
     """The warm start and horizon: the spt schedule placed into epochs, or rarest-first
     flooding (AllGather, Broadcast) when it finishes earlier; ``(ops, epochs, facts)``."""
-    from .. import synthesize
     from ...sim import simulate
+    from .. import synthesize
 
     heur = synthesize("spt", t, collective)
     heur_sim = simulate(heur, size).time_s
@@ -271,9 +396,19 @@ def _milp_heuristic(t: Topology, grid: EpochGrid, collective: Collective, size: 
     return h_ops, k_h, heuristic
 
 
-def _milp_horizons(t: Topology, grid: EpochGrid, com: Commodities, dist: np.ndarray,
-                   to_gpu: np.ndarray, K: int, heur: tuple[list, int], switch_copy: bool,
-                   obj: str, solver: _Solver, info: dict):
+def _milp_horizons(
+    t: Topology,
+    grid: EpochGrid,
+    com: Commodities,
+    dist: np.ndarray,
+    to_gpu: np.ndarray,
+    K: int,
+    heur: tuple[list, int],
+    switch_copy: bool,
+    obj: str,
+    solver: _Solver,
+    info: dict,
+):
     """Solve at horizon ``K``, grown while below the fewest epochs or infeasible, until a
     solution, the time limit or a model too large: ``(ops, completion epoch, status, MIP gap,
     last K)`` (the heuristic ``heur`` while nothing better is found)."""
@@ -299,11 +434,23 @@ def _milp_horizons(t: Topology, grid: EpochGrid, com: Commodities, dist: np.ndar
         start = None
         if solver.warm_start and K >= k_h:
             start = _milp.warm_vector(layout, t, com, grid, h_ops, q_of)
-        res = solve(layout.model, time_limit=remaining, gap=solver.gap, seed=solver.seed,
-                    start=start, highs_options=solver.highs_options)
-        entry = {"K": K, "status": res.status, "columns": layout.model.num_cols,
-                 "rows": layout.model.num_rows, "nonzeros": int(len(layout.model.vals)),
-                 "warm_start": res.warm_start, "wall_s": res.wall_s}
+        res = solve(
+            layout.model,
+            time_limit=remaining,
+            gap=solver.gap,
+            seed=solver.seed,
+            start=start,
+            highs_options=solver.highs_options,
+        )
+        entry = {
+            "K": K,
+            "status": res.status,
+            "columns": layout.model.num_cols,
+            "rows": layout.model.num_rows,
+            "nonzeros": int(len(layout.model.vals)),
+            "warm_start": res.warm_start,
+            "wall_s": res.wall_s,
+        }
         info["horizons"].append(entry)
         if res.has_solution:
             ops, done = _milp_ops(layout, t, com, grid, res.x, switch_copy, entry)
@@ -332,15 +479,28 @@ def _too_large(layout, K: int, remaining: float, max_nnz: float, info: dict) -> 
     skipped horizon)."""
     nnz = int(len(layout.model.vals))
     if max_nnz and nnz > max_nnz * remaining:
-        info["horizons"].append({"K": K, "status": "skipped (model too large for the time "
-                                 "limit)", "columns": layout.model.num_cols,
-                                 "rows": layout.model.num_rows, "nonzeros": nnz})
+        info["horizons"].append(
+            {
+                "K": K,
+                "status": "skipped (model too large for the time limit)",
+                "columns": layout.model.num_cols,
+                "rows": layout.model.num_rows,
+                "nonzeros": nnz,
+            }
+        )
         return True
     return False
 
 
-def _milp_ops(layout, t: Topology, com: Commodities, grid: EpochGrid, x: np.ndarray,
-              switch_copy: bool, entry: dict):
+def _milp_ops(
+    layout,
+    t: Topology,
+    com: Commodities,
+    grid: EpochGrid,
+    x: np.ndarray,
+    switch_copy: bool,
+    entry: dict,
+):
     """Epoch ops of a MILP solution, compacted when that finishes no later: ``(ops,
     completion epoch)``."""
     ops, done = _milp.decode(layout, t, com, grid, x, switch_copy)
@@ -353,8 +513,9 @@ def _milp_ops(layout, t: Topology, com: Commodities, grid: EpochGrid, x: np.ndar
 
 
 # ---------------------------------------------------------------------------------- LP
-def _run_lp(topology, collective, grid: EpochGrid, size, k_user, den, tl, seed, highs_options,
-            max_nnz):
+def _run_lp(
+    topology, collective, grid: EpochGrid, size, k_user, den, tl, seed, highs_options, max_nnz
+):
     """The AllToAll LP: the fewest feasible epochs bisected between a lower bound and the
     heuristic, then solved with the objective and decomposed into paths."""
     t = topology
@@ -369,38 +530,55 @@ def _run_lp(topology, collective, grid: EpochGrid, size, k_user, den, tl, seed, 
         raise CollsynthError("some demand cannot reach its destination")
     t0 = time.perf_counter()
     k_lb, b_time = _lp_lower_bound(t, collective, size, grid, int(e.max()))
-    from .. import synthesize
     from ...sim import simulate
+    from .. import synthesize
 
     heur = synthesize("spt", t, collective)
     h_ops, k_h = greedy_epochs(t, grid, heur)
-    info: dict[str, Any] = {"lower_bound_epochs": k_lb, "horizons": [],
-                            "heuristic": {"algorithm": "spt", "epochs": k_h,
-                                          "sim_time_s": simulate(heur, size).time_s},
-                            "bound_s": b_time}
-    probe = _LpProbe(t, grid, dem, dist, to_gpu, t0, _Solver(tl, 0.0, seed, highs_options,
-                                                              max_nnz), info)
+    info: dict[str, Any] = {
+        "lower_bound_epochs": k_lb,
+        "horizons": [],
+        "heuristic": {"algorithm": "spt", "epochs": k_h, "sim_time_s": simulate(heur, size).time_s},
+        "bound_s": b_time,
+    }
+    probe = _LpProbe(
+        t, grid, dem, dist, to_gpu, t0, _Solver(tl, 0.0, seed, highs_options, max_nnz), info
+    )
     lo, hi, final = _lp_search(probe, k_lb, k_h, k_user)
     if final is None:
         # no LP solution in time: the epoch-placed heuristic (whole chunks)
         ops, done = h_ops, k_h
         stats = {"paths": len(h_ops), "dropped_volume": 0.0, "rounding_max": 0.0}
         skipped = any(str(h["status"]).startswith("skipped") for h in info["horizons"])
-        status = ("optimal_heuristic" if lo >= k_h else
-                  "skipped_heuristic" if skipped else "time_limit_heuristic")
+        status = (
+            "optimal_heuristic"
+            if lo >= k_h
+            else "skipped_heuristic"
+            if skipped
+            else "time_limit_heuristic"
+        )
     else:
         layout, res = final
         ops, done, stats = _lp.decompose(layout, t, grid, res.x, ids, den)
         status = "optimal" if lo == hi else "time_limit"
     gap = 0.0 if lo >= hi else (hi - lo) / hi
-    info.update(status=status, gap=gap, epochs_required=max(done, 1), horizon=hi,
-                lp_completion_epochs=hi, decomposition=stats, proven_optimal=lo >= hi,
-                makespan_gap=gap, lower_bound_epochs=lo)
+    info.update(
+        status=status,
+        gap=gap,
+        epochs_required=max(done, 1),
+        horizon=hi,
+        lp_completion_epochs=hi,
+        decomposition=stats,
+        proven_optimal=lo >= hi,
+        makespan_gap=gap,
+        lower_bound_epochs=lo,
+    )
     return ops, info
 
 
-def _lp_lower_bound(t: Topology, collective: Collective, size: float, grid: EpochGrid,
-                    fewest: int) -> tuple[int, float]:
+def _lp_lower_bound(
+    t: Topology, collective: Collective, size: float, grid: EpochGrid, fewest: int
+) -> tuple[int, float]:
     """The horizon's lower end: the fewest epochs of any path (``fewest``), and the
     bandwidth/latency lower bound (the LP moves at most bw * tau per link and epoch); above,
     the epoch-placed spt schedule is a feasible solution (a whole chunk over a slow link
@@ -419,8 +597,17 @@ def _lp_lower_bound(t: Topology, collective: Collective, size: float, grid: Epoc
 class _LpProbe:
     """Solves the LP at a horizon within what is left of the time limit (from ``t0``)."""
 
-    def __init__(self, t: Topology, grid: EpochGrid, dem: np.ndarray, dist: np.ndarray,
-                 to_gpu: np.ndarray, t0: float, solver: _Solver, info: dict):
+    def __init__(
+        self,
+        t: Topology,
+        grid: EpochGrid,
+        dem: np.ndarray,
+        dist: np.ndarray,
+        to_gpu: np.ndarray,
+        t0: float,
+        solver: _Solver,
+        info: dict,
+    ):
         self.t, self.grid, self.dem, self.dist, self.to_gpu = t, grid, dem, dist, to_gpu
         self.t0, self.solver, self.info = t0, solver, info
 
@@ -431,15 +618,24 @@ class _LpProbe:
         remaining = s.time_limit - (time.perf_counter() - self.t0)
         if remaining <= 0.01:
             return None, None
-        layout = _lp.build(self.t, self.grid, self.dem, K, self.dist, self.to_gpu,
-                           objective=objective)
+        layout = _lp.build(
+            self.t, self.grid, self.dem, K, self.dist, self.to_gpu, objective=objective
+        )
         if _too_large(layout, K, remaining, s.max_nnz, self.info):
             return None, None
-        res = solve(layout.model, time_limit=remaining, gap=0.0, seed=s.seed,
-                    highs_options=s.highs_options)
-        self.info["horizons"].append({"K": K, "status": res.status, "objective": objective,
-                                      "columns": layout.model.num_cols,
-                                      "rows": layout.model.num_rows, "wall_s": res.wall_s})
+        res = solve(
+            layout.model, time_limit=remaining, gap=0.0, seed=s.seed, highs_options=s.highs_options
+        )
+        self.info["horizons"].append(
+            {
+                "K": K,
+                "status": res.status,
+                "objective": objective,
+                "columns": layout.model.num_cols,
+                "rows": layout.model.num_rows,
+                "wall_s": res.wall_s,
+            }
+        )
         if res.status == "optimal":
             return True, (layout, res)
         if res.status == "infeasible":
@@ -456,7 +652,7 @@ def _lp_search(probe: _LpProbe, k_lb: int, k_h: int, k_user: int | None):
     found = None
     if k_user is not None and k_user < hi:
         K = max(k_user, lo)
-        while K < hi:       # grow the user's horizon while infeasible
+        while K < hi:  # grow the user's horizon while infeasible
             r, sol = probe(K)
             if r is None:
                 break
@@ -475,8 +671,9 @@ def _lp_search(probe: _LpProbe, k_lb: int, k_h: int, k_user: int | None):
         else:
             lo = mid + 1
     final = None
-    r, sol = probe(hi, objective=True) if (found is not None or hi < k_h or lo == hi) else \
-        (None, None)
+    r, sol = (
+        probe(hi, objective=True) if (found is not None or hi < k_h or lo == hi) else (None, None)
+    )
     if r:
         final = sol
     elif found is not None:

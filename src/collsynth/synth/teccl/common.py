@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...collective import CollKind, Collective
+from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...topology.model import Topology
 
@@ -19,12 +19,12 @@ class EpochOp:
     """A GPU-to-GPU transfer planned in epochs: the unit the MILP/LP solutions decode into."""
 
     chunk: int
-    src: int                    # rank
-    dst: int                    # rank
-    route: tuple[int, ...]      # link ids (through switches only)
-    k0: int                     # epoch of the first hop
-    arrive: int                 # epoch from which the receiver may use it
-    dep: int = -1               # index of the EpochOp that delivered the data to src
+    src: int  # rank
+    dst: int  # rank
+    route: tuple[int, ...]  # link ids (through switches only)
+    k0: int  # epoch of the first hop
+    arrive: int  # epoch from which the receiver may use it
+    dep: int = -1  # index of the EpochOp that delivered the data to src
     part: tuple[int, int, int] | None = None
 
 
@@ -37,7 +37,7 @@ class Commodities:
     dests: list[np.ndarray]
 
     @classmethod
-    def of(cls, collective: Collective) -> "Commodities":
+    def of(cls, collective: Collective) -> Commodities:
         srcs = collective.chunk_source
         chunks, s_out, d_out = [], [], []
         for c in range(collective.num_chunks):
@@ -64,8 +64,10 @@ def unicast_demand(collective: Collective) -> tuple[np.ndarray, list[list[list[i
         s = int(srcs[c])
         dsts = [x for x in collective.destinations(c) if x != s]
         if len(dsts) > 1:
-            raise CollsynthError(f"teccl mode=lp needs one destination per chunk; chunk {c} of "
-                                 f"{collective.describe()} has {len(dsts)} (use mode=milp)")
+            raise CollsynthError(
+                f"teccl mode=lp needs one destination per chunk; chunk {c} of "
+                f"{collective.describe()} has {len(dsts)} (use mode=milp)"
+            )
         if dsts:
             dem[s, dsts[0]] += 1
             ids[s][dsts[0]].append(c)
@@ -80,7 +82,7 @@ def epoch_distances(topology: Topology, delay: np.ndarray) -> np.ndarray:
 
     t = topology
     n = t.num_nodes
-    w = delay.astype(np.float64) + 1e-6   # keep zero-delay links as edges
+    w = delay.astype(np.float64) + 1e-6  # keep zero-delay links as edges
     order = np.lexsort((w, t.link_dst, t.link_src))
     src, dst, ww = t.link_src[order], t.link_dst[order], w[order]
     keep = np.ones(len(order), dtype=bool)
@@ -138,10 +140,18 @@ class RowBlocks:
         self.up.append(np.broadcast_to(np.asarray(up, dtype=np.float64), (m,)))
         self.nrow += m
 
-    def model(self, cost, lower, upper, integer) -> "Model":
-        return Model(cost, lower, upper, integer, np.concatenate(self.rows),
-                     np.concatenate(self.cols), np.concatenate(self.vals),
-                     np.concatenate(self.lo).astype(float), np.concatenate(self.up).astype(float))
+    def model(self, cost, lower, upper, integer) -> Model:
+        return Model(
+            cost,
+            lower,
+            upper,
+            integer,
+            np.concatenate(self.rows),
+            np.concatenate(self.cols),
+            np.concatenate(self.vals),
+            np.concatenate(self.lo).astype(float),
+            np.concatenate(self.up).astype(float),
+        )
 
 
 @dataclass
@@ -151,8 +161,8 @@ class Model:
     cost: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-    integer: np.ndarray          # bool per column
-    rows: np.ndarray             # triplet row ids
+    integer: np.ndarray  # bool per column
+    rows: np.ndarray  # triplet row ids
     cols: np.ndarray
     vals: np.ndarray
     row_lower: np.ndarray
@@ -169,7 +179,7 @@ class Model:
 
 @dataclass
 class SolveInfo:
-    status: str                   # optimal, time_limit, infeasible, ...
+    status: str  # optimal, time_limit, infeasible, ...
     has_solution: bool
     x: np.ndarray | None
     objective: float = float("nan")
@@ -180,9 +190,16 @@ class SolveInfo:
     extra: dict = field(default_factory=dict)
 
 
-def solve(model: Model, *, time_limit: float, gap: float, seed: int = 0,
-          start: np.ndarray | None = None, highs_options: dict | None = None,
-          log: bool = False) -> SolveInfo:
+def solve(
+    model: Model,
+    *,
+    time_limit: float,
+    gap: float,
+    seed: int = 0,
+    start: np.ndarray | None = None,
+    highs_options: dict | None = None,
+    log: bool = False,
+) -> SolveInfo:
     """Solve ``model`` with HiGHS (one thread, fixed seed: deterministic for the same input).
 
     OR-Tools (imported by ForestColl's max-flow) ships its own ``libhighs.so.1``; once it is
@@ -190,8 +207,15 @@ def solve(model: Model, *, time_limit: float, gap: float, seed: int = 0,
     version). Then the solve runs in a helper process (``python -m
     collsynth.synth.teccl._worker``, started once and reused) that imports highspy first.
     """
-    kwargs = dict(model=model, time_limit=time_limit, gap=gap, seed=seed, start=start,
-                  highs_options=highs_options, log=log)
+    kwargs = dict(
+        model=model,
+        time_limit=time_limit,
+        gap=gap,
+        seed=seed,
+        start=start,
+        highs_options=highs_options,
+        log=log,
+    )
     if _highspy_in_process():
         return _solve_local(**kwargs)
     return _worker_call(kwargs)
@@ -206,6 +230,7 @@ def _highspy_in_process() -> bool:
     if _HIGHSPY_OK is None:
         try:
             import highspy  # noqa: F401
+
             _HIGHSPY_OK = True
         except ImportError:
             _HIGHSPY_OK = False
@@ -220,8 +245,11 @@ def _worker_call(kwargs: dict) -> SolveInfo:
 
     global _WORKER
     if _WORKER is None or _WORKER.poll() is not None:
-        _WORKER = subprocess.Popen([sys.executable, "-m", "collsynth.synth.teccl._worker"],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        _WORKER = subprocess.Popen(
+            [sys.executable, "-m", "collsynth.synth.teccl._worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         atexit.register(_stop_worker)
     try:
         pickle.dump(kwargs, _WORKER.stdin, protocol=pickle.HIGHEST_PROTOCOL)
@@ -246,9 +274,16 @@ def _stop_worker() -> None:
             w.kill()
 
 
-def _solve_local(model: Model, *, time_limit: float, gap: float, seed: int = 0,
-                 start: np.ndarray | None = None, highs_options: dict | None = None,
-                 log: bool = False) -> SolveInfo:
+def _solve_local(
+    model: Model,
+    *,
+    time_limit: float,
+    gap: float,
+    seed: int = 0,
+    start: np.ndarray | None = None,
+    highs_options: dict | None = None,
+    log: bool = False,
+) -> SolveInfo:
     try:
         import highspy
     except ImportError as e:  # pragma: no cover - dependency declared in pyproject
@@ -285,8 +320,10 @@ def _solve_local(model: Model, *, time_limit: float, gap: float, seed: int = 0,
     lp.a_matrix_.value_ = v.astype(np.float64)
     is_mip = bool(model.integer.any())
     if is_mip:
-        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                           for i in model.integer.tolist()]
+        lp.integrality_ = [
+            highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+            for i in model.integer.tolist()
+        ]
     if h.passModel(lp) == highspy.HighsStatus.kError:
         raise CollsynthError("HiGHS rejected the TE-CCL model")
     warm = "none"
@@ -300,9 +337,12 @@ def _solve_local(model: Model, *, time_limit: float, gap: float, seed: int = 0,
     name = h.modelStatusToString(ms).lower()
     info = h.getInfo()
     has = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    status = {"optimal": "optimal", "infeasible": "infeasible",
-              "time limit reached": "time_limit",
-              "primal infeasible or unbounded": "infeasible"}.get(name, name.replace(" ", "_"))
+    status = {
+        "optimal": "optimal",
+        "infeasible": "infeasible",
+        "time limit reached": "time_limit",
+        "primal infeasible or unbounded": "infeasible",
+    }.get(name, name.replace(" ", "_"))
     x = np.array(h.getSolution().col_value) if has else None
     out = SolveInfo(status, has, x, wall_s=time.perf_counter() - t0, warm_start=warm)
     if has:
@@ -318,6 +358,12 @@ def _solve_local(model: Model, *, time_limit: float, gap: float, seed: int = 0,
 def check_supported(collective: Collective) -> None:
     if collective.reduces:
         raise CollsynthError(f"teccl does not support {collective.kind.value} (reductions)")
-    if collective.kind not in (CollKind.ALLGATHER, CollKind.BROADCAST, CollKind.ALLTOALL,
-                               CollKind.GATHER, CollKind.SCATTER, CollKind.CUSTOM):
+    if collective.kind not in (
+        CollKind.ALLGATHER,
+        CollKind.BROADCAST,
+        CollKind.ALLTOALL,
+        CollKind.GATHER,
+        CollKind.SCATTER,
+        CollKind.CUSTOM,
+    ):
         raise CollsynthError(f"teccl does not support {collective.kind.value}")

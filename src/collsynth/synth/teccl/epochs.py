@@ -41,24 +41,27 @@ def _ceil(x: np.ndarray | float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class EpochGrid:
-    tau: float                 # epoch duration used (s)
-    expected_tau: float        # before the alpha check
+    tau: float  # epoch duration used (s)
+    expected_tau: float  # before the alpha check
     chunk_bytes: float
-    cap: np.ndarray            # chunks per epoch, per link
+    cap: np.ndarray  # chunks per epoch, per link
     alpha_ep: np.ndarray
     beta_ep: np.ndarray
     window: np.ndarray
-    per_window: np.ndarray     # whole chunks per window (MILP)
-    delay: np.ndarray          # epochs (MILP, whole chunks)
-    lp_delay: np.ndarray       # epochs (LP, fluid volumes)
+    per_window: np.ndarray  # whole chunks per window (MILP)
+    delay: np.ndarray  # epochs (MILP, whole chunks)
+    lp_delay: np.ndarray  # epochs (LP, fluid volumes)
     note: str = ""
 
     def to_dict(self) -> dict:
-        return {"tau_s": self.tau, "expected_tau_s": self.expected_tau,
-                "chunk_bytes": self.chunk_bytes,
-                "max_alpha_epochs": int(self.alpha_ep.max()) if len(self.alpha_ep) else 0,
-                "max_beta_epochs": int(self.beta_ep.max()) if len(self.beta_ep) else 0,
-                **({"note": self.note} if self.note else {})}
+        return {
+            "tau_s": self.tau,
+            "expected_tau_s": self.expected_tau,
+            "chunk_bytes": self.chunk_bytes,
+            "max_alpha_epochs": int(self.alpha_ep.max()) if len(self.alpha_ep) else 0,
+            "max_beta_epochs": int(self.beta_ep.max()) if len(self.beta_ep) else 0,
+            **({"note": self.note} if self.note else {}),
+        }
 
 
 def parse_epoch(value: Any) -> str | float:
@@ -69,13 +72,15 @@ def parse_epoch(value: Any) -> str | float:
         return value.strip().lower()
     t = parse_time(value, "teccl option epoch")
     if t <= 0:
-        raise CollsynthError(f"teccl option epoch={value!r} must be fast, slow or a positive "
-                             f"duration")
+        raise CollsynthError(
+            f"teccl option epoch={value!r} must be fast, slow or a positive duration"
+        )
     return t
 
 
-def link_delays(topology: Topology, alpha_ep: np.ndarray, beta_ep: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
+def link_delays(
+    topology: Topology, alpha_ep: np.ndarray, beta_ep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(MILP delay, LP delay) in epochs for every link.
 
     A GPU stores and forwards: a chunk sent on ``l`` from a GPU in epoch ``k`` may be used (sent
@@ -106,9 +111,14 @@ def link_delays(topology: Topology, alpha_ep: np.ndarray, beta_ep: np.ndarray
     return delay.astype(np.int64), lp.astype(np.int64)
 
 
-def make_grid(topology: Topology, chunk_bytes: float, epoch: Any = "fast",
-              multiplier: float = 1.0, alpha_threshold: float = 0.1,
-              alpha_ratio_max: float = 200.0) -> EpochGrid:
+def make_grid(
+    topology: Topology,
+    chunk_bytes: float,
+    epoch: Any = "fast",
+    multiplier: float = 1.0,
+    alpha_threshold: float = 0.1,
+    alpha_ratio_max: float = 200.0,
+) -> EpochGrid:
     """The epoch grid for chunks of ``chunk_bytes`` (TE-CCL's ``set_epoch_duration``)."""
     if not (chunk_bytes > 0 and math.isfinite(chunk_bytes)):
         raise CollsynthError(f"chunk size {chunk_bytes!r} must be positive")
@@ -129,8 +139,10 @@ def make_grid(topology: Topology, chunk_bytes: float, epoch: Any = "fast",
     positive = alpha[alpha > 0]
     if alpha_ratio_max and len(positive) and positive.min() / tau > alpha_ratio_max:
         tau = float(positive.min()) / alpha_ratio_max
-        note = (f"epoch raised from {expected:.4g}s to min alpha / {alpha_ratio_max:g} = "
-                f"{tau:.4g}s (TE-CCL's alpha check)")
+        note = (
+            f"epoch raised from {expected:.4g}s to min alpha / {alpha_ratio_max:g} = "
+            f"{tau:.4g}s (TE-CCL's alpha check)"
+        )
     cap = bw * tau / chunk_bytes
     ratio = alpha / tau
     alpha_ep = np.where(ratio > alpha_threshold, _ceil(ratio), 0).astype(np.int64)
@@ -138,12 +150,29 @@ def make_grid(topology: Topology, chunk_bytes: float, epoch: Any = "fast",
     window = beta_ep + 1
     per_window = np.maximum(1, np.floor(window * cap + _EPS)).astype(np.int64)
     delay, lp_delay = link_delays(t, alpha_ep, beta_ep)
-    return EpochGrid(tau, expected, float(chunk_bytes), cap, alpha_ep, beta_ep, window,
-                     per_window, delay, lp_delay, note)
+    return EpochGrid(
+        tau,
+        expected,
+        float(chunk_bytes),
+        cap,
+        alpha_ep,
+        beta_ep,
+        window,
+        per_window,
+        delay,
+        lp_delay,
+        note,
+    )
 
 
-def sample_alphas(topology: Topology, seed: int, low: float = 0.3e-6, high: float = 3e-6,
-                  classes: set[str] | None = None, symmetric: bool = True) -> Topology:
+def sample_alphas(
+    topology: Topology,
+    seed: int,
+    low: float = 0.3e-6,
+    high: float = 3e-6,
+    classes: set[str] | None = None,
+    symmetric: bool = True,
+) -> Topology:
     """A copy of ``topology`` whose link alphas are drawn uniformly from ``[low, high]`` seconds.
 
     Deterministic for a given ``seed``. ``classes`` restricts the draw to links of those class
@@ -167,8 +196,10 @@ def sample_alphas(topology: Topology, seed: int, low: float = 0.3e-6, high: floa
             alpha[l.id] = float(draws[l.id])
             if symmetric:
                 done[(l.src, l.dst)] = alpha[l.id]
-    b = TopologyBuilder(f"{t.name}-alpha{seed}", meta={**t.meta, "alpha_seed": int(seed),
-                                                         "alpha_range_s": [low, high]})
+    b = TopologyBuilder(
+        f"{t.name}-alpha{seed}",
+        meta={**t.meta, "alpha_seed": int(seed), "alpha_range_s": [low, high]},
+    )
     for nd in t.nodes:
         b.node(nd.name, nd.kind, **nd.attrs)
     for l in t.links:

@@ -22,9 +22,15 @@ from .common import EpochOp
 from .epochs import EpochGrid
 
 
-def to_schedule(topology: Topology, collective: Collective, ops: list[EpochOp], tau: float,
-                size: float, meta: dict, alpha_ep: np.ndarray | None = None
-                ) -> tuple[Schedule, dict]:
+def to_schedule(
+    topology: Topology,
+    collective: Collective,
+    ops: list[EpochOp],
+    tau: float,
+    size: float,
+    meta: dict,
+    alpha_ep: np.ndarray | None = None,
+) -> tuple[Schedule, dict]:
     """The timed IR of ``ops`` and its timing facts: ``plan_s`` (planned completion) and the
     epoch rounding along dependency chains — ``rounding_down_s``: the most time the epoch
     model misses on one chain (alphas at or below the threshold, counted as 0 epochs, and
@@ -34,8 +40,7 @@ def to_schedule(topology: Topology, collective: Collective, ops: list[EpochOp], 
     t = topology
     routes = _route_arrays(t, ops, collective.chunk_bytes(size))
     start, finish, order = _list_schedule(ops, routes, tau, len(t.links))
-    return _timed_ir(t, collective, ops, routes, start, finish, order, tau, size, meta,
-                     alpha_ep)
+    return _timed_ir(t, collective, ops, routes, start, finish, order, tau, size, meta, alpha_ep)
 
 
 def _route_arrays(t: Topology, ops: list[EpochOp], cb: float) -> tuple[np.ndarray, ...]:
@@ -44,7 +49,7 @@ def _route_arrays(t: Topology, ops: list[EpochOp], cb: float) -> tuple[np.ndarra
     m = len(ops)
     L = len(t.links)
     H = max((len(o.route) for o in ops), default=1)
-    links = np.full((m, H), L, dtype=np.int64)        # padded with a dummy link L
+    links = np.full((m, H), L, dtype=np.int64)  # padded with a dummy link L
     before = np.zeros((m, H))
     dur = np.zeros(m)
     tot_alpha = np.zeros(m)
@@ -52,16 +57,17 @@ def _route_arrays(t: Topology, ops: list[EpochOp], cb: float) -> tuple[np.ndarra
     for i, o in enumerate(ops):
         r = list(o.route)
         al = t.link_alpha[r]
-        links[i, :len(r)] = r
-        before[i, :len(r)] = np.concatenate(([0.0], np.cumsum(al)[:-1]))
+        links[i, : len(r)] = r
+        before[i, : len(r)] = np.concatenate(([0.0], np.cumsum(al)[:-1]))
         tot_alpha[i] = float(al.sum())
         frac = 1.0 if o.part is None else (o.part[1] - o.part[0]) / o.part[2]
         dur[i] = frac * cb / float(t.link_bw[r].min())
     return links, before, dur, tot_alpha, k0
 
 
-def _list_schedule(ops: list[EpochOp], routes: tuple[np.ndarray, ...], tau: float,
-                   L: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+def _list_schedule(
+    ops: list[EpochOp], routes: tuple[np.ndarray, ...], tau: float, L: int
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Start and finish times by list scheduling epoch by epoch, and the order in which the
     ops were placed."""
     links, before, dur, tot_alpha, k0 = routes
@@ -100,15 +106,24 @@ def _list_schedule(ops: list[EpochOp], routes: tuple[np.ndarray, ...], tau: floa
             start[i] = st
             finish[i] = st + tot_alpha[i] + dur[i]
             r = links[i][links[i] < L]
-            free[r] = st + before[i, :len(r)] + dur[i]
+            free[r] = st + before[i, : len(r)] + dur[i]
             order.append(i)
     return start, finish, order
 
 
-def _timed_ir(t: Topology, collective: Collective, ops: list[EpochOp],
-              routes: tuple[np.ndarray, ...], start: np.ndarray, finish: np.ndarray,
-              order: list[int], tau: float, size: float, meta: dict,
-              alpha_ep: np.ndarray | None) -> tuple[Schedule, dict]:
+def _timed_ir(
+    t: Topology,
+    collective: Collective,
+    ops: list[EpochOp],
+    routes: tuple[np.ndarray, ...],
+    start: np.ndarray,
+    finish: np.ndarray,
+    order: list[int],
+    tau: float,
+    size: float,
+    meta: dict,
+    alpha_ep: np.ndarray | None,
+) -> tuple[Schedule, dict]:
     """The IR in placement order with per-link orders, and the timing facts (plan and epoch
     rounding along dependency chains)."""
     _, _, dur, tot_alpha, _ = routes
@@ -132,22 +147,32 @@ def _timed_ir(t: Topology, collective: Collective, ops: list[EpochOp],
             miss = max(0.0, -slack)
         up[i] = (up[o.dep] if o.dep >= 0 else 0.0) + max(0.0, slack + miss)
         down[i] = (down[o.dep] if o.dep >= 0 else 0.0) + miss
-        b.add(o.src, o.dst, o.chunk, route=list(o.route),
-              deps=[int(new_id[o.dep])] if o.dep >= 0 else [], start=float(start[i]),
-              step=o.k0, part=o.part)
+        b.add(
+            o.src,
+            o.dst,
+            o.chunk,
+            route=list(o.route),
+            deps=[int(new_id[o.dep])] if o.dep >= 0 else [],
+            start=float(start[i]),
+            step=o.k0,
+            part=o.part,
+        )
         for l in o.route:
             per_link.setdefault(l, []).append(new)
     for l in sorted(per_link):
         b.set_link_order(l, per_link[l])
     makespan = float(finish.max()) if m else 0.0
-    facts = {"plan_s": float(makespan),
-             "rounding_up_s": float(up.max()) if len(ops) else 0.0,
-             "rounding_down_s": float(down.max()) if len(ops) else 0.0}
+    facts = {
+        "plan_s": float(makespan),
+        "rounding_up_s": float(up.max()) if len(ops) else 0.0,
+        "rounding_down_s": float(down.max()) if len(ops) else 0.0,
+    }
     return b.build(), facts
 
 
-def greedy_epochs(topology: Topology, grid: EpochGrid, schedule: Schedule
-                  ) -> tuple[list[EpochOp], int]:
+def greedy_epochs(
+    topology: Topology, grid: EpochGrid, schedule: Schedule
+) -> tuple[list[EpochOp], int]:
     """Place a heuristic schedule's operations (whole chunks) into epochs: each as early as its
     input and the per-link window capacities allow. Two list orders are tried — the schedule's
     own and by tree depth (every chunk's first hop before any second hop) — and the one that
@@ -193,7 +218,7 @@ class _LinkUsage:
                 continue
             # every window [j-w+1, j] containing kk keeps room for one more chunk
             lo0 = max(0, kk - w + 1)
-            c = np.concatenate(([0], np.cumsum(self.usage[l, lo0:kk + w])))
+            c = np.concatenate(([0], np.cumsum(self.usage[l, lo0 : kk + w])))
             worst = max(c[j - lo0 + 1] - c[max(lo0, j - w + 1) - lo0] for j in range(kk, kk + w))
             if worst + 1 > self.cap[l]:
                 return False
@@ -204,8 +229,9 @@ class _LinkUsage:
             self.usage[l, k + off] += 1
 
 
-def _greedy(topology: Topology, grid: EpochGrid, schedule: Schedule, order: np.ndarray
-            ) -> tuple[list[EpochOp], int]:
+def _greedy(
+    topology: Topology, grid: EpochGrid, schedule: Schedule, order: np.ndarray
+) -> tuple[list[EpochOp], int]:
     t = topology
     d = grid.delay
     use = _LinkUsage(grid, len(t.links))
@@ -225,13 +251,23 @@ def _greedy(topology: Topology, grid: EpochGrid, schedule: Schedule, order: np.n
         arr = k + offs[-1] + int(d[route[-1]])
         arrive[i] = arr
         dep = int(pos[deps[0]]) if len(deps) else -1
-        ops.append(EpochOp(int(schedule.chunk[i]), int(schedule.src[i]), int(schedule.dst[i]),
-                           tuple(route), k, arr, dep))
+        ops.append(
+            EpochOp(
+                int(schedule.chunk[i]),
+                int(schedule.src[i]),
+                int(schedule.dst[i]),
+                tuple(route),
+                k,
+                arr,
+                dep,
+            )
+        )
     return ops, int(arrive.max()) if len(arrive) else 0
 
 
-def flood_epochs(topology: Topology, grid: EpochGrid, collective: Collective,
-                 max_epochs: int) -> tuple[list[EpochOp], int] | None:
+def flood_epochs(
+    topology: Topology, grid: EpochGrid, collective: Collective, max_epochs: int
+) -> tuple[list[EpochOp], int] | None:
     """Rarest-first flooding in the epoch model, for collectives where every rank needs every
     chunk it does not hold (AllGather, Broadcast): epoch by epoch, every GPU-to-GPU direct
     route (through switches only) with room on all its links sends the chunk its sender holds
@@ -254,10 +290,10 @@ def flood_epochs(topology: Topology, grid: EpochGrid, collective: Collective,
     if not hops:
         return None
     inf = np.iinfo(np.int64).max
-    held = np.full((Q, n), inf, dtype=np.int64)      # epoch from which rank holds chunk
+    held = np.full((Q, n), inf, dtype=np.int64)  # epoch from which rank holds chunk
     held[np.arange(Q), srcs] = 0
     held_op = np.full((Q, n), -1, dtype=np.int64)
-    count = np.ones(Q, dtype=np.int64)               # ranks holding or expecting
+    count = np.ones(Q, dtype=np.int64)  # ranks holding or expecting
     use = _LinkUsage(grid, len(t.links))
     ops: list[EpochOp] = []
     remaining = Q * n - Q
@@ -283,8 +319,9 @@ def flood_epochs(topology: Topology, grid: EpochGrid, collective: Collective,
     return ops, max(o.arrive for o in ops)
 
 
-def compact_epochs(topology: Topology, grid: EpochGrid, ops: list[EpochOp]
-                   ) -> tuple[list[EpochOp], int]:
+def compact_epochs(
+    topology: Topology, grid: EpochGrid, ops: list[EpochOp]
+) -> tuple[list[EpochOp], int]:
     """Move every transfer of a MILP solution to the earliest epoch its input and the window
     capacities allow, in the solution's epoch order (same routes, same dependencies). A
     time-limited solution can leave idle epochs that this removes; the caller keeps the

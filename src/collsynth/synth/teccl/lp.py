@@ -39,13 +39,20 @@ class LpLayout:
     fs: np.ndarray
     fl: np.ndarray
     fk: np.ndarray
-    p_index: np.ndarray          # (ranks[src], ranks, K+1)
-    t_cols: dict                 # (s, d) -> first T column (K+1 consecutive)
+    p_index: np.ndarray  # (ranks[src], ranks, K+1)
+    t_cols: dict  # (s, d) -> first T column (K+1 consecutive)
     model: Model
 
 
-def build(topology: Topology, grid: EpochGrid, dem: np.ndarray, K: int, dist: np.ndarray,
-          to_gpu: np.ndarray, objective: bool = True) -> LpLayout:
+def build(
+    topology: Topology,
+    grid: EpochGrid,
+    dem: np.ndarray,
+    K: int,
+    dist: np.ndarray,
+    to_gpu: np.ndarray,
+    objective: bool = True,
+) -> LpLayout:
     """The LP at horizon ``K`` (``objective=False``: a pure feasibility probe)."""
     t = topology
     n = t.num_ranks
@@ -69,8 +76,8 @@ def build(topology: Topology, grid: EpochGrid, dem: np.ndarray, K: int, dist: np
     upper[:nf] = np.minimum(grid.cap[fl], dem.sum())
     # objective: delivery epoch (volume-weighted) + small per-hop penalty
     cost[:nf] = 1e-3
-    for si, dd, c in t_first:
-        cost[c:c + K + 1] = np.arange(K + 1, dtype=np.float64) + 1.0
+    for _si, _dd, c in t_first:
+        cost[c : c + K + 1] = np.arange(K + 1, dtype=np.float64) + 1.0
     blocks = RowBlocks()
     _conservation_rows(blocks, t, grid, dem, srcs, fs, fl, fk, p_index, t_first, K)
     _switch_rows(blocks, t, grid, fs, fl, fk, K)
@@ -82,9 +89,14 @@ def build(topology: Topology, grid: EpochGrid, dem: np.ndarray, K: int, dist: np
     m = len(t_first)
     if m:
         t_cs = _t_columns(t_first, K)
-        blocks.add(np.repeat(np.arange(m), K + 1), t_cs, np.ones(len(t_cs)),
-                   np.array([dem[srcs[si], dd] for si, dd, _ in t_first]),
-                   np.array([dem[srcs[si], dd] for si, dd, _ in t_first]), m)
+        blocks.add(
+            np.repeat(np.arange(m), K + 1),
+            t_cs,
+            np.ones(len(t_cs)),
+            np.array([dem[srcs[si], dd] for si, dd, _ in t_first]),
+            np.array([dem[srcs[si], dd] for si, dd, _ in t_first]),
+            m,
+        )
     if not objective:
         cost[:] = 0.0
     model = blocks.model(cost, lower, upper, np.zeros(ncol, dtype=bool))
@@ -93,8 +105,9 @@ def build(topology: Topology, grid: EpochGrid, dem: np.ndarray, K: int, dist: np
     return layout
 
 
-def _flow_columns(t: Topology, grid: EpochGrid, srcs: np.ndarray, K: int, dist: np.ndarray,
-                  to_gpu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _flow_columns(
+    t: Topology, grid: EpochGrid, srcs: np.ndarray, K: int, dist: np.ndarray, to_gpu: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(source index, link, epoch)`` of every flow column that can matter."""
     d = grid.lp_delay
     tail, head = t.link_src, t.link_dst
@@ -105,7 +118,7 @@ def _flow_columns(t: Topology, grid: EpochGrid, srcs: np.ndarray, K: int, dist: 
     counts = np.where(ok, hi[None, :] - np.minimum(lo, K) + 1, 0)
     ss, ll = np.nonzero(counts)
     cnt = counts[ss, ll]
-    fs = np.repeat(ss, cnt).astype(np.int64)       # index into srcs
+    fs = np.repeat(ss, cnt).astype(np.int64)  # index into srcs
     fl = np.repeat(ll, cnt).astype(np.int64)
     fk = ragged_arange(lo[ss, ll], cnt)
     return fs, fl, fk
@@ -117,9 +130,19 @@ def _t_columns(t_first: list[tuple[int, int, int]], K: int) -> np.ndarray:
     return np.concatenate(t_cs) if t_cs else np.zeros(0, dtype=np.int64)
 
 
-def _conservation_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, dem: np.ndarray,
-                       srcs: np.ndarray, fs: np.ndarray, fl: np.ndarray, fk: np.ndarray,
-                       p_index: np.ndarray, t_first: list[tuple[int, int, int]], K: int) -> None:
+def _conservation_rows(
+    blocks: RowBlocks,
+    t: Topology,
+    grid: EpochGrid,
+    dem: np.ndarray,
+    srcs: np.ndarray,
+    fs: np.ndarray,
+    fl: np.ndarray,
+    fk: np.ndarray,
+    p_index: np.ndarray,
+    t_first: list[tuple[int, int, int]],
+    K: int,
+) -> None:
     """GPU conservation, row id = P column - nf:
     ``P[k] - P[k-1] + out(k) + T(k) - arr(k) = supply``."""
     nf = len(fs)
@@ -142,15 +165,33 @@ def _conservation_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, dem: np.
     rhs = np.zeros(npc)
     for si, s in enumerate(srcs.tolist()):
         rhs[p_index[si, s, 0] - nf] = dem[s].sum()
-    blocks.add(np.concatenate((r1, r1[prev], o_rows, a_rows, t_rows)),
-               np.concatenate((pcols, pcols[prev] - 1, o, a, t_cs)),
-               np.concatenate((np.ones(npc), -np.ones(int(prev.sum())), np.ones(len(o)),
-                               -np.ones(len(a)), np.ones(len(t_cs)))),
-               rhs, rhs, npc)
+    blocks.add(
+        np.concatenate((r1, r1[prev], o_rows, a_rows, t_rows)),
+        np.concatenate((pcols, pcols[prev] - 1, o, a, t_cs)),
+        np.concatenate(
+            (
+                np.ones(npc),
+                -np.ones(int(prev.sum())),
+                np.ones(len(o)),
+                -np.ones(len(a)),
+                np.ones(len(t_cs)),
+            )
+        ),
+        rhs,
+        rhs,
+        npc,
+    )
 
 
-def _switch_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, fs: np.ndarray,
-                 fl: np.ndarray, fk: np.ndarray, K: int) -> None:
+def _switch_rows(
+    blocks: RowBlocks,
+    t: Topology,
+    grid: EpochGrid,
+    fs: np.ndarray,
+    fl: np.ndarray,
+    fk: np.ndarray,
+    K: int,
+) -> None:
     """Switch conservation (no buffer): ``out(k) = arrivals(k)``."""
     d = grid.lp_delay
     tail, head = t.link_src, t.link_dst
@@ -161,12 +202,24 @@ def _switch_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, fs: np.ndarray
         k_out = (fs[so] * N + tail[fl[so]]) * (K + 1) + fk[so]
         k_in = (fs[si_] * N + head[fl[si_]]) * (K + 1) + fk[si_] + d[fl[si_]]
         keys, inv = np.unique(np.concatenate((k_out, k_in)), return_inverse=True)
-        blocks.add(inv, np.concatenate((so, si_)),
-                   np.concatenate((np.ones(len(so)), -np.ones(len(si_)))), 0.0, 0.0, len(keys))
+        blocks.add(
+            inv,
+            np.concatenate((so, si_)),
+            np.concatenate((np.ones(len(so)), -np.ones(len(si_)))),
+            0.0,
+            0.0,
+            len(keys),
+        )
 
 
-def decompose(layout: LpLayout, topology: Topology, grid: EpochGrid, x: np.ndarray,
-              chunk_ids: list[list[list[int]]], den: int) -> tuple[list[EpochOp], int, dict]:
+def decompose(
+    layout: LpLayout,
+    topology: Topology,
+    grid: EpochGrid,
+    x: np.ndarray,
+    chunk_ids: list[list[list[int]]],
+    den: int,
+) -> tuple[list[EpochOp], int, dict]:
     """Paths per source, rounded to ``1/den`` chunk byte ranges, as epoch ops."""
     t = topology
     srcs = layout.srcs  # type: ignore[attr-defined]
@@ -179,13 +232,15 @@ def decompose(layout: LpLayout, topology: Topology, grid: EpochGrid, x: np.ndarr
         paths_by_dest = _peel_paths(edges, root, t.num_nodes * (layout.K + 2), stats)
         # round to byte ranges and emit ops
         for dest in sorted(paths_by_dest):
-            done = _emit(ops, paths_by_dest[dest], chunk_ids[s][dest], den, t, grid.lp_delay,
-                         stats, done)
+            done = _emit(
+                ops, paths_by_dest[dest], chunk_ids[s][dest], den, t, grid.lp_delay, stats, done
+            )
     return ops, done, stats
 
 
-def _source_edges(layout: LpLayout, t: Topology, grid: EpochGrid, x: np.ndarray,
-                  si: int) -> tuple[list[int], list[int], list[float], list[tuple]]:
+def _source_edges(
+    layout: LpLayout, t: Topology, grid: EpochGrid, x: np.ndarray, si: int
+) -> tuple[list[int], list[int], list[float], list[tuple]]:
     """Edges of source ``si``'s time-expanded network: from, to, amount, (kind, ...) — flows
     ``f``, storage ``h`` and deliveries ``t`` into the sink of the destination rank."""
     K = layout.K
@@ -195,6 +250,7 @@ def _source_edges(layout: LpLayout, t: Topology, grid: EpochGrid, x: np.ndarray,
 
     def nid(v, k):
         return v * (K + 2) + k
+
     SINK = t.num_nodes * (K + 2)
     e_from, e_to, e_amt, e_info = [], [], [], []
     sel = np.flatnonzero((layout.fs == si) & (fval > _TOL))
@@ -216,7 +272,7 @@ def _source_edges(layout: LpLayout, t: Topology, grid: EpochGrid, x: np.ndarray,
                 e_info.append(("h", v, k))
         c0 = layout.t_cols.get((si, r))
         if c0 is not None:
-            tv = x[c0:c0 + K + 1]
+            tv = x[c0 : c0 + K + 1]
             for k in np.flatnonzero(tv > _TOL).tolist():
                 e_from.append(nid(v, k))
                 e_to.append(SINK + r)
@@ -225,8 +281,9 @@ def _source_edges(layout: LpLayout, t: Topology, grid: EpochGrid, x: np.ndarray,
     return e_from, e_to, e_amt, e_info
 
 
-def _peel_paths(edges: tuple[list[int], list[int], list[float], list[tuple]], root: int,
-                SINK: int, stats: dict) -> dict[int, list[tuple[float, list[tuple[int, int]]]]]:
+def _peel_paths(
+    edges: tuple[list[int], list[int], list[float], list[tuple]], root: int, SINK: int, stats: dict
+) -> dict[int, list[tuple[float, list[tuple[int, int]]]]]:
     """Paths from ``root`` to the sinks, widest edge first, each taking its bottleneck
     volume: ``{destination: [(volume, [(link, epoch), ...]), ...]}``; volume that ends
     nowhere counts as dropped."""
@@ -260,8 +317,16 @@ def _peel_paths(edges: tuple[list[int], list[int], list[float], list[tuple]], ro
     return paths_by_dest
 
 
-def _emit(ops: list[EpochOp], plist: list[tuple[float, list[tuple[int, int]]]],
-          ids: list[int], den: int, t: Topology, d: np.ndarray, stats: dict, done: int) -> int:
+def _emit(
+    ops: list[EpochOp],
+    plist: list[tuple[float, list[tuple[int, int]]]],
+    ids: list[int],
+    den: int,
+    t: Topology,
+    d: np.ndarray,
+    stats: dict,
+    done: int,
+) -> int:
     """Round one destination's path volumes to byte ranges ``[lo/den, hi/den)`` of its chunks
     ``ids`` and append each piece's transfers to ``ops``; returns the latest arrival."""
     total = len(ids)
@@ -269,10 +334,9 @@ def _emit(ops: list[EpochOp], plist: list[tuple[float, list[tuple[int, int]]]],
     cum = cum * (total / cum[-1]) if cum[-1] > 0 else cum
     bounds = np.round(cum * den).astype(np.int64)
     bounds[-1] = total * den
-    stats["rounding_max"] = max(stats["rounding_max"],
-                                float(np.max(np.abs(bounds / den - cum))))
+    stats["rounding_max"] = max(stats["rounding_max"], float(np.max(np.abs(bounds / den - cum))))
     prev_b = 0
-    for (vol, hops), b in zip(plist, bounds.tolist()):
+    for (_vol, hops), b in zip(plist, bounds.tolist()):
         lo_b, hi_b = prev_b, b
         prev_b = b
         if hi_b <= lo_b:
@@ -285,9 +349,19 @@ def _emit(ops: list[EpochOp], plist: list[tuple[float, list[tuple[int, int]]]],
             end = min(hi_b, (c + 1) * den)
             part = (lo_b - c * den, end - c * den, den)
             prev_op = -1
-            for (u, v, route, k0, arrive) in transfers:
-                ops.append(EpochOp(ids[c], u, v, route, k0, arrive, prev_op,
-                                   part if part != (0, den, den) else None))
+            for u, v, route, k0, arrive in transfers:
+                ops.append(
+                    EpochOp(
+                        ids[c],
+                        u,
+                        v,
+                        route,
+                        k0,
+                        arrive,
+                        prev_op,
+                        part if part != (0, den, den) else None,
+                    )
+                )
                 prev_op = len(ops) - 1
                 done = max(done, arrive)
             lo_b = end

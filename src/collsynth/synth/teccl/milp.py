@@ -47,17 +47,24 @@ class MilpLayout:
     fq: np.ndarray
     fl: np.ndarray
     fk: np.ndarray
-    h_index: np.ndarray          # (Q, ranks, K+1) column of H, -1 for the source
-    u0: int                      # first u column (or -1)
+    h_index: np.ndarray  # (Q, ranks, K+1) column of H, -1 for the source
+    u0: int  # first u column (or -1)
     W: float
     demand_q: np.ndarray
-    demand_d: np.ndarray         # ranks
+    demand_d: np.ndarray  # ranks
     model: Model
 
 
-def build(topology: Topology, grid: EpochGrid, com: Commodities, K: int, dist: np.ndarray,
-          to_gpu: np.ndarray, switch_copy: bool = False, objective: str = "makespan"
-          ) -> MilpLayout:
+def build(
+    topology: Topology,
+    grid: EpochGrid,
+    com: Commodities,
+    K: int,
+    dist: np.ndarray,
+    to_gpu: np.ndarray,
+    switch_copy: bool = False,
+    objective: str = "makespan",
+) -> MilpLayout:
     """The MILP at horizon ``K`` (columns and rows: see the module doc)."""
     t = topology
     c = _columns(t, grid, com, K, dist, to_gpu, objective)
@@ -81,12 +88,12 @@ class _Columns:
     fq: np.ndarray
     fl: np.ndarray
     fk: np.ndarray
-    h_index: np.ndarray          # (Q, ranks, K+1) column of H, -1 for the source
-    hq: np.ndarray               # commodity of each (commodity, rank) block of H
-    hr: np.ndarray               # rank of each block
+    h_index: np.ndarray  # (Q, ranks, K+1) column of H, -1 for the source
+    hq: np.ndarray  # commodity of each (commodity, rank) block of H
+    hr: np.ndarray  # rank of each block
     demand_q: np.ndarray
-    demand_d: np.ndarray         # ranks
-    u0: int                      # first u column (or -1)
+    demand_d: np.ndarray  # ranks
+    u0: int  # first u column (or -1)
     W: float
     ncol: int
 
@@ -108,8 +115,15 @@ class _Columns:
         return self.h_index[self.demand_q, self.demand_d, :K]
 
 
-def _columns(t: Topology, grid: EpochGrid, com: Commodities, K: int, dist: np.ndarray,
-             to_gpu: np.ndarray, objective: str) -> _Columns:
+def _columns(
+    t: Topology,
+    grid: EpochGrid,
+    com: Commodities,
+    K: int,
+    dist: np.ndarray,
+    to_gpu: np.ndarray,
+    objective: str,
+) -> _Columns:
     """Flow columns where they can matter, buffer columns of every non-source GPU, demands
     and (makespan) the ``u`` columns."""
     Q = len(com)
@@ -118,7 +132,7 @@ def _columns(t: Topology, grid: EpochGrid, com: Commodities, K: int, dist: np.nd
     tail, head = t.link_src, t.link_dst
     d = grid.delay
     # ---------------------------------------------------------------- flow columns
-    lo = dist[src_node][:, tail]                                     # (Q, L)
+    lo = dist[src_node][:, tail]  # (Q, L)
     hi = K - d - np.where(to_gpu[head] >= INF, K + 1, to_gpu[head])  # (L,)
     ok = (lo < INF) & (head[None, :] != src_node[:, None])
     counts = np.where(ok, np.maximum(0, hi[None, :] - np.minimum(lo, K) + 1), 0)
@@ -138,8 +152,11 @@ def _columns(t: Topology, grid: EpochGrid, com: Commodities, K: int, dist: np.nd
     hq, hr = np.nonzero(has_h)
     ncol = nf + nh
     # demands
-    demand_q = np.concatenate([np.full(len(ds), q, dtype=np.int64)
-                               for q, ds in enumerate(com.dests)]) if Q else np.zeros(0, int)
+    demand_q = (
+        np.concatenate([np.full(len(ds), q, dtype=np.int64) for q, ds in enumerate(com.dests)])
+        if Q
+        else np.zeros(0, int)
+    )
     demand_d = np.concatenate(com.dests) if Q else np.zeros(0, int)
     nd = len(demand_q)
     u0 = -1
@@ -151,8 +168,9 @@ def _columns(t: Topology, grid: EpochGrid, com: Commodities, K: int, dist: np.nd
     return _Columns(K, fq, fl, fk, h_index, hq, hr, demand_q, demand_d, u0, W, ncol)
 
 
-def _bounds_and_cost(t: Topology, grid: EpochGrid, com: Commodities, c: _Columns,
-                     dist: np.ndarray, objective: str) -> tuple[np.ndarray, ...]:
+def _bounds_and_cost(
+    t: Topology, grid: EpochGrid, com: Commodities, c: _Columns, dist: np.ndarray, objective: str
+) -> tuple[np.ndarray, ...]:
     """Column bounds, integrality and the objective: ``(cost, lower, upper, integer, upper
     bound of every flow column)``."""
     K, nf, ncol = c.K, c.nf, c.ncol
@@ -164,20 +182,19 @@ def _bounds_and_cost(t: Topology, grid: EpochGrid, com: Commodities, c: _Columns
     integer[:nf] = True
     # into a switch, one chunk may go several times in one epoch (a copy per destination
     # behind the switch, since switches do not copy by default); into a GPU once at most
-    f_upper = np.where(t.kind_codes[head[c.fl]] != 0, grid.per_window[c.fl],
-                       1).astype(np.float64)
+    f_upper = np.where(t.kind_codes[head[c.fl]] != 0, grid.per_window[c.fl], 1).astype(np.float64)
     upper[:nf] = f_upper
     # H bounds: zero before the earliest arrival, one at K for demands
     src_node = t.compute_nodes[com.src]
-    earliest = dist[src_node[c.hq], t.compute_nodes[c.hr]]           # per (q, r) pair
-    h_block = c.h_index[c.hq, c.hr]                                    # (pairs, K+1)
+    earliest = dist[src_node[c.hq], t.compute_nodes[c.hr]]  # per (q, r) pair
+    h_block = c.h_index[c.hq, c.hr]  # (pairs, K+1)
     before = np.arange(K + 1)[None, :] < earliest[:, None]
     upper[h_block[before]] = 0.0
     dem_cols_K = c.h_index[c.demand_q, c.demand_d, K]
     lower[dem_cols_K] = 1.0
     # objective
     if objective == "makespan":
-        cost[c.u0:c.u0 + K] = c.W
+        cost[c.u0 : c.u0 + K] = c.W
         np.add.at(cost, c.dem_cols().ravel(), -1.0)
     else:  # paper: reward demand met at the end of every epoch (H at k+1)
         np.add.at(cost, c.h_index[c.demand_q, c.demand_d, 1:].ravel(), -1.0)
@@ -197,27 +214,38 @@ def _buffer_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns) -
     fa = np.flatnonzero(f_head_gpu)
     arr_k = fk[fa] + grid.delay[fl[fa]]
     arr_rows = c.h_index[fq[fa], arr_rank[fa], arr_k] - nf
-    blocks.add(np.concatenate((r1, r1[prev], arr_rows)),
-               np.concatenate((hcols, hcols[prev] - 1, fa)),
-               np.concatenate((np.ones(nh), -np.ones(int(prev.sum())), -np.ones(len(fa)))),
-               0.0, 0.0, nh)
+    blocks.add(
+        np.concatenate((r1, r1[prev], arr_rows)),
+        np.concatenate((hcols, hcols[prev] - 1, fa)),
+        np.concatenate((np.ones(nh), -np.ones(int(prev.sum())), -np.ones(len(fa)))),
+        0.0,
+        0.0,
+        nh,
+    )
 
 
-def _send_rows(blocks: RowBlocks, t: Topology, com: Commodities, c: _Columns,
-               f_upper: np.ndarray) -> None:
+def _send_rows(
+    blocks: RowBlocks, t: Topology, com: Commodities, c: _Columns, f_upper: np.ndarray
+) -> None:
     """GPU send with copy: ``f[q,l,k] <= U(l) H[q,tail(l),k]`` (the source sends freely)."""
     fq, fl, fk = c.fq, c.fl, c.fk
     tail_gpu = t.kind_codes[t.link_src[fl]] == 0
     tail_rank = t.rank_of_node[t.link_src[fl]]
     fs = np.flatnonzero(tail_gpu & (tail_rank != com.src[fq]))
     ns = len(fs)
-    blocks.add(np.concatenate((np.arange(ns), np.arange(ns))),
-               np.concatenate((fs, c.h_index[fq[fs], tail_rank[fs], fk[fs]])),
-               np.concatenate((np.ones(ns), -f_upper[fs])), -np.inf, 0.0, ns)
+    blocks.add(
+        np.concatenate((np.arange(ns), np.arange(ns))),
+        np.concatenate((fs, c.h_index[fq[fs], tail_rank[fs], fk[fs]])),
+        np.concatenate((np.ones(ns), -f_upper[fs])),
+        -np.inf,
+        0.0,
+        ns,
+    )
 
 
-def _switch_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns,
-                 switch_copy: bool) -> None:
+def _switch_rows(
+    blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns, switch_copy: bool
+) -> None:
     """Switches forward in the epoch a chunk arrives: out-flows <= arrivals (together, or
     each out-link alone with ``switch_copy``)."""
     K, fq, fl, fk = c.K, c.fq, c.fl, c.fk
@@ -233,9 +261,14 @@ def _switch_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns,
     if not switch_copy:
         keys, inv = np.unique(np.concatenate((key_out, key_in)), return_inverse=True)
         no = len(key_out)
-        blocks.add(inv, np.concatenate((f_tail_sw, f_head_sw)),
-                   np.concatenate((np.ones(no), -np.ones(len(key_in)))),
-                   -np.inf, 0.0, len(keys))
+        blocks.add(
+            inv,
+            np.concatenate((f_tail_sw, f_head_sw)),
+            np.concatenate((np.ones(no), -np.ones(len(key_in)))),
+            -np.inf,
+            0.0,
+            len(keys),
+        )
     else:
         order = np.argsort(key_in, kind="stable")
         ks = key_in[order]
@@ -246,8 +279,14 @@ def _switch_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns,
         r_out = np.arange(no)
         r_in = np.repeat(r_out, cnt)
         c_in = f_head_sw[order[ragged_arange(start, cnt)]]
-        blocks.add(np.concatenate((r_out, r_in)), np.concatenate((f_tail_sw, c_in)),
-                   np.concatenate((np.ones(no), -np.ones(len(c_in)))), -np.inf, 0.0, no)
+        blocks.add(
+            np.concatenate((r_out, r_in)),
+            np.concatenate((f_tail_sw, c_in)),
+            np.concatenate((np.ones(no), -np.ones(len(c_in)))),
+            -np.inf,
+            0.0,
+            no,
+        )
 
 
 def _capacity_rows(blocks: RowBlocks, grid: EpochGrid, c: _Columns) -> None:
@@ -257,12 +296,18 @@ def _capacity_rows(blocks: RowBlocks, grid: EpochGrid, c: _Columns) -> None:
     reps = np.repeat(np.arange(nf), w)
     offs = ragged_arange(np.zeros(nf, dtype=np.int64), w)
     tk = c.fk[reps] + offs
-    keep = tk <= K   # a cut-through switch-to-GPU hop may use epoch K itself
+    keep = tk <= K  # a cut-through switch-to-GPU hop may use epoch K itself
     reps, tk = reps[keep], tk[keep]
     ckey = c.fl[reps] * (K + 1) + tk
     keys, inv = np.unique(ckey, return_inverse=True)
-    blocks.add(inv, reps, np.ones(len(reps)), -np.inf,
-               grid.per_window[keys // (K + 1)].astype(float), len(keys))
+    blocks.add(
+        inv,
+        reps,
+        np.ones(len(reps)),
+        -np.inf,
+        grid.per_window[keys // (K + 1)].astype(float),
+        len(keys),
+    )
 
 
 def _makespan_rows(blocks: RowBlocks, c: _Columns) -> None:
@@ -271,12 +316,24 @@ def _makespan_rows(blocks: RowBlocks, c: _Columns) -> None:
     n_mk = len(c.demand_q) * K
     rr = np.arange(n_mk)
     ucol = c.u0 + np.tile(np.arange(K), len(c.demand_q))
-    blocks.add(np.concatenate((rr, rr)), np.concatenate((ucol, c.dem_cols().ravel())),
-               np.ones(2 * n_mk), 1.0, np.inf, n_mk)
+    blocks.add(
+        np.concatenate((rr, rr)),
+        np.concatenate((ucol, c.dem_cols().ravel())),
+        np.ones(2 * n_mk),
+        1.0,
+        np.inf,
+        n_mk,
+    )
 
 
-def warm_vector(layout: MilpLayout, topology: Topology, com: Commodities, grid: EpochGrid,
-                ops: list[EpochOp], q_of_chunk: dict[int, int]) -> np.ndarray | None:
+def warm_vector(
+    layout: MilpLayout,
+    topology: Topology,
+    com: Commodities,
+    grid: EpochGrid,
+    ops: list[EpochOp],
+    q_of_chunk: dict[int, int],
+) -> np.ndarray | None:
     """The column vector of an epoch-op solution (None when it does not fit the model)."""
     t = topology
     K = layout.K
@@ -298,22 +355,28 @@ def warm_vector(layout: MilpLayout, topology: Topology, com: Commodities, grid: 
             k += int(grid.delay[l])
         if op.arrive > K:
             return None
-        cols = layout.h_index[q, op.dst, op.arrive:]
+        cols = layout.h_index[q, op.dst, op.arrive :]
         if np.any(cols < 0):
             return None
         x[cols] = 1.0
         last = max(last, op.arrive)
     if layout.u0 >= 0:
-        x[layout.u0:layout.u0 + min(last, K)] = 1.0
+        x[layout.u0 : layout.u0 + min(last, K)] = 1.0
     return x
 
 
-def decode(layout: MilpLayout, topology: Topology, com: Commodities, grid: EpochGrid,
-           x: np.ndarray, switch_copy: bool = False) -> tuple[list[EpochOp], int]:
+def decode(
+    layout: MilpLayout,
+    topology: Topology,
+    com: Commodities,
+    grid: EpochGrid,
+    x: np.ndarray,
+    switch_copy: bool = False,
+) -> tuple[list[EpochOp], int]:
     """Epoch ops of a MILP solution (flows that do not lead to a demand are pruned) and the
     completion epoch."""
     t = topology
-    mult = np.rint(x[:len(layout.fq)]).astype(np.int64)
+    mult = np.rint(x[: len(layout.fq)]).astype(np.int64)
     on = np.repeat(np.arange(len(mult)), np.maximum(mult, 0))  # a flow of n: n copies
     fq, fl, fk = layout.fq[on], layout.fl[on], layout.fk[on]
     d = grid.delay
@@ -326,8 +389,11 @@ def decode(layout: MilpLayout, topology: Topology, com: Commodities, grid: Epoch
     for v in outs.values():
         v.sort()
     raw: list[tuple[int, int, int, tuple[int, ...], int, int]] = []  # q, u, v, route, k0, arrive
-    starts = [(q, l, k) for q, l, k in zip(fq.tolist(), fl.tolist(), fk.tolist())
-              if kinds[t.link_src[l]] == 0]
+    starts = [
+        (q, l, k)
+        for q, l, k in zip(fq.tolist(), fl.tolist(), fk.tolist())
+        if kinds[t.link_src[l]] == 0
+    ]
     starts.sort(key=lambda z: (z[2], z[0], z[1]))
 
     def extend(q, route, k, node):
@@ -371,7 +437,7 @@ def _drop_loops(t: Topology, route: tuple[int, ...]) -> tuple[int, ...]:
         nxt = int(t.link_dst[l])
         if nxt in nodes:
             i = nodes.index(nxt)
-            nodes = nodes[:i + 1]
+            nodes = nodes[: i + 1]
             out = out[:i]
         else:
             nodes.append(nxt)
