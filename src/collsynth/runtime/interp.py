@@ -218,7 +218,9 @@ class RankExecutor:
     def _post_recv(self, j: int) -> None:
         self.state[j] = POSTED
         self.posted_early[j] = self.done_wait[j] > 0
-        req = self.backend.irecv(self.stage[j], self.peer[j], self.tag[j])
+        stage = self.stage[j]
+        assert stage is not None  # only sends have no staging buffer
+        req = self.backend.irecv(stage, self.peer[j], self.tag[j])
         self._activate(j, req)
 
     def _activate(self, j: int, req: Any) -> None:
@@ -260,11 +262,13 @@ class RankExecutor:
                 if x < b and a < y:
                     self.blocked.append(j)
                     return False
+        stage = self.stage[j]
+        assert stage is not None  # only receives arrive
         if self.reduce[j]:
             dst = self.work[a:b].view(self.dtype)
-            dst += self.stage[j].view(self.dtype)
+            dst += stage.view(self.dtype)
         else:
-            self.work[a:b] = self.stage[j]
+            self.work[a:b] = stage
         self._mark_done(j)
         return True
 

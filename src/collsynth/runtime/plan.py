@@ -79,6 +79,7 @@ def size_quantum(sched: Schedule, elem: int) -> int:
     """
     q = int(elem)
     if sched.part_den is not None and sched.num_ops:
+        assert sched.part_lo is not None and sched.part_hi is not None
         bounds = np.unique(
             np.concatenate(
                 [
@@ -202,6 +203,7 @@ class RankPlan:
 def _op_range(sched: Schedule, op: int, chunk_bytes: int) -> tuple[int, int]:
     if sched.part_den is None:
         return 0, chunk_bytes
+    assert sched.part_lo is not None and sched.part_hi is not None
     lo, hi, den = int(sched.part_lo[op]), int(sched.part_hi[op]), int(sched.part_den[op])
     return chunk_bytes * lo // den, chunk_bytes * hi // den
 

@@ -97,6 +97,7 @@ def schedule_to_dict(s: Schedule) -> dict:
     if s.step is not None:
         ops["step"] = s.step.tolist()
     if s.part_den is not None:
+        assert s.part_lo is not None and s.part_hi is not None  # the part columns come together
         ops["part"] = np.stack([s.part_lo, s.part_hi, s.part_den], axis=1).tolist()
     data: dict[str, Any] = {
         "format": FORMAT,

@@ -122,6 +122,8 @@ class Schedule:
         """Fraction of its chunk that each operation carries."""
         if self.part_den is None:
             return np.ones(self.num_ops)
+        # the three part columns are set together (see ScheduleBuilder.build)
+        assert self.part_lo is not None and self.part_hi is not None
         return (self.part_hi - self.part_lo) / self.part_den
 
     def op_bytes(self, size: float) -> np.ndarray:
@@ -132,11 +134,15 @@ class Schedule:
         t = self.topology
         k = "reduce" if self.kind[op] == OpKind.REDUCE else "copy"
         part = ""
-        if self.part_den is not None and not (
-            self.part_lo[op] == 0 and self.part_hi[op] == self.part_den[op]
+        lo, hi, dens = self.part_lo, self.part_hi, self.part_den
+        if (
+            lo is not None
+            and hi is not None
+            and dens is not None
+            and not (lo[op] == 0 and hi[op] == dens[op])
         ):
-            den = self.part_den[op]
-            part = f"[{self.part_lo[op]}/{den}..{self.part_hi[op]}/{den}]"
+            den = dens[op]
+            part = f"[{lo[op]}/{den}..{hi[op]}/{den}]"
         return (
             f"op {op} ({k} chunk {int(self.chunk[op])}{part} "
             f"{t.rank_name(int(self.src[op]))}->{t.rank_name(int(self.dst[op]))})"
@@ -274,7 +280,7 @@ class ScheduleBuilder:
         self._flush()
         k = len(src)
         base = self._frozen
-        seg = {
+        seg: dict[str, Any] = {
             "src": np.asarray(src, dtype=np.int64),
             "dst": np.asarray(dst, dtype=np.int64),
             "chunk": np.asarray(chunk, dtype=np.int64),

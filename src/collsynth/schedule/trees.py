@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
@@ -105,7 +105,7 @@ class TreeForm:
         return cls(trees)
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -178,12 +178,14 @@ def lower(
     out_roots = form.by_root("out")
     in_roots = form.by_root("in")
     everyone = set(range(n))
+    # Collective requires a root for the rooted kinds (broadcast, reduce)
+    root_set: set[int] = {collective.root} if collective.root is not None else set()
     if kind in (CollKind.ALLGATHER, CollKind.BROADCAST):
-        need_out = everyone if kind is CollKind.ALLGATHER else {collective.root}
+        need_out = everyone if kind is CollKind.ALLGATHER else root_set
         need_in: set[int] = set()
     elif kind in (CollKind.REDUCESCATTER, CollKind.REDUCE):
         need_out = set()
-        need_in = everyone if kind is CollKind.REDUCESCATTER else {collective.root}
+        need_in = everyone if kind is CollKind.REDUCESCATTER else root_set
     elif kind is CollKind.ALLREDUCE:
         need_out = need_in = everyone
     else:
@@ -200,6 +202,7 @@ def lower(
     if cpr_out and cpr_in and cpr_out != cpr_in:
         raise CollsynthError("in-trees and out-trees must split each rank's data alike")
     cpr = cpr_out or cpr_in
+    assert cpr is not None  # some trees are needed, so one of the plans exists
     coll = collective.with_chunks(cpr)
     b = ScheduleBuilder(topology, coll, meta=meta)
     b.trees = form

@@ -161,7 +161,9 @@ class ComputeGraph:
                     continue
                 if y != v and allow is not None and y not in allow:
                     continue
-                key2 = (hops + 1, alpha + self.routes.alpha(self.routes.route(x, y)), x)
+                r = self.routes.route(x, y)
+                assert r is not None  # y is an out-neighbour of x
+                key2 = (hops + 1, alpha + self.routes.alpha(r), x)
                 old = best.get(y)
                 if old is None or key2 < old:
                     best[y] = key2

@@ -86,7 +86,7 @@ def bruck(topology: Topology, collective: Collective) -> Schedule:
         k = 1
         while k < n:
             for i in range(n):
-                total += len(graph.relay_path(order[i], order[(i + k) % n])) - 2
+                total += len(graph.path_or_fail(order[i], order[(i + k) % n])) - 2
             k <<= 1
         return total
 
@@ -114,7 +114,7 @@ def bruck(topology: Topology, collective: Collective) -> Schedule:
             if not outgoing[i]:
                 continue
             j = (i + step) % n
-            path = graph.relay_path(order[i], order[j])
+            path = graph.path_or_fail(order[i], order[j])
             for c in outgoing[i]:
                 op = tr.send_path(path, c, kind=COPY, deps=arrived[i])
                 new[j].append(op)

@@ -163,12 +163,13 @@ class _Plan:
         for q in range(self.p):
             u = self.rank(self.part[q])
             v = self.rank(self.part[q ^ (1 << b)])
-            path = self.graph.relay_path(u, v)
+            path = self.graph.path_or_fail(u, v)  # topologies are strongly connected
             relays += len(path) - 2
-            cost = sum(
-                self.graph.routes.inv_bw(self.graph.routes.route(a, c))
-                for a, c in zip(path[:-1], path[1:])
-            )
+            cost = 0.0
+            for a, c in zip(path[:-1], path[1:]):
+                route = self.graph.routes.route(a, c)
+                assert route is not None  # relay path hops are direct routes
+                cost += self.graph.routes.inv_bw(route)
             worst = max(worst, cost)
         return relays, worst
 

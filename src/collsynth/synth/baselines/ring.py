@@ -66,6 +66,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -268,9 +269,9 @@ class RingFinder:
         d = float(self.bw.max()) / self.bw
         w = ((self.load + 1.0) * d) ** _POWER - (self.load * d) ** _POWER
         W = np.asarray(A @ w).ravel()
-        W = np.where(has, W, _BIG).reshape(self.m, self.m)
-        np.fill_diagonal(W, _BIG)
-        return W
+        costs = np.where(has, W, _BIG).reshape(self.m, self.m)
+        np.fill_diagonal(costs, _BIG)
+        return costs
 
     def _large_ring(self, index: int) -> Ring | None:
         if index == 0:
@@ -281,11 +282,11 @@ class RingFinder:
             ):
                 self._large0 = order
                 return self._make(order)
-            order = _warnsdorff(self.ranks, self.graph, cap=50 * self.m)
-            if order is None:
+            found = _warnsdorff(self.ranks, self.graph, cap=50 * self.m)
+            if found is None:
                 return None
-            self._large0 = order
-            return self._make(order)
+            self._large0 = found
+            return self._make(found)
         if index == 1:
             base = self._large0
             if base is None:
@@ -551,7 +552,9 @@ def _improve(cyc: list[int], W: np.ndarray, adj: np.ndarray, max_iter: int) -> l
         nxt = np.roll(c, -1)
         e = Wf[c, nxt]
         best_delta = -eps
-        best_move = None
+        best_move: tuple[Literal["or"], int, int, int] | tuple[Literal["2opt"], int, int] | None = (
+            None
+        )
         # or-opt: move segment c[i .. i+L-1] between c[k] and c[k+1]
         for L in (1, 2, 3):
             if m - L < 3:
@@ -764,6 +767,7 @@ class _Relayed:
         (None: any GPU may relay)."""
         n = len(ring.order)
         a, b = ring.order[pos], ring.order[(pos + 1) % n]
+        path: list[int] | None
         if done is None or len(ring.hops[pos]) == 2:
             path = ring.hops[pos]
         else:
@@ -861,6 +865,7 @@ def ring(topology: Topology, collective: Collective, rings: int | str = "auto") 
     ops = Ops(topology, coll, graph.routes, meta)
     kind = coll.kind
     if kind in (CollKind.BROADCAST, CollKind.REDUCE):
+        assert coll.root is not None  # Collective requires a root for rooted kinds
         root = int(coll.root)
         if kind is CollKind.BROADCAST:
             chains = [rg.rotated(root) for rg in found]

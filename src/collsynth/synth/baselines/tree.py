@@ -196,6 +196,7 @@ def tree(topology: Topology, collective: Collective, trees: int = 2) -> Schedule
         coll, note = round_up_chunks(collective, T)
         if note:
             notes.append(note)
+        assert coll.root is not None  # the other kinds here are rooted
         tree_list = _rooted_trees(graph, order, int(coll.root), kind, T, reducing, notes)
     meta = {
         "num_trees": len(tree_list),

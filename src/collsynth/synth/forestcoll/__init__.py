@@ -100,7 +100,8 @@ def route_trees(
             users.setdefault(e, []).append((ti, mult))
     assign: list[dict[tuple[int, int], list[tuple[tuple[int, ...], int]]]] = [{} for _ in packed]
     for e, occ in sorted(users.items()):
-        pieces = [[path, c] for path, c in logical.routing.get(e, [])]
+        # [path, remaining capacity] pairs, mutated as tree edges take capacity
+        pieces: list[list[Any]] = [[path, c] for path, c in logical.routing.get(e, [])]
         if sum(m for _, m in occ) > sum(c for _, c in pieces):
             raise CollsynthError(f"logical arc {e} is used beyond its capacity")
         for ti, mult in sorted(occ, key=lambda o: (-o[1], o[0])):

@@ -235,6 +235,7 @@ class _Splitter:
             self.order,
         )
         if not ok:
+            assert bad is not None  # rooted_check names the violating node when it fails
             self.order.remove(bad)
             self.order.insert(0, bad)
         return ok
@@ -428,7 +429,7 @@ def remove_switches(topo: Topology, opt: Optimum, *, spread: bool = False):
         key = (int(rank[a]), int(rank[b]))
         caps[key] = sp.cap[(a, b)]
         routing[key] = sorted(sp.paths[(a, b)].items(), key=lambda pc: (len(pc[0]), pc[0]))
-    stats = dict(sp.stats)
+    stats: dict[str, float] = dict(sp.stats)
     stats["maxflows"] = _flow.COUNTERS["maxflows"] - mf0
     stats["seconds"] = time.perf_counter() - t0
     logical = LogicalTopology(

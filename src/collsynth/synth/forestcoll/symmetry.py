@@ -137,7 +137,7 @@ def _generators(topo: Topology) -> list[list[int]]:
     for attr in sorted(int_attrs, key=lambda a: (a != "chassis", a)):
         hi = max(nd.attrs[attr] for nd in topo.nodes if isinstance(nd.attrs.get(attr), int))
         others = [b for b in int_attrs if b != attr]
-        ignores = [frozenset()] + [frozenset([b]) for b in others]
+        ignores: list[frozenset[str]] = [frozenset()] + [frozenset([b]) for b in others]
         if len(others) > 1:
             ignores.append(frozenset(others))
         found = None
@@ -209,7 +209,17 @@ def automorphisms(
     return best
 
 
-def _nearest(t, out_links, orbit, oload, inc, caps, dst, is_comp, enter_mask):
+def _nearest(
+    t: dict[str, Any],
+    out_links: list[list[int]],
+    orbit: list[int],
+    oload: list[int],
+    inc: list[int],
+    caps: list[int],
+    dst: list[int],
+    is_comp: list[bool],
+    enter_mask: list[int],
+) -> tuple[int | None, dict[int, int]]:
     """Multi-source breadth-first search from the tree's members (in insertion order) through
     switches on links with room left: the first compute non-member reached and the links."""
     prev: dict[int, int] = {}
@@ -232,7 +242,18 @@ def _nearest(t, out_links, orbit, oload, inc, caps, dst, is_comp, enter_mask):
     return None, prev
 
 
-def _cheapest(t, out_links, orbit, oload, inc, caps, dst, is_comp, weight, enter_mask):
+def _cheapest(
+    t: dict[str, Any],
+    out_links: list[list[int]],
+    orbit: list[int],
+    oload: list[int],
+    inc: list[int],
+    caps: list[int],
+    dst: list[int],
+    is_comp: list[bool],
+    weight: list[float],
+    enter_mask: list[int],
+) -> tuple[int | None, dict[int, int]]:
     """Multi-source Dijkstra from the tree's members through switches on links with room left,
     link cost ``weight[l]`` (scarce, low-capacity links cost more), ties to shallow members."""
     members = t["members"]
@@ -330,26 +351,26 @@ def _tight_sets(topo: Topology, opt, reps: list[int]) -> list[frozenset[int]]:
 
 
 def _grow(
-    reps,
-    k,
-    n,
-    out_links,
-    orbit,
-    oload,
-    inc,
-    caps,
-    ocap,
-    dst,
-    is_comp,
-    weight,
-    round_robin,
-    node_mask,
-    enter_mask,
-    topo,
-):
+    reps: list[int],
+    k: int,
+    n: int,
+    out_links: list[list[int]],
+    orbit: list[int],
+    oload: list[int],
+    inc: list[int],
+    caps: list[int],
+    ocap: list[int],
+    dst: list[int],
+    is_comp: list[bool],
+    weight: list[float] | None,
+    round_robin: bool,
+    node_mask: list[int],
+    enter_mask: list[int],
+    topo: Topology,
+) -> tuple[list[dict[str, Any]] | None, list[frozenset[int]] | None]:
     """One greedy construction of the representative trees; returns the trees, or the set of
     nodes a stuck tree cannot reach (all links into it full or forbidden), or None."""
-    trees = [
+    trees: list[dict[str, Any]] = [
         {"root": r, "members": {r: 0}, "order": [r], "edges": [], "entered": node_mask[r]}
         for r in reps
         for _ in range(k)
