@@ -61,7 +61,7 @@ class _ComputeGraph:
         parent = {root: -1}
         heap = [(0, 0.0, root)]
         done = set()
-        rev = None if forward else self._reverse()
+        rev: dict[int, list[int]] = {} if forward else self._reverse()
         while heap:
             hops, alpha, u = heapq.heappop(heap)
             if u in done:
@@ -148,6 +148,7 @@ def synthesize(topology: Topology, collective: Collective) -> Schedule:
         n = collective.num_ranks
         for chunk in range(collective.num_chunks):
             if kind is CollKind.REDUCE:
+                assert collective.root is not None  # rooted: Collective checks it is a rank
                 owner = int(collective.root)
             else:
                 owner = chunk // collective.chunks_per_rank

@@ -484,7 +484,7 @@ def lower(p: Plan) -> Schedule:
     coll_tasks = p.tasks
     b = ScheduleBuilder(t, p.collective)
     tau = g.tau
-    on_link: dict[int, list[tuple[int, int]]] = {}
+    on_link: dict[int, list[tuple[float, int]]] = {}
     edges = g.edges
     for op, (chunk, e, slot, parent) in enumerate(
         zip(pl.op_chunk, pl.op_edge, pl.op_slot, pl.op_parent)
@@ -723,12 +723,13 @@ def best_plan(
     rounds = _parse_negotiate(negotiate)
     if rounds is None:  # auto: the search budget shared by every candidate
         rounds = negotiation_rounds(g0, n_tasks, len(cands) * len(taus))
-    best = None
+    best: Plan | None = None
     for tau in taus:
         for g, n, x in cands:
             p = plan(topology, collective, size, tau, horizon, occupancy, g, n, rounds, x)
             if best is None or p.better_than(best):
                 best = p
+    assert best is not None  # at least one slot length and one candidate
     return best
 
 

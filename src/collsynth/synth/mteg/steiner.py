@@ -248,7 +248,7 @@ class Planner:
         hold = [[-1] * n for _ in tasks]
         last = [[-1] * n for _ in tasks]
         via = [[-1] * n for _ in tasks]
-        heap: list[tuple[int, int, int, int, int, int, int]] = []
+        heap: list[tuple[float, int, int, int, int, int, int]] = []
         push = heapq.heappush
         pop = heapq.heappop
 

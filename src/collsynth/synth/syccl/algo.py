@@ -376,7 +376,7 @@ class _Plan:
 
 def quantize(fracs: list[Fraction]) -> list[Fraction]:
     q = [f.limit_denominator(QUANT) for f in fracs]
-    q[-1] = 1 - sum(q[:-1])
+    q[-1] = 1 - sum(q[:-1], Fraction(0))
     return q
 
 
@@ -481,8 +481,11 @@ def reverse_to_reducescatter(
         _, step = np.unique(-np.asarray(finish, dtype=np.float64)[::-1], return_inverse=True)
         step = step.astype(np.int64)
     else:
-        smax = int(ag.step.max()) if ag.step is not None and N else 0
+        assert ag.step is not None  # syccl's AllGather schedules always carry steps
+        smax = int(ag.step.max()) if N else 0
         step = smax - ag.step[::-1]
+    # ... and parts
+    assert ag.part_lo is not None and ag.part_hi is not None and ag.part_den is not None
     part = np.stack([ag.part_lo[::-1], ag.part_hi[::-1], ag.part_den[::-1]], axis=1)
     b = ScheduleBuilder(t, collective, dict(ag.meta))
     b.add_many(
@@ -577,12 +580,13 @@ class _SubDemands:
         plan = self.plan
         q = quantize(fr)
         share = self.size / plan.topology.num_ranks
-        out = []
+        out: list[tuple[str | int, ...]] = []
         for k, sk in enumerate(self.sketches):
             if q[k] == 0:
                 out.append(())
                 continue
-            held, stages = 1, []
+            held = 1
+            stages: list[str | int] = []
             for d in sk:
                 g = plan.groups[d].shape[1]
                 if g > MILP_MAX_GROUP:
@@ -727,7 +731,9 @@ class _Search:
         self.tried.append((tm, len(self.tried), (name, fr, rk, P), eligible))
         return tm
 
-    def score_all(self, cands: list[tuple], eligible: bool = True) -> list[float]:
+    def score_all(
+        self, cands: list[tuple[str, list[Fraction], Any, int]], eligible: bool = True
+    ) -> list[float]:
         """``score`` for each candidate (name, fr, rk, P), in order. With ``workers`` > 1 (and
         fork available) they are built and simulated in a process pool that returns only the
         times; the best of them is then rebuilt and re-simulated here if it beats the kept

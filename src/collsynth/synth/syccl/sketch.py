@@ -23,7 +23,9 @@ On a two-dimensional island x rail fabric the survivors are the two orders ``rai
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from itertools import permutations, product
 
 from ...collective import CollKind
@@ -41,7 +43,7 @@ def enumerate_sketches(
     sizes: dict[str, int],
     kind: CollKind,
     max_stages: int | None = None,
-    caps: dict[str, float] | None = None,
+    caps: Mapping[str, float | Fraction] | None = None,
 ) -> list[Sketch]:
     """Surviving sketches, in a fixed order (rail-first before island-first)."""
     dims = sorted(sizes, key=lambda d: (d != "rail", d))

@@ -60,17 +60,17 @@ def sub_topology(topology: Topology, fab: Fabric, dim: str) -> Topology:
     links = sorted({lid for a in grp for b in grp if a != b for lid in routes[(a, b)]})
     gpus = [t.node_of_rank(r) for r in grp]
     others = sorted({x for lid in links for x in (t.links[lid].src, t.links[lid].dst)} - set(gpus))
-    b = TopologyBuilder(f"{t.name}.{dim}0")
+    tb = TopologyBuilder(f"{t.name}.{dim}0")
     idx = {}
     for x in gpus:
-        idx[x] = b.compute(t.nodes[x].name)
+        idx[x] = tb.compute(t.nodes[x].name)
     for x in others:
         nd = t.nodes[x]
-        idx[x] = b.compute(nd.name) if t.is_compute(x) else b.switch(nd.name)
+        idx[x] = tb.compute(nd.name) if t.is_compute(x) else tb.switch(nd.name)
     for lid in links:
         lk = t.links[lid]
-        b.link(idx[lk.src], idx[lk.dst], lk.bw / len(users[lid]), lk.alpha)
-    return b.build()
+        tb.link(idx[lk.src], idx[lk.dst], lk.bw / len(users[lid]), lk.alpha)
+    return tb.build()
 
 
 def subdemand_key(sub: Topology, dim: str, chunk_bytes: float, mult: float) -> tuple:
@@ -123,8 +123,10 @@ def _solve(args: tuple) -> tuple[list | None, dict]:
     row_of: dict[int, int] = {}
     rows: list[tuple[int, int, int, int, int]] = []
     for i in order:
-        if s.has_parts and not (s.part_lo[i] == 0 and s.part_hi[i] == s.part_den[i]):
-            return None, {**info, "error": "the MILP split a chunk"}
+        if s.has_parts:
+            assert s.part_lo is not None and s.part_hi is not None and s.part_den is not None
+            if not (s.part_lo[i] == 0 and s.part_hi[i] == s.part_den[i]):
+                return None, {**info, "error": "the MILP split a chunk"}
         a, bb, o = int(s.src[i]), int(s.dst[i]), int(s.chunk[i])
         prev = -1
         if a != o:

@@ -27,13 +27,14 @@ automorphism search would lift it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from ...errors import CollsynthError
 from ...topology.model import Topology
 from ...topology.paths import RouteTable
 
 
-def _fail(msg: str) -> None:
+def _fail(msg: str) -> NoReturn:
     raise CollsynthError(
         f"syccl: {msg}; the fabric is not symmetric enough for SyCCL's "
         f"decomposition (use ring, hier_ring or teccl)"
@@ -190,7 +191,7 @@ def _island_routes(
                 if a == b:
                     continue
                 nb = t.node_of_rank(b)
-                best = None
+                best: tuple[int, ...] | None = None
                 for l1 in sorted(out_links.get(na, []), key=lambda k: (-k.bw, k.id)):
                     if l1.dst == nb:
                         best = (l1.id,)

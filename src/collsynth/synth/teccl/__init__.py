@@ -453,6 +453,7 @@ def _milp_horizons(
         }
         info["horizons"].append(entry)
         if res.has_solution:
+            assert res.x is not None  # a solution comes with its column values
             ops, done = _milp_ops(layout, t, com, grid, res.x, switch_copy, entry)
             if done <= best_done or status == "heuristic":
                 best_ops, best_done = ops, done

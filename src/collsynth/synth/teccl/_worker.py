@@ -25,6 +25,7 @@ def main() -> int:
             req = pickle.load(proto_in)
         except EOFError:
             return 0
+        res: tuple[str, object]
         try:
             res = ("ok", _solve_local(**req))
         except CollsynthError as e:

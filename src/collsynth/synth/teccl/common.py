@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...topology.model import Topology
+
+if TYPE_CHECKING:
+    import subprocess
 
 INF = np.iinfo(np.int64).max // 4
 
@@ -207,7 +211,7 @@ def solve(
     version). Then the solve runs in a helper process (``python -m
     collsynth.synth.teccl._worker``, started once and reused) that imports highspy first.
     """
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         model=model,
         time_limit=time_limit,
         gap=gap,
@@ -222,7 +226,7 @@ def solve(
 
 
 _HIGHSPY_OK: bool | None = None
-_WORKER = None
+_WORKER: subprocess.Popen[bytes] | None = None
 
 
 def _highspy_in_process() -> bool:
@@ -251,10 +255,12 @@ def _worker_call(kwargs: dict) -> SolveInfo:
             stdout=subprocess.PIPE,
         )
         atexit.register(_stop_worker)
+    w = _WORKER
+    assert w.stdin is not None and w.stdout is not None  # both opened as pipes above
     try:
-        pickle.dump(kwargs, _WORKER.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-        _WORKER.stdin.flush()
-        kind, value = pickle.load(_WORKER.stdout)
+        pickle.dump(kwargs, w.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        w.stdin.flush()
+        kind, value = pickle.load(w.stdout)
     except (EOFError, BrokenPipeError, OSError):
         _stop_worker()
         raise CollsynthError("the HiGHS helper process failed (is highspy installed?)") from None
@@ -268,7 +274,8 @@ def _stop_worker() -> None:
     w, _WORKER = _WORKER, None
     if w is not None and w.poll() is None:
         try:
-            w.stdin.close()
+            if w.stdin is not None:
+                w.stdin.close()
             w.wait(timeout=5)
         except Exception:
             w.kill()

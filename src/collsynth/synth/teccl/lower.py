@@ -184,11 +184,12 @@ def greedy_epochs(
         deps = schedule.deps(i)
         if len(deps):
             depth[i] = depth[deps].max() + 1
-    best = None
+    best: tuple[list[EpochOp], int] | None = None
     for order in (np.arange(n), np.lexsort((np.arange(n), depth))):
         ops, k = _greedy(topology, grid, schedule, order)
         if best is None or k < best[1]:
             best = (ops, k)
+    assert best is not None  # two orders were tried
     return best
 
 
@@ -283,8 +284,8 @@ def flood_epochs(
     hops = []
     rt = RouteTable(t)
     for u in range(n):
-        for v, route in sorted(rt.direct(u).items()):
-            route = [int(x) for x in route]
+        for v, direct in sorted(rt.direct(u).items()):
+            route = [int(x) for x in direct]
             offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
             hops.append((u, int(v), route, offs, offs[-1] + int(d[route[-1]])))
     if not hops:
@@ -341,4 +342,6 @@ def compact_epochs(
         use.add(route, k, offs)
         arrive[i] = k + offs[-1] + int(d[route[-1]])
         out[i] = EpochOp(o.chunk, o.src, o.dst, o.route, k, int(arrive[i]), o.dep, o.part)
-    return out, int(arrive.max()) if len(ops) else 0
+    placed = [o for o in out if o is not None]
+    assert len(placed) == len(ops)  # ``order`` visits every op once
+    return placed, int(arrive.max()) if len(ops) else 0

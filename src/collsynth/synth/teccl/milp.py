@@ -386,8 +386,8 @@ def decode(
     for q, l, k in zip(fq.tolist(), fl.tolist(), fk.tolist()):
         if kinds[t.link_src[l]] != 0:
             outs.setdefault((q, int(t.link_src[l]), k), []).append(l)
-    for v in outs.values():
-        v.sort()
+    for waiting in outs.values():
+        waiting.sort()
     raw: list[tuple[int, int, int, tuple[int, ...], int, int]] = []  # q, u, v, route, k0, arrive
     starts = [
         (q, l, k)
@@ -396,14 +396,16 @@ def decode(
     ]
     starts.sort(key=lambda z: (z[2], z[0], z[1]))
 
-    def extend(q, route, k, node):
+    def extend(
+        q: int, route: tuple[int, ...], k: int, node: int
+    ) -> list[tuple[tuple[int, ...], int]]:
         """All GPU-to-GPU routes continuing ``route`` from switch ``node`` at epoch ``k``."""
         key = (q, node, k)
         avail = outs.get(key)
         if not avail:
             return []
         take = list(avail) if switch_copy else [avail.pop(0)]
-        res = []
+        res: list[tuple[tuple[int, ...], int]] = []
         for l2 in take:
             k2 = k + int(d[l2])
             nxt = int(t.link_dst[l2])
@@ -417,6 +419,7 @@ def decode(
     for q, l, k in starts:
         u = int(t.rank_of_node[t.link_src[l]])
         nxt = int(t.link_dst[l])
+        paths: list[tuple[tuple[int, ...], int]]
         if kinds[nxt] == 0:
             paths = [((l,), k + int(d[l]))]
         else:
