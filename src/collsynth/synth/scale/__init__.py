@@ -1,15 +1,17 @@
-"""``scale`` — SCALE-CCL: event-driven, WAN-aware collective synthesis (seed 000).
+"""``scale`` — SCALE-CCL: event-driven, WAN-aware collective synthesis.
 
-Implements seed 000 (SCALE-CCL) §3–§4 and Algorithm 1:
+Implements the planner of Xiong, Zhang, Medagliani, Ferrero, Liu and Lian, "SCALE-CCL: A
+Scalable Collective Communication Library for Wide-Area Distributed Training" (ACM, 2025),
+§3–§4 and its Algorithm 1:
 
 * §3 model: GPUs store-and-forward, switches/routers cut-through with no buffer, each chunk in
   ``c`` subchunks (option ``subchunks``; IR byte ranges ``part k/c..k+1/c``);
 * §4.1 the time- and event-driven loop with the four event types (transmission start and
   completion, reception start and completion); co-timed events are processed together, then
-  the nodes they touched take their decisions (:class:`.algo.Planner`);
-* §4.2 Load-Aware Neighbor Forwarding: a neighbour memory table (``cov``: what every GPU holds
-  or is already receiving; per datacenter, what it holds) so nobody is sent what it has; at
-  routers the next hop minimises ``f = transmission + propagation + remaining delay + buffer
+  the GPU links they touched take their decisions (:func:`.loop.run_loop`);
+* §4.2 Load-Aware Neighbor Forwarding: a neighbour memory table (what every GPU holds or is
+  already receiving; per datacenter, what it holds) so nobody is sent what it has; at routers
+  the next hop minimises ``f = transmission + propagation + remaining delay + buffer
   occupancy + delivery progress`` (a Dijkstra over router/switch nodes on that cost); relaxed
   to broadcast for intra-DC GPU->GPU (every idle link to a neighbour lacking a subchunk may
   carry it);
@@ -17,11 +19,15 @@ Implements seed 000 (SCALE-CCL) §3–§4 and Algorithm 1:
   queue towards it) and destination set D, the queues J over PxD, duplicates across queues
   resolved to the lowest ``T + delta`` queue, the first of the resulting queue sent, uniquely;
 * link statistics input and re-planning (:mod:`.stats`, :func:`replan`,
-  ``collsynth wan replan``); the loop also exists compiled with numba (:mod:`.kernel`, the
-  same plan bit for bit; :func:`load_kernel` loads it once per process, then re-plans of a
-  3-DC x 8-GPU instance with 8 subchunks take about 10 ms of CPU).
+  ``collsynth wan replan``).
 
-Where it departs from the seed (see ``docs/scale.md``):
+The loop is written once, as plain Python over numpy arrays (:mod:`.loop`, reading the
+topology tables of :mod:`.tables`), and runs compiled with numba when numba is importable
+(:func:`load_kernel` loads it once per process; re-plans of a 3-DC x 8-GPU instance with 8
+subchunks then take about 15 ms of CPU) or uncompiled (``engine="python"``), with the same
+plan bit for bit.
+
+Where it departs from the paper (see ``docs/scale.md``):
 
 1. Routers hold no data and the IR has no in-network replication, so a router-level decision
    maps to IR as follows: an IR operation is one stream from a GPU through routers/switches to
@@ -43,9 +49,28 @@ Where it departs from the seed (see ``docs/scale.md``):
 
 from __future__ import annotations
 
-from .algo import (DEFAULT_SIZE, DEFAULT_SUBCHUNKS, EVENT_NAMES, Plan, Planner, load_kernel,
-                   lower, plan, replan, synthesize)
+from .algo import (
+    DEFAULT_SIZE,
+    DEFAULT_SUBCHUNKS,
+    EVENT_NAMES,
+    Plan,
+    load_kernel,
+    lower,
+    plan,
+    replan,
+    synthesize,
+)
 from .stats import LinkStats
 
-__all__ = ["DEFAULT_SIZE", "DEFAULT_SUBCHUNKS", "EVENT_NAMES", "LinkStats", "Plan", "Planner",
-           "load_kernel", "lower", "plan", "replan", "synthesize"]
+__all__ = [
+    "DEFAULT_SIZE",
+    "DEFAULT_SUBCHUNKS",
+    "EVENT_NAMES",
+    "LinkStats",
+    "Plan",
+    "load_kernel",
+    "lower",
+    "plan",
+    "replan",
+    "synthesize",
+]
