@@ -1,4 +1,5 @@
-"""SCALE-CCL benchmark (issue 8): seed 000 §5 on the ``wan`` topology.
+"""SCALE-CCL benchmark: the experiments of SCALE-CCL (Xiong et al., ACM INET4AI 2025) §5 on the
+``wan`` topology.
 
 Experiments (AllGather, 3 datacenters x 8 GPUs, intra-DC connectivity 0.5 unless noted; the
 chunk is what each GPU contributes, the collective's size is 24 chunks):
@@ -206,7 +207,7 @@ def run_robustness(km: float = 150, chunk_mb: float = 64, c: int = 4, seeds: int
 
 
 def _md(results: dict) -> str:
-    L = ["# SCALE-CCL (`--algo scale`, issue 8) on `wan` — seed 000 §5", "",
+    L = ["# SCALE-CCL (`--algo scale`) on `wan` — the paper's §5 experiments", "",
          f"`python bench/scale_bench.py` on {results['machine']}. AllGather, 3 DCs x 8 GPUs "
          "(`wan`), GPU links 50 GB/s, GPU-router and WAN links 12.5 GB/s; `chunk` = bytes per GPU "
          "(size = 24 chunks). Times are the simulator's (`collsynth.sim`, planned-start "
