@@ -23,7 +23,15 @@ def test_every_suite_is_listed():
         "teccl",
         "mteg",
         "syccl",
+        "scale_ccl",
     }
+
+
+def test_scale_ccl_only_takes_replan_or_quick(tmp_path):
+    with pytest.raises(CollsynthError, match="takes replan or quick"):
+        bench.run_suite("scale_ccl", str(tmp_path), only="nope")
+    with pytest.raises(CollsynthError, match="needs an earlier full run"):
+        bench.run_suite("scale_ccl", str(tmp_path), only="replan")
 
 
 def test_unknown_suite_and_unmatched_only(tmp_path):
