@@ -59,6 +59,8 @@ def _commands(path: str, out: str) -> list[list[str]]:
         ["synth", "-t", "ring:n=4", "-c", "custom", "--demand", path, "-o", out + ".json"],
         ["synth", "-t", path, "-c", "allgather", "-o", out + ".json"],
         ["check-xml", path],
+        ["synth", "--teccl-input", path, "--algo", "teccl", "-o", out + ".json"],
+        ["wan", "replan", "-t", "wan:dcs=2,gpus=2", "--stats", path, "-o", out + ".json"],
     ]
 
 

@@ -73,13 +73,9 @@ def _num(sec: dict, key: str, source: str, default: Any = None) -> Any:
 
 def read_teccl_input(path: str) -> TecclInput:
     """Topology, collective, size and teccl options of a TE-CCL input file."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as e:
-        raise CollsynthError(f"cannot read {path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise CollsynthError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    from ..files import read_structured
+
+    data = read_structured(path)  # within the input limits, one-line errors
     if not isinstance(data, dict) or "TopologyParams" not in data:
         raise CollsynthError(f"{path}: not a TE-CCL input file (no TopologyParams)")
     for sec in ("InstanceParams", "GurobiParams"):
@@ -90,9 +86,16 @@ def read_teccl_input(path: str) -> TecclInput:
     coll = Collective.make(inst["collective"], topo.num_ranks, inst["chunks_per_rank"])
     ip = data.get("InstanceParams", {}) or {}
     gp = data.get("GurobiParams", {}) or {}
-    opts: dict[str, Any] = {}
-    highs: dict[str, Any] = {}
     notes: list[str] = list(topo.meta.get("notes", []))
+    opts = _epoch_options(ip, path)
+    opts.update(_objective_options(ip, path, notes))
+    opts.update(_gurobi_options(gp, path, notes))
+    return TecclInput(topo, coll, float(inst["size_bytes"]), opts, notes)
+
+
+def _epoch_options(ip: dict, path: str) -> dict[str, Any]:
+    """The epoch, multiplier, horizon, alpha and switch-copy options of InstanceParams."""
+    opts: dict[str, Any] = {}
     etype = _num(ip, "epoch_type", path, 1)
     dur = _num(ip, "epoch_duration", path, -1)
     if dur is not None and dur != -1:
@@ -129,6 +132,12 @@ def read_teccl_input(path: str) -> TecclInput:
         if not isinstance(ip["switch_copy"], bool):
             raise CollsynthError(f"{path}: switch_copy must be true or false")
         opts["switch_copy"] = ip["switch_copy"]
+    return opts
+
+
+def _objective_options(ip: dict, path: str, notes: list[str]) -> dict[str, Any]:
+    """The objective of InstanceParams (and a note for what is not implemented)."""
+    opts: dict[str, Any] = {}
     obj = _num(ip, "objective_type", path, 3)
     if obj == 1:
         opts["objective"] = "makespan"
@@ -150,7 +159,13 @@ def read_teccl_input(path: str) -> TecclInput:
             "solution_method 2 (ITERATIVE): collsynth minimises the completion epoch "
             "within the heuristic horizon instead"
         )
-    # Gurobi parameters
+    return opts
+
+
+def _gurobi_options(gp: dict, path: str, notes: list[str]) -> dict[str, Any]:
+    """GurobiParams mapped to teccl options and HiGHS options."""
+    opts: dict[str, Any] = {}
+    highs: dict[str, Any] = {}
     tl = _num(gp, "time_limit", path)
     if tl is not None:
         opts["time_limit"] = float(tl) * 3600.0
@@ -195,7 +210,7 @@ def read_teccl_input(path: str) -> TecclInput:
         notes.append(f"Gurobi parameters without a HiGHS meaning ignored: {', '.join(ignored)}")
     if highs:
         opts["highs"] = highs
-    return TecclInput(topo, coll, float(inst["size_bytes"]), opts, notes)
+    return opts
 
 
 def _hop_epochs(schedule: Schedule, delays: np.ndarray, op: int) -> list[int]:
