@@ -67,3 +67,27 @@ def test_chunk_limit_can_be_raised(capsys, tmp_path, monkeypatch):
         str(tmp_path / "x.json"),
     )
     assert rc == 0, err
+
+
+def test_min_bytes_above_max_bytes_is_refused(capsys, tmp_path):
+    s = tmp_path / "s.json"
+    assert (
+        run(capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "ring", "-o", str(s))[0]
+        == 0
+    )
+    rc, _, err = run(
+        capsys,
+        "export",
+        "msccl",
+        str(s),
+        "--dialect",
+        "executor",
+        "--min-bytes",
+        "2MB",
+        "--max-bytes",
+        "1MB",
+        "-o",
+        str(tmp_path / "s.xml"),
+    )
+    assert rc == 2 and "min_bytes 2000000 is larger than max_bytes 1000000" in err
+    assert not (tmp_path / "s.xml").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import CollsynthError
 from ..schedule.ir import Schedule
 from ..synth.options import Option
 from .check import check_msccl_xml
@@ -73,6 +74,9 @@ def export_msccl(
     max_bytes: Any = "none",
 ) -> str:
     """MSCCL XML of a verified schedule."""
+    lo, hi = _bytes(min_bytes), _bytes(max_bytes)
+    if lo is not None and hi is not None and lo > hi:
+        raise CollsynthError(f"export msccl: min_bytes {lo} is larger than max_bytes {hi}")
     return to_msccl_xml(
         schedule,
         dialect=dialect,
