@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,6 +17,7 @@ from collsynth.collective import Collective
 from collsynth.errors import CollsynthError
 from collsynth.runtime.check import compare, element_dtype
 from collsynth.runtime.fake import run_in_process
+from collsynth.runtime.launcher import mpi_available
 from collsynth.runtime.plan import build_rank_plan, chunk_bytes_for, execution_order, size_quantum
 from collsynth.schedule.io import save_schedule
 from collsynth.schedule.ir import ScheduleBuilder
@@ -204,18 +207,7 @@ def test_size_must_fit_the_schedule():
 
 
 # ------------------------------------------------------------------------------ mpiexec
-def _mpi_ready() -> bool:
-    try:
-        from collsynth.runtime.launcher import find_mpiexec
-
-        find_mpiexec()
-        import mpi4py  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
-mpi = pytest.mark.skipif(not _mpi_ready(), reason="mpiexec / mpi4py not installed")
+mpi = pytest.mark.skipif(not mpi_available(), reason="mpiexec / mpi4py not installed")
 
 
 def _write(tmp_path, scheds):
@@ -342,10 +334,13 @@ def test_dropped_message_times_out_naming_rank_and_op(small):
         raise_on_error=False,
         wall_limit=60,
     )
-    assert not rep.ok and rep.returncode != 0
+    assert not rep.ok and rep.returncode == 3
     assert f"rank {dst}: stuck at op {op} (" in rep.stderr
     assert f"the message from rank {int(sched.src[op])} never arrived" in rep.stderr
     assert "Traceback" not in rep.stderr
+    # the one line names the rank waiting for the dropped message; the log is kept
+    assert rep.error.startswith(f"rank {dst}: stuck at op {op} (")
+    _forget_log(rep.log)
 
 
 @mpi
@@ -367,6 +362,7 @@ def test_corrupted_output_fails_the_check(small):
     assert not rep.ok and rep.returncode == 3
     assert rep.runs[0]["check"] == "failed"
     assert rep.error.startswith("check failed") and "rank 2: output chunk" in rep.error
+    _forget_log(rep.log)
 
 
 @mpi
@@ -386,9 +382,51 @@ def test_exiting_rank_ends_the_run(small):
             inject=["exit:1"],
             wall_limit=60,
         )
-    # mpiexec's report ("rank 1 exited with status 1") or, if the others timed out first,
-    # their stuck lines naming rank 1
-    assert "rank 1" in str(exc.value)
+    # the launcher names the rank, how it ended and its step, and where mpiexec's log is
+    msg = str(exc.value)
+    assert "rank 1 exited with status 1 during the barrier before the run" in msg, msg
+    _forget_log(re.search(r"mpiexec log: (\S+)\)", msg).group(1))
+
+
+def _forget_log(path):
+    """A failed launch keeps its folder (mpiexec's log and the ranks' records)."""
+    assert path and os.path.basename(os.path.dirname(path)).startswith("collsynth-run-")
+    shutil.rmtree(os.path.dirname(path))
+
+
+def test_inject_forms():
+    from collsynth.runtime.driver import Fault, Inject
+
+    inj = Inject.parse(
+        ["drop:3", "corrupt:1", "exit:2", "kill:1@startup", "stop:3@iter:2", "exit:0@iter:0"]
+    )
+    assert inj.drop == (3,) and inj.corrupt == (1,) and inj.exit == (2,)
+    assert inj.faults == (
+        Fault("exit", 2, "run"),
+        Fault("kill", 1, "startup"),
+        Fault("stop", 3, 2),
+        Fault("exit", 0, 0),
+    )
+    for bad in ("kill:1@later", "stop:x", "drop:3@startup", "exit:1@iter:", "boom:1"):
+        with pytest.raises(CollsynthError, match="exit|kill|stop"):
+            Inject.parse([bad])
+
+
+def test_mpiexec_reports_are_read():
+    from collsynth.runtime.supervise import _banner_death
+
+    killed = (
+        "prterun noticed that process rank 2 with PID 22906 on node vm exited on\n"
+        "signal 9 (Killed).\n"
+    )
+    assert _banner_death(killed) == (2, "was killed by signal 9 (SIGKILL)")
+    exited = (
+        "prterun detected that one or more processes exited with non-zero status,\n"
+        "thus causing the job to be terminated. The first process to do so was:\n\n"
+        "   Process name: [prterun-vm-22805@1,3]\n   Exit code:    1\n"
+    )
+    assert _banner_death(exited) == (3, "exited with status 1")
+    assert _banner_death("nothing to see\n") is None
 
 
 def _cli(*args, timeout=60):
@@ -451,7 +489,7 @@ def test_torch_backend(small):
     pytest.importorskip("torch")
     from collsynth.runtime import launch
 
-    if not _mpi_ready():
+    if not mpi_available():
         pytest.skip("mpiexec not installed")
     path, _ = small
     env_port = os.environ.get("MASTER_PORT")
@@ -467,4 +505,9 @@ def test_run_help(capsys):
         main(["run", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: collsynth run") and "--launch N" in out and "--inject" not in out
+    assert out.startswith("usage: collsynth run") and "--launch N" in out
+    # the test-only faults are documented, and so is where mpiexec's messages go
+    flat = " ".join(out.split())
+    assert "--inject FAULT" in out and "--verbose" in out
+    for form in ("drop:OP", "corrupt:RANK", "kill:RANK", "stop:RANK", "@startup", "@iter:N"):
+        assert form in flat, form

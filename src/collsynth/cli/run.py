@@ -6,6 +6,12 @@
 
 Exit status: 0 ok; 2 bad input (one line, printed by rank 0 only); 3 the run failed (a timeout
 names the rank and the stuck operation; a failed ``--check`` names the rank and chunk).
+
+With ``--launch`` this process supervises mpiexec (:func:`~collsynth.runtime.supervise.supervise`):
+the ranks record each step, every step has a deadline (``--timeout``, the communicator set-up
+included), a rank that dies or stops ends the run within about ``--timeout``, no rank outlives
+it, and a failure is exactly one line naming the rank and the step plus mpiexec's log file
+(mpiexec's own reports reach the terminal only with ``--verbose``).
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
@@ -23,6 +28,15 @@ from ..units import fmt_bandwidth, fmt_size, fmt_time, parse_size, parse_time
 from .common import add_command, add_size
 
 RUN_FAILED = 3
+
+
+INJECT_HELP = (
+    "drop:OP (the sender skips OP's send), corrupt:RANK (RANK's output is damaged after the "
+    "run), exit:RANK, kill:RANK or stop:RANK (RANK exits with status 1, is killed with SIGKILL "
+    "or stops itself with SIGSTOP), each optionally @startup (before the communicator set-up) "
+    "or @iter:N (in iteration N, counting warm-up iterations from 0); without @, after the "
+    "barrier before the run"
+)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -64,7 +78,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout",
         default="30s",
-        help="fail (never hang) when one iteration takes longer (default 30s)",
+        help="fail (never hang) when one iteration, barrier or, with --launch, start-up step "
+        "takes longer (default 30s)",
     )
     p.add_argument(
         "--dtype", default="float32", help="element type of reductions: float32, float64 or int32"
@@ -80,7 +95,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         dest="launch",
         help="re-run this command under mpiexec with N ranks",
     )
-    p.add_argument("--inject", action="append", metavar="FAULT", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --launch: also show mpiexec's own messages (otherwise kept in a log file, "
+        "named in the error of a failed run)",
+    )
+    p.add_argument(
+        "--inject",
+        action="append",
+        metavar="FAULT",
+        help=f"for tests, repeatable: make the run fail on purpose: {INJECT_HELP}",
+    )
     p.add_argument("--json", action="store_true", help="rank 0 prints one JSON object on stdout")
     p.set_defaults(func=cmd_run)
     return p
@@ -94,8 +120,25 @@ def _env_rank() -> int:
     return 0
 
 
+def _announce() -> Any:
+    """A rank started by ``--launch`` says that it is alive as early as it can (when this
+    module is imported): the launcher allows a rank's start only ``--timeout`` plus a few s."""
+    from ..runtime.progress import ENV_DIR, LOAD_STEP, Progress
+
+    if not os.environ.get(ENV_DIR):
+        return None
+    prog = Progress.from_env(_env_rank())
+    prog.step(LOAD_STEP, None)
+    return prog
+
+
+#: this rank's progress record when --launch started it (see _announce)
+_RANK_PROGRESS = _announce()
+
+
 def _launch(args: argparse.Namespace) -> int:
     from ..runtime.launcher import mpiexec_command, run_argv
+    from ..runtime.supervise import supervise
 
     scheds = _validate(args)[0]  # bad input: one line here, before starting mpiexec
     need = scheds[0][1].collective.num_ranks
@@ -122,10 +165,11 @@ def _launch(args: argparse.Namespace) -> int:
         inject=args.inject or (),
     )
     cmd = mpiexec_command(args.launch, argv)
-    try:
-        return subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode
-    except OSError as e:
-        raise CollsynthError(f"cannot start {cmd[0]}: {e.strerror or e}") from None
+    res = supervise(cmd, args.launch, parse_time(args.timeout, "--timeout"), verbose=args.verbose)
+    if res.error_line:
+        sys.stdout.flush()
+        print(f"collsynth: error: {res.error_line}", file=sys.stderr, flush=True)
+    return res.status
 
 
 def _validate(args: argparse.Namespace):
@@ -195,8 +239,9 @@ def _print_report(info: dict) -> None:
             f"{r['topology']} ({r['ops']} ops, {r['schedule']}): "
             f"{fmt_time(r['time_s'])} per iteration"
         )
-        if r.get("algbw"):
-            line += f", algbw {fmt_bandwidth(r['algbw'])}, busbw {fmt_bandwidth(r['busbw'])}"
+        if r.get("algbw_Bps"):
+            alg, bus = fmt_bandwidth(r["algbw_Bps"]), fmt_bandwidth(r["busbw_Bps"])
+            line += f", algbw {alg}, busbw {bus}"
         if r.get("reference_time_s") is not None:
             line += f"; {r['reference']}: {fmt_time(r['reference_time_s'])}"
         if r["check"] == "passed":
@@ -209,9 +254,37 @@ def _print_report(info: dict) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.launch is not None:
         return _launch(args)
+    from ..runtime.progress import READ_STEP, Progress
+
+    # a rank started by --launch keeps its progress where the launcher reads it
+    prog = _RANK_PROGRESS if _RANK_PROGRESS is not None else Progress.from_env(_env_rank())
+    prog.step(READ_STEP, None)
+    try:
+        status = _run_rank(args, prog)
+    except CollsynthError as e:
+        prog.finish(2, str(e))
+        raise
+    except KeyboardInterrupt:
+        prog.finish(130, f"rank {prog.rank}: interrupted")
+        raise
+    except Exception as e:
+        prog.finish(1, f"rank {prog.rank}: internal error: {type(e).__name__}: {e}")
+        raise
+    prog.finish(status)  # a failure was recorded with its line where it happened
+    return status
+
+
+def _run_rank(args: argparse.Namespace, prog: Any) -> int:
+    """One rank's ``collsynth run`` (under mpiexec, or alone to say how to start it)."""
+    from ..runtime.progress import SETUP_STEP
+
     quiet = _env_rank() != 0
     try:
         scheds, size, timeout, dtype, inject = _validate(args)
+        # the communicator set-up waits for every rank with no deadline of its own: the
+        # launcher allows it --timeout
+        prog.step(SETUP_STEP, timeout)
+        inject.strike(_env_rank(), "startup")
         backend = _make_backend(args.backend, timeout)
         need = scheds[0][1].collective.num_ranks
         if backend.size != need:
@@ -226,6 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
     except CollsynthError:
         if quiet:
+            prog.finish(2)
             return 2  # every rank found the same problem; rank 0 prints it
         raise
     quiet = backend.rank != 0
@@ -233,17 +307,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     # its verdict, so a schedule that does not verify stops every rank with status 2
     problem = None
     if not quiet:
+        prog.step("verifying the schedules", None)
         problem = _verify_all(scheds)
+    else:
+        prog.step("waiting for rank 0 to verify the schedules", None)
     from ..runtime.interp import RunTimeout
 
     try:
         verdicts = backend.allgather_obj(problem, time.monotonic() + timeout + 600.0)
     except RunTimeout as e:
-        print(f"collsynth: error: {e}", file=sys.stderr, flush=True)
-        backend.abort(RUN_FAILED)
+        _fail(backend, prog, e, 0.0)
         return RUN_FAILED
     if verdicts[0] is not None:
         if quiet:
+            prog.finish(2)
             return 2
         raise CollsynthError(verdicts[0])
     from ..runtime.driver import run_on_backend
@@ -264,13 +341,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                 dtype=dtype,
                 reference=not args.no_reference,
                 inject=inject,
+                progress=prog,
             )
             runs.append(summ.to_dict())
     except RunTimeout as e:
-        print(f"collsynth: error: {e}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        time.sleep(min(2.0, max(1.0, timeout / 4)))  # let the other ranks say where they stand
-        backend.abort(RUN_FAILED)
+        # let the other ranks say where they stand
+        _fail(backend, prog, e, min(2.0, max(1.0, timeout / 4)))
         return RUN_FAILED
     failed = [r for r in runs if r["check"] == "failed"]
     info = {
@@ -291,12 +367,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print_report(info)
         sys.stdout.flush()
         if failed:
-            print(
-                f"collsynth: error: check failed: {failed[0]['schedule']}: "
-                f"{failed[0]['check_error']}",
-                file=sys.stderr,
-                flush=True,
-            )
+            msg = f"check failed: {failed[0]['schedule']}: {failed[0]['check_error']}"
+            print(f"collsynth: error: {msg}", file=sys.stderr, flush=True)
+            prog.finish(RUN_FAILED, msg)
+    prog.finish(RUN_FAILED if failed else 0)
     if hasattr(backend, "close"):
         backend.close()
     return RUN_FAILED if failed else 0
+
+
+def _fail(backend: Any, prog: Any, e: Exception, wait: float) -> None:
+    """A rank's deadline passed: say where it is stuck, then end the whole run."""
+    print(f"collsynth: error: {e}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    prog.finish(RUN_FAILED, str(e))
+    time.sleep(wait)
+    backend.abort(RUN_FAILED)

