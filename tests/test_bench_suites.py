@@ -74,7 +74,7 @@ def _fake_row(
         "estimate_s": 1e-6,
         "sim_s": 1e-6,
         "sim_agrees": True,
-        "algbw_GBps": 1.0,
+        "algbw_Bps": 1e9,
         "ratio_to_bound": 1.0,
         "spt_ratio_to_bound": 1.0,
         "solver_time_s": time_limit,

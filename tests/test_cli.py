@@ -257,8 +257,8 @@ def test_synth_option_shorthands(capsys, tmp_path, algo, flag, value, key):
         == 0
     )
     da, db = json.load(open(a)), json.load(open(b))
-    da.get("meta", {}).pop("synth_time_s", None)
-    db.get("meta", {}).pop("synth_time_s", None)
+    da.get("meta", {}).pop("timing", None)
+    db.get("meta", {}).pop("timing", None)
     assert da["ops"] == db["ops"]
     rc, _, err = run(
         capsys, "synth", "-t", "dgx1", "-c", "allgather", "--algo", "ring", flag, value, "-o", a

@@ -25,7 +25,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "collsynth"
 # and ``__main__`` are exempt.
 LAYERS = [
     ["errors"],
-    ["units", "atomic", "files", "plugins"],
+    ["units", "atomic", "files", "plugins", "deadline"],
     ["topology"],
     ["collective"],
     ["schedule"],

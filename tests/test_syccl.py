@@ -323,7 +323,7 @@ def test_stage2_milp_subdemands_reused_and_worker_independent():
     assert mm["coarse"] == mb["coarse"] and mm["fine"] == mb["fine"]
 
     def solved(info):
-        return [{k: v for k, v in d.items() if k != "solver_time_s"} for d in info]
+        return [{k: v for k, v in d.items() if k != "solver_wall_s"} for d in info]
 
     assert solved(mm["subdemands"]) == solved(mb["subdemands"])
     # the MILP candidates are extra candidates: never worse than the template-only search

@@ -19,6 +19,7 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=".collsynth-", suffix=".tmp", dir=folder)
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -27,9 +28,21 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
         tmp = None
     except OSError as e:
         raise CollsynthError(f"cannot write {path}: {e.strerror or e}") from None
+    except ValueError:  # a NUL byte in the name
+        raise CollsynthError(f"{path!r} is not a usable file name") from None
     finally:
         if tmp is not None:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _mode_for(path: str) -> int:
+    """The mode the file would get from a plain ``open``: the old file's, else 0666 less umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask

@@ -53,6 +53,8 @@ def read_bytes(path: str) -> bytes:
         raise CollsynthError(f"{path} is a directory, not a file") from None
     except OSError as e:
         raise CollsynthError(f"cannot read {path}: {e.strerror or e.__class__.__name__}") from None
+    except ValueError:  # a NUL byte in the name
+        raise CollsynthError(f"{path!r} is not a usable file name") from None
     if len(data) > limit:
         raise CollsynthError(
             f"{path} is larger than {limit} bytes (set COLLSYNTH_MAX_FILE_BYTES to raise the limit)"

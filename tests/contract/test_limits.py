@@ -91,3 +91,16 @@ def test_min_bytes_above_max_bytes_is_refused(capsys, tmp_path):
     )
     assert rc == 2 and "min_bytes 2000000 is larger than max_bytes 1000000" in err
     assert not (tmp_path / "s.xml").exists()
+
+
+def test_check_xml_refuses_min_bytes_above_max_bytes(capsys, tmp_path):
+    s, x = tmp_path / "s.json", tmp_path / "s.xml"
+    assert run(capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "-o", str(s))[0] == 0
+    argv = ("export", "msccl", str(s), "--dialect", "executor", "--min-bytes", "1MB")
+    assert run(capsys, *argv, "--max-bytes", "2MB", "-o", str(x))[0] == 0
+    assert run(capsys, "check-xml", str(x))[0] == 0
+    text = x.read_text()
+    assert 'minBytes="1000000"' in text and 'maxBytes="2000000"' in text
+    x.write_text(text.replace('minBytes="1000000"', 'minBytes="3000000"'))
+    rc, out, err = run(capsys, "check-xml", str(x))
+    assert rc == 2 and "minBytes=3000000 is above maxBytes=2000000" in err and out == ""

@@ -119,3 +119,18 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path, monkeypatch):
 def test_write_into_missing_directory_is_one_line(capsys, tmp_path, sched):
     rc, _, err = run(capsys, "export", "msccl", str(sched), "-o", str(tmp_path / "nope" / "x.xml"))
     assert rc == 2 and err.startswith("collsynth: error: cannot write") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("where", ["-o", "--teccl-output"])
+def test_an_unwritable_output_is_refused_before_the_work(capsys, tmp_path, where):
+    # either output in a missing folder: refused before synthesis, and neither file is left
+    good, bad = tmp_path / "s.json", tmp_path / "nope" / "x.json"
+    out, te = (bad, tmp_path / "te.json") if where == "-o" else (good, bad)
+    t0 = time.monotonic()
+    rc, stdout, err = run(
+        capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "teccl",
+        "-o", str(out), "--teccl-output", str(te),
+    )  # fmt: skip
+    assert rc == 2 and "no directory" in err and err.count("\n") == 1 and stdout == ""
+    assert os.listdir(tmp_path) == []
+    assert time.monotonic() - t0 < 1.0  # no solve happened

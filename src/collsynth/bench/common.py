@@ -32,6 +32,18 @@ def select(
     return chosen
 
 
+def legacy_units(row: Any) -> Any:
+    """A results row written before bandwidths were bytes/s: ``*_GBps`` keys become ``*_Bps``."""
+    if not isinstance(row, dict) or not any(k.endswith("_GBps") for k in row):
+        return row
+    return {
+        (k[: -len("_GBps")] + "_Bps" if k.endswith("_GBps") else k): (
+            v * 1e9 if k.endswith("_GBps") and isinstance(v, (int, float)) else v
+        )
+        for k, v in row.items()
+    }
+
+
 def read_json(path: str) -> dict:
     """The results file at ``path``, or ``{}`` when it is missing or unreadable."""
     try:
@@ -52,7 +64,7 @@ def merge_rows(
     """``new`` replaces the rows of the cases in ``ran``; ``old`` rows of other cases are kept.
     Rows come out in case order (``order``: case keys), stable within a case; rows of keys
     not in ``order`` last."""
-    kept = [r for r in old if key(r) not in ran]
+    kept = [legacy_units(r) for r in old if key(legacy_units(r)) not in ran]
     pos: dict[Hashable, int] = {}
     for i, k in enumerate(order):
         pos.setdefault(k, i)

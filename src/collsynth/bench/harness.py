@@ -38,6 +38,7 @@ from ..sim import simulate
 from ..synth import load_all, synthesize
 from ..topology import load_topology
 from ..verify import verify
+from .common import legacy_units
 
 KB, MB, GB = 1e3, 1e6, 1e9
 
@@ -199,8 +200,8 @@ def run_case(case: Case, repeat: int) -> list[dict]:
                 "sim_wall_s": sim_s,
                 "sim_hops_per_s": sim.hops / sim_s if sim_s > 0 else None,
                 "time_s": sim.time_s,
-                "algbw_GBps": sim.algbw / 1e9,
-                "busbw_GBps": sim.busbw / 1e9,
+                "algbw_Bps": sim.algbw,
+                "busbw_Bps": sim.busbw,
                 "bound_time_s": b.time_s,
                 "bound_kind": b.kind,
                 "ratio_to_bound": sim.time_s / b.time_s,
@@ -261,7 +262,7 @@ def _markdown(suite: str, rows: list[dict]) -> str:
         line = (
             f"| {r['topology']} | {r['gpus']} | {r['collective']} | {r['algo']} | "
             f"{fmt_size(r['size_bytes'])} | {fmt_time(r['time_s'])} | "
-            f"{r['algbw_GBps']:.4g} | {r['ratio_to_bound']:.4g} | "
+            f"{r['algbw_Bps'] / 1e9:.4g} | {r['ratio_to_bound']:.4g} | "
             f"{r['synth_time_s']:.3g} | {r['verify_time_s']:.3g} | "
             f"{r['sim_wall_s']:.3g} | {mh:.3g} |"
         )
@@ -306,7 +307,7 @@ def _merge(
     if old.get("suite") != suite:
         return rows
     ran = {_case_key(c) for c in cases}
-    kept = [r for r in old.get("rows", []) if _case_key(r) not in ran]
+    kept = [legacy_units(r) for r in old.get("rows", []) if _case_key(r) not in ran]
     order = {_case_key(c): i for i, c in enumerate(all_cases)}
     merged = kept + rows
     merged.sort(key=lambda r: order.get(_case_key(r), len(order)))  # stable within a case

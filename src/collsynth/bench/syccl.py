@@ -165,7 +165,7 @@ def run(
                     "synth_runs": times,
                     "ops": sched.num_ops,
                     "time_s": sim.time_s,
-                    "busbw_GBps": sim.busbw / 1e9,
+                    "busbw_Bps": sim.busbw,
                     "allocation": meta["allocation"],
                     "fractions": meta["fractions"],
                     "rail_template": meta["rail_template"],
@@ -190,7 +190,7 @@ def _line(r: dict) -> str:
     return (
         f"{r['topology']:<22} {r['collective']:<13} {fmt_size(r['size']):>7} "
         f"synth {r['synth_s']:6.2f}s  {fmt_time(r['time_s']):>10}  "
-        f"busbw {r['busbw_GBps']:7.2f} GB/s  {vs}  bound x{r['bound_ratio']:.3f} "
+        f"busbw {r['busbw_Bps'] / 1e9:7.2f} GB/s  {vs}  bound x{r['bound_ratio']:.3f} "
         f"({r['allocation']}, {r['rail_template']}, P={r['pipeline']})"
     )
 
@@ -215,7 +215,7 @@ def write(rows: list[dict], out: str) -> None:
         vd = f"{r['vs_direct']:.2f}" if "vs_direct" in r else "-"
         lines.append(
             f"| {r['topology']} | {r['collective']} | {fmt_size(r['size'])} | "
-            f"{r['synth_s']:.2f} | {fmt_time(r['time_s'])} | {r['busbw_GBps']:.2f} | "
+            f"{r['synth_s']:.2f} | {fmt_time(r['time_s'])} | {r['busbw_Bps'] / 1e9:.2f} | "
             f"{vr} | {vd} | {r['bound_ratio']:.3f} | {r['bound_kind']} | "
             f"{r['allocation']} {'/'.join(r['fractions'])}, {r['rail_template']}, "
             f"P={r['pipeline']} |"

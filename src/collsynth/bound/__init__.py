@@ -69,7 +69,7 @@ class BoundResult:
         return {
             "size_bytes": self.size,
             "time_s": b.time_s,
-            "algbw_GBps": self.algbw() / 1e9,
+            "algbw_Bps": self.algbw(),
             "kind": b.kind,
             "witness": b.witness,
             "bounds": [

@@ -7,7 +7,15 @@ import os
 from typing import Any
 
 from ..errors import CollsynthError
-from .common import add_command, add_json, add_output, console, default_output_dir, emit_json
+from .common import (
+    add_command,
+    add_json,
+    add_output,
+    add_quiet,
+    add_time_limit,
+    default_output_dir,
+    emit_json,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -43,6 +51,8 @@ def add_parser(sub: Any) -> None:
         help="results folder (default: a per-user data folder, see above)",
     )
     add_json(p)
+    add_time_limit(p, each=True)
+    add_quiet(p)
     p.add_argument(
         "--only",
         metavar="TEXT",
@@ -60,12 +70,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise CollsynthError(f"--repeat must be at least 1, got {args.repeat}")
     out = args.output or default_output_dir("bench")
-    con = console()
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False)  # progress never reaches stdout
     res = run_suite(
         args.suite,
         out_dir=out,
         repeat=args.repeat,
-        progress=None if args.json else (lambda m: con.print(f"[dim]{m}[/dim]")),
+        progress=None if args.json or args.quiet else (lambda m: err.print(f"[dim]{m}[/dim]")),
         only=args.only,
     )
     if args.json:

@@ -7,15 +7,15 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..topology.model import Topology
-from ..units import parse_size, parse_size_list
+from ..units import parse_size, parse_size_list, parse_time
 
 #: The sizes ``compare`` and ``tune`` use when ``--sizes`` is not given.
 DEFAULT_SIZES = "1KB,32KB,1MB,32MB,1GB"
@@ -72,6 +72,33 @@ def add_command(
 def add_json(p: argparse.ArgumentParser) -> None:
     """``--json``: print exactly one JSON document on stdout."""
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def add_time_limit(p: argparse.ArgumentParser, each: bool = False) -> None:
+    """``--time-limit TIME``: bound the command's work (``each``: every single synthesis)."""
+    scope = (
+        "of every synthesis in the suite"
+        if each
+        else "of the whole command (synthesis, solving, verification)"
+    )
+    p.add_argument(
+        "--time-limit",
+        metavar="TIME",
+        help=f"wall-time limit {scope}, e.g. 30s or 2min; solvers stop early and return their "
+        "best verified schedule (meta.status=time_limit); other work that cannot finish in "
+        "time ends with exit status 4 (default: no limit)",
+    )
+    p.set_defaults(time_limit_each=each)
+
+
+def time_limit_of(args: argparse.Namespace) -> float | None:
+    """The ``--time-limit`` of ``args`` in seconds (``None``: none given)."""
+    from .. import deadline
+
+    text = getattr(args, "time_limit", None)
+    if text is None:
+        return None
+    return deadline.parse_limit(parse_time(text, "--time-limit"))
 
 
 def add_output(
@@ -320,6 +347,46 @@ def progress(total: int, enabled: bool):
     )
 
 
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    """``-q/--quiet`` (``--no-progress`` is the old spelling): no progress on stderr."""
+    p.add_argument(
+        "-q",
+        "--quiet",
+        "--no-progress",
+        dest="quiet",
+        action="store_true",
+        help="no progress display on stderr (progress never reaches stdout)",
+    )
+
+
+def add_timing(p: argparse.ArgumentParser) -> None:
+    """``--no-timing``: leave wall-clock figures out, for byte-identical outputs."""
+    p.add_argument(
+        "--no-timing",
+        dest="timing",
+        action="store_false",
+        help="leave wall-clock figures (the timing blocks) out of written files and --json "
+        "output, so the same inputs give the same bytes",
+    )
+
+
+@contextmanager
+def stages(enabled: bool) -> Iterator[Callable[[str], None]]:
+    """``stage(text)`` names the running step on a one-line status on stderr (a no-op when
+    disabled or when stderr is not a terminal)."""
+    if not enabled:
+        yield lambda text: None
+        return
+    from rich.console import Console
+
+    con = Console(stderr=True)
+    if not con.is_terminal:
+        yield lambda text: None
+        return
+    with con.status("starting") as status:
+        yield lambda text: status.update(text)
+
+
 def with_progress(
     names: list[str], enabled: bool, work: Callable[[Callable[[str], None] | None], Any]
 ) -> Any:
@@ -329,8 +396,9 @@ def with_progress(
             return work(None)
         task = prog.add_task("synthesize, verify, simulate", total=len(names))
 
-        def step(name: str) -> None:
-            prog.update(task, advance=1, description=f"done: {name}")
+        def step(what: str) -> None:
+            """``done ...`` advances the bar; anything else names what runs now."""
+            prog.update(task, advance=int(what.startswith("done ")), description=what)
 
         return work(step)
 
@@ -348,7 +416,8 @@ def default_output_dir(kind: str) -> str:
 def refuse_overwriting_inputs(
     outputs: dict[str, str | None], inputs: dict[str, str | None]
 ) -> None:
-    """Refuse an output path that names an input file (or another output): ``{flag: path}``."""
+    """Refuse, before any work, an output path that names an input file (or another output),
+    a directory, or a place in a missing or read-only folder: ``{flag: path}``."""
     seen: dict[str, str] = {}
     for flag, path in inputs.items():
         if path and os.path.exists(path):
@@ -360,6 +429,21 @@ def refuse_overwriting_inputs(
         if real in seen:
             raise CollsynthError(f"{flag} {path} would overwrite {seen[real]}; write elsewhere")
         seen[real] = flag
+        check_writable(path, flag)
+
+
+def check_writable(path: str, flag: str) -> None:
+    """One line naming why ``path`` cannot be written (checked before the work starts)."""
+    try:
+        if os.path.isdir(path):
+            raise CollsynthError(f"{flag} {path} is a directory; name a file")
+        folder = os.path.dirname(os.path.abspath(path))
+    except ValueError:  # a NUL byte
+        raise CollsynthError(f"{flag} {path!r} is not a usable file name") from None
+    if not os.path.isdir(folder):
+        raise CollsynthError(f"cannot write {path}: no directory {folder}")
+    if not os.access(folder, os.W_OK):
+        raise CollsynthError(f"cannot write {path}: {folder} is not writable")
 
 
 def check_plot(path: str | None) -> None:

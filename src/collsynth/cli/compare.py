@@ -14,7 +14,10 @@ from .common import (
     add_options,
     add_output,
     add_problem,
+    add_quiet,
     add_sizes,
+    add_time_limit,
+    add_timing,
     build_request,
     check_plot,
     console,
@@ -46,8 +49,10 @@ def add_parser(sub: Any) -> None:
     )
     add_options(cmp_, targeted=True)
     cmp_.add_argument("--plot", metavar="FILE.png", help="plot algbw against size")
-    cmp_.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet(cmp_)
+    add_timing(cmp_)
     add_json(cmp_)
+    add_time_limit(cmp_)
     cmp_.set_defaults(func=cmd_compare)
 
     tun = add_command(
@@ -87,8 +92,10 @@ def add_parser(sub: Any) -> None:
         "--proto", dest="protocol", choices=("Simple", "LL", "LL128"), help=argparse.SUPPRESS
     )  # the old spelling
     tun.add_argument("--instances", type=int, default=1, help="MSCCL instances (channels)")
-    tun.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet(tun)
+    add_timing(tun)
     add_json(tun)
+    add_time_limit(tun)
     tun.set_defaults(func=cmd_tune)
 
 
@@ -112,9 +119,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Compare algorithms."""
     check_plot(args.plot)
     req = build_request(args, sizes=True)
-    result, best_only = run_compare(
-        req, args.algos, show_progress=not args.json and not args.no_progress
-    )
+    result, best_only = run_compare(req, args.algos, show_progress=not args.json and not args.quiet)
     if not result.rows:
         raise CollsynthError(
             "no algorithm could produce a schedule: "
@@ -125,7 +130,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         plot_algbw(result, args.plot)
     if args.json:
-        emit_json(result.to_dict(best_only=best_only))
+        emit_json(result.to_dict(best_only=best_only, timing=args.timing))
         return 0
     print_comparison(result, best_only)
     if args.plot:
@@ -149,11 +154,11 @@ def print_comparison(result: Any, best_only: bool) -> None:
             r.algo,
             fmt_size(r.size_bytes),
             fmt_time(r.time_s),
-            fmt_bandwidth(r.algbw_GBps * 1e9),
-            fmt_bandwidth(r.busbw_GBps * 1e9),
+            fmt_bandwidth(r.algbw_Bps),
+            fmt_bandwidth(r.busbw_Bps),
             f"{r.ratio_to_bound:.3g}",
             r.bound_kind,
-            fmt_time(r.synth_time_s),
+            fmt_time(r.synth_wall_s),
             str(r.ops),
         )
     con = console()
@@ -177,13 +182,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         dialect=args.dialect,
         proto=args.protocol,
         instances=args.instances,
+        timing=args.timing,
     )
     spec = "all" if args.algos.strip() == "best" else args.algos
-    result, _ = run_compare(
-        req, spec, show_progress=not args.json and not args.no_progress, run=run
-    )
+    result, _ = run_compare(req, spec, show_progress=not args.json and not args.quiet, run=run)
     if args.json:
-        emit_json(result.to_dict())
+        emit_json(result.to_dict(timing=args.timing))
         return 0
     print_windows(result, args.output)
     return 0

@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from ..atomic import write_text_atomic
 from ..errors import CollsynthError
 from ..units import fmt_size, fmt_time
 from .common import (
@@ -16,12 +17,16 @@ from .common import (
     add_options,
     add_output,
     add_problem,
+    add_quiet,
     add_size,
+    add_time_limit,
+    add_timing,
     algo_options,
     build_request,
     emit_json,
     parse_positive_size,
     refuse_overwriting_inputs,
+    stages,
 )
 
 
@@ -59,6 +64,9 @@ def add_parser(sub: Any) -> None:
     )
     add_output(p, help="schedule file to write (JSON)")
     add_json(p)
+    add_time_limit(p)
+    add_timing(p)
+    add_quiet(p)
     p.add_argument(
         "--teccl-input",
         metavar="FILE.json",
@@ -104,7 +112,6 @@ def _request(args: argparse.Namespace) -> tuple[Request, dict[str, Any]]:
 def cmd_synth(args: argparse.Namespace) -> int:
     """Synthesize, verify, write."""
     from ..schedule.io import save_schedule
-    from ..synth import synthesize
     from ..verify import ensure_verified
 
     refuse_overwriting_inputs(
@@ -114,49 +121,68 @@ def cmd_synth(args: argparse.Namespace) -> int:
     req, file_opts = _request(args)
     if args.teccl_output and args.algo != "teccl":
         raise CollsynthError(f"--teccl-output needs --algo teccl, not {args.algo}")
-    t0 = time.perf_counter()
-    if args.algo == "best":
-        name, sched = _best(req)
-    else:
-        name = args.algo
-        unknown = set(req.options) - {name}
-        if unknown:
-            raise CollsynthError(
-                f"--opt for {sorted(unknown)[0]!r} does not apply to --algo {name}"
-            )
-        opts = {**file_opts, **req.options.get(name, {})}
-        sched = synthesize(name, req.topology, req.collective, size=req.size, **opts)
-    synth_s = time.perf_counter() - t0
-    if req.size is not None and sched.size is None:
-        sched = replace(sched, size=req.size)
-    t1 = time.perf_counter()
-    report = ensure_verified(sched)
-    verify_s = time.perf_counter() - t1
-    save_schedule(sched, args.output)
-    if args.teccl_output:
-        from ..export.teccl import write_teccl_output
+    with stages(not args.quiet and not args.json) as stage:
+        t0 = time.perf_counter()
+        stage(f"synthesizing with {args.algo}")
+        name, sched = _synthesize(args, req, file_opts)
+        synth_s = time.perf_counter() - t0
+        if req.size is not None and sched.size is None:
+            sched = replace(sched, size=req.size)
+        stage(f"verifying {sched.num_ops} operations")
+        t1 = time.perf_counter()
+        report = ensure_verified(sched)
+        verify_s = time.perf_counter() - t1
+        stage(f"writing {args.output}")
+        te_text = None
+        if args.teccl_output:  # made before anything is written: a failure leaves no file
+            from ..export.teccl import teccl_output_text
+            from ..schedule.timing import without_timing
 
-        write_teccl_output(sched, args.teccl_output)
+            out = sched if args.timing else replace(sched, meta=without_timing(sched.meta))
+            te_text = teccl_output_text(out)
+        save_schedule(sched, args.output, timing=args.timing)
+        if te_text is not None:
+            write_text_atomic(args.teccl_output, te_text)
     info = {
         "output": args.output,
         "algorithm": name,
         "topology": req.topology.name,
         "collective": sched.collective.to_dict(),
         "ops": sched.num_ops,
-        "synth_time_s": synth_s,
-        "verify_time_s": verify_s,
         "verified": report.ok,
+        "status": sched.meta.get("status", "complete"),
         **{k: v for k, v in sched.stats().items() if k != "ops"},
     }
+    if args.timing:
+        info["timing"] = {"synth_wall_s": synth_s, "verify_wall_s": verify_s}
     if args.json:
         emit_json(info)
     else:
+        stopped = (
+            " (stopped by the time limit: best found)" if info["status"] == "time_limit" else ""
+        )
         print(
             f"{name}: {sched.collective.describe()} on {req.topology.name}: "
-            f"{sched.num_ops} ops, verified, synthesized in {fmt_time(synth_s)}; "
+            f"{sched.num_ops} ops, verified, synthesized in {fmt_time(synth_s)}{stopped}; "
             f"wrote {args.output}"
         )
     return 0
+
+
+def _synthesize(
+    args: argparse.Namespace, req: Request, file_opts: dict[str, Any]
+) -> tuple[str, Any]:
+    """(algorithm name, schedule) for ``--algo`` (``best``: the fastest simulated)."""
+    from ..synth import synthesize
+
+    if args.algo == "best":
+        return _best(req)
+    name = args.algo
+    unknown = set(req.options) - {name}
+    if unknown:
+        raise CollsynthError(f"--opt for {sorted(unknown)[0]!r} does not apply to --algo {name}")
+    opts = {**file_opts, **req.options.get(name, {})}
+    return name, synthesize(name, req.topology, req.collective, size=req.size, **opts)
 
 
 def _best(req: Request) -> tuple[str, Any]:

@@ -149,6 +149,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from ..synth.scale import LinkStats
     from ..topology import load_topology
 
+    if args.perturb is not None and args.perturb < 0:
+        raise CollsynthError(f"--perturb {args.perturb}: the seed must be 0 or more")
+    if not 0 <= args.spread < 1:  # also refuses NaN
+        raise CollsynthError(f"--spread {args.spread}: must be at least 0 and below 1")
+    refuse_overwriting_inputs({"-o": args.output}, {"-t": args.topology})
     topo = load_topology(args.topology)
     stats = LinkStats.from_topology(topo)
     if args.perturb is not None:

@@ -357,6 +357,10 @@ def _check_algo(algo: _Elem, dialect: str | None, topology) -> _Header:
         for key in ("minBytes", "maxBytes"):
             if _int(algo, key, "<algo>") < 0:
                 _fail("structure", f"<algo> {key} is negative")
+    if "minBytes" in algo.attrs and "maxBytes" in algo.attrs:
+        lo, hi = _int(algo, "minBytes", "<algo>"), _int(algo, "maxBytes", "<algo>")
+        if hi > 0 and lo > hi:  # maxBytes 0: no upper end
+            _fail("structure", f"<algo> minBytes={lo} is above maxBytes={hi}")
     if not 1 <= nch <= 32:
         _fail("structure", f"<algo> nchannels={nch} is not in 1..32")
     if ngpus < 2 or ncpl < 1:

@@ -258,7 +258,7 @@ class Optimum:
             "ratio": str(self.ratio),
             "unit_Bps": str(self.unit),
             "tree_bw_Bps": float(self.y),
-            "algbw_GBps": self.algbw / 1e9,
+            "algbw_Bps": self.algbw,
             "cut": list(self.cut_names) if self.cut_names is not None else None,
             "cut_compute": self.cut_compute,
             "cut_bw_Bps": float(self.cut_bw) if self.cut_bw is not None else None,

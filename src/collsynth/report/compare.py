@@ -21,17 +21,23 @@ class Row:
     algo: str
     size_bytes: float
     time_s: float
-    algbw_GBps: float
-    busbw_GBps: float
+    algbw_Bps: float  # bytes/s, like every bandwidth in collsynth's JSON
+    busbw_Bps: float
     bound_time_s: float
     bound_kind: str
     ratio_to_bound: float  # time / bound (>= 1; 1 is optimal)
-    synth_time_s: float
+    synth_wall_s: float  # wall clock: in the row's ``timing`` block of the JSON
     ops: int
     chunks_per_rank: int
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_dict(self, timing: bool = True) -> dict:
+        """The row; its wall-clock figure sits in a ``timing`` block (left out without
+        ``timing``, so the same inputs give the same bytes)."""
+        d = asdict(self)
+        wall = d.pop("synth_wall_s")
+        if timing:
+            d["timing"] = {"synth_wall_s": wall}
+        return d
 
 
 @dataclass
@@ -50,13 +56,13 @@ class Comparison:
                 best[r.size_bytes] = r
         return [best[s] for s in self.sizes if s in best]
 
-    def to_dict(self, best_only: bool = False) -> dict:
+    def to_dict(self, best_only: bool = False, timing: bool = True) -> dict:
         rows = self.best_rows() if best_only else self.rows
         return {
             "topology": self.topology,
             "collective": self.collective,
             "sizes": self.sizes,
-            "rows": [r.to_dict() for r in rows],
+            "rows": [r.to_dict(timing) for r in rows],
             "skipped": self.skipped,
         }
 
@@ -99,6 +105,7 @@ def compare(
 
     An algorithm that cannot handle this topology (it raises a CollsynthError) is listed in
     ``skipped`` with its reason when ``skip_failures``; otherwise the error propagates.
+    ``on_step`` hears ``"running ALGO"`` before and ``"done ALGO"`` after each algorithm.
     With ``keep`` (a dict), the verified schedule used for each ``(algorithm, size)`` is stored
     there (one object shared by all sizes when the algorithm is not size-aware).
     """
@@ -106,6 +113,8 @@ def compare(
     bounds = {s: bound(topology, collective, s) for s in result.sizes}
     registry = load_all()
     for name in algos:
+        if on_step:
+            on_step(f"running {name}")
         per_size = registry[name].size_aware
         opts = options_for(name, options or {})
         cache: dict = {}
@@ -133,16 +142,16 @@ def compare(
                     algo=name,
                     size_bytes=size,
                     time_s=sim.time_s,
-                    algbw_GBps=sim.algbw / 1e9,
-                    busbw_GBps=sim.busbw / 1e9,
+                    algbw_Bps=sim.algbw,
+                    busbw_Bps=sim.busbw,
                     bound_time_s=b.time_s,
                     bound_kind=b.kind,
                     ratio_to_bound=sim.time_s / b.time_s if b.time_s > 0 else float("inf"),
-                    synth_time_s=synth_s,
+                    synth_wall_s=synth_s,
                     ops=sched.num_ops,
                     chunks_per_rank=sched.collective.chunks_per_rank,
                 )
             )
         if on_step:
-            on_step(name)
+            on_step(f"done {name}")
     return result

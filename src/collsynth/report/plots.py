@@ -63,7 +63,7 @@ def plot_algbw(comparison, path: str) -> None:
         rows = sorted((r for r in comparison.rows if r.algo == algo), key=lambda r: r.size_bytes)
         ax.plot(
             [r.size_bytes for r in rows],
-            [r.algbw_GBps for r in rows],
+            [r.algbw_Bps / 1e9 for r in rows],
             marker=markers[i % len(markers)],
             label=algo,
         )

@@ -63,13 +63,13 @@ class TuneResult:
     windows: list[Window] = field(default_factory=list)
     comparison: Comparison | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self, timing: bool = True) -> dict:
         return {
             "topology": self.topology,
             "collective": self.collective,
             "dialect": self.dialect,
             "windows": [asdict(w) for w in self.windows],
-            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "comparison": self.comparison.to_dict(timing=timing) if self.comparison else None,
         }
 
 
@@ -125,8 +125,8 @@ def _shallower(
             replace(
                 row,
                 time_s=sim.time_s,
-                algbw_GBps=sim.algbw / 1e9,
-                busbw_GBps=sim.busbw / 1e9,
+                algbw_Bps=sim.algbw,
+                busbw_Bps=sim.busbw,
                 ratio_to_bound=sim.time_s / row.bound_time_s
                 if row.bound_time_s > 0
                 else float("inf"),
@@ -165,7 +165,12 @@ def tune(
     instances: int = 1,
     options: dict[str, dict[str, str]] | None = None,
     on_step: Callable[[str], None] | None = None,
+    timing: bool = True,
 ) -> TuneResult:
+    """Compare ``algos`` at ``sizes``, pick per size the fastest schedule MSCCL XML can
+    express, and write one checked XML file (and its schedule) per window of sizes that share
+    a schedule, plus ``tune.json``, into ``out_dir``. ``on_step`` hears what is being done;
+    ``timing=False`` leaves wall-clock figures out of the files."""
     sizes = sorted({float(s) for s in sizes})
     if not sizes:
         raise CollsynthError("tune needs at least one size")
@@ -175,52 +180,96 @@ def tune(
         why = "; ".join(f"{s['algo']}: {s['reason']}" for s in comp.skipped[:3])
         raise CollsynthError(f"no algorithm produced a schedule ({why})")
     _make_dir(out_dir)
-    edges = _edges(sizes)
-    lows = [0] + edges
-    highs: list[int | None] = edges + [None]
-    # per size: candidates fastest first; pick the first one the exporter can express
-    picks: list[tuple[Row, str, str]] = []  # (row, xml text, note)
-    exported: dict[int, str] = {}  # id(schedule) -> xml text (export once)
+    export = _Exporter(topology, collective, options, dialect, proto, instances)
+    picks = []
     for size in sizes:
+        if on_step:
+            on_step(f"exporting the fastest at {fmt_size(size)}")
+        picks.append(export.pick(comp, keep, size))
+    result = TuneResult(topology.name, collective.describe(), dialect, comparison=comp)
+    _write_windows(result, topology, collective, picks, keep, sizes, out_dir, timing)
+    summary = os.path.join(out_dir, "tune.json")
+    write_text_atomic(summary, json.dumps(result.to_dict(timing), indent=1))
+    return result
+
+
+@dataclass
+class _Exporter:
+    """Per size, the fastest candidate that exports (each schedule exported once)."""
+
+    topology: Topology
+    collective: Collective
+    options: dict[str, dict[str, str]] | None
+    dialect: str
+    proto: str
+    instances: int
+    exported: dict[int, str] = field(default_factory=dict)  # id(schedule) -> xml text
+
+    def xml(self, sched: Schedule) -> str:
+        if id(sched) not in self.exported:
+            self.exported[id(sched)] = to_msccl_xml(
+                sched,
+                dialect=self.dialect,
+                proto=self.proto,
+                instances=self.instances,
+                min_bytes=0,
+                max_bytes=0,
+            )
+        return self.exported[id(sched)]
+
+    def pick(
+        self, comp: Comparison, keep: dict[tuple[str, float], Schedule], size: float
+    ) -> tuple[Row, str, str]:
+        """(row, xml text, note) of the fastest exportable schedule at ``size``; a pipelined
+        schedule the exporter cannot express is re-made shallower and ranked again."""
         cands = sorted(
             (r for r in comp.rows if r.size_bytes == size), key=lambda r: (r.time_s, r.algo)
         )
-        note, chosen = "", None
+        note = ""
         while cands:
             r = cands.pop(0)
             sched = keep[(r.algo, size)]
             try:
-                if id(sched) not in exported:
-                    exported[id(sched)] = to_msccl_xml(
-                        sched,
-                        dialect=dialect,
-                        proto=proto,
-                        instances=instances,
-                        min_bytes=0,
-                        max_bytes=0,
-                    )
+                return r, self.xml(sched), note.rstrip("; ")
             except CollsynthError as e:
                 note += f"{r.algo}: {e}; "
-                alt = _shallower(
-                    r, sched, topology, collective, size, options, dialect, proto, instances
-                )
-                if alt is not None:  # try it where its (slower) simulated time ranks it
-                    row, alt_sched, xml, depth = alt
-                    note += f"{r.algo} re-made with pipeline={depth} ({fmt_time(row.time_s)}); "
-                    keep[(r.algo, size)] = alt_sched
-                    exported[id(alt_sched)] = xml
-                    cands.append(row)
-                    cands.sort(key=lambda x: (x.time_s, x.algo))
-                continue
-            chosen = r
-            break
-        if chosen is None:
-            raise CollsynthError(
-                f"no schedule for {fmt_size(size)} can be exported to MSCCL XML "
-                f"({note.rstrip('; ')})"
+            alt = _shallower(
+                r,
+                sched,
+                self.topology,
+                self.collective,
+                size,
+                self.options,
+                self.dialect,
+                self.proto,
+                self.instances,
             )
-        picks.append((chosen, exported[id(keep[(chosen.algo, size)])], note.rstrip("; ")))
-    result = TuneResult(topology.name, collective.describe(), dialect, comparison=comp)
+            if alt is not None:  # try it where its (slower) simulated time ranks it
+                row, alt_sched, xml, depth = alt
+                note += f"{r.algo} re-made with pipeline={depth} ({fmt_time(row.time_s)}); "
+                keep[(r.algo, size)] = alt_sched
+                self.exported[id(alt_sched)] = xml
+                cands.append(row)
+                cands.sort(key=lambda x: (x.time_s, x.algo))
+        raise CollsynthError(
+            f"no schedule for {fmt_size(size)} can be exported to MSCCL XML ({note.rstrip('; ')})"
+        )
+
+
+def _write_windows(
+    result: TuneResult,
+    topology: Topology,
+    collective: Collective,
+    picks: list[tuple[Row, str, str]],
+    keep: dict[tuple[str, float], Schedule],
+    sizes: list[float],
+    out_dir: str,
+    timing: bool,
+) -> None:
+    """One checked XML file and schedule per run of sizes sharing a schedule."""
+    edges = _edges(sizes)
+    lows = [0] + edges
+    highs: list[int | None] = edges + [None]
     i = 0
     while i < len(sizes):
         row, _, note = picks[i]
@@ -229,18 +278,18 @@ def tune(
         while j + 1 < len(sizes) and keep[(picks[j + 1][0].algo, sizes[j + 1])] is sched:
             j += 1
         lo, hi = lows[i], highs[j]
-        if dialect == "executor":
+        if result.dialect == "executor":
             min_b, max_b = lo, (0 if hi is None else hi - 1)
         else:
             min_b, max_b = lo, (OPEN_MAX if hi is None else hi)
         xml = _with_window(picks[i][1], min_b, max_b)
         root = collective.root if collective.rooted else 0
-        check_msccl_xml(xml, topology, dialect=dialect, root=root or 0)
+        check_msccl_xml(xml, topology, dialect=result.dialect, root=root or 0)
         tag = f"{collective.kind.value}_{row.algo}_{lo}"
         xml_path = os.path.join(out_dir, f"{tag}.xml")
         sched_path = os.path.join(out_dir, f"{tag}.json")
         write_text_atomic(xml_path, xml)
-        save_schedule(sched, sched_path)
+        save_schedule(sched, sched_path, timing=timing)
         rows = [picks[q][0] for q in range(i, j + 1)]
         result.windows.append(
             Window(
@@ -256,6 +305,3 @@ def tune(
             )
         )
         i = j + 1
-    summary = os.path.join(out_dir, "tune.json")
-    write_text_atomic(summary, json.dumps(result.to_dict(), indent=1))
-    return result

@@ -34,11 +34,13 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from ..atomic import write_text_atomic
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..topology.io import read_structured, topology_from_dict, topology_to_dict
 from ..topology.model import Topology
 from .ir import OpKind, Schedule, ScheduleBuilder, _csr
+from .timing import without_timing
 
 FORMAT = "collsynth-schedule"
 VERSION = 1
@@ -73,7 +75,8 @@ def _nan_to_none(values: np.ndarray) -> list:
     return [None if math.isnan(x) else x for x in values.tolist()]
 
 
-def schedule_to_dict(s: Schedule) -> dict:
+def schedule_to_dict(s: Schedule, *, timing: bool = True) -> dict:
+    """The file form of ``s``; ``timing=False`` leaves out ``meta.timing``."""
     ops: dict[str, Any] = {
         "count": s.num_ops,
         "src": s.src.tolist(),
@@ -105,7 +108,7 @@ def schedule_to_dict(s: Schedule) -> dict:
         "topology": topology_to_dict(s.topology),
         "collective": s.collective.to_dict(),
         "size": s.size,
-        "meta": _plain(s.meta),
+        "meta": _plain(s.meta if timing else without_timing(s.meta)),
         "ops": ops,
     }
     if s.link_order:
@@ -131,13 +134,16 @@ def _plain(obj: Any) -> Any:
     return str(obj)
 
 
-def save_schedule(s: Schedule, path: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(schedule_to_dict(s), f, separators=(",", ":"))
-            f.write("\n")
-    except OSError as e:
-        raise CollsynthError(f"cannot write {path}: {e.strerror or e}") from None
+def save_schedule(s: Schedule, path: str, *, timing: bool = True) -> None:
+    """Write ``s`` to ``path`` atomically (the old file or the whole new one, never half).
+
+    ``timing=False`` leaves out the wall-clock figures (``meta.timing``), so the same inputs
+    give the same bytes. ``json.dumps`` (one shot) uses the C encoder; ``json.dump`` would
+    not, and is several times slower on large schedules.
+    """
+    data = schedule_to_dict(s, timing=timing)
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n"
+    write_text_atomic(path, text)
 
 
 def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
@@ -346,6 +352,15 @@ def _part_columns(ops: dict, count: int, where: str) -> tuple[np.ndarray | None,
     for i, p in enumerate(raw):
         if not isinstance(p, list) or len(p) != 3 or not all(_is_int(x) for x in p):
             raise CollsynthError(f"{where}: ops.part[{i}] must be [lo, hi, den] integers")
+        if p[2] < 1:
+            raise CollsynthError(
+                f"{where}: ops.part[{i}] = {p}: the denominator (third number) must be at least 1"
+            )
+        if not 0 <= p[0] < p[1] <= p[2]:
+            raise CollsynthError(
+                f"{where}: ops.part[{i}] = {p}: needs 0 <= lo < hi <= den (the byte range "
+                "lo/den..hi/den of the chunk)"
+            )
     arr = np.array(raw, dtype=np.int64).reshape(count, 3)
     return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()
 

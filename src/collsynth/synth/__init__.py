@@ -10,13 +10,15 @@ nothing of export, simulation, printing or the command line.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .. import deadline
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..plugins import load_group
 from ..schedule.ir import Schedule
+from ..schedule.timing import collect_timing
 from ..topology.model import Topology
 from .options import DEFAULT_SIZE, Option, declare, parse_assignments, plan_size, resolve
 
@@ -102,6 +104,7 @@ def synthesize(
     collective: Collective,
     *,
     size: float | None = None,
+    budget_s: float | str | None = None,
     **options: Any,
 ) -> Schedule:
     """Run algorithm ``name``; the result carries ``meta['algorithm']``.
@@ -109,7 +112,20 @@ def synthesize(
     ``options`` (strings from the command line or typed values) are parsed and validated
     against the algorithm's declaration; undeclared ones are refused. A size-aware algorithm
     plans for ``size`` bytes (:data:`DEFAULT_SIZE` when ``None``); the others ignore it.
+    ``budget_s`` (default: the limit of :func:`collsynth.deadline.each_synthesis`, if any)
+    bounds the wall time (:func:`collsynth.deadline.time_limit`); solvers stop early and return
+    their best schedule with ``meta.status = "time_limit"``, other work raises
+    :class:`collsynth.deadline.TimeLimitError` when the limit passes.
     """
+    budget = deadline.parse_limit(budget_s if budget_s is not None else deadline.each())
+    with deadline.time_limit(budget, what=f"synthesis with {name}"):
+        deadline.check(f"synthesis with {name}")
+        return _synthesize(name, topology, collective, size, options)
+
+
+def _synthesize(
+    name: str, topology: Topology, collective: Collective, size: float | None, options: dict
+) -> Schedule:
     algo = get(name)
     if collective.kind not in algo.collectives:
         raise CollsynthError(
@@ -124,7 +140,8 @@ def synthesize(
     meta: dict[str, Any] = {"algorithm": name}
     if options:
         meta["options"] = {k: values[k] for k in sorted(options)}
-    return schedule.with_meta(**meta)
+    schedule = schedule.with_meta(**meta)
+    return replace(schedule, meta=collect_timing(schedule.meta))
 
 
 def parse_options(items: list[str] | None, algo: str | None = None) -> dict[str, dict[str, str]]:

@@ -841,6 +841,7 @@ def _relayed_schedule(
             "auto",
             words=("auto",),
             minimum=1,
+            maximum=64,
             unit="rings",
             help="rings (channels); auto: up to 8, the fewest with the best estimated throughput",
         ),

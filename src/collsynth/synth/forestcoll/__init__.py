@@ -363,7 +363,7 @@ def _info(
         "U": opt.U,
         "tree_bw_Bps": float(opt.y),
         "inv_x": opt.inv_x,
-        "algbw_GBps": opt.algbw / 1e9,
+        "algbw_Bps": opt.algbw,
         "bottleneck_cut": list(opt.cut_names) if opt.cut_names is not None else None,
         "bottleneck_cut_compute": opt.cut_compute,
         "trees": len(routed),

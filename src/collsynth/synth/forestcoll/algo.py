@@ -140,6 +140,7 @@ def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None) -> int:
             "auto",
             words=("auto", "opt"),
             minimum=1,
+            maximum=1024,
             shorthand=True,
             unit="trees",
             help="trees per root: auto (scan small k per size), opt (the optimum's "
@@ -151,6 +152,7 @@ def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None) -> int:
             "auto",
             words=("auto",),
             minimum=1,
+            maximum=4096,
             unit="chunks",
             help="chunks per tree: auto (chosen per size) or an integer",
         ),
@@ -272,7 +274,7 @@ def _lower(
                 "heights_mean": inf["heights"]["mean"],
                 "congestion_ok": inf["congestion"]["ok"],
                 "fallback": inf["fallback"],
-                "synth_time_s": inf["timings_s"]["total"],
+                "synth_wall_s": inf["timings_s"]["total"],
             }
     return lower(
         topology,

@@ -855,7 +855,7 @@ def _score_milp(search: _Search, keep: int | None, coarse: list[tuple]) -> None:
         "subdemands": subs.info,
         "coarse": [{"allocation": mc[i][0], "time_s": tm} for tm, i in c_scores],
         "fine": [{"allocation": c[0], "time_s": tm} for c, tm in zip(fc, f_scores)],
-        "solve_s": {"coarse": t_coarse, "fine": t_fine},
+        "solve_wall_s": {"coarse": t_coarse, "fine": t_fine},
     }
 
 

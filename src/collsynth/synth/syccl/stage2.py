@@ -115,7 +115,8 @@ def _solve(args: tuple) -> tuple[list | None, dict]:
     tm = s.meta.get("teccl", {})
     info = {
         **base,
-        **{k: tm.get(k) for k in ("status", "epochs_required", "solver_time_s", "tau_s")},
+        **{k: tm.get(k) for k in ("status", "epochs_required", "tau_s")},
+        "solver_wall_s": s.meta.get("timing", {}).get("teccl.solver_wall_s"),
     }
     start = s.start if s.start is not None else np.zeros(s.num_ops)
     order = sorted(range(s.num_ops), key=lambda i: (float(start[i]), i))

@@ -130,6 +130,7 @@ OPTIONS = (
         "int",
         "auto",
         minimum=1,
+        maximum=100_000,
         words=("auto",),
         help="horizon K to start from (auto: the epoch-placed spt schedule); grown while "
         "infeasible",
@@ -296,11 +297,25 @@ def teccl(
         ops, info = _run_lp(
             topology, collective, grid, size, k_user, den, tl, sd, highs_options, mnz
         )
-    info["solver_time_s"] = time.perf_counter() - t_start
+    info["solver_wall_s"] = time.perf_counter() - t_start
     meta_t = {**params, **grid.to_dict(), **info, "estimate_s": info["epochs_required"] * grid.tau}
     sched, facts = to_schedule(topology, collective, ops, grid.tau, size, {}, grid.alpha_ep)
     meta_t.update(facts)
-    return sched.with_meta(teccl=meta_t, status=info["status"], gap=info["gap"])
+    return sched.with_meta(teccl=meta_t, status=overall_status(info["status"]), gap=info["gap"])
+
+
+def overall_status(detail: str) -> str:
+    """The schedule's ``meta.status`` for a detailed TE-CCL status (kept in ``meta.teccl``):
+    ``optimal``, ``time_limit`` (the limit stopped the solver, or made it skip a model too large
+    to solve in time; the best schedule found so far, possibly the warm start, is returned),
+    ``heuristic`` (no MILP solution was usable) or the solver's own word."""
+    if detail == "optimal":
+        return "optimal"
+    if detail.startswith(("time_limit", "skipped")):
+        return "time_limit"
+    if detail.endswith("heuristic"):
+        return "heuristic"
+    return detail
 
 
 # ---------------------------------------------------------------------------------- MILP

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import deadline
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...topology.model import Topology
@@ -213,7 +219,7 @@ def solve(
     """
     kwargs: dict[str, Any] = dict(
         model=model,
-        time_limit=time_limit,
+        time_limit=deadline.solver_budget(time_limit),
         gap=gap,
         seed=seed,
         start=start,
@@ -261,6 +267,9 @@ def _worker_call(kwargs: dict) -> SolveInfo:
         pickle.dump(kwargs, w.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         w.stdin.flush()
         kind, value = pickle.load(w.stdout)
+    except deadline.TimeLimitError:
+        _stop_worker(kill=True)  # it is mid-solve: its answer would be read by the next call
+        raise
     except (EOFError, BrokenPipeError, OSError):
         _stop_worker()
         raise CollsynthError("the HiGHS helper process failed (is highspy installed?)") from None
@@ -269,10 +278,14 @@ def _worker_call(kwargs: dict) -> SolveInfo:
     raise CollsynthError(value)
 
 
-def _stop_worker() -> None:
+def _stop_worker(kill: bool = False) -> None:
     global _WORKER
     w, _WORKER = _WORKER, None
     if w is not None and w.poll() is None:
+        if kill:
+            w.kill()
+            w.wait()
+            return
         try:
             if w.stdin is not None:
                 w.stdin.close()
@@ -296,6 +309,50 @@ def _solve_local(
     except ImportError as e:  # pragma: no cover - dependency declared in pyproject
         raise CollsynthError(f"teccl needs the highspy package ({e})") from None
     t0 = time.perf_counter()
+    log = bool(log) or bool((highs_options or {}).get("output_flag", False))
+    with solver_output(log):  # the log (--opt highs=output_flag:true) goes to stderr
+        return _solve_model(highspy, model, time_limit, gap, seed, start, highs_options, log, t0)
+
+
+@contextlib.contextmanager
+def solver_output(log: bool) -> Iterator[None]:
+    """Route what native code prints on file descriptor 1 to stderr (``log``) or nowhere.
+
+    highspy prints its banner when ``highspy.Highs()`` is constructed, before ``output_flag``
+    can be set, and straight to the C library's stdout; stdout must carry only the command's
+    result, so the descriptor itself is redirected while the solver runs.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    target = os.dup(2) if log else os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(target, 1)
+        yield
+    finally:
+        _flush_c_stdout()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(target)
+
+
+def _flush_c_stdout() -> None:
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # pragma: no cover - no C library to flush
+        pass
+
+
+def _solve_model(
+    highspy: Any,
+    model: Model,
+    time_limit: float,
+    gap: float,
+    seed: int,
+    start: np.ndarray | None,
+    highs_options: dict | None,
+    log: bool,
+    t0: float,
+) -> SolveInfo:
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(log))
     h.setOptionValue("threads", 1)

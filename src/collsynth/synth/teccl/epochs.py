@@ -33,6 +33,9 @@ from ...units import parse_time
 
 #: Float slack for ceil/floor of ratios that are integers up to rounding.
 _EPS = 1e-9
+#: The most epochs one chunk may take to cross a link (latency plus transmission); a shorter
+#: epoch would make every model and heuristic grow without bound.
+MAX_LINK_EPOCHS = 512
 
 
 def _ceil(x: np.ndarray | float) -> np.ndarray:
@@ -145,6 +148,13 @@ def make_grid(
         )
     cap = bw * tau / chunk_bytes
     ratio = alpha / tau
+    worst = float(np.max(ratio + 1.0 / cap)) if len(cap) else 0.0
+    if not worst <= MAX_LINK_EPOCHS:
+        raise CollsynthError(
+            f"teccl: an epoch of {tau:.4g} s is too short: a chunk of {chunk_bytes:.6g} bytes "
+            f"needs about {worst:.3g} epochs to cross a link (limit {MAX_LINK_EPOCHS}); use a "
+            "longer epoch (epoch=fast or a larger epoch_multiplier)"
+        )
     alpha_ep = np.where(ratio > alpha_threshold, _ceil(ratio), 0).astype(np.int64)
     beta_ep = np.maximum(0, _ceil(1.0 / cap) - 1).astype(np.int64)
     window = beta_ep + 1
