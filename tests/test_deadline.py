@@ -66,3 +66,11 @@ def test_each_synthesis_gives_every_call_its_own_limit():
         with pytest.raises(deadline.TimeLimitError):
             synthesize("ring", t, c)
     assert synthesize("ring", t, c, budget_s=60).num_ops > 0
+
+
+def test_nearly_out_only_under_a_limit():
+    assert not deadline.nearly_out()
+    with deadline.time_limit(0.05):
+        assert not deadline.nearly_out()
+        time.sleep(0.03)
+        assert deadline.nearly_out()

@@ -70,6 +70,12 @@ def solver_budget(requested: float) -> float:
     return max(0.01, min(requested, SOLVER_SHARE * left))
 
 
+def nearly_out(share: float = 0.5) -> bool:
+    """Whether less than ``share`` of the limit is left: optional extra work (more candidates,
+    more improvement rounds) stops then and keeps its best result so far."""
+    return remaining() < share * _LIMIT.get()
+
+
 def check(what: str) -> None:
     """Raise :class:`TimeLimitError` if the limit has passed (``what`` names the step)."""
     if remaining() <= 0:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ... import deadline
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
@@ -204,6 +205,8 @@ def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> lis
     for kk in ks:
         if kk is not None and k_opt is not None and kk >= k_opt:
             continue
+        if cands and deadline.nearly_out():  # the k scan is an extra: keep what was found
+            break
         try:
             form, meta = _trees(topology, kind, kk)
         except CollsynthError:

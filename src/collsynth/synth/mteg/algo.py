@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import deadline
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule, ScheduleBuilder
@@ -367,6 +368,7 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
     used = best_round = 0
     first_s = p.asap
     best_p = p
+    stopped = False
     for k, chain in enumerate(NEGOTIATE_PHASES):
         # each phase starts again from the first plan, with no penalties; all phases together
         # run at most ``rounds`` rounds, all but the last at most their share
@@ -376,6 +378,9 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
         cur = p.planner
         n = last_gain = 0
         while n < limit and cur.finish > floor and n - last_gain < NEGOTIATE_PATIENCE:
+            if deadline.nearly_out():  # keep the best plan so far; the rest is lowering
+                stopped = True
+                break
             if not _add_penalties(cur, g, source, into, e_src, penalty, step, chain):
                 break
             cur = _route_all(g, p.tasks, h0, p.nearest, p.trees, penalty, p.price)
@@ -393,6 +398,7 @@ def _negotiate(p: Plan, h0: int | None, rounds: int) -> None:
         "best_slots": best.finish,
         "first_asap_s": first_s,
         "best_asap_s": p.asap,
+        "stopped_by_time_limit": stopped,
     }
 
 
