@@ -31,14 +31,19 @@ def one_json(out: str):
     return doc
 
 
-def _allgather_algos() -> list[str]:
+def _algos() -> list[tuple[str, str]]:
+    """Every algorithm, with a collective it supports (AllGather where it can)."""
     from collsynth.collective import CollKind
 
-    return sorted(n for n, a in load_all().items() if CollKind.ALLGATHER in a.collectives)
+    out = []
+    for name, a in sorted(load_all().items()):
+        kind = CollKind.ALLGATHER if CollKind.ALLGATHER in a.collectives else min(a.collectives)
+        out.append((name, kind.value))
+    return out
 
 
-@pytest.mark.parametrize("algo", _allgather_algos())
-def test_synth_json_is_one_document_for_every_algorithm(capfd, tmp_path, algo):
+@pytest.mark.parametrize("algo,collective", _algos())
+def test_synth_json_is_one_document_for_every_algorithm(capfd, tmp_path, algo, collective):
     out_path = tmp_path / "s.json"
     rc, out, err = run_fd(
         capfd,
@@ -46,7 +51,7 @@ def test_synth_json_is_one_document_for_every_algorithm(capfd, tmp_path, algo):
         "-t",
         TOPO_FOR.get(algo, "dgx1"),
         "-c",
-        "allgather",
+        collective,
         "--algo",
         algo,
         "-o",
@@ -80,6 +85,21 @@ def test_compare_and_tune_json_with_a_solver(capfd, tmp_path):
 @pytest.mark.parametrize(
     "argv",
     [
+        ("verify", "{S}", "--json"),
+        ("simulate", "{S}", "-s", "1MB", "--json"),
+        ("export", "msccl", "{S}", "-o", "{tmp}/s.xml", "--json"),
+        ("topo", "export", "-t", "dgx1", "-o", "{tmp}/t.yaml", "--json"),
+        (
+            "wan",
+            "replan",
+            "-t",
+            "wan:dcs=2,gpus=2",
+            "--stats",
+            "{ST}",
+            "-o",
+            "{tmp}/w.json",
+            "--json",
+        ),
         ("topo", "show", "-t", "dgx1", "--json"),
         ("list", "--json"),
         ("bound", "-t", "dgx1", "-c", "allreduce", "-s", "1MB", "--json"),
@@ -87,7 +107,12 @@ def test_compare_and_tune_json_with_a_solver(capfd, tmp_path):
     ],
 )
 def test_other_result_commands_print_one_json_document(capfd, tmp_path, argv):
-    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    s, st = tmp_path / "in.json", tmp_path / "stats.json"
+    assert main(["synth", "-t", "dgx1", "-c", "allgather", "--algo", "teccl", "-o", str(s)]) == 0
+    assert main(["wan", "stats", "-t", "wan:dcs=2,gpus=2", "-o", str(st)]) == 0
+    capfd.readouterr()
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{S}", str(s)) for a in argv]
+    argv = [a.replace("{ST}", str(st)) for a in argv]
     rc, out, err = run_fd(capfd, *argv)
     assert rc == 0, err
     one_json(out)
