@@ -31,6 +31,7 @@ violation in one line naming the operation (``VerificationError.check`` names th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -408,9 +409,39 @@ class _Verifier:
 
     # ------------------------------------------------------------------ timing
     def check_timing(self) -> float | None:
+        """Timed schedules: start times valid, durations no shorter than the transfers, every
+        operation starting after its dependencies finish, no link over capacity. The planned
+        finish (None when no operation has a start time)."""
         s, t, n = self.s, self.t, self.n_ops
         start = s.start
         assert start is not None  # run() checks timing only for schedules with start times
+        if not self._check_start_times(start):
+            return None
+        assert s.size is not None  # _check_start_times refuses a timed schedule without one
+        lengths = np.diff(s.route_ptr)
+        owner = np.repeat(np.arange(n), lengths)
+        links = s.route_links
+        bw = t.link_bw[links]
+        alpha = t.link_alpha[links]
+        nbytes = s.op_bytes(s.size)
+        bottleneck = np.minimum.reduceat(bw, s.route_ptr[:-1]) if n else np.zeros(0)
+        dur = self._planned_durations(nbytes / bottleneck)
+        # alpha before each hop (cut-through: hop i starts after the alphas of hops < i)
+        cum_alpha = np.cumsum(alpha)
+        route_start_cum = np.concatenate(([0.0], cum_alpha))[s.route_ptr[:-1]]
+        before = cum_alpha - alpha - route_start_cum[owner]
+        total_alpha = np.add.reduceat(alpha, s.route_ptr[:-1]) if n else np.zeros(0)
+        finish = start + total_alpha + dur
+        scale = max(1e-12, float(finish.max()) if n else 0.0)
+        self._check_causality(start, finish, scale)
+        self._check_capacity(start[owner] + before, dur[owner], nbytes[owner], owner, scale)
+        self.checks.extend(["causality", "capacity"])
+        return float(finish.max()) if n else 0.0
+
+    def _check_start_times(self, start: np.ndarray) -> bool:
+        """Every operation has a start time, or none has (then False: the schedule is not
+        timed); a timed schedule has a positive data size and non-negative finite starts."""
+        s, n = self.s, self.n_ops
         missing = np.flatnonzero(np.isnan(start))
         if len(missing) and len(missing) < n:
             op = int(missing[0])
@@ -418,7 +449,7 @@ class _Verifier:
                 "structure", f"{s.describe_op(op)} has no start time while other operations do", op
             )
         if len(missing) == n:
-            return None
+            return False
         if s.size is None or not math.isfinite(s.size) or s.size <= 0:
             _fail("structure", "timed schedule has no positive data size")
         if not np.all(np.isfinite(start)) or np.any(start < 0):
@@ -429,53 +460,60 @@ class _Verifier:
                 f"non-negative number",
                 op,
             )
-        lengths = np.diff(s.route_ptr)
-        owner = np.repeat(np.arange(n), lengths)
+        return True
+
+    def _planned_durations(self, natural: np.ndarray) -> np.ndarray:
+        """Each operation's planned duration: the schedule's (where given), which must not be
+        shorter than its transfer time ``natural`` at the route's bottleneck bandwidth."""
+        s = self.s
+        if s.duration is None:
+            return natural
+        dur = np.where(np.isnan(s.duration), natural, s.duration)
+        bad = np.flatnonzero(~np.isfinite(dur) | (dur < natural * (1 - CAP_TOL)))
+        if len(bad):
+            op = int(bad[0])
+            _fail(
+                "capacity",
+                f"{s.describe_op(op)}: planned duration {dur[op]:.6g}s is "
+                f"shorter than its transfer time {natural[op]:.6g}s",
+                op,
+            )
+        return dur
+
+    def _check_causality(self, start: np.ndarray, finish: np.ndarray, scale: float) -> None:
+        """No operation starts before an operation it depends on finishes (within tolerance
+        relative to ``scale``, the planned finish)."""
+        s, n = self.s, self.n_ops
+        if not len(s.dep_ids):
+            return
+        dep_owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
+        late = finish[s.dep_ids] - start[dep_owner]
+        bad = np.flatnonzero(late > TIME_TOL * scale + 1e-15)
+        if len(bad):
+            e = int(bad[0])
+            op, dep = int(dep_owner[e]), int(s.dep_ids[e])
+            _fail(
+                "causality",
+                f"{s.describe_op(op)} starts at {start[op]:.9g}s before op "
+                f"{dep} it depends on finishes at {finish[dep]:.9g}s",
+                op,
+            )
+
+    def _check_capacity(
+        self,
+        t0: np.ndarray,
+        dur: np.ndarray,
+        nbytes: np.ndarray,
+        owner: np.ndarray,
+        scale: float,
+    ) -> None:
+        """Sweep the fluid rates on every link: per hop, its start ``t0``, its operation's
+        duration and bytes, and the operation ``owner``; at no instant may the hops on a link
+        need more than its bandwidth (time tolerance relative to ``scale``)."""
+        s, t = self.s, self.t
         links = s.route_links
-        bw = t.link_bw[links]
-        alpha = t.link_alpha[links]
-        nbytes = s.op_bytes(s.size)
-        bottleneck = np.minimum.reduceat(bw, s.route_ptr[:-1]) if n else np.zeros(0)
-        natural = nbytes / bottleneck
-        if s.duration is not None:
-            dur = np.where(np.isnan(s.duration), natural, s.duration)
-            bad = np.flatnonzero(~np.isfinite(dur) | (dur < natural * (1 - CAP_TOL)))
-            if len(bad):
-                op = int(bad[0])
-                _fail(
-                    "capacity",
-                    f"{s.describe_op(op)}: planned duration {dur[op]:.6g}s is "
-                    f"shorter than its transfer time {natural[op]:.6g}s",
-                    op,
-                )
-        else:
-            dur = natural
-        # alpha before each hop (cut-through: hop i starts after the alphas of hops < i)
-        cum_alpha = np.cumsum(alpha)
-        route_start_cum = np.concatenate(([0.0], cum_alpha))[s.route_ptr[:-1]]
-        before = cum_alpha - alpha - route_start_cum[owner]
-        total_alpha = np.add.reduceat(alpha, s.route_ptr[:-1]) if n else np.zeros(0)
-        finish = start + total_alpha + dur
-        scale = max(1e-12, float(finish.max()) if n else 0.0)
-        if len(s.dep_ids):
-            dep_owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
-            late = finish[s.dep_ids] - start[dep_owner]
-            bad = np.flatnonzero(late > TIME_TOL * scale + 1e-15)
-            if len(bad):
-                e = int(bad[0])
-                op, dep = int(dep_owner[e]), int(s.dep_ids[e])
-                _fail(
-                    "causality",
-                    f"{s.describe_op(op)} starts at {start[op]:.9g}s before op "
-                    f"{dep} it depends on finishes at {finish[dep]:.9g}s",
-                    op,
-                )
-        # capacity: sweep the fluid rates on every link
-        t0 = start[owner] + before
-        t1 = t0 + dur[owner]
-        rate = np.where(
-            dur[owner] > 0, nbytes[owner] / np.where(dur[owner] > 0, dur[owner], 1), 0.0
-        )
+        t1 = t0 + dur
+        rate = np.where(dur > 0, nbytes / np.where(dur > 0, dur, 1), 0.0)
         m = len(links)
         ev_link = np.concatenate((links, links))
         ev_time = np.concatenate((t0, t1))
@@ -508,8 +546,6 @@ class _Verifier:
                 f"{cap[i]:.6g} B/s",
                 op,
             )
-        self.checks.extend(["causality", "capacity"])
-        return float(finish.max()) if n else 0.0
 
     # ------------------------------------------------------------------ unmoved chunks
     def check_chunks_moved(self) -> None:
@@ -696,24 +732,26 @@ class _Verifier:
 
     # ------------------------------------------------------------------ execution: reductions
     def execute_reducing(self) -> int:
-        s, c, t = self.s, self.c, self.t
-        nseg = self.nseg_total
-        value: dict[int, int] = {}
-        writes: dict[int, list[int]] = {}
-        reads: dict[int, list[int]] = {}
-        copy_op = (s.kind == OpKind.COPY).tolist()
-        srcs, dsts = s.src.tolist(), s.dst.tolist()
-        seg_lo, seg_hi = self.op_seg_lo.tolist(), self.op_seg_hi.tolist()
+        """Reducing collectives: execute the operations in dependency order on the per-(rank,
+        segment) buffers, each holding the bit mask of the ranks whose contributions it
+        combines; reads and writes of a buffer must be ordered by the dependencies, and no
+        contribution may be combined twice. Then every rank must end with the full reduction.
+        The number of copies that deliver a value the receiver already holds."""
+        s = self.s
         anc = _Ancestry(s, self.order, self.pos)
         self._anc = anc
         posl, depthl = anc.pos.tolist(), anc.depth.tolist()
         ptrl, idsl = anc.ptr.tolist(), anc.ids.tolist()
         walk = anc.query
+        bufs = _Buffers(
+            (s.kind == OpKind.COPY).tolist(),
+            s.src.tolist(),
+            s.dst.tolist(),
+            self.op_seg_lo.tolist(),
+            self.op_seg_hi.tolist(),
+        )
         redundant = 0
         for op in self.order.tolist():
-            src = srcs[op]
-            dst = dsts[op]
-            is_copy = copy_op[op]
             direct = set(idsl[ptrl[op] : ptrl[op + 1]])
             p_op, d_op = posl[op], depthl[op]
 
@@ -725,69 +763,90 @@ class _Verifier:
                     return False
                 return walk(a, op)
 
-            for seg in range(seg_lo[op], seg_hi[op]):
-                rk = src * nseg + seg
-                for w in writes.get(rk, ()):
-                    if not is_ancestor(w, op):
-                        _fail(
-                            "race",
-                            f"{s.describe_op(op)} reads the data at "
-                            f"{t.rank_name(src)} while op {w} may still be writing it "
-                            f"(no dependency orders them)",
-                            op,
-                        )
-                v = value.get(rk, 1 << src)
-                reads.setdefault(rk, []).append(op)
-                wk = dst * nseg + seg
-                for r in reads.get(wk, ()):
-                    if not is_ancestor(r, op):
-                        _fail(
-                            "race",
-                            f"{s.describe_op(op)} writes the data at "
-                            f"{t.rank_name(dst)} while op {r} may still be reading it "
-                            f"(no dependency orders them)",
-                            op,
-                        )
-                prev = writes.get(wk, [])
-                keep = []
-                for w in prev:
-                    if is_ancestor(w, op):
-                        # a later reduce unordered with this one must still be ordered with
-                        # an overwriting copy before it: keep such copies
-                        if not is_copy and copy_op[w]:
-                            keep.append(w)
-                        continue
-                    if is_copy or copy_op[w]:
-                        _fail(
-                            "race",
-                            f"{s.describe_op(op)} and op {w} both write the data at "
-                            f"{t.rank_name(dst)} with no dependency between them "
-                            f"and one of them overwrites it",
-                            op,
-                        )
-                    keep.append(w)
-                cur = value.get(wk, 1 << dst)
-                if is_copy:
-                    if v == cur:
-                        redundant += 1
-                    value[wk] = v
-                else:
-                    dup = v & cur
-                    if dup:
-                        ranks = _bits(dup)
-                        _fail(
-                            "duplicate-contribution",
-                            f"{s.describe_op(op)} combines the contribution of rank(s) "
-                            f"{_fmt_ranks(ranks)} into {t.rank_name(dst)}, which already "
-                            f"has it",
-                            op,
-                        )
-                    value[wk] = v | cur
-                keep.append(op)
-                writes[wk] = keep
-                if is_copy:  # later writes must follow this copy, hence these reads
-                    reads[wk] = []
+            redundant += self._reduce_op(op, bufs, is_ancestor)
         self.checks.extend(["data-not-held", "race", "duplicate-contribution"])
+        self._check_reduced(bufs.value)
+        self.checks.append("postcondition")
+        return redundant
+
+    def _reduce_op(self, op: int, bufs: _Buffers, is_ancestor: Callable[[int, int], bool]) -> int:
+        """Execute one operation on every segment it moves: it reads the sender's buffer after
+        every write to it, and writes the receiver's buffer after every read of it and (when
+        either overwrites) after every other write; a copy overwrites the buffer, a reduce
+        combines into it (refusing a contribution already there). The number of copies that
+        deliver what the receiver already holds."""
+        s, t, nseg = self.s, self.t, self.nseg_total
+        value, writes, reads, copy_op = bufs.value, bufs.writes, bufs.reads, bufs.copy_op
+        src, dst, is_copy = bufs.srcs[op], bufs.dsts[op], copy_op[op]
+        redundant = 0
+        for seg in range(bufs.seg_lo[op], bufs.seg_hi[op]):
+            rk = src * nseg + seg
+            for w in writes.get(rk, ()):
+                if not is_ancestor(w, op):
+                    _fail(
+                        "race",
+                        f"{s.describe_op(op)} reads the data at "
+                        f"{t.rank_name(src)} while op {w} may still be writing it "
+                        f"(no dependency orders them)",
+                        op,
+                    )
+            v = value.get(rk, 1 << src)
+            reads.setdefault(rk, []).append(op)
+            wk = dst * nseg + seg
+            for r in reads.get(wk, ()):
+                if not is_ancestor(r, op):
+                    _fail(
+                        "race",
+                        f"{s.describe_op(op)} writes the data at "
+                        f"{t.rank_name(dst)} while op {r} may still be reading it "
+                        f"(no dependency orders them)",
+                        op,
+                    )
+            prev = writes.get(wk, [])
+            keep = []
+            for w in prev:
+                if is_ancestor(w, op):
+                    # a later reduce unordered with this one must still be ordered with
+                    # an overwriting copy before it: keep such copies
+                    if not is_copy and copy_op[w]:
+                        keep.append(w)
+                    continue
+                if is_copy or copy_op[w]:
+                    _fail(
+                        "race",
+                        f"{s.describe_op(op)} and op {w} both write the data at "
+                        f"{t.rank_name(dst)} with no dependency between them "
+                        f"and one of them overwrites it",
+                        op,
+                    )
+                keep.append(w)
+            cur = value.get(wk, 1 << dst)
+            if is_copy:
+                if v == cur:
+                    redundant += 1
+                value[wk] = v
+            else:
+                dup = v & cur
+                if dup:
+                    ranks = _bits(dup)
+                    _fail(
+                        "duplicate-contribution",
+                        f"{s.describe_op(op)} combines the contribution of rank(s) "
+                        f"{_fmt_ranks(ranks)} into {t.rank_name(dst)}, which already "
+                        f"has it",
+                        op,
+                    )
+                value[wk] = v | cur
+            keep.append(op)
+            writes[wk] = keep
+            if is_copy:  # later writes must follow this copy, hence these reads
+                reads[wk] = []
+        return redundant
+
+    def _check_reduced(self, value: dict[int, int]) -> None:
+        """Postcondition of a reduction: every rank ends with every contribution in each
+        segment of the chunks it must hold (``value``: the contributions per buffer)."""
+        c, t, nseg = self.c, self.t, self.nseg_total
         full = c.full_mask
         post_r, post_c = c.postcondition()
         for r, ch in zip(post_r.tolist(), post_c.tolist()):
@@ -802,8 +861,24 @@ class _Verifier:
                         f"missing the contribution of rank(s) {_fmt_ranks(missing)} "
                         f"({c.describe()})",
                     )
-        self.checks.append("postcondition")
-        return redundant
+
+
+@dataclass(slots=True)
+class _Buffers:
+    """The state of a reduction's symbolic execution, keyed ``rank * segments + segment``:
+    the contributions each buffer holds (a bit mask of ranks; absent: the rank's own), the
+    operations whose writes and reads of it are not yet known to be ordered before later ones;
+    and per operation (as lists, for speed): whether it is a copy, its sender and receiver and
+    its segment range."""
+
+    copy_op: list[bool]
+    srcs: list[int]
+    dsts: list[int]
+    seg_lo: list[int]
+    seg_hi: list[int]
+    value: dict[int, int] = field(default_factory=dict)
+    writes: dict[int, list[int]] = field(default_factory=dict)
+    reads: dict[int, list[int]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- helpers

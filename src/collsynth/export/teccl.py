@@ -41,13 +41,20 @@ from typing import Any
 
 import numpy as np
 
+from ..atomic import write_text_atomic
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import Schedule
 from ..topology.model import Topology
 from ..topology.teccl import teccl_instance, topology_from_teccl
 
-__all__ = ["TecclInput", "read_teccl_input", "teccl_output", "write_teccl_output"]
+__all__ = [
+    "TecclInput",
+    "read_teccl_input",
+    "teccl_output",
+    "teccl_output_text",
+    "write_teccl_output",
+]
 
 
 @dataclass
@@ -225,42 +232,32 @@ def _hop_epochs(schedule: Schedule, delays: np.ndarray, op: int) -> list[int]:
     return out
 
 
-def teccl_output(schedule: Schedule) -> dict:
-    """TE-CCL-style output keys for a ``teccl`` schedule."""
-    from ..synth.teccl.epochs import make_grid  # the epoch grid the schedule was solved on
-
-    m = schedule.meta.get("teccl")
-    size = schedule.size
-    if not isinstance(m, dict) or schedule.step is None or size is None:
-        raise CollsynthError("--teccl-output needs a schedule made by --algo teccl")
-    t = schedule.topology
-    coll = schedule.collective
-    tau = float(m["tau_s"])
-    grid = make_grid(t, coll.chunk_bytes(size), tau, 1.0, float(m.get("alpha_threshold", 0.1)), 0.0)
-    lp = m.get("mode") == "lp"
-    delays = grid.lp_delay if lp else grid.delay
-    finish = float(m["estimate_s"])
+def _chunk_label(coll: Collective, node: np.ndarray, c: int) -> tuple[int, int]:
+    """TE-CCL's name of chunk ``c``: (source node, TE-CCL chunk number)."""
     n = coll.num_ranks
     C = coll.chunks_per_rank
+    s = int(coll.chunk_source[c])
+    if coll.kind is CollKind.ALLTOALL:
+        d = (c // C) % n
+        return int(node[s]), d + (c % C) * n
+    if coll.kind in (CollKind.ALLGATHER, CollKind.GATHER):
+        return int(node[s]), c % C
+    return int(node[s]), c
+
+
+def _flows(schedule: Schedule, delays: np.ndarray, lp: bool) -> tuple[list[str], list[list[str]]]:
+    """``7-Flows``: one line per operation, ordered by its first epoch then operation id; and
+    per operation, the text of each of its hops (link and epoch), for ``8-Chunk paths``."""
+    t = schedule.topology
+    coll = schedule.collective
     node = t.compute_nodes
-
-    def chunk_label(c: int) -> tuple[int, int]:
-        """(source node, TE-CCL chunk number)."""
-        s = int(coll.chunk_source[c])
-        if coll.kind is CollKind.ALLTOALL:
-            d = (c // C) % n
-            return int(node[s]), d + (c % C) * n
-        if coll.kind in (CollKind.ALLGATHER, CollKind.GATHER):
-            return int(node[s]), c % C
-        return int(node[s]), c
-
     frac = schedule.op_fraction()
     flows = []
     hop_text: list[list[str]] = []
     for op in range(schedule.num_ops):
         ks = _hop_epochs(schedule, delays, op)
         route = schedule.route(op).tolist()
-        s_node, cnum = chunk_label(int(schedule.chunk[op]))
+        s_node, cnum = _chunk_label(coll, node, int(schedule.chunk[op]))
         u, v = int(node[schedule.src[op]]), int(node[schedule.dst[op]])
         via = [int(t.link_dst[l]) for l in route[:-1]]
         vol = f" with volume {frac[op]:.6g}" if lp else ""
@@ -275,23 +272,18 @@ def teccl_output(schedule: Schedule) -> dict:
             ]
         )
     flows.sort()
+    return [x[2] for x in flows], hop_text
+
+
+def _chunk_paths(
+    schedule: Schedule, delays: np.ndarray, lp: bool, tau: float, hop_text: list[list[str]]
+) -> tuple[dict[str, Any], dict[str, dict[str, dict[str, float]]]]:
+    """``8-Chunk paths`` and ``6-Demand_Met``: for each operation delivering a chunk to one of
+    its destinations, the hops of the chain of operations that brought it there (following
+    each operation's first dependency back), and (not for LP) the time the demand is met."""
+    coll = schedule.collective
+    node = schedule.topology.compute_nodes
     dep_of = [schedule.deps(op).tolist() for op in range(schedule.num_ops)]
-    out: dict[str, Any] = {
-        "1-Epoch_Duration": tau,
-        "2-Expected_Epoch_Duration": float(m["expected_tau_s"]),
-        "3-Epochs_Required": int(m["epochs_required"]),
-        "4-Collective_Finish_Time": finish,
-        "5-Algo_Bandwidth": (size / finish / 1e9) if finish > 0 else 0.0,
-        "7-Flows": [x[2] for x in flows],
-        "Solver_Time": float(m["solver_time_s"]),
-        "collsynth": {
-            "status": m["status"],
-            "gap": m["gap"],
-            "plan_s": m["plan_s"],
-            "epochs_required": m["epochs_required"],
-            "mode": m.get("mode"),
-        },
-    }
     paths: dict[str, Any] = {}
     demand: dict[str, dict[str, dict[str, float]]] = {}
     for op in range(schedule.num_ops):
@@ -299,7 +291,7 @@ def teccl_output(schedule: Schedule) -> dict:
         d_rank = int(schedule.dst[op])
         if d_rank not in coll.destinations(c):
             continue
-        s_node, cnum = chunk_label(c)
+        s_node, cnum = _chunk_label(coll, node, c)
         chain = []
         x = op
         while True:
@@ -322,6 +314,42 @@ def teccl_output(schedule: Schedule) -> dict:
             demand.setdefault(f"GPU {d_node}", {}).setdefault(f"GPU {s_node}", {})[
                 f"Chunk {cnum}"
             ] = tau * arrive
+    return paths, demand
+
+
+def teccl_output(schedule: Schedule) -> dict:
+    """TE-CCL-style output keys for a ``teccl`` schedule."""
+    from ..synth.teccl.epochs import make_grid  # the epoch grid the schedule was solved on
+
+    m = schedule.meta.get("teccl")
+    size = schedule.size
+    if not isinstance(m, dict) or schedule.step is None or size is None:
+        raise CollsynthError("--teccl-output needs a schedule made by --algo teccl")
+    t = schedule.topology
+    coll = schedule.collective
+    tau = float(m["tau_s"])
+    grid = make_grid(t, coll.chunk_bytes(size), tau, 1.0, float(m.get("alpha_threshold", 0.1)), 0.0)
+    lp = m.get("mode") == "lp"
+    delays = grid.lp_delay if lp else grid.delay
+    finish = float(m["estimate_s"])
+    flows, hop_text = _flows(schedule, delays, lp)
+    out: dict[str, Any] = {
+        "1-Epoch_Duration": tau,
+        "2-Expected_Epoch_Duration": float(m["expected_tau_s"]),
+        "3-Epochs_Required": int(m["epochs_required"]),
+        "4-Collective_Finish_Time": finish,
+        "5-Algo_Bandwidth": (size / finish / 1e9) if finish > 0 else 0.0,
+        "7-Flows": flows,
+        "Solver_Time": schedule.meta.get("timing", {}).get("teccl.solver_wall_s"),
+        "collsynth": {
+            "status": m["status"],
+            "gap": m["gap"],
+            "plan_s": m["plan_s"],
+            "epochs_required": m["epochs_required"],
+            "mode": m.get("mode"),
+        },
+    }
+    paths, demand = _chunk_paths(schedule, delays, lp, tau, hop_text)
     if not lp:
         out["6-Demand_Met"] = demand
     out["8-Chunk paths"] = paths
@@ -329,11 +357,11 @@ def teccl_output(schedule: Schedule) -> dict:
 
 
 def write_teccl_output(schedule: Schedule, path: str) -> None:
-    """Write :func:`teccl_output` of ``schedule`` to ``path`` as JSON (sorted keys, indent 2)."""
-    data = teccl_output(schedule)
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-    except OSError as e:
-        raise CollsynthError(f"cannot write {path}: {e.strerror or e}") from None
+    """Write :func:`teccl_output` of ``schedule`` to ``path`` as JSON (sorted keys, indent 2),
+    atomically."""
+    write_text_atomic(path, teccl_output_text(schedule))
+
+
+def teccl_output_text(schedule: Schedule) -> str:
+    """The file text of :func:`teccl_output` (sorted keys, indent 2)."""
+    return json.dumps(teccl_output(schedule), indent=2, sort_keys=True) + "\n"

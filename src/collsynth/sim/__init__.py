@@ -62,8 +62,8 @@ class SimResult:
         return {
             "size_bytes": self.size,
             "time_s": self.time_s,
-            "algbw_GBps": self.algbw / 1e9,
-            "busbw_GBps": self.busbw / 1e9,
+            "algbw_Bps": self.algbw,
+            "busbw_Bps": self.busbw,
             "per_rank_time_s": self.per_rank_time_s.tolist(),
             "ops": self.schedule.num_ops,
             "hops": self.hops,
@@ -133,6 +133,67 @@ def _order_arrays(
     return pos, ptr, hops, prio, used
 
 
+def _check_args(size: float, order: str, reduce_bw: float | None) -> None:
+    """Refuse an unknown order policy, a size that is not a positive number of bytes and a
+    reduction bandwidth that is not positive (in that order)."""
+    if order not in ORDER_POLICIES:
+        raise CollsynthError(f"order policy {order!r} is not one of {', '.join(ORDER_POLICIES)}")
+    if not (isinstance(size, (int, float)) and np.isfinite(size) and size > 0):
+        raise CollsynthError(f"size {size!r} must be a positive number of bytes")
+    if reduce_bw is not None and not (np.isfinite(reduce_bw) and reduce_bw > 0):
+        raise CollsynthError(f"reduction bandwidth {reduce_bw!r} must be positive")
+
+
+def _hop_arrays(
+    s: Schedule, size: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One entry per hop (an operation's use of one link), in route order: (link, operation,
+    transmission time, alpha, alpha from the hop to the end of its route inclusive), and the
+    bytes of each operation."""
+    t = s.topology
+    lengths = np.diff(s.route_ptr)
+    hop_link = s.route_links.astype(np.int64)
+    hop_op = np.repeat(np.arange(s.num_ops, dtype=np.int64), lengths)
+    nbytes = s.op_bytes(size)
+    hop_tx = nbytes[hop_op] / t.link_bw[hop_link]
+    hop_alpha = t.link_alpha[hop_link]
+    # alpha from this hop to the end of its route (inclusive)
+    csum = np.cumsum(hop_alpha[::-1])[::-1] if len(hop_alpha) else hop_alpha
+    route_end = s.route_ptr[1:]
+    after_route = np.concatenate((csum, [0.0]))[route_end]  # sum of alphas after the route
+    hop_alpha_tail = csum - np.repeat(after_route, lengths)
+    return hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes
+
+
+def _op_delays(
+    s: Schedule, nbytes: np.ndarray, reduce_bw: float | None, release: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per operation: the reduction time added after arrival (``bytes / reduce_bw`` for reduce
+    operations) and the earliest start (the planned start with ``release``, else 0)."""
+    n_ops = s.num_ops
+    extra = np.zeros(n_ops)
+    if reduce_bw is not None:
+        extra = np.where(s.kind == OpKind.REDUCE, nbytes / reduce_bw, 0.0)
+    release_t = np.zeros(n_ops)
+    if release and s.start is not None:
+        release_t = np.where(np.isnan(s.start), 0.0, s.start)
+    return extra, release_t
+
+
+def _successors(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The dependency graph reversed: (successor pointers, successor ids, in-degree) per op;
+    the successors of ``op`` are ``succ_ids[succ_ptr[op]:succ_ptr[op + 1]]``."""
+    n_ops = s.num_ops
+    dep_owner = np.repeat(np.arange(n_ops, dtype=np.int64), np.diff(s.dep_ptr))
+    by_dep = np.argsort(s.dep_ids, kind="stable")
+    succ_ids = dep_owner[by_dep]
+    succ_ptr = np.zeros(n_ops + 1, dtype=np.int64)
+    if len(s.dep_ids):
+        succ_ptr[1:] = np.cumsum(np.bincount(s.dep_ids, minlength=n_ops))
+    indeg = np.diff(s.dep_ptr).astype(np.int64)
+    return succ_ptr, succ_ids, indeg
+
+
 def simulate(
     schedule: Schedule,
     size: float,
@@ -151,44 +212,17 @@ def simulate(
     served. ``release`` holds each operation until its planned start.
     ``reduce_bw`` (bytes/s) adds ``bytes / reduce_bw`` to every reduce operation.
     """
-    if order not in ORDER_POLICIES:
-        raise CollsynthError(f"order policy {order!r} is not one of {', '.join(ORDER_POLICIES)}")
-    if not (isinstance(size, (int, float)) and np.isfinite(size) and size > 0):
-        raise CollsynthError(f"size {size!r} must be a positive number of bytes")
-    if reduce_bw is not None and not (np.isfinite(reduce_bw) and reduce_bw > 0):
-        raise CollsynthError(f"reduction bandwidth {reduce_bw!r} must be positive")
+    _check_args(size, order, reduce_bw)
     wall0 = _time.perf_counter()
     s = schedule
     t = s.topology
     n_ops = s.num_ops
     n_links = len(t.links)
-    lengths = np.diff(s.route_ptr)
-    hop_link = s.route_links.astype(np.int64)
-    hop_op = np.repeat(np.arange(n_ops, dtype=np.int64), lengths)
-    nbytes = s.op_bytes(size)
-    hop_tx = nbytes[hop_op] / t.link_bw[hop_link]
-    hop_alpha = t.link_alpha[hop_link]
-    # alpha from this hop to the end of its route (inclusive)
-    csum = np.cumsum(hop_alpha[::-1])[::-1] if len(hop_alpha) else hop_alpha
-    route_end = s.route_ptr[1:]
-    after_route = np.concatenate((csum, [0.0]))[route_end]  # sum of alphas after the route
-    hop_alpha_tail = csum - np.repeat(after_route, lengths)
+    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes = _hop_arrays(s, size)
     op_first = s.route_ptr[:-1].astype(np.int64)
     op_last = (s.route_ptr[1:] - 1).astype(np.int64)
-    extra = np.zeros(n_ops)
-    if reduce_bw is not None:
-        extra = np.where(s.kind == OpKind.REDUCE, nbytes / reduce_bw, 0.0)
-    release_t = np.zeros(n_ops)
-    if release and s.start is not None:
-        release_t = np.where(np.isnan(s.start), 0.0, s.start)
-    # successors of each op
-    dep_owner = np.repeat(np.arange(n_ops, dtype=np.int64), np.diff(s.dep_ptr))
-    by_dep = np.argsort(s.dep_ids, kind="stable")
-    succ_ids = dep_owner[by_dep]
-    succ_ptr = np.zeros(n_ops + 1, dtype=np.int64)
-    if len(s.dep_ids):
-        succ_ptr[1:] = np.cumsum(np.bincount(s.dep_ids, minlength=n_ops))
-    indeg = np.diff(s.dep_ptr).astype(np.int64)
+    extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
+    succ_ptr, succ_ids, indeg = _successors(s)
     pos, optr, ohops, prio, used = _order_arrays(
         s, "fcfs" if order == "fcfs" else "plan", hop_link, hop_op, n_links
     )

@@ -14,6 +14,9 @@ Events, in a global heap ordered by (time, priority, id):
   earliest request (first ready, first served), then lowest hop id. Links never idle while a
   servable hop waits (work-conserving).
 
+A request has id = hop and its operation's priority; a link-free event has id = n_hops + link
+and priority +inf, so at equal times every request is queued before the link picks the next hop.
+
 A hop transmits for ``bytes / bw``; the route's next hop is requested ``alpha`` after the start
 (cut-through at switches and routers). After its last hop an operation is complete when every
 hop has finished transmitting and the data has propagated: ``max_i(end_i + sum_{j>=i}
@@ -111,23 +114,12 @@ def _next_in_order(link, pos, link_order_ptr, link_order_hops):
     return -1
 
 
-def _release(
-    op,
-    finish,
-    succ_ptr,
-    succ_ids,
-    op_ready,
-    remaining,
-    op_first_hop,
-    hop_req,
-    op_prio,
-    et,
-    ep,
-    eid,
-    esize,
-):
+def _release(op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize):
     """An operation finished: its successors' readiness; request the first hop of each
-    successor whose dependencies are all done. The new event-heap size."""
+    successor whose dependencies are all done. ``succ``: (successor pointers, successor ids);
+    ``heap``: the event heap's key arrays (time, priority, id). The new event-heap size."""
+    succ_ptr, succ_ids = succ
+    et, ep, eid = heap
     for k in range(succ_ptr[op], succ_ptr[op + 1]):
         s = succ_ids[k]
         if finish > op_ready[s]:
@@ -154,6 +146,50 @@ def _initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio,
             hop_req[h0] = op_ready[op]
             esize = _push(et, ep, eid, 0, esize, op_ready[op], op_prio[op], h0)
     return et, ep, eid, esize
+
+
+def _link_state(n_links):
+    """Per-link state: busy time, whether a link-free event is pending, when the link is free,
+    and the position in its planned order of the next hop it may serve."""
+    busy = np.zeros(n_links)
+    free_pending = np.zeros(n_links, dtype=np.bool_)
+    return busy, free_pending, np.zeros(n_links), np.zeros(n_links, dtype=np.int64)
+
+
+def _hop_state(n_hops):
+    """Per-hop state: start and end of its transmission (NaN until served), the time it is
+    requested, and whether it is parked until its turn in its link's planned order."""
+    start = np.full(n_hops, np.nan)
+    end = np.full(n_hops, np.nan)
+    return start, end, np.zeros(n_hops), np.zeros(n_hops, dtype=np.bool_)
+
+
+def _op_state(op_release, indeg):
+    """Per-operation state: when it is ready (its release time until its dependencies finish),
+    its finish (NaN until done), its arrival so far, and its dependencies not yet done."""
+    n_ops = op_release.shape[0]
+    return op_release.copy(), np.full(n_ops, np.nan), np.zeros(n_ops), indeg.copy()
+
+
+def _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked):
+    """The hop at ``pos`` of the link's planned order was served: the next position may be
+    served now; the hop there if it was parked waiting for its turn (no longer parked), or -1."""
+    next_pos[link] = pos + 1
+    nh = _next_in_order(link, pos, link_order_ptr, link_order_hops)
+    if nh >= 0 and parked[nh]:
+        parked[nh] = False
+        return nh
+    return -1
+
+
+def _link_queues(hop_link, n_links, reserve):
+    """Per-link waiting queues: heap segments sized by the number of hops on each link (none
+    with ``reserve``). Returns (segment starts, sizes, and the priority, request-time and hop
+    key arrays)."""
+    qbase = _queue_bases(hop_link, n_links, reserve)
+    qcap = hop_link.shape[0] + 1 if not reserve else 1
+    qsize = np.zeros(n_links, dtype=np.int64)
+    return qbase, qsize, np.zeros(qcap), np.zeros(qcap), np.zeros(qcap, dtype=np.int64)
 
 
 def run_events(
@@ -183,38 +219,19 @@ def run_events(
     each operation. ``hop_order_pos[h]``: the hop's position in its link's explicit planned
     order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
     (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
-    which is exactly first-ready-first-served, without queues or link-free events.
-
-    Global events are keyed (time, priority, id): a request has id = hop and its operation's
-    priority; a link-free event has id = n_hops + link and priority +inf, so at equal times
-    every request is queued before the link picks the next hop.
+    which is exactly first-ready-first-served, without queues or link-free events. The event
+    keys are in the module's docstring.
     """
-    n_ops = op_first_hop.shape[0]
     n_hops = hop_link.shape[0]
-    inf = np.inf
-    busy = np.zeros(n_links)
-    free_pending = np.zeros(n_links, dtype=np.bool_)
-    link_free_at = np.zeros(n_links)
-    next_pos = np.zeros(n_links, dtype=np.int64)
-    hop_start = np.full(n_hops, np.nan)
-    hop_end = np.full(n_hops, np.nan)
-    hop_req = np.zeros(n_hops)
-    parked = np.zeros(n_hops, dtype=np.bool_)
-    op_ready = op_release.copy()
-    op_finish = np.full(n_ops, np.nan)
-    op_acc = np.zeros(n_ops)
-    remaining = indeg.copy()
-    # per-link waiting queues: heap segments sized by the number of hops on each link
-    qbase = _queue_bases(hop_link, n_links, reserve)
-    qsize = np.zeros(n_links, dtype=np.int64)
-    qcap = n_hops + 1 if not reserve else 1
-    qp = np.zeros(qcap)
-    qr = np.zeros(qcap)
-    qh = np.zeros(qcap, dtype=np.int64)
-    # global event heap
+    busy, free_pending, link_free_at, next_pos = _link_state(n_links)
+    hop_start, hop_end, hop_req, parked = _hop_state(n_hops)
+    op_ready, op_finish, op_acc, remaining = _op_state(op_release, indeg)
+    qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, reserve)
     et, ep, eid, esize = _initial_events(
         n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req
     )
+    heap = (et, ep, eid)
+    succ = (succ_ptr, succ_ids)
     done_ops = 0
     while esize > 0:
         t, p, x, esize = _pop(et, ep, eid, 0, esize)
@@ -241,31 +258,28 @@ def run_events(
                 )
                 if not free_pending[link]:
                     free_pending[link] = True
-                    esize = _push(et, ep, eid, 0, esize, link_free_at[link], inf, n_hops + link)
+                    esize = _push(et, ep, eid, 0, esize, link_free_at[link], np.inf, n_hops + link)
                 continue
         # serve hop h on link at time t
-        start = t
-        end = start + hop_tx[h]
+        end = t + hop_tx[h]
         link_free_at[link] = end
         busy[link] += hop_tx[h]
-        hop_start[h] = start
+        hop_start[h] = t
         hop_end[h] = end
         if qsize[link] > 0 and not free_pending[link]:
             free_pending[link] = True
-            esize = _push(et, ep, eid, 0, esize, end, inf, n_hops + link)
+            esize = _push(et, ep, eid, 0, esize, end, np.inf, n_hops + link)
         op = hop_op[h]
         tail = end + hop_alpha_tail[h]
         if tail > op_acc[op]:
             op_acc[op] = tail
         pos = hop_order_pos[h]
         if pos >= 0:
-            next_pos[link] = pos + 1
-            nh = _next_in_order(link, pos, link_order_ptr, link_order_hops)
-            if nh >= 0 and parked[nh]:
-                parked[nh] = False
+            nh = _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked)
+            if nh >= 0:
                 esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
         if h < op_last_hop[op]:
-            nt = start + hop_alpha[h]
+            nt = t + hop_alpha[h]
             hop_req[h + 1] = nt
             esize = _push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
             continue
@@ -273,19 +287,7 @@ def run_events(
         op_finish[op] = finish
         done_ops += 1
         esize = _release(
-            op,
-            finish,
-            succ_ptr,
-            succ_ids,
-            op_ready,
-            remaining,
-            op_first_hop,
-            hop_req,
-            op_prio,
-            et,
-            ep,
-            eid,
-            esize,
+            op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
         )
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
@@ -335,6 +337,11 @@ def compiled_run_events():
         steps["_queue_bases"] = njit(cache=True)(_rebind(_queue_bases, steps))
         steps["_next_in_order"] = njit(cache=True, inline="always")(_next_in_order)
         steps["_release"] = njit(cache=True)(_rebind(_release, steps))
+        steps["_unpark_next"] = njit(cache=True, inline="always")(_rebind(_unpark_next, steps))
+        steps["_op_state"] = njit(cache=True)(_rebind(_op_state, steps))
+        steps["_link_state"] = njit(cache=True)(_rebind(_link_state, steps))
+        steps["_hop_state"] = njit(cache=True)(_rebind(_hop_state, steps))
+        steps["_link_queues"] = njit(cache=True)(_rebind(_link_queues, steps))
         steps["_initial_events"] = njit(cache=True)(_rebind(_initial_events, steps))
         _compiled = njit(cache=True)(_rebind(run_events, steps))
     return _compiled
