@@ -31,7 +31,6 @@ violation in one line naming the operation (``VerificationError.check`` names th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -732,26 +731,39 @@ class _Verifier:
 
     # ------------------------------------------------------------------ execution: reductions
     def execute_reducing(self) -> int:
-        """Reducing collectives: execute the operations in dependency order on the per-(rank,
-        segment) buffers, each holding the bit mask of the ranks whose contributions it
-        combines; reads and writes of a buffer must be ordered by the dependencies, and no
-        contribution may be combined twice. Then every rank must end with the full reduction.
-        The number of copies that deliver a value the receiver already holds."""
-        s = self.s
-        anc = _Ancestry(s, self.order, self.pos)
+        """Reducing collectives: execute the operations in dependency order, checking races and
+        duplicate contributions; then every rank must end with the full reduction. The number
+        of copies that deliver a value the receiver already holds."""
+        anc = _Ancestry(self.s, self.order, self.pos)
         self._anc = anc
+        value: dict[int, int] = {}
+        redundant = self._execute_reductions(anc, value)
+        self.checks.extend(["data-not-held", "race", "duplicate-contribution"])
+        self._check_reduced(value)
+        self.checks.append("postcondition")
+        return redundant
+
+    def _execute_reductions(self, anc: _Ancestry, value: dict[int, int]) -> int:
+        """Execute the operations in dependency order on the per-(rank, segment) buffers, keyed
+        ``rank * segments + segment``; ``value`` gets the bit mask of the ranks whose
+        contributions each buffer holds (absent: the rank's own). An operation reads the
+        sender's buffer after every write to it, and writes the receiver's after every read of
+        it and, when either overwrites, after every other write; a copy overwrites, a reduce
+        combines (refusing a contribution already there). The number of redundant copies."""
+        s, nseg = self.s, self.nseg_total
+        writes: dict[int, list[int]] = {}
+        reads: dict[int, list[int]] = {}
+        copy_op = (s.kind == OpKind.COPY).tolist()
+        srcs, dsts = s.src.tolist(), s.dst.tolist()
+        seg_lo, seg_hi = self.op_seg_lo.tolist(), self.op_seg_hi.tolist()
         posl, depthl = anc.pos.tolist(), anc.depth.tolist()
         ptrl, idsl = anc.ptr.tolist(), anc.ids.tolist()
         walk = anc.query
-        bufs = _Buffers(
-            (s.kind == OpKind.COPY).tolist(),
-            s.src.tolist(),
-            s.dst.tolist(),
-            self.op_seg_lo.tolist(),
-            self.op_seg_hi.tolist(),
-        )
         redundant = 0
         for op in self.order.tolist():
+            src = srcs[op]
+            dst = dsts[op]
+            is_copy = copy_op[op]
             direct = set(idsl[ptrl[op] : ptrl[op + 1]])
             p_op, d_op = posl[op], depthl[op]
 
@@ -763,85 +775,75 @@ class _Verifier:
                     return False
                 return walk(a, op)
 
-            redundant += self._reduce_op(op, bufs, is_ancestor)
-        self.checks.extend(["data-not-held", "race", "duplicate-contribution"])
-        self._check_reduced(bufs.value)
-        self.checks.append("postcondition")
+            for seg in range(seg_lo[op], seg_hi[op]):
+                rk = src * nseg + seg
+                for w in writes.get(rk, ()):
+                    if not is_ancestor(w, op):
+                        self._race(op, w, src, "reads")
+                v = value.get(rk, 1 << src)
+                reads.setdefault(rk, []).append(op)
+                wk = dst * nseg + seg
+                for r in reads.get(wk, ()):
+                    if not is_ancestor(r, op):
+                        self._race(op, r, dst, "writes")
+                prev = writes.get(wk, [])
+                keep = []
+                for w in prev:
+                    if is_ancestor(w, op):
+                        # a later reduce unordered with this one must still be ordered with
+                        # an overwriting copy before it: keep such copies
+                        if not is_copy and copy_op[w]:
+                            keep.append(w)
+                        continue
+                    if is_copy or copy_op[w]:
+                        self._race(op, w, dst, "overwrites")
+                    keep.append(w)
+                cur = value.get(wk, 1 << dst)
+                if is_copy:
+                    if v == cur:
+                        redundant += 1
+                    value[wk] = v
+                else:
+                    dup = v & cur
+                    if dup:
+                        self._duplicate(op, dup, dst)
+                    value[wk] = v | cur
+                keep.append(op)
+                writes[wk] = keep
+                if is_copy:  # later writes must follow this copy, hence these reads
+                    reads[wk] = []
         return redundant
 
-    def _reduce_op(self, op: int, bufs: _Buffers, is_ancestor: Callable[[int, int], bool]) -> int:
-        """Execute one operation on every segment it moves: it reads the sender's buffer after
-        every write to it, and writes the receiver's buffer after every read of it and (when
-        either overwrites) after every other write; a copy overwrites the buffer, a reduce
-        combines into it (refusing a contribution already there). The number of copies that
-        deliver what the receiver already holds."""
-        s, t, nseg = self.s, self.t, self.nseg_total
-        value, writes, reads, copy_op = bufs.value, bufs.writes, bufs.reads, bufs.copy_op
-        src, dst, is_copy = bufs.srcs[op], bufs.dsts[op], copy_op[op]
-        redundant = 0
-        for seg in range(bufs.seg_lo[op], bufs.seg_hi[op]):
-            rk = src * nseg + seg
-            for w in writes.get(rk, ()):
-                if not is_ancestor(w, op):
-                    _fail(
-                        "race",
-                        f"{s.describe_op(op)} reads the data at "
-                        f"{t.rank_name(src)} while op {w} may still be writing it "
-                        f"(no dependency orders them)",
-                        op,
-                    )
-            v = value.get(rk, 1 << src)
-            reads.setdefault(rk, []).append(op)
-            wk = dst * nseg + seg
-            for r in reads.get(wk, ()):
-                if not is_ancestor(r, op):
-                    _fail(
-                        "race",
-                        f"{s.describe_op(op)} writes the data at "
-                        f"{t.rank_name(dst)} while op {r} may still be reading it "
-                        f"(no dependency orders them)",
-                        op,
-                    )
-            prev = writes.get(wk, [])
-            keep = []
-            for w in prev:
-                if is_ancestor(w, op):
-                    # a later reduce unordered with this one must still be ordered with
-                    # an overwriting copy before it: keep such copies
-                    if not is_copy and copy_op[w]:
-                        keep.append(w)
-                    continue
-                if is_copy or copy_op[w]:
-                    _fail(
-                        "race",
-                        f"{s.describe_op(op)} and op {w} both write the data at "
-                        f"{t.rank_name(dst)} with no dependency between them "
-                        f"and one of them overwrites it",
-                        op,
-                    )
-                keep.append(w)
-            cur = value.get(wk, 1 << dst)
-            if is_copy:
-                if v == cur:
-                    redundant += 1
-                value[wk] = v
-            else:
-                dup = v & cur
-                if dup:
-                    ranks = _bits(dup)
-                    _fail(
-                        "duplicate-contribution",
-                        f"{s.describe_op(op)} combines the contribution of rank(s) "
-                        f"{_fmt_ranks(ranks)} into {t.rank_name(dst)}, which already "
-                        f"has it",
-                        op,
-                    )
-                value[wk] = v | cur
-            keep.append(op)
-            writes[wk] = keep
-            if is_copy:  # later writes must follow this copy, hence these reads
-                reads[wk] = []
-        return redundant
+    def _race(self, op: int, other: int, rank: int, access: str) -> NoReturn:
+        """Fail: ``op`` and ``other`` use the data at ``rank`` with no dependency between them.
+        ``access``: ``reads`` (``other`` may still be writing it), ``writes`` (``other`` may
+        still be reading it) or ``overwrites`` (both write it and one of them overwrites)."""
+        s, t = self.s, self.t
+        if access == "overwrites":
+            message = (
+                f"{s.describe_op(op)} and op {other} both write the data at "
+                f"{t.rank_name(rank)} with no dependency between them "
+                f"and one of them overwrites it"
+            )
+        else:
+            doing = "writing" if access == "reads" else "reading"
+            message = (
+                f"{s.describe_op(op)} {access} the data at "
+                f"{t.rank_name(rank)} while op {other} may still be {doing} it "
+                f"(no dependency orders them)"
+            )
+        _fail("race", message, op)
+
+    def _duplicate(self, op: int, dup: int, rank: int) -> NoReturn:
+        """Fail: ``op`` combines into the data at ``rank`` the contributions ``dup`` (a bit mask
+        of ranks) it already has."""
+        _fail(
+            "duplicate-contribution",
+            f"{self.s.describe_op(op)} combines the contribution of rank(s) "
+            f"{_fmt_ranks(_bits(dup))} into {self.t.rank_name(rank)}, which already "
+            f"has it",
+            op,
+        )
 
     def _check_reduced(self, value: dict[int, int]) -> None:
         """Postcondition of a reduction: every rank ends with every contribution in each
@@ -861,24 +863,6 @@ class _Verifier:
                         f"missing the contribution of rank(s) {_fmt_ranks(missing)} "
                         f"({c.describe()})",
                     )
-
-
-@dataclass(slots=True)
-class _Buffers:
-    """The state of a reduction's symbolic execution, keyed ``rank * segments + segment``:
-    the contributions each buffer holds (a bit mask of ranks; absent: the rank's own), the
-    operations whose writes and reads of it are not yet known to be ordered before later ones;
-    and per operation (as lists, for speed): whether it is a copy, its sender and receiver and
-    its segment range."""
-
-    copy_op: list[bool]
-    srcs: list[int]
-    dsts: list[int]
-    seg_lo: list[int]
-    seg_hi: list[int]
-    value: dict[int, int] = field(default_factory=dict)
-    writes: dict[int, list[int]] = field(default_factory=dict)
-    reads: dict[int, list[int]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- helpers
