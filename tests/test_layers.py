@@ -33,7 +33,7 @@ LAYERS = [
     ["verify", "sim", "bound"],
     ["synth"],
     ["export", "runtime"],
-    ["report"],
+    ["report", "testbed"],
     ["bench"],
     ["cli"],
 ]

@@ -9,7 +9,7 @@ print one line and exit with status 1 (``COLLSYNTH_DEBUG=1`` shows the traceback
 Modules: :mod:`.common` (parser, help layout, typed requests, output), :mod:`.topology`
 (``topo``, ``list``), :mod:`.synth`, :mod:`.verify` (``verify``, ``simulate``), :mod:`.bound`,
 :mod:`.compare` (``compare``, ``tune``), :mod:`.export` (``export``, ``check-xml``),
-:mod:`.run`, :mod:`.wan`, :mod:`.bench`, :mod:`.demo`.
+:mod:`.run`, :mod:`.testbed`, :mod:`.wan`, :mod:`.bench`, :mod:`.demo`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from collections.abc import Sequence
 
 from .. import __version__, deadline
 from ..errors import CollsynthError
-from . import bench, bound, compare, demo, export, run, synth, topology, verify, wan
+from . import bench, bound, compare, demo, export, run, synth, testbed, topology, verify, wan
 from .common import Parser, UsageError, time_limit_of
 
 #: The command groups, in the order ``--help`` lists them.
-GROUPS = (topology, synth, verify, bound, compare, export, run, wan, bench, demo)
+GROUPS = (topology, synth, verify, bound, compare, export, run, testbed, wan, bench, demo)
 
 
 def build_parser() -> Parser:
