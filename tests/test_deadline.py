@@ -74,3 +74,35 @@ def test_nearly_out_only_under_a_limit():
         assert not deadline.nearly_out()
         time.sleep(0.03)
         assert deadline.nearly_out()
+
+
+def test_watchdog_ends_a_compiled_loop_the_signal_cannot_interrupt(tmp_path):
+    # a numba loop (nogil, as collsynth's simulation and SCALE-CCL loops are) ignores the
+    # hard-stop signal until it returns; the command line's watchdog ends the process anyway
+    import subprocess
+    import sys
+
+    code = """
+import numba, sys
+from collsynth import deadline
+
+@numba.njit(nogil=True, cache=False)
+def spin(n):
+    x = 0.0
+    for i in range(n):
+        x += (i % 7) * 1e-9
+    return x
+
+spin(10)
+with deadline.time_limit(0.2, what="a compiled loop", exit_status=4):
+    spin(10**12)
+print("not reached")
+"""
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    wall = time.monotonic() - t0
+    assert p.returncode == 4, p.stderr
+    assert p.stdout == "" and len(p.stderr.strip().splitlines()) == 1
+    assert "time limit (0.2 s) ended during a compiled loop" in p.stderr
+    bound = 0.2 * (1 + deadline.GRACE_FACTOR) + deadline.GRACE_S + deadline.EXIT_GRACE_S
+    assert wall < bound + 15  # plus the interpreter's start-up and numba's import

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import signal
 import threading
 import time
@@ -27,6 +28,8 @@ SOLVER_SHARE = 0.8
 #: The hard stop comes this long after the limit: ``GRACE_FACTOR * limit + GRACE_S``.
 GRACE_FACTOR = 0.1
 GRACE_S = 3.0
+#: How long after the hard stop the command-line watchdog ends the process.
+EXIT_GRACE_S = 2.0
 #: Longer limits (about three years) get no hard-stop timer.
 MAX_TIMER_S = 1e8
 
@@ -98,20 +101,45 @@ def each_synthesis(seconds: float | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float | None, what: str = "the work") -> Iterator[None]:
-    """Run the body within ``seconds`` (``None``: no new limit)."""
+def time_limit(
+    seconds: float | None, what: str = "the work", exit_status: int | None = None
+) -> Iterator[None]:
+    """Run the body within ``seconds`` (``None``: no new limit).
+
+    With ``exit_status`` (the command line), a watchdog thread also ends the process with that
+    status and one line on stderr if the body is still running ``EXIT_GRACE_S`` after the
+    hard stop: compiled loops (numba, ``nogil``) cannot be interrupted by the signal, but they
+    let the watchdog run. Writes are atomic, so no file is left half written.
+    """
     if seconds is None:
         yield
         return
     seconds = float(seconds)
     end = min(_END.get(), time.monotonic() + seconds)
     tok_end, tok_lim = _END.set(end), _LIMIT.set(min(seconds, _LIMIT.get()))
+    after = seconds * (1 + GRACE_FACTOR) + GRACE_S
+    dog = None
+    if exit_status is not None and after + EXIT_GRACE_S <= MAX_TIMER_S:
+        line = (
+            f"collsynth: error: the time limit ({seconds:g} s) ended during {what} before a "
+            f"result was found (ended {after + EXIT_GRACE_S:.3g} s in)\n"
+        )
+        dog = threading.Timer(after + EXIT_GRACE_S, _force_exit, (line, exit_status))
+        dog.daemon = True
+        dog.start()
     try:
-        with _hard_stop(seconds * (1 + GRACE_FACTOR) + GRACE_S, seconds, what):
+        with _hard_stop(after, seconds, what):
             yield
     finally:
+        if dog is not None:
+            dog.cancel()
         _END.reset(tok_end)
         _LIMIT.reset(tok_lim)
+
+
+def _force_exit(line: str, status: int) -> None:  # pragma: no cover - ends the process
+    os.write(2, line.encode())
+    os._exit(status)
 
 
 @contextlib.contextmanager

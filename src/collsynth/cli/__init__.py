@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     if getattr(args, "time_limit_each", False):
         with deadline.each_synthesis(limit):
             return int(args.func(args) or 0)
-    with deadline.time_limit(limit, what=f"collsynth {args.command}"):
+    with deadline.time_limit(limit, what=f"collsynth {args.command}", exit_status=4):
         return int(args.func(args) or 0)
 
 

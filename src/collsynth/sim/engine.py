@@ -316,7 +316,7 @@ def compiled_rank_times():
         except ImportError:  # pragma: no cover
             _compiled_rank_times = rank_times
             return _compiled_rank_times
-        _compiled_rank_times = njit(cache=True)(rank_times)
+        _compiled_rank_times = njit(cache=True, nogil=True)(rank_times)
     return _compiled_rank_times
 
 
@@ -343,7 +343,8 @@ def compiled_run_events():
         steps["_hop_state"] = njit(cache=True)(_rebind(_hop_state, steps))
         steps["_link_queues"] = njit(cache=True)(_rebind(_link_queues, steps))
         steps["_initial_events"] = njit(cache=True)(_rebind(_initial_events, steps))
-        _compiled = njit(cache=True)(_rebind(run_events, steps))
+        # nogil: a time limit's watchdog thread can still run during a long simulation
+        _compiled = njit(cache=True, nogil=True)(_rebind(run_events, steps))
     return _compiled
 
 

@@ -1309,7 +1309,8 @@ def compiled_run_loop():
             ):
                 continue
             options = {} if name in _ALLOCATING else uncounted
-            space[name] = njit(cache=True, **options)(
+            # nogil: a time limit's watchdog thread can still run during a long plan
+            space[name] = njit(cache=True, nogil=True, **options)(
                 types.FunctionType(f.__code__, space, f.__name__, f.__defaults__, f.__closure__)
             )
         _COMPILED.append(space["run_loop"])
