@@ -202,20 +202,9 @@ class LinkStats:
     def load(cls, path: str, topology: Topology) -> LinkStats:
         """Read statistics of ``topology`` from the JSON file ``path`` (within the input
         limits of :mod:`collsynth.files`)."""
-        from ...files import read_text
+        from ...files import read_structured
 
-        text = read_text(path)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise CollsynthError(
-                f"link statistics {path!r} are not valid JSON (line {e.lineno}: {e.msg})"
-            ) from None
-        except RecursionError:
-            raise CollsynthError(f"link statistics {path!r} are nested too deeply") from None
-        from ...files import check_shape
-
-        check_shape(data, path)
+        data = read_structured(path)
         return cls.from_dict(data, topology, f"link statistics {path!r}")
 
 
