@@ -38,6 +38,23 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
                 pass
 
 
+def check_writable(path: str, what: str) -> None:
+    """One line naming why ``path`` cannot be written (checked before the work starts);
+    ``what`` names the path in the message (a flag such as ``-o``)."""
+    if not path:
+        raise CollsynthError(f"{what} needs a file name")
+    try:
+        if os.path.isdir(path):
+            raise CollsynthError(f"{what} {path} is a directory; name a file")
+        folder = os.path.dirname(os.path.abspath(path))
+    except ValueError:  # a NUL byte
+        raise CollsynthError(f"{what} {path!r} is not a usable file name") from None
+    if not os.path.isdir(folder):
+        raise CollsynthError(f"cannot write {path}: no directory {folder}")
+    if not os.access(folder, os.W_OK):
+        raise CollsynthError(f"cannot write {path}: {folder} is not writable")
+
+
 def _mode_for(path: str) -> int:
     """The mode the file would get from a plain ``open``: the old file's, else 0666 less umask."""
     try:

@@ -134,3 +134,8 @@ def test_an_unwritable_output_is_refused_before_the_work(capsys, tmp_path, where
     assert rc == 2 and "no directory" in err and err.count("\n") == 1 and stdout == ""
     assert os.listdir(tmp_path) == []
     assert time.monotonic() - t0 < 1.0  # no solve happened
+
+
+def test_an_empty_output_name_is_one_line(capsys, tmp_path):
+    rc, out, err = run(capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "-o", "")
+    assert rc == 2 and err == "collsynth: error: -o needs a file name\n" and out == ""

@@ -12,6 +12,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from ..atomic import check_writable
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..topology.model import Topology
@@ -423,27 +424,13 @@ def refuse_overwriting_inputs(
         if path and os.path.exists(path):
             seen[os.path.realpath(path)] = flag
     for flag, path in outputs.items():
-        if not path:
+        if path is None:
             continue
+        check_writable(path, flag)
         real = os.path.realpath(path)
         if real in seen:
             raise CollsynthError(f"{flag} {path} would overwrite {seen[real]}; write elsewhere")
         seen[real] = flag
-        check_writable(path, flag)
-
-
-def check_writable(path: str, flag: str) -> None:
-    """One line naming why ``path`` cannot be written (checked before the work starts)."""
-    try:
-        if os.path.isdir(path):
-            raise CollsynthError(f"{flag} {path} is a directory; name a file")
-        folder = os.path.dirname(os.path.abspath(path))
-    except ValueError:  # a NUL byte
-        raise CollsynthError(f"{flag} {path!r} is not a usable file name") from None
-    if not os.path.isdir(folder):
-        raise CollsynthError(f"cannot write {path}: no directory {folder}")
-    if not os.access(folder, os.W_OK):
-        raise CollsynthError(f"cannot write {path}: {folder} is not writable")
 
 
 def check_plot(path: str | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..atomic import check_writable
 from ..errors import CollsynthError
 from ..units import fmt_size
 
@@ -46,11 +47,7 @@ def check_plot_path(path: str) -> None:
             f"cannot write plot {path}: unknown picture format {fmt!r} "
             f"(use one of {', '.join(sorted(supported))})"
         )
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise CollsynthError(f"cannot write plot {path}: no directory {folder}")
-    if not os.access(folder, os.W_OK):
-        raise CollsynthError(f"cannot write plot {path}: {folder} is not writable")
+    check_writable(path, "plot")
 
 
 def plot_algbw(comparison, path: str) -> None:
