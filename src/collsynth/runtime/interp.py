@@ -100,8 +100,15 @@ class RankExecutor:
         dtype: Any,
         drop: Iterable[int] = (),
         window: int = 64,
+        send_delay: Any = None,
     ):
         self.window = int(window)
+        #: per local op, seconds a send waits once ready before it is posted (emulated latency)
+        self.send_delay = (
+            None
+            if send_delay is None or not np.any(send_delay)
+            else np.asarray(send_delay).tolist()
+        )
         self.sched = sched
         self.plan = plan
         self.backend = backend
@@ -164,6 +171,7 @@ class RankExecutor:
         self.post_wait = [len(x) for x in p.post_pre]
         self.recv_wait = (p.recv_pre >= 0).astype(np.int64).tolist()
         self.ready_send: list[int] = []
+        self.delayed: list[tuple[float, int]] = []  # (when, op): sends waiting out their delay
         self.ready_recv: list[int] = []  # postable receives not yet needed (by order)
         self.posted_early = [False] * L
         self.early = 0  # receives posted before they were needed
@@ -279,6 +287,8 @@ class RankExecutor:
         progressed = False
         while True:
             moved = False
+            if self.send_delay is not None:
+                moved = self._post_delayed()
             while self.ready_send:
                 self._post_send(heapq.heappop(self.ready_send))
                 moved = True
@@ -315,6 +325,24 @@ class RankExecutor:
             if not moved:
                 return progressed
             progressed = True
+
+    def _post_delayed(self) -> bool:
+        """With emulated latency: ready sends wait out their delay in a queue first; post the
+        ones that are due (posting can make more sends ready: they queue too). Whether any
+        send was posted."""
+        delay, delayed = self.send_delay, self.delayed
+        assert delay is not None
+        posted = False
+        while True:
+            now = time.monotonic()
+            while self.ready_send:
+                j = heapq.heappop(self.ready_send)
+                heapq.heappush(delayed, (now + delay[j], j))
+            if not delayed or delayed[0][0] > now:
+                return posted
+            while delayed and delayed[0][0] <= now:
+                self._post_send(heapq.heappop(delayed)[1])
+                posted = True
 
     def run(self, deadline: float, clock=time.monotonic) -> None:
         """Poll until finished; raise :class:`RunTimeout` once ``clock() > deadline``."""

@@ -45,15 +45,21 @@ def mpi_available() -> bool:
     return True
 
 
-def mpiexec_command(nprocs: int, argv: Sequence[str]) -> list[str]:
-    """``mpiexec ... -n N python -m collsynth ARGV``."""
+def mpiexec_command(
+    nprocs: int, argv: Sequence[str], mca: Sequence[str] = (), wrapper: Sequence[str] = ()
+) -> list[str]:
+    """``mpiexec ... [MCA] -n N [WRAPPER] python -m collsynth ARGV``: ``mca`` are more
+    mpiexec options, ``wrapper`` a command that starts each rank (it gets the rank's
+    command line as its arguments)."""
     if nprocs < 1:
         raise CollsynthError(f"--launch needs a positive number of ranks, got {nprocs}")
     return [
         find_mpiexec(),
         *MPIEXEC_FLAGS,
+        *mca,
         "-n",
         str(int(nprocs)),
+        *wrapper,
         sys.executable,
         "-m",
         "collsynth",
@@ -73,8 +79,10 @@ def run_argv(
     timeout: float = 30.0,
     dtype: str = "float32",
     reference: bool = True,
+    reference_once: bool = False,
     json_out: bool = False,
     inject: Sequence[str] = (),
+    alpha_delay: float = 0.0,
 ) -> list[str]:
     """The ``collsynth run`` arguments for these settings."""
     argv = [
@@ -99,10 +107,14 @@ def run_argv(
         argv.append("--check")
     if not reference:
         argv.append("--no-reference")
+    elif reference_once:
+        argv.append("--reference-once")
     if json_out:
         argv.append("--json")
     for item in inject:
         argv += ["--inject", str(item)]
+    if alpha_delay:
+        argv += ["--alpha-delay", repr(float(alpha_delay))]
     return argv
 
 
@@ -137,17 +149,23 @@ def launch(
     backend: str = "mpi",
     dtype: str = "float32",
     reference: bool = True,
+    reference_once: bool = False,
     inject: Sequence[str] = (),
     raise_on_error: bool = True,
     wall_limit: float | None = None,
+    alpha_delay: float = 0.0,
+    mca: Sequence[str] = (),
+    wrapper: Sequence[str] = (),
 ) -> RunReport:
     """Run schedule file(s) under ``mpiexec -n nprocs`` and return rank 0's parsed report.
 
     The run is supervised (:func:`supervise`): every step has a deadline, a rank that dies or
     stops ends the run within about ``timeout`` seconds, and no rank process outlives it.
-    ``wall_limit`` (seconds) bounds the whole run as well. With ``raise_on_error`` a failed run
-    (bad input, timeout, failed check) raises :class:`CollsynthError` with the run's one-line
-    error; otherwise the report says so.
+    ``wall_limit`` (seconds) bounds the whole run as well. ``alpha_delay``, ``mca`` and
+    ``wrapper`` serve the emulated testbed: emulated latency (``run --alpha-delay``), more
+    mpiexec options, and a command that starts each rank (in its network namespace). With
+    ``raise_on_error`` a failed run (bad input, timeout, failed check) raises
+    :class:`CollsynthError` with the run's one-line error; otherwise the report says so.
     """
     paths = [schedules] if isinstance(schedules, (str, os.PathLike)) else list(schedules)
     argv = run_argv(
@@ -161,10 +179,12 @@ def launch(
         timeout=timeout,
         dtype=dtype,
         reference=reference,
+        reference_once=reference_once,
         json_out=True,
         inject=inject,
+        alpha_delay=alpha_delay,
     )
-    cmd = mpiexec_command(nprocs, argv)
+    cmd = mpiexec_command(nprocs, argv, mca, wrapper)
     with tempfile.TemporaryFile() as out:
         res = supervise(cmd, nprocs, timeout, stdout=out, wall_limit=wall_limit)
         out.seek(0)

@@ -1,6 +1,7 @@
-"""Making and removing the testbed's namespaces, veth pairs, bridges and ``tc`` shaping.
+"""Making and removing the testbed's namespaces, veth pairs, routes and ``tc`` shaping.
 
-Every command goes through :func:`_ip`/:func:`_tc` (``ip``/``tc`` from iproute2, run as root);
+Every command goes through :func:`_run` (``ip``/``tc`` from iproute2, run as root; many
+commands per namespace in one ``ip -batch``);
 :func:`up` removes whatever it made when any step fails, and :func:`down` removes exactly the
 namespaces and root-namespace links whose names carry the testbed's prefix. The state of each
 testbed (its wiring) is kept in ``/run/collsynth-testbed/PREFIX.json``.
@@ -13,16 +14,22 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 
 from ..atomic import write_text_atomic
 from ..errors import CollsynthError
-from .wiring import Wiring, check_prefix
+from .wiring import Wiring, check_prefix, mgmt_net
 
 STATE_DIR = os.environ.get("COLLSYNTH_TESTBED_STATE", "/run/collsynth-testbed")
 NAME_RE = re.compile(r"^(cs[0-9a-f]{4})[-a-z]")
 #: tbf's queue: how long a packet may wait before it is dropped
-TBF_LATENCY = "200ms"
+TBF_LATENCY = "50ms"
+#: the data links' MTU (Ethernet's: a token bucket holds at least one packet, and a small
+#: bucket keeps short messages from passing faster than the rate after an idle spell)
+MTU = 1500
+#: the token bucket holds this much time at the link's rate (and at least two packets)
+TBF_BUCKET_S = 1e-3
 
 
 def require_tools() -> None:
@@ -41,66 +48,88 @@ def require_tools() -> None:
 
 
 def new_prefix() -> str:
-    """A fresh prefix not used by any namespace on this machine."""
-    used = {m.group(1) for m in map(NAME_RE.match, list_namespaces()) if m}
+    """A fresh prefix: no namespace on this machine uses it, nor its management subnet."""
+    used = {m.group(1) for m in map(NAME_RE.match, list_namespaces() + _root_links()) if m}
+    nets = {str(mgmt_net(p)) for p in used}
     while True:
         p = f"cs{secrets.token_hex(2)}"
-        if p not in used:
+        if p not in used and str(mgmt_net(p)) not in nets:
             return p
 
 
-def up(w: Wiring) -> None:
-    """Make the namespaces, bridges, links, addresses and shaping of ``w``; on any failure,
-    remove everything made so far and raise."""
+def up(w: Wiring, shaped: bool = True) -> None:
+    """Make the namespaces, links, addresses, routes and shaping of ``w`` (``shaped=False``:
+    no ``tc``, to measure what the CPU can move); on any failure, remove everything made so
+    far and raise."""
     require_tools()
     try:
-        _make(w)
         os.makedirs(STATE_DIR, exist_ok=True)
+        # the state first: a crash half-way leaves a record that ``down --all`` finds
         write_text_atomic(os.path.join(STATE_DIR, f"{w.prefix}.json"), json.dumps(w.to_dict()))
+        _make(w, shaped)
     except BaseException:
         down(w.prefix)
         raise
 
 
-def _make(w: Wiring) -> None:
+def _make(w: Wiring, shaped: bool) -> None:
     for ns in w.namespaces:
         _ip(["netns", "add", ns])
-        _ip(["-n", ns, "link", "set", "lo", "up"])
-    for ns, br in w.bridges.items():
-        _ip(["-n", ns, "link", "add", br, "type", "bridge"])
-        _ip(["-n", ns, "link", "set", br, "up"])
+    for ns in w.namespaces:  # before any interface exists, so that they inherit it
+        keys = {"net/ipv4/conf/all/rp_filter": 0, "net/ipv4/conf/default/rp_filter": 0,
+                # no IPv6 chatter (router solicitations) on the shaped links
+                "net/ipv6/conf/all/disable_ipv6": 1, "net/ipv6/conf/default/disable_ipv6": 1,
+                # a connection idle between two messages keeps its window (no slow start)
+                "net/ipv4/tcp_slow_start_after_idle": 0}  # fmt: skip
+        if ns in w.forwarding:
+            keys["net/ipv4/ip_forward"] = 1
+        _sysctl(ns, keys)
+    root = [f"link add {w.mgmt_bridge} type bridge", f"addr add {w.mgmt_root} dev {w.mgmt_bridge}",
+            f"link set {w.mgmt_bridge} up"]  # fmt: skip
     for v in w.veths:
-        _ip(["link", "add", v.a_if, "netns", v.a_ns, "type", "veth", "peer", "name", v.b_if,
-             "netns", v.b_ns])  # fmt: skip
-        for ns, dev, addr, rate in ((v.a_ns, v.a_if, v.a_addr, v.rate_ab),
-                                    (v.b_ns, v.b_if, v.b_addr, v.rate_ba)):  # fmt: skip
-            if addr is not None:
-                _ip(["-n", ns, "addr", "add", addr, "dev", dev])
-            elif ns in w.bridges:
-                _ip(["-n", ns, "link", "set", dev, "master", w.bridges[ns]])
-            _ip(["-n", ns, "link", "set", dev, "up"])
-            shape(ns, dev, rate)
-    _ip(["link", "add", w.mgmt_bridge, "type", "bridge"])
-    _ip(["link", "set", w.mgmt_bridge, "up"])
-    for ns, root_if, ns_if, addr in w.mgmt:
-        _ip(["link", "add", root_if, "type", "veth", "peer", "name", ns_if, "netns", ns])
-        _ip(["link", "set", root_if, "master", w.mgmt_bridge])
-        _ip(["link", "set", root_if, "up"])
-        _ip(["-n", ns, "addr", "add", addr, "dev", ns_if])
-        _ip(["-n", ns, "link", "set", ns_if, "up"])
+        root.append(f"link add {v.a_if} netns {v.a_ns} type veth peer name {v.b_if} netns {v.b_ns}")
+    for ns, root_if, ns_if, _ in w.mgmt:
+        root.append(f"link add {root_if} type veth peer name {ns_if} netns {ns}")
+        root.append(f"link set {root_if} master {w.mgmt_bridge} up")
+    _batch(["ip", "-batch", "-"], root)
+    inside: dict[str, list[str]] = {ns: ["link set lo up"] for ns in w.namespaces}
+    qdiscs: dict[str, list[tuple[str, float]]] = {ns: [] for ns in w.namespaces}
+    for v in w.veths:
+        for ns, dev, rate in ((v.a_ns, v.a_if, v.rate_ab), (v.b_ns, v.b_if, v.rate_ba)):
+            inside[ns].append(f"link set {dev} mtu {MTU} up")
+            qdiscs[ns].append((dev, rate))
+    for ns, _, ns_if, addr in w.mgmt:
+        inside[ns] += [f"addr add {addr} dev {ns_if}", f"link set {ns_if} up"]
+    for node, ns in enumerate(w.namespaces):
+        me = w.addresses[node]
+        inside[ns].append(f"addr add {me}/32 dev {w.home[node]}")
+        for dest, dev, via in w.routes.get(ns, []):
+            inside[ns].append(f"route add {dest}/32 via {via} dev {dev} onlink src {me}")
+    for ns in w.namespaces:
+        _batch(["ip", "-n", ns, "-batch", "-"], inside[ns])
+        if shaped:
+            shape(ns, qdiscs[ns])
 
 
-def shape(ns: str, dev: str, rate_Bps: float) -> None:
-    """A token-bucket filter on ``dev``'s egress at ``rate_Bps`` bytes/s."""
+def tbf_args(rate_Bps: float) -> str:
+    """A token-bucket filter at ``rate_Bps`` bytes/s (``tc qdisc add ... root`` arguments)."""
     bits = max(8_000, int(rate_Bps * 8))
-    burst = max(16_000, int(rate_Bps / 100))  # at least one timer tick's worth (HZ = 100)
-    _tc(["-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{bits}bit",
-         "burst", str(burst), "latency", TBF_LATENCY])  # fmt: skip
+    burst = max(2 * MTU + 100, int(rate_Bps * TBF_BUCKET_S))
+    return f"tbf rate {bits}bit burst {burst} latency {TBF_LATENCY}"
+
+
+def shape(ns: str, devs: list[tuple[str, float]]) -> None:
+    """Shape the egress of each (interface, bytes/s) in ``ns`` (one ``tc -batch``)."""
+    if devs:
+        lines = [f"qdisc add dev {dev} root {tbf_args(rate)}" for dev, rate in devs]
+        _batch(["tc", "-n", ns, "-batch", "-"], lines)
 
 
 def down(prefix: str) -> list[str]:
-    """Remove every namespace and root-namespace link named with ``prefix``; the names removed."""
+    """Kill the processes left inside the testbed ``prefix``, then remove every namespace and
+    root-namespace link named with it; the names removed."""
     check_prefix(prefix)
+    kill_processes(prefix)
     gone: list[str] = []
     for ns in list_namespaces():
         if ns.startswith(prefix + "-"):
@@ -115,6 +144,22 @@ def down(prefix: str) -> list[str]:
     except OSError:
         pass
     return gone
+
+
+def kill_processes(prefix: str) -> list[int]:
+    """SIGKILL every process still inside a namespace of testbed ``prefix``; their pids."""
+    check_prefix(prefix)
+    pids: list[int] = []
+    for ns in list_namespaces():
+        if ns.startswith(prefix + "-"):
+            out = _run(["ip", "netns", "pids", ns], ok_missing=True)
+            pids += [int(x) for x in out.split() if x.isdigit()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return pids
 
 
 def down_all() -> list[str]:
@@ -164,13 +209,22 @@ def _ip(args: list[str]) -> None:
     _run(["ip", *args])
 
 
-def _tc(args: list[str]) -> None:
-    _run(["tc", *args])
+def _batch(cmd: list[str], lines: list[str]) -> None:
+    """One ``ip -batch -`` (or ``tc -batch -``) run: many commands in one process."""
+    _run(cmd, stdin="\n".join(lines) + "\n")
 
 
-def _run(cmd: list[str], ok_missing: bool = False) -> str:
+def _sysctl(ns: str, keys: dict[str, int]) -> None:
+    """Set kernel parameters inside ``ns`` (written to /proc/sys: no procps needed)."""
+    script = "; ".join(
+        f"if [ -e /proc/sys/{k} ]; then echo {int(v)} > /proc/sys/{k}; fi" for k, v in keys.items()
+    )
+    _run(["ip", "netns", "exec", ns, "sh", "-c", script])
+
+
+def _run(cmd: list[str], ok_missing: bool = False, stdin: str | None = None) -> str:
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, input=stdin)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise CollsynthError(f"{' '.join(cmd)}: {e}") from None
     if p.returncode != 0:

@@ -1,26 +1,38 @@
-"""The emulated testbed's wiring plan: namespaces, veth pairs, addresses and shaping rates.
+"""The emulated testbed's wiring plan: namespaces, veth pairs, addresses, routes and rates.
 
 A pure function of the topology and a bandwidth scale (no ``ip`` or ``tc`` runs here), so it is
-tested without root. Every compute node gets a network namespace; every switch or router gets
-a namespace holding a Linux bridge. Each pair of neighbouring nodes is joined by one veth pair
-(all the topology's links between them, both directions, bundled); each direction is shaped on
-its sending side to the sum of its links' bandwidths times ``scale``.
+tested without root. Every node of the topology gets a network namespace: compute nodes
+(``PREFIX-rR``, one per rank) and switches or routers (``PREFIX-sV``), which forward IP packets.
+Each pair of neighbouring nodes is joined by one veth pair (all the topology's links between
+them, both directions, bundled); each direction is shaped on its sending side to the sum of its
+links' bandwidths times ``scale``.
 
-Addresses come only from 198.18.0.0/15 (RFC 2544's range for benchmarking): data links from
-198.18.0.0/16, one /30 per rank-to-rank pair and one /24 per switch (the ranks on a switch share
-its bridge), and the unshaped management network (MPI's own start-up traffic) from
-198.19.0.0/16 on a bridge in the root namespace. Names carry a per-testbed prefix
-(``cs`` + 4 hex digits) so that ``down`` removes exactly what ``up`` made.
+Addressing is *routed*, not bridged, so that every path is explicit and loops between switches
+(a WAN mesh of routers, a fat tree) cannot make broadcast storms: each node has one address, a
+/32 on its first data interface (rank ``r``: ``198.18.0.0/16``'s host ``r + 1``; switch ``v``:
+host ``32768 + v``), and every namespace has a host route to every rank through the interface
+of its next hop. Next hops come from one shortest-path tree per destination rank, so routes are
+consistent and loop-free (a route names its next hop's address, ``onlink``, so ARP asks for
+an address that the neighbour owns): transit through switches and routers costs one hop, through a
+rank (where the topology has no switched path, as between non-neighbours of a DGX-1) costs
+1000, so a rank forwards packets only where nothing else can. collsynth's schedules never rely
+on such forwarding (a relay through a GPU is two operations); MPI's own collectives do.
+
+The unshaped management network (MPI's own start-up traffic) is a /23 of 198.19.0.0/16 chosen
+by the prefix, on a bridge in the root namespace (its first address) with one veth into every
+rank namespace. Names carry
+a per-testbed prefix (``cs`` + 4 hex digits) so that ``down`` removes exactly what ``up`` made.
 """
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..errors import CollsynthError
-from ..topology.model import NodeKind, Topology
+from ..topology.model import Topology
 
 DATA_NET = ipaddress.IPv4Network("198.18.0.0/16")
 MGMT_NET = ipaddress.IPv4Network("198.19.0.0/16")
@@ -28,6 +40,8 @@ MGMT_NET = ipaddress.IPv4Network("198.19.0.0/16")
 IFNAME_MAX = 15
 #: The most namespaces one testbed makes (ranks, switches and routers).
 MAX_NAMESPACES = 256
+#: the cost of forwarding through a rank, against 1 through a switch or router
+RANK_TRANSIT = 1000
 
 
 @dataclass(frozen=True)
@@ -36,10 +50,8 @@ class Veth:
 
     a_ns: str
     a_if: str
-    a_addr: str | None  # CIDR, or None for a bridge port
     b_ns: str
     b_if: str
-    b_addr: str | None
     rate_ab: float
     rate_ba: float
     nodes: tuple[int, int]  # topology node ids (a, b)
@@ -53,11 +65,20 @@ class Wiring:
     topology: str
     scale: float
     namespaces: list[str] = field(default_factory=list)  # one per node, by node id
-    bridges: dict[str, str] = field(default_factory=dict)  # switch namespace -> bridge name
+    addresses: list[str] = field(default_factory=list)  # one per node, by node id
+    home: list[str] = field(default_factory=list)  # the interface holding each node's address
+    forwarding: list[str] = field(default_factory=list)  # namespaces that forward packets
     veths: list[Veth] = field(default_factory=list)
+    #: per namespace: (destination address, interface, next hop's address) host routes
+    routes: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    #: the node path each rank's packets to each other rank take: paths[s][d]
+    paths: list[list[tuple[int, ...]]] = field(default_factory=list)
     mgmt_bridge: str = ""
+    mgmt_root: str = ""  # the root namespace's address (CIDR) on the management bridge
     mgmt: list[tuple[str, str, str, str]] = field(default_factory=list)  # ns, root if, ns if, addr
-    rank_addr: dict[int, list[str]] = field(default_factory=dict)  # rank -> its data addresses
+
+    def rank_address(self, topology: Topology, rank: int) -> str:
+        return self.addresses[int(topology.node_of_rank(rank))]
 
     def to_dict(self) -> dict:
         return {
@@ -65,9 +86,10 @@ class Wiring:
             "topology": self.topology,
             "scale": self.scale,
             "namespaces": self.namespaces,
-            "bridges": self.bridges,
+            "addresses": self.addresses,
             "veths": [v.__dict__ for v in self.veths],
             "mgmt_bridge": self.mgmt_bridge,
+            "mgmt_root": self.mgmt_root,
             "mgmt": self.mgmt,
         }
 
@@ -95,54 +117,102 @@ def plan_wiring(topology: Topology, scale: float, prefix: str) -> Wiring:
         )
     w = Wiring(prefix, topology.name, float(scale))
     for v in range(n):
-        rank = int(topology.rank_of_node[v]) if topology.is_compute(v) else None
-        w.namespaces.append(f"{prefix}-r{rank}" if rank is not None else f"{prefix}-s{v}")
-        if topology.nodes[v].kind is not NodeKind.COMPUTE:
-            w.bridges[w.namespaces[v]] = f"{prefix}br{v}"
+        if topology.is_compute(v):
+            r = int(topology.rank_of_node[v])
+            w.namespaces.append(f"{prefix}-r{r}")
+            w.addresses.append(str(DATA_NET[r + 1]))
+        else:
+            w.namespaces.append(f"{prefix}-s{v}")
+            w.addresses.append(str(DATA_NET[32768 + v]))
     rates: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for link in topology.links:
         a, b = sorted((int(link.src), int(link.dst)))
         rates[(a, b)][0 if link.src == a else 1] += float(link.bw) * scale
-    switches = {v for v in range(n) if not topology.is_compute(v)}
-    switch_net: dict[int, int] = {}  # switch node -> index of its /24
-    next_host: dict[int, int] = defaultdict(lambda: 1)
-    pairs = iter(DATA_NET.subnets(new_prefix=30))
+    port: dict[tuple[int, int], str] = {}  # (node, neighbour) -> the node's interface
     for i, ((a, b), (ab, ba)) in enumerate(sorted(rates.items())):
         a_if, b_if = f"{prefix}l{i}a", f"{prefix}l{i}b"
         if len(a_if) > IFNAME_MAX:
             raise CollsynthError(f"too many links for interface names ({len(rates)})")
-        a_sw, b_sw = a in switches, b in switches
-        a_addr = b_addr = None
-        if not a_sw and not b_sw:
-            net = next(pairs)
-            if net.network_address >= ipaddress.IPv4Address("198.18.128.0"):
-                raise CollsynthError("the testbed ran out of link subnets")
-            hosts = list(net.hosts())
-            a_addr, b_addr = f"{hosts[0]}/30", f"{hosts[1]}/30"
-        elif a_sw != b_sw:  # a rank on a switch: an address in the switch's /24
-            sw = a if a_sw else b
-            idx = switch_net.setdefault(sw, len(switch_net))
-            if idx >= 128:
-                raise CollsynthError("the testbed ran out of switch subnets")
-            host = next_host[sw]
-            next_host[sw] += 1
-            if host > 254:
-                raise CollsynthError(f"switch node {sw} has more than 254 ranks")
-            addr = f"198.18.{128 + idx}.{host}/24"
-            if a_sw:
-                b_addr = addr
-            else:
-                a_addr = addr
-        w.veths.append(
-            Veth(w.namespaces[a], a_if, a_addr, w.namespaces[b], b_if, b_addr, ab, ba, (a, b))
-        )
-        for node, ad in ((a, a_addr), (b, b_addr)):
-            if ad and topology.is_compute(node):
-                w.rank_addr.setdefault(int(topology.rank_of_node[node]), []).append(ad)
+        w.veths.append(Veth(w.namespaces[a], a_if, w.namespaces[b], b_if, ab, ba, (a, b)))
+        port[(a, b)], port[(b, a)] = a_if, b_if
+    w.home = [""] * n
+    for (v, _), dev in sorted(port.items(), key=lambda kv: (kv[0][0], kv[1])):
+        w.home[v] = w.home[v] or dev
+    if any(not h for h in w.home):
+        lone = w.home.index("")
+        raise CollsynthError(f"node {topology.nodes[lone].name!r} has no link")
+    _plan_routes(topology, w, port)
     w.mgmt_bridge = f"{prefix}mgmt"
-    mgmt_hosts = MGMT_NET.hosts()
-    next(mgmt_hosts)  # .0.1 stays free
+    net = mgmt_net(prefix)
+    hosts = net.hosts()
+    w.mgmt_root = f"{next(hosts)}/{net.prefixlen}"
     for r in range(topology.num_ranks):
         ns = w.namespaces[int(topology.node_of_rank(r))]
-        w.mgmt.append((ns, f"{prefix}m{r}a", f"{prefix}m{r}b", f"{next(mgmt_hosts)}/16"))
+        w.mgmt.append((ns, f"{prefix}m{r}a", f"{prefix}m{r}b", f"{next(hosts)}/{net.prefixlen}"))
     return w
+
+
+def mgmt_net(prefix: str) -> ipaddress.IPv4Network:
+    """The management /23 of the testbed ``prefix`` (one of 128 in 198.19.0.0/16)."""
+    return list(MGMT_NET.subnets(new_prefix=23))[int(check_prefix(prefix)[2:], 16) % 128]
+
+
+def next_hops(topology: Topology, dest: int) -> list[int]:
+    """For every node, its next hop towards node ``dest`` (-1: none; ``dest`` itself: -1).
+
+    Dijkstra from ``dest`` over the reversed links: entering a switch, a router or ``dest``
+    costs 1, forwarding through another rank ``RANK_TRANSIT``; ties go to the lower node id.
+    """
+    n = topology.num_nodes
+    into: list[list[int]] = [[] for _ in range(n)]  # v -> nodes u with a link u -> v
+    for link in topology.links:
+        into[int(link.dst)].append(int(link.src))
+    dist = [float("inf")] * n
+    nxt = [-1] * n
+    dist[dest] = 0
+    heap = [(0.0, dest)]
+    while heap:
+        d, v = heapq.heappop(heap)
+        if d > dist[v]:
+            continue
+        step = 1 if (v == dest or not topology.is_compute(v)) else RANK_TRANSIT
+        for u in sorted(set(into[v])):
+            nd = d + step
+            if nd < dist[u] or (nd == dist[u] and v < nxt[u]):
+                if nd < dist[u]:
+                    heapq.heappush(heap, (nd, u))
+                dist[u], nxt[u] = nd, v
+    return nxt
+
+
+def _plan_routes(topology: Topology, w: Wiring, port: dict[tuple[int, int], str]) -> None:
+    """Host routes to every rank in every namespace, and the paths they make."""
+    n = topology.num_nodes
+    ranks = [int(topology.node_of_rank(r)) for r in range(topology.num_ranks)]
+    w.routes = {ns: [] for ns in w.namespaces}
+    hop_of: dict[int, list[int]] = {}
+    for d in ranks:
+        nxt = next_hops(topology, d)
+        hop_of[d] = nxt
+        for v in range(n):
+            if v != d and nxt[v] >= 0:
+                hop = (w.addresses[d], port[(v, nxt[v])], w.addresses[nxt[v]])
+                w.routes[w.namespaces[v]].append(hop)
+    forwarders = set()
+    w.paths = []
+    for s in ranks:
+        row = []
+        for d in ranks:
+            path = [s]
+            while path[-1] != d:
+                nh = hop_of[d][path[-1]]
+                if nh < 0:
+                    raise CollsynthError(
+                        f"{topology.rank_name(int(topology.rank_of_node[s]))} cannot reach "
+                        f"{topology.rank_name(int(topology.rank_of_node[d]))}"
+                    )
+                path.append(nh)
+            forwarders.update(path[1:-1])
+            row.append(tuple(path))
+        w.paths.append(row)
+    w.forwarding = [w.namespaces[v] for v in sorted(forwarders)]

@@ -1,0 +1,266 @@
+"""Running schedules on the testbed: measurement bookkeeping (anywhere) and real runs (root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from collsynth.cli import main
+from collsynth.runtime.launcher import mpi_available
+from collsynth.synth import synthesize
+from collsynth.testbed.measure import Measurement, fit_size, spearman
+from collsynth.topology import load_topology
+from testbed_helpers import namespaces, root
+
+needs_mpi = pytest.mark.skipif(not mpi_available(), reason="mpiexec / mpi4py not installed")
+
+
+def _sched(spec="ring:n=4", coll="allgather", algo="ring"):
+    from collsynth.collective import Collective
+
+    topo = load_topology(spec)
+    return synthesize(algo, topo, Collective.make(coll, topo.num_ranks, 1))
+
+
+def test_fit_size_is_a_multiple_every_schedule_can_run():
+    from collsynth.runtime.plan import chunk_bytes_for
+
+    a, b = _sched(algo="ring"), _sched(algo="direct")
+    for want in (1, 1000, 1e6, 16e6):
+        size = fit_size(want, [a, b])
+        assert size > 0 and (abs(size - want) <= want / 100 or size == fit_size(1, [a, b]))
+        for s in (a, b):
+            chunk_bytes_for(s, size, 1)  # raises when the size does not fit
+
+
+def test_spearman_and_summary():
+    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    assert spearman([1, 2], [1, 2]) is None
+    m = Measurement("t", "allgather", 1e-4, "note")
+    for algo, sim, got in (("a", 1.0, 1.2), ("b", 2.0, 1.1), ("c", 3.0, 3.3)):
+        m.rows.append(
+            {"algo": algo, "size_bytes": 100, "simulated_time_s": sim, "measured_time_s": got}
+        )
+    m.mpi.append({"algo": "mpi", "size_bytes": 100, "measured_time_s": 2.2})
+    (s,) = m.summary()
+    assert s["simulated_winner"] == "a" and s["measured_winner"] == "b"
+    assert s["loss"] == pytest.approx(1.2 / 1.1 - 1)
+    assert s["best_vs_mpi"] == pytest.approx(2.0)
+    assert s["spearman"] == pytest.approx(0.5)
+
+
+def test_plot_testbed_writes_a_picture(tmp_path):
+    from collsynth.report.plots import plot_testbed
+
+    row = {
+        "algo": "ring",
+        "size_bytes": 1e6,
+        "measured_time_s": 2e-5,
+        "simulated_time_s": 1.8e-5,
+        "measured_algbw_Bps": 5e10,
+        "simulated_algbw_Bps": 5.5e10,
+    }
+    data = {"rows": [row], "mpi": [dict(row, algo="mpi")], "topology": "t",
+            "collective": "allgather", "scale": 1e-4}  # fmt: skip
+    path = tmp_path / "tb.png"
+    plot_testbed(data, str(path))
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_route_alpha_sums_each_route():
+    from collsynth.runtime.driver import route_alpha
+
+    s = _sched("star:n=4", "allgather", "direct")
+    got = route_alpha(s)
+    for op in range(s.num_ops):
+        want = sum(s.topology.links[lk].alpha for lk in s.route(op))
+        assert got[op] == pytest.approx(want)
+    assert np.all(got > 0)
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--iters", "0"], "--iters"),
+        (["--scale", "0"], "--scale"),
+        (["--timeout", "0"], "--timeout"),
+        (["-t", "ring:n=5"], "is not"),
+    ],
+)
+def test_testbed_run_bad_input_is_one_line(tmp_path, capsys, argv, needle):
+    from collsynth.schedule.io import save_schedule
+
+    path = tmp_path / "ag.json"
+    save_schedule(_sched(), str(path))
+    assert main(["testbed", "run", str(path), "--sizes", "1MB", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and needle in err
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_alpha_delay_holds_each_send_back(tmp_path):
+    """Each send waits F x its route's alpha: a 3-step ring pays it at least 3 times."""
+    from collsynth.runtime.launcher import launch
+    from collsynth.schedule.io import save_schedule
+
+    path = tmp_path / "ag.json"
+    save_schedule(_sched(), str(path))
+    # alpha 700 ns x 1e5 = 70 ms per send; a ring AllGather on 4 ranks has 3 dependent steps
+    rep = launch(str(path), 4096, 4, check=True, iters=1, warmup=0, alpha_delay=1e5)
+    assert rep.runs[0]["check"] == "passed"
+    assert rep.runs[0]["time_s"] >= 3 * 0.07
+
+
+# ---------------------------------------------------------------------- real testbed runs
+def _run_cli(tmp_path, *argv, timeout=240):
+    return subprocess.run(
+        [sys.executable, "-m", "collsynth", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+    )
+
+
+@root
+@needs_mpi
+@pytest.mark.slow
+def test_testbed_run_checks_bit_exact_and_leaves_nothing(tmp_path):
+    from collsynth.schedule.io import save_schedule
+
+    before = set(namespaces())
+    for algo in ("ring", "direct"):
+        save_schedule(_sched(algo=algo), str(tmp_path / f"{algo}.json"))
+    got = _run_cli(
+        tmp_path, "testbed", "run", "ring.json", "direct.json", "--sizes", "64KB,1MB",
+        "--check", "--iters", "2", "--json", "-q",
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    data = json.loads(got.stdout)
+    assert {r["algo"] for r in data["rows"]} == {"ring", "direct"}
+    assert len(data["rows"]) == 4 and all(r["check"] == "passed" for r in data["rows"])
+    for r in data["rows"]:  # raw and rescaled figures agree through the scale
+        assert r["measured_time_s"] == pytest.approx(r["raw"]["time_s"] * data["scale"])
+        assert r["raw"]["min_s"] <= r["raw"]["time_s"] <= r["raw"]["max_s"]
+        assert r["ratio"] > 0
+    assert len(data["mpi"]) == 2 and data["ceiling"]["headroom"] > 0
+    assert set(namespaces()) == before
+
+
+@root
+@needs_mpi
+@pytest.mark.slow
+def test_one_shaped_link_carries_its_rate(tmp_path):
+    """Two ranks on one link: each sends half the data; the measured time matches the rate."""
+    from collsynth.schedule.io import save_schedule
+
+    save_schedule(_sched("line:n=2", "allgather", "direct"), str(tmp_path / "l2.json"))
+    scale = 4e6 / 50e9  # 50 GB/s link -> 4 MB/s each way
+    got = _run_cli(
+        tmp_path, "testbed", "run", "l2.json", "--sizes", "4MB", "--scale", repr(scale),
+        "--iters", "3", "--no-ceiling", "--no-reference", "--json", "-q",
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    (row,) = json.loads(got.stdout)["rows"]
+    ideal = (row["size_bytes"] / 2) / 4e6  # + 700 ns x 1/scale of emulated latency
+    ideal += 700e-9 / scale
+    assert row["raw"]["time_s"] == pytest.approx(ideal, rel=0.15)
+
+
+def _wait_for_ranks(prefix_before: set[str], n: int, limit: float = 60.0) -> tuple[str, list]:
+    """The new testbed's prefix and its rank pids, once all ``n`` ranks run."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        new = sorted(set(namespaces()) - prefix_before)
+        if new:
+            prefix = new[0][:6]
+            pids = []
+            for r in range(n):
+                out = subprocess.run(
+                    ["ip", "netns", "pids", f"{prefix}-r{r}"], capture_output=True, text=True
+                ).stdout.split()
+                pids += [int(p) for p in out]
+            if len(pids) >= n:
+                return prefix, pids
+        time.sleep(0.2)
+    raise AssertionError("the testbed's ranks did not start")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def _gone(pids: list[int], wait: float = 10.0) -> bool:
+    """Whether every process in ``pids`` has ended (zombies count as ended), within ``wait``."""
+    t0 = time.monotonic()
+    while any(_alive(p) for p in pids):
+        if time.monotonic() - t0 > wait:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _long_run(tmp_path):
+    from collsynth.schedule.io import save_schedule
+
+    save_schedule(_sched(), str(tmp_path / "ag.json"))
+    scale = 2e6 / 50e9  # each iteration of 8 MB takes over a second
+    return subprocess.Popen(
+        [sys.executable, "-m", "collsynth", "testbed", "run", "ag.json", "--sizes", "8MB",
+         "--scale", repr(scale), "--iters", "50", "--no-ceiling", "--no-reference", "-q"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+@root
+@needs_mpi
+@pytest.mark.slow
+def test_a_killed_rank_ends_the_run_and_cleans_up(tmp_path):
+    before = set(namespaces())
+    proc = _long_run(tmp_path)
+    try:
+        prefix, pids = _wait_for_ranks(before, 4)
+        time.sleep(3)  # into the iterations
+        os.kill(pids[1], signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err
+    assert err.strip().count("\n") == 0 and "rank" in err
+    assert set(namespaces()) == before
+    assert _gone(pids)
+
+
+@root
+@needs_mpi
+@pytest.mark.slow
+def test_a_killed_parent_is_cleaned_up_by_the_reaper(tmp_path):
+    before = set(namespaces())
+    proc = _long_run(tmp_path)
+    try:
+        prefix, pids = _wait_for_ranks(before, 4)
+        proc.kill()  # SIGKILL: no clean-up of its own runs
+        proc.wait(timeout=10)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 30 and (set(namespaces()) != before or not _gone(pids, 0)):
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        subprocess.run([sys.executable, "-m", "collsynth", "testbed", "down", "--all"],
+                       capture_output=True)  # fmt: skip
+    assert set(namespaces()) == before
+    assert _gone(pids)
