@@ -39,6 +39,14 @@ MAX_DEPTH = 64
 MAX_NODES = 50_000_000
 
 
+def structure_limits() -> tuple[int, int]:
+    """(deepest nesting, most values) a structured input may have, from the environment.
+
+    The XML importers (:mod:`collsynth.topology.xmltree`) count elements as values.
+    """
+    return _limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH), _limit("COLLSYNTH_MAX_NODES", MAX_NODES)
+
+
 def read_bytes(path: str) -> bytes:
     """A file's bytes, or one line naming what is wrong (missing, a directory, too large)."""
     limit = _limit("COLLSYNTH_MAX_FILE_BYTES", MAX_FILE_BYTES)

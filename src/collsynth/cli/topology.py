@@ -26,11 +26,13 @@ def add_parser(sub: Any) -> None:
         "topo",
         "show or export a topology",
         "Inspect and export topologies. SPEC is NAME, NAME:key=value,... (see "
-        "`collsynth list`) or a file path (collsynth JSON/YAML, or a TE-CCL "
-        "input JSON).",
+        "`collsynth list`), a file path (collsynth JSON/YAML, or a TE-CCL "
+        "input JSON) or an imported file: nccl-xml:FILE, nvidia-smi:FILE or "
+        "rocm-smi:FILE, with options such as nodes=N,fabric=rail (docs/formats.md).",
         examples=(
             "collsynth topo show -t mi250:chassis=2",
             "collsynth topo export -t dgx1 -o dgx1.yaml",
+            "collsynth topo show -t nccl-xml:topo.xml,nodes=4,fabric=rail",
         ),
     )
     tsub = topo.add_subparsers(dest="topo_command", metavar="ACTION", parser_class=Parser)
@@ -86,7 +88,8 @@ def _add_spec(p: argparse.ArgumentParser) -> None:
         "-t",
         "--topology",
         metavar="SPEC",
-        help="zoo NAME[:key=value,...] or a topology file (JSON, YAML, TE-CCL input)",
+        help="zoo NAME[:key=value,...], a topology file (JSON, YAML, TE-CCL input) or "
+        "SOURCE:FILE[,key=value,...] (nccl-xml, nvidia-smi, rocm-smi)",
     )
 
 
@@ -180,6 +183,7 @@ def catalog() -> dict[str, Any]:
     from ..synth import load_all
     from ..topology import zoo as _zoo  # noqa: F401  (registers the zoo)
     from ..topology.registry import ZOO
+    from ..topology.sources import entries
 
     return {
         "topologies": {
@@ -191,6 +195,16 @@ def catalog() -> dict[str, Any]:
                 },
             }
             for name, e in sorted(ZOO.items())
+        },
+        "topology_sources": {
+            e.name: {
+                "summary": e.summary,
+                "params": {
+                    k: {"kind": p.kind, "default": _show_default(p), "doc": p.doc}
+                    for k, p in e.params.items()
+                },
+            }
+            for _, e in sorted(entries().items())
         },
         "algorithms": {
             name: {
@@ -278,6 +292,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     for col in ("name", "parameters (defaults)", "summary"):
         t.add_column(col)
     for name, e in data["topologies"].items():
+        t.add_row(
+            name, ", ".join(f"{k}={v['default']}" for k, v in e["params"].items()), e["summary"]
+        )
+    con.print(t)
+    t = Table(title="topology sources (-t NAME:FILE,key=value,...)")
+    for col in ("name", "parameters (defaults)", "summary"):
+        t.add_column(col)
+    for name, e in data["topology_sources"].items():
         t.add_row(
             name, ", ".join(f"{k}={v['default']}" for k, v in e["params"].items()), e["summary"]
         )
