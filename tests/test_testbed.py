@@ -202,3 +202,34 @@ def test_cli_up_status_down(capsys):
     finally:
         assert main(["testbed", "down", prefix]) == 0
     assert namespaces(prefix) == []
+
+
+def test_links_carry_their_latency_and_netem_sits_inside_the_bucket():
+    from collsynth.testbed.netns import qdisc_lines
+
+    t = load_topology("ring:n=4")
+    w = plan_wiring(t, 1e-3, "cs0004")
+    assert all(v.alpha_ab == pytest.approx(700e-9) for v in w.veths)
+    lines = qdisc_lines([("x", 1e6, 0.0007), ("y", 1e6, 0.0)])
+    assert lines[0].startswith("qdisc add dev x root handle 1: tbf rate 8000000bit")
+    assert lines[1] == "qdisc add dev x parent 1:1 handle 10: netem delay 700us limit 10000"
+    assert len(lines) == 3 and "netem" not in lines[2]
+
+
+@root
+def test_netem_probe_leaves_nothing_and_latency_mode_follows_it():
+    from collsynth.testbed import netns
+    from collsynth.testbed.session import Testbed
+
+    prefix = netns.new_prefix()
+    have = netns.netem_available(prefix)
+    assert namespaces(prefix) == []
+    with Testbed(load_topology("ring:n=3"), 1e-3) as tb:
+        assert tb.latency == ("netem" if have else "executor")
+        assert tb.alpha_delay == (0.0 if have else pytest.approx(1e3))
+        if have:
+            v = tb.wiring.veths[0]
+            qd = subprocess.run(["tc", "-n", v.a_ns, "qdisc", "show", "dev", v.a_if],
+                                capture_output=True, text=True).stdout  # fmt: skip
+            assert "netem" in qd and "tbf" in qd
+    assert namespaces(tb.prefix) == []

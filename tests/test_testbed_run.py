@@ -57,6 +57,18 @@ def test_spearman_and_summary():
     assert s["spearman"] == pytest.approx(0.5)
 
 
+def test_route_mismatches_counts_ops_off_the_testbeds_paths():
+    from collsynth.testbed import plan_wiring
+    from collsynth.testbed.measure import route_mismatches
+
+    s = _sched("star:n=4", "allgather", "direct")
+    w = plan_wiring(s.topology, 1e-4, "cs0001")
+    assert route_mismatches(s, w) == 0
+    w.paths[0][1] = (0, 1)  # pretend the testbed linked rank 0 to rank 1 directly
+    pairs = [(int(s.src[op]), int(s.dst[op])) for op in range(s.num_ops)]
+    assert route_mismatches(s, w) == pairs.count((0, 1)) > 0
+
+
 def test_plot_testbed_writes_a_picture(tmp_path):
     from collsynth.report.plots import plot_testbed
 
@@ -159,6 +171,26 @@ def test_testbed_run_checks_bit_exact_and_leaves_nothing(tmp_path):
 @root
 @needs_mpi
 @pytest.mark.slow
+def test_testbed_compare_measures_every_algorithm_and_plots(tmp_path):
+    before = set(namespaces())
+    got = _run_cli(
+        tmp_path, "testbed", "compare", "-t", "ring:n=4", "-c", "allgather", "--sizes", "256KB",
+        "--algos", "ring,direct,forestcoll", "--plot", "tb.png", "--iters", "2", "--json", "-q",
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert got.stderr == ""
+    data = json.loads(got.stdout)
+    assert sorted(r["algo"] for r in data["rows"]) == ["direct", "forestcoll", "ring"]
+    (summ,) = data["summary"]
+    assert summ["spearman"] is not None and summ["best_vs_mpi"] > 0
+    assert "latency" in data["latency"]
+    assert (tmp_path / "tb.png").read_bytes()[:4] == b"\x89PNG"
+    assert set(namespaces()) == before
+
+
+@root
+@needs_mpi
+@pytest.mark.slow
 def test_one_shaped_link_carries_its_rate(tmp_path):
     """Two ranks on one link: each sends half the data; the measured time matches the rate."""
     from collsynth.schedule.io import save_schedule
@@ -229,38 +261,32 @@ def _long_run(tmp_path):
 @root
 @needs_mpi
 @pytest.mark.slow
-def test_a_killed_rank_ends_the_run_and_cleans_up(tmp_path):
+@pytest.mark.parametrize("victim", ["rank", "parent"])
+def test_a_kill_leaves_no_namespace_or_process(tmp_path, victim):
+    """A killed rank ends the run (status 3, one line); a parent killed with SIGKILL cannot
+    clean up itself: its reaper removes the testbed and its ranks."""
     before = set(namespaces())
     proc = _long_run(tmp_path)
     try:
         prefix, pids = _wait_for_ranks(before, 4)
-        time.sleep(3)  # into the iterations
-        os.kill(pids[1], signal.SIGKILL)
-        out, err = proc.communicate(timeout=120)
+        if victim == "rank":
+            time.sleep(3)  # into the iterations
+            os.kill(pids[1], signal.SIGKILL)
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 3, err
+            assert err.strip().count("\n") == 0 and "rank" in err
+        else:
+            proc.kill()
+            proc.wait(timeout=10)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 30 and (
+                set(namespaces()) != before or not _gone(pids, 0)
+            ):
+                time.sleep(0.2)
     finally:
         proc.kill()
-    assert proc.returncode == 3, err
-    assert err.strip().count("\n") == 0 and "rank" in err
-    assert set(namespaces()) == before
-    assert _gone(pids)
-
-
-@root
-@needs_mpi
-@pytest.mark.slow
-def test_a_killed_parent_is_cleaned_up_by_the_reaper(tmp_path):
-    before = set(namespaces())
-    proc = _long_run(tmp_path)
-    try:
-        prefix, pids = _wait_for_ranks(before, 4)
-        proc.kill()  # SIGKILL: no clean-up of its own runs
-        proc.wait(timeout=10)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 30 and (set(namespaces()) != before or not _gone(pids, 0)):
-            time.sleep(0.2)
-    finally:
-        proc.kill()
-        subprocess.run([sys.executable, "-m", "collsynth", "testbed", "down", "--all"],
-                       capture_output=True)  # fmt: skip
-    assert set(namespaces()) == before
+        if set(namespaces()) != before:  # never leave a testbed behind, even when failing
+            subprocess.run([sys.executable, "-m", "collsynth", "testbed", "down", "--all"],
+                           capture_output=True)  # fmt: skip
+            raise AssertionError("the testbed outlived the run")
     assert _gone(pids)

@@ -5,8 +5,8 @@ for run-to-run comparison) and ``DIR/SUITE.md`` (a table); the repository keeps 
 in ``bench/results``. :mod:`.harness` holds the topology x collective x size x algorithm suites
 (quick, paper, scale, quality, sim); the suites with their own tables are modules of their own:
 :mod:`.teccl` (the TE-CCL epoch MILP/LP), :mod:`.mteg` (MTEGCCA, and against TE-CCL) and
-:mod:`.syccl` (SyCCL at 32 to 512 GPUs) and :mod:`.scale_ccl` (SCALE-CCL on the WAN, and its
-re-planning time).
+:mod:`.syccl` (SyCCL at 32 to 512 GPUs), :mod:`.scale_ccl` (SCALE-CCL on the WAN, and its
+re-planning time) and :mod:`.testbed` (simulated against measured on the emulated testbed).
 
 :data:`SUITES` lists every suite name; :func:`run_suite` dispatches. Every suite takes
 ``(out_dir, repeat, progress, only)`` and returns a dict with a ``summary`` (``rows``: how many
@@ -48,12 +48,19 @@ def _run_scale_ccl(out_dir: str, repeat: int, progress: Progress, only: str | No
     return scale_ccl.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
 
 
+def _run_testbed(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import testbed
+
+    return testbed.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+
+
 #: The suites with their own modules (imported when run): name -> runner.
 MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "teccl": _run_teccl,
     "mteg": _run_mteg,
     "syccl": _run_syccl,
     "scale_ccl": _run_scale_ccl,
+    "testbed": _run_testbed,
 }
 
 #: Every suite name: the harness's, then the modules'.

@@ -145,7 +145,8 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout",
         default="120s",
-        help="fail (never hang) when one iteration or start-up step takes longer (default 120s)",
+        help="fail (never hang) when one iteration or start-up step takes longer (default "
+        "120s, raised to 4x the slowest schedule's expected time)",
     )
     p.add_argument(
         "--no-reference", action="store_true", help="do not time Open MPI's own collective"
@@ -343,6 +344,12 @@ def _print_measurement(data: dict) -> None:
             f"{s['simulated_winner']}, measured best {s['measured_winner']} "
             f"(lost {100 * s['loss']:.0f}%){vs}"
         )
+    for r in data["rows"]:
+        if r.get("route_mismatch_ops"):
+            con.print(
+                f"{r['algo']} at {fmt_size(r['size_bytes'])}: {r['route_mismatch_ops']} operations "
+                "planned over another route than the testbed's (routes are per pair of ranks)"
+            )
     if data["ceiling"]:
         c = data["ceiling"]
         con.print(

@@ -16,6 +16,7 @@ import statistics
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -139,20 +140,25 @@ def measure(
     if not cases:
         raise CollsynthError("nothing to measure")
     coll = cases[0].schedule.collective
-    result = Measurement(topology.name, coll.describe(), scale, LATENCY_NOTE)
+    result = Measurement(topology.name, coll.describe(), scale, "")
     by_size: dict[float, list[Case]] = {}
     for c in cases:
         by_size.setdefault(c.size, []).append(c)
     step = on_step or (lambda s: None)
     with tempfile.TemporaryDirectory(prefix="collsynth-testbed-") as tmp:
         with Testbed(topology, scale) as tb:
+            result.latency = tb.latency_note
             for size, group in sorted(by_size.items()):
                 fitted = fit_size(size, [c.schedule for c in group])
                 step(f"measuring {len(group)} schedule(s) at {fitted} B")
-                report = _launch(tb, group, fitted, tmp, iters, warmup, check, timeout, reference)
-                for c, run in zip(group, report.runs):
-                    sim = simulate(c.schedule, fitted)
-                    result.rows.append(_row(c, run, fitted, sim.time_s, scale))
+                sims = [simulate(c.schedule, fitted).time_s for c in group]
+                # a step's deadline covers the slowest schedule's expected raw time, 4 times over
+                limit = max(timeout, 4 * max(sims) / scale + 30)
+                report = _launch(tb, group, fitted, tmp, iters, warmup, check, limit, reference)
+                for c, run, sim_s in zip(group, report.runs, sims):
+                    row = _row(c, run, fitted, sim_s, scale)
+                    row["route_mismatch_ops"] = route_mismatches(c.schedule, tb.wiring)
+                    result.rows.append(row)
                 ref = report.runs[0].get("reference_time_s") if report.runs else None
                 if reference and ref:
                     times = report.runs[0].get("reference_times_s") or [ref]
@@ -162,14 +168,7 @@ def measure(
     return result
 
 
-#: how latency is emulated (netem is not used: see docs/testbed.md)
-LATENCY_NOTE = (
-    "link latency emulated in the executor: each send waits its route's alpha / scale; "
-    "Open MPI's own collective runs without it"
-)
-
-
-def _launch(tb, group, size, tmp, iters, warmup, check, timeout, reference):
+def _launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True):
     from ..runtime.launcher import launch
 
     paths = []
@@ -187,7 +186,7 @@ def _launch(tb, group, size, tmp, iters, warmup, check, timeout, reference):
         timeout=timeout,
         reference=reference,
         reference_once=True,
-        alpha_delay=1.0 / tb.wiring.scale,
+        alpha_delay=tb.alpha_delay if delay else 0.0,
         mca=tb.mpi_options(),
         wrapper=tb.wrapper(),
         raise_on_error=False,
@@ -198,6 +197,28 @@ def _launch(tb, group, size, tmp, iters, warmup, check, timeout, reference):
         where = f" (mpiexec log: {rep.log})" if rep.log else ""
         raise RunFailedError(f"testbed run at {size} B failed: {rep.error}{where}")
     return rep
+
+
+def route_mismatches(sched: Schedule, wiring: Any) -> int:
+    """How many of the schedule's operations take a route other than the testbed's.
+
+    The testbed routes by destination (one path per pair of ranks); a schedule may route two
+    operations between the same pair differently (over two spines, say). Such operations run
+    over the testbed's path instead, so their row is a less faithful test of the simulator.
+    """
+    topo = sched.topology
+    src = [int(link.src) for link in topo.links]
+    dst = [int(link.dst) for link in topo.links]
+    rank = topo.rank_of_node
+    bad = 0
+    for op in range(sched.num_ops):
+        route = sched.route(op)
+        if len(route) == 0:
+            continue
+        nodes = (src[int(route[0])], *(dst[int(x)] for x in route))
+        if nodes != wiring.paths[int(rank[nodes[0]])][int(rank[nodes[-1]])]:
+            bad += 1
+    return bad
 
 
 def _timed(label: str, size: int, times: Sequence[float], scale: float, busbw: float) -> dict:
@@ -235,18 +256,20 @@ def _row(c: Case, run: dict, size: int, sim_s: float, scale: float) -> dict:
 
 
 def _ceiling(topology, cases, scale, tmp, timeout, step) -> dict:
-    """The first schedule at the largest size on the same wiring without shaping: what the CPU
-    moves; ``headroom`` is that raw bandwidth over what the shaped run should reach."""
+    """The first schedule at the largest size on the same wiring without shaping or emulated
+    latency: what the CPU moves; ``headroom`` is that raw bandwidth over what the shaped run
+    should reach."""
     from ..sim import simulate
     from .session import Testbed
 
     big = max(cases, key=lambda c: (c.size, -cases.index(c)))
     size = fit_size(big.size, [big.schedule])
     step(f"measuring the CPU ceiling ({big.label} at {size} B, unshaped)")
-    with Testbed(topology, scale, shaped=False) as tb:
-        report = _launch(tb, [big], size, tmp, 3, 1, False, timeout, False)
-    med = statistics.median(report.runs[0]["times_s"])
     expect = simulate(big.schedule, size).time_s / scale  # raw time the shaped run should take
+    with Testbed(topology, scale, shaped=False) as tb:
+        limit = max(timeout, expect + 30)
+        report = _launch(tb, [big], size, tmp, 3, 1, False, limit, False, delay=False)
+    med = statistics.median(report.runs[0]["times_s"])
     return {
         "algo": big.label,
         "size_bytes": size,

@@ -57,22 +57,23 @@ def new_prefix() -> str:
             return p
 
 
-def up(w: Wiring, shaped: bool = True) -> None:
+def up(w: Wiring, shaped: bool = True, netem: bool = False) -> None:
     """Make the namespaces, links, addresses, routes and shaping of ``w`` (``shaped=False``:
-    no ``tc``, to measure what the CPU can move); on any failure, remove everything made so
-    far and raise."""
+    no ``tc``, to measure what the CPU can move; ``netem``: each direction of each link also
+    delays its packets by its links' ``alpha / scale``); on any failure, remove everything
+    made so far and raise."""
     require_tools()
     try:
         os.makedirs(STATE_DIR, exist_ok=True)
         # the state first: a crash half-way leaves a record that ``down --all`` finds
         write_text_atomic(os.path.join(STATE_DIR, f"{w.prefix}.json"), json.dumps(w.to_dict()))
-        _make(w, shaped)
+        _make(w, shaped, netem)
     except BaseException:
         down(w.prefix)
         raise
 
 
-def _make(w: Wiring, shaped: bool) -> None:
+def _make(w: Wiring, shaped: bool, netem: bool) -> None:
     for ns in w.namespaces:
         _ip(["netns", "add", ns])
     for ns in w.namespaces:  # before any interface exists, so that they inherit it
@@ -93,11 +94,12 @@ def _make(w: Wiring, shaped: bool) -> None:
         root.append(f"link set {root_if} master {w.mgmt_bridge} up")
     _batch(["ip", "-batch", "-"], root)
     inside: dict[str, list[str]] = {ns: ["link set lo up"] for ns in w.namespaces}
-    qdiscs: dict[str, list[tuple[str, float]]] = {ns: [] for ns in w.namespaces}
+    qdiscs: dict[str, list[tuple[str, float, float]]] = {ns: [] for ns in w.namespaces}
     for v in w.veths:
-        for ns, dev, rate in ((v.a_ns, v.a_if, v.rate_ab), (v.b_ns, v.b_if, v.rate_ba)):
+        for ns, dev, rate, alpha in ((v.a_ns, v.a_if, v.rate_ab, v.alpha_ab),
+                                     (v.b_ns, v.b_if, v.rate_ba, v.alpha_ba)):  # fmt: skip
             inside[ns].append(f"link set {dev} mtu {MTU} up")
-            qdiscs[ns].append((dev, rate))
+            qdiscs[ns].append((dev, rate, alpha / w.scale if netem else 0.0))
     for ns, _, ns_if, addr in w.mgmt:
         inside[ns] += [f"addr add {addr} dev {ns_if}", f"link set {ns_if} up"]
     for node, ns in enumerate(w.namespaces):
@@ -118,11 +120,40 @@ def tbf_args(rate_Bps: float) -> str:
     return f"tbf rate {bits}bit burst {burst} latency {TBF_LATENCY}"
 
 
-def shape(ns: str, devs: list[tuple[str, float]]) -> None:
-    """Shape the egress of each (interface, bytes/s) in ``ns`` (one ``tc -batch``)."""
+def shape(ns: str, devs: list[tuple[str, float, float]]) -> None:
+    """Shape the egress of each (interface, bytes/s, delay in seconds) in ``ns`` (one
+    ``tc -batch``): a token-bucket filter, and a ``netem`` delay inside it where the delay is
+    positive."""
     if devs:
-        lines = [f"qdisc add dev {dev} root {tbf_args(rate)}" for dev, rate in devs]
-        _batch(["tc", "-n", ns, "-batch", "-"], lines)
+        _batch(["tc", "-n", ns, "-batch", "-"], qdisc_lines(devs))
+
+
+def qdisc_lines(devs: list[tuple[str, float, float]]) -> list[str]:
+    """The ``tc -batch`` lines of :func:`shape`."""
+    lines = []
+    for dev, rate, delay in devs:
+        lines.append(f"qdisc add dev {dev} root handle 1: {tbf_args(rate)}")
+        if delay > 0:
+            limit = 10_000  # packets: the delay line must hold a whole window in flight
+            lines.append(
+                f"qdisc add dev {dev} parent 1:1 handle 10: netem delay {delay * 1e6:.0f}us "
+                f"limit {limit}"
+            )
+    return lines
+
+
+def netem_available(prefix: str) -> bool:
+    """Whether this kernel has ``netem`` (tried on the loopback of a scratch namespace named
+    with ``prefix``, removed at once)."""
+    ns = f"{check_prefix(prefix)}-probe"
+    try:
+        _run(["ip", "netns", "add", ns])
+        _run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"])
+        return True
+    except CollsynthError:
+        return False
+    finally:
+        _run(["ip", "netns", "delete", ns], ok_missing=True)
 
 
 def down(prefix: str) -> list[str]:

@@ -27,15 +27,31 @@ from .wiring import Wiring, plan_wiring
 #: on the same TCP connection), and ranks that yield the CPU when idle.
 EAGER_BYTES = 4 << 20
 
+NETEM_NOTE = (
+    "link latency emulated with netem: each link delays its packets by its alpha / scale, "
+    "for Open MPI's own collective too"
+)
+EXECUTOR_NOTE = (
+    "link latency emulated in the executor (netem is not available): each send waits its "
+    "route's alpha / scale; Open MPI's own collective runs without it"
+)
+
 
 class Testbed:
     """``with Testbed(topology, scale) as tb:`` a live testbed (``tb.wiring``) for the block."""
 
-    def __init__(self, topology: Topology, scale: float, *, shaped: bool = True) -> None:
+    def __init__(
+        self, topology: Topology, scale: float, *, shaped: bool = True, latency: str = "auto"
+    ) -> None:
         netns.require_tools()
+        if latency not in ("auto", "executor"):
+            raise ValueError(f"latency must be 'auto' or 'executor', not {latency!r}")
         self.topology = topology
         self.wiring: Wiring = plan_wiring(topology, scale, netns.new_prefix())
         self.shaped = shaped
+        #: how link latency is emulated: "netem" (on the links) or "executor" (before sends)
+        self.latency = "executor"
+        self._want_netem = shaped and latency == "auto"
         self._reaper: subprocess.Popen | None = None
         self._old: dict = {}
 
@@ -47,7 +63,9 @@ class Testbed:
         self._catch_signals()
         try:
             self._start_reaper()
-            netns.up(self.wiring, shaped=self.shaped)
+            if self._want_netem and netns.netem_available(self.prefix):
+                self.latency = "netem"
+            netns.up(self.wiring, shaped=self.shaped, netem=self.latency == "netem")
         except BaseException:
             self._stop()
             raise
@@ -94,6 +112,18 @@ class Testbed:
             except (ValueError, OSError, TypeError):  # pragma: no cover
                 pass
         self._old = {}
+
+    @property
+    def alpha_delay(self) -> float:
+        """``collsynth run --alpha-delay`` for runs here: 1/scale, or 0 where netem delays."""
+        return 0.0 if self.latency == "netem" else 1.0 / self.wiring.scale
+
+    @property
+    def latency_note(self) -> str:
+        """How latency is emulated, for the output."""
+        if self.latency == "netem":
+            return NETEM_NOTE
+        return EXECUTOR_NOTE
 
     # ------------------------------------------------------------------ running MPI on it
     def mpi_options(self) -> list[str]:

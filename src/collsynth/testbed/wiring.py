@@ -55,6 +55,8 @@ class Veth:
     rate_ab: float
     rate_ba: float
     nodes: tuple[int, int]  # topology node ids (a, b)
+    alpha_ab: float = 0.0  # the links' latency (seconds, unscaled; the largest when bundled)
+    alpha_ba: float = 0.0
 
 
 @dataclass
@@ -125,15 +127,21 @@ def plan_wiring(topology: Topology, scale: float, prefix: str) -> Wiring:
             w.namespaces.append(f"{prefix}-s{v}")
             w.addresses.append(str(DATA_NET[32768 + v]))
     rates: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    alphas: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for link in topology.links:
         a, b = sorted((int(link.src), int(link.dst)))
-        rates[(a, b)][0 if link.src == a else 1] += float(link.bw) * scale
+        way = 0 if link.src == a else 1
+        rates[(a, b)][way] += float(link.bw) * scale
+        alphas[(a, b)][way] = max(alphas[(a, b)][way], float(link.alpha))
     port: dict[tuple[int, int], str] = {}  # (node, neighbour) -> the node's interface
     for i, ((a, b), (ab, ba)) in enumerate(sorted(rates.items())):
         a_if, b_if = f"{prefix}l{i}a", f"{prefix}l{i}b"
         if len(a_if) > IFNAME_MAX:
             raise CollsynthError(f"too many links for interface names ({len(rates)})")
-        w.veths.append(Veth(w.namespaces[a], a_if, w.namespaces[b], b_if, ab, ba, (a, b)))
+        al = alphas[(a, b)]
+        w.veths.append(
+            Veth(w.namespaces[a], a_if, w.namespaces[b], b_if, ab, ba, (a, b), al[0], al[1])
+        )
         port[(a, b)], port[(b, a)] = a_if, b_if
     w.home = [""] * n
     for (v, _), dev in sorted(port.items(), key=lambda kv: (kv[0][0], kv[1])):

@@ -1,0 +1,305 @@
+"""The testbed study: does the simulator rank schedules the way a real (emulated) network does?
+
+For every case (topology x collective), every applicable algorithm is synthesized like
+``collsynth compare`` and measured on a fresh testbed (:func:`collsynth.testbed.measure`) at
+64 KB, 1 MB and 16 MB, next to Open MPI's own collective; the CPU ceiling is measured on the
+same wiring without shaping. One calibration runs first: two ranks on one link exchange 4 MB
+at the default shaping, and the ratio of the ideal time to the measured one is the testbed's
+*efficiency* (TCP/IP headers, acknowledgements, the executor's own work); every measured/simulated
+ratio is also given multiplied by it (``ratio_calibrated``).
+
+A row is *bandwidth-bound* when its simulated time per byte is within 25% of the same
+algorithm's at the largest size. The study's figures: Spearman's rank correlation between
+simulated and measured times over the algorithms of each (case, size); the calibrated ratio's
+distribution on bandwidth-bound rows; whether the simulator's winner is the measured winner and
+what trusting it lost; and the best schedule against Open MPI's own collective.
+
+``collsynth bench testbed -o bench/results`` (as root, with mpiexec) writes ``testbed.json``,
+``testbed.md`` and one picture per case in ``testbed/``; ``--only dgx1`` re-runs the matching
+cases and merges them into those files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..collective import Collective
+from ..errors import CollsynthError
+from ..units import fmt_size
+from .common import merge_rows, read_json, select, summary, write_files
+
+Progress = Callable[[str], None] | None
+
+#: (topology, collective) cases of the study
+CASES: list[tuple[str, str]] = [
+    ("dgx1", "allgather"),
+    ("dgx1", "reducescatter"),
+    ("dgx1", "allreduce"),
+    ("dgx1", "alltoall"),
+    ("ring:n=8", "allgather"),
+    ("ring:n=8", "allreduce"),
+    ("mesh2d:w=3,h=3", "allgather"),
+    ("mesh2d:w=3,h=3", "allreduce"),
+    ("ndv2:chassis=2", "allgather"),
+    # 10 km between datacenters: 50 us of WAN latency, dilated by 1/scale to 0.45 s a hop
+    ("wan:dcs=3,gpus=3,km=10", "allgather"),
+    ("wan:dcs=3,gpus=3,km=10", "allreduce"),
+]
+SIZES = [64e3, 1e6, 16e6]
+#: cases with other sizes: two NDv2 chassis meet over one IB link per chassis, scaled to
+#: 0.5 MB/s; at 16 MB its slowest schedules take minutes per iteration
+CASE_SIZES = {"ndv2:chassis=2": [64e3, 1e6, 4e6]}
+#: solver budgets, so that a case's synthesis stays short
+OPTIONS = {"teccl": {"time_limit": "20"}}
+#: a row is bandwidth-bound when its time per byte is within this factor of the largest size's
+BW_BOUND = 1.25
+
+
+def _label(case: tuple[str, str]) -> str:
+    return f"{case[0]} {case[1]}"
+
+
+def _file(case: tuple[str, str]) -> str:
+    keep = "".join(ch if ch.isalnum() else "_" for ch in case[0])
+    return f"{keep}_{case[1]}.png"
+
+
+def calibrate(progress: Progress = None) -> dict:
+    """Two ranks, one link, 4 MB: the ideal time over the measured one (the efficiency)."""
+    from ..synth import synthesize
+    from ..testbed.measure import Case, default_scale, measure
+    from ..topology import load_topology
+
+    topo = load_topology("line:n=2")
+    sched = synthesize("direct", topo, Collective.make("allgather", 2, 1))
+    scale = default_scale(load_topology("dgx1")) * 2  # dgx1's fastest link, at its scale
+    if progress:
+        progress("calibrating: one link, 4 MB")
+    m = measure(topo, [Case("direct", 4e6, sched)], scale, iters=5, ceiling=False,
+                reference=False)  # fmt: skip
+    (row,) = m.rows
+    rate = topo.links[0].bw * scale
+    ideal = row["size_bytes"] / 2 / rate + topo.links[0].alpha / scale
+    return {
+        "link_rate_Bps": rate,
+        "size_bytes": row["size_bytes"],
+        "ideal_raw_s": ideal,
+        "measured_raw_s": row["raw"]["time_s"],
+        "efficiency": ideal / row["raw"]["time_s"],
+    }
+
+
+def run_case(case: tuple[str, str], efficiency: float, iters: int, plots: str,
+             progress: Progress) -> dict:  # fmt: skip
+    """Synthesize, measure and picture one case; its rows and per-size summary."""
+    from ..report.compare import applicable, compare
+    from ..report.plots import plot_testbed
+    from ..testbed.measure import Case, default_scale, measure
+    from ..topology import load_topology
+
+    spec, kind = case
+    topo = load_topology(spec)
+    coll = Collective.make(kind, topo.num_ranks, 1)
+    keep: dict = {}
+    sizes = CASE_SIZES.get(spec, SIZES)
+    comparison = compare(topo, coll, sizes, applicable(coll), options=OPTIONS, keep=keep)
+    cases = [Case(algo, size, sched) for (algo, size), sched in keep.items()]
+    if progress:
+        progress(f"{_label(case)}: measuring {len(cases)} schedule-size pairs")
+    m = measure(topo, cases, default_scale(topo), iters=iters, check=True, on_step=progress)
+    m.skipped = comparison.skipped
+    data = m.to_dict()
+    largest: dict[str, float] = {}
+    for r in data["rows"]:
+        per_byte = r["simulated_time_s"] / r["size_bytes"]
+        largest[r["algo"]] = min(largest.get(r["algo"], per_byte), per_byte)
+    for r in data["rows"]:
+        r["case"] = _label(case)
+        r["ratio_calibrated"] = r["ratio"] * efficiency
+        r["bandwidth_bound"] = (
+            r["simulated_time_s"] / r["size_bytes"] <= BW_BOUND * largest[r["algo"]]
+        )
+    for r in data["mpi"]:
+        r["case"] = _label(case)
+    os.makedirs(plots, exist_ok=True)
+    plot_testbed(data, os.path.join(plots, _file(case)))
+    return data
+
+
+def run_suite(out_dir: str, repeat: int = 3, progress: Progress = None,
+              only: str | None = None) -> dict:  # fmt: skip
+    """Run the study (see the module) and write ``OUT/testbed.json``, ``.md`` and pictures."""
+    from ..testbed import netns
+
+    netns.require_tools()
+    t0 = time.perf_counter()
+    chosen = select("testbed", CASES, _label, only)
+    cal = calibrate(progress)
+    old = read_json(os.path.join(out_dir, "testbed.json")) if only is not None else {}
+    header = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "iters": max(3, repeat),
+        "calibration": cal,
+    }
+    results: list[tuple[tuple[str, str], dict]] = []
+    rows: list[dict] = []
+    for case in chosen:
+        try:
+            data = run_case(case, cal["efficiency"], max(3, repeat),
+                            os.path.join(out_dir, "testbed"), progress)  # fmt: skip
+        except CollsynthError as e:  # keep the study going; the failure is part of it
+            if progress:
+                progress(f"{_label(case)}: failed: {e}")
+            data = {"rows": [], "mpi": [], "summary": [], "ceiling": None, "skipped": [],
+                    "scale": 0.0, "failed": str(e)}  # fmt: skip
+        results.append((case, data))
+        rows = _write(out_dir, header, results, old, only)  # after every case: a long run
+    return {"summary": summary(len(CASES), len(chosen), len(rows), time.perf_counter() - t0, only)}
+
+
+def _write(out_dir: str, header: dict, results: list, old: dict, only: str | None) -> list[dict]:
+    """Write the results so far (merged into ``old`` under ``only``); their rows."""
+    rows = [r for _, d in results for r in d["rows"]]
+    mpi = [r for _, d in results for r in d["mpi"]]
+    per_case = [_case_summary(case, d) for case, d in results]
+    if only is not None:
+        ran: set[Any] = {_label(c) for c, _ in results}
+        order = [_label(c) for c in CASES]
+        rows = merge_rows(old.get("rows", []), rows, ran, lambda r: r["case"], order)
+        mpi = merge_rows(old.get("mpi", []), mpi, ran, lambda r: r["case"], order)
+        per_case = merge_rows(old.get("cases", []), per_case, ran, lambda r: r["case"], order)
+    data = {"header": header, "study": study(rows, per_case), "cases": per_case, "rows": rows,
+            "mpi": mpi}  # fmt: skip
+    write_files(out_dir, {"testbed.json": json.dumps(data, indent=1),
+                          "testbed.md": to_markdown(data)})  # fmt: skip
+    return rows
+
+
+def _case_summary(case: tuple[str, str], data: dict) -> dict:
+    return {
+        "case": _label(case),
+        "scale": data["scale"],
+        "per_size": data["summary"],
+        "ceiling": data["ceiling"],
+        "skipped": data["skipped"],
+        "failed": data.get("failed"),
+        "picture": f"testbed/{_file(case)}",
+    }
+
+
+def study(rows: list[dict], cases: list[dict]) -> dict:
+    """The study's figures over every case (see the module)."""
+    bw = [r for r in rows if r["bandwidth_bound"]]
+    ratios = sorted(r["ratio_calibrated"] for r in bw)
+    rhos_bw, agree, losses, vs_mpi = [], 0, [], []
+    sizes = 0
+    for c in cases:
+        for s in c["per_size"]:
+            sizes += 1
+            mine = [r for r in bw if r["case"] == c["case"] and r["size_bytes"] == s["size_bytes"]]
+            if s["spearman"] is not None and len(mine) >= 3:
+                rhos_bw.append(s["spearman"])
+            agree += s["simulated_winner"] == s["measured_winner"]
+            losses.append(s["loss"])
+            if s["best_vs_mpi"] is not None:
+                vs_mpi.append(s["best_vs_mpi"])
+    inside = sum(0.7 <= x <= 1.3 for x in ratios)
+    return {
+        "bandwidth_bound_rows": len(bw),
+        "spearman_bandwidth_bound": {
+            "median": statistics.median(rhos_bw) if rhos_bw else None,
+            "min": min(rhos_bw) if rhos_bw else None,
+            "at_least_0.8": sum(x >= 0.8 for x in rhos_bw),
+            "of": len(rhos_bw),
+        },
+        "ratio_calibrated_bandwidth_bound": {
+            "min": ratios[0] if ratios else None,
+            "median": statistics.median(ratios) if ratios else None,
+            "max": ratios[-1] if ratios else None,
+            "within_0.7_1.3": inside,
+            "of": len(ratios),
+        },
+        "winner_agrees": agree,
+        "sizes": sizes,
+        "median_loss": statistics.median(losses) if losses else None,
+        "max_loss": max(losses) if losses else None,
+        "best_vs_mpi_median": statistics.median(vs_mpi) if vs_mpi else None,
+    }
+
+
+def _f(x: Any, fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def to_markdown(data: dict) -> str:
+    h, st = data["header"], data["study"]
+    cal = h["calibration"]
+    sp, ra = st["spearman_bandwidth_bound"], st["ratio_calibrated_bandwidth_bound"]
+    out = [
+        "# Testbed study: simulated against measured",
+        "",
+        f"{h['machine']}, Python {h['python']}, {h['iters']} timed iterations per case "
+        "(median; raw min..max in the JSON). Regenerate: `collsynth bench testbed -o "
+        "bench/results` (root, mpiexec). Times are in the topology's own units (measured "
+        "raw time x scale).",
+        "",
+        f"Calibration (one link, {fmt_size(cal['size_bytes'])}): ideal {cal['ideal_raw_s']:.3f} s, "
+        f"measured {cal['measured_raw_s']:.3f} s: efficiency **{cal['efficiency']:.3f}**; "
+        "`cal` = measured/simulated x efficiency.",
+        "",
+        "## Summary",
+        "",
+        f"- bandwidth-bound rows: {st['bandwidth_bound_rows']}",
+        f"- Spearman (bandwidth-bound, per case and size): median {_f(sp['median'])}, min "
+        f"{_f(sp['min'])}, {sp['at_least_0.8']} of {sp['of']} at least 0.8",
+        f"- calibrated measured/simulated (bandwidth-bound): min {_f(ra['min'])}, median "
+        f"{_f(ra['median'])}, max {_f(ra['max'])}; {ra['within_0.7_1.3']} of {ra['of']} within "
+        "0.7-1.3",
+        f"- simulator's winner = measured winner: {st['winner_agrees']} of {st['sizes']} "
+        f"(case, size); trusting the simulator lost {100 * (st['median_loss'] or 0):.0f}% at the "
+        f"median, {100 * (st['max_loss'] or 0):.0f}% at most",
+        f"- best measured schedule against Open MPI's own collective: "
+        f"{_f(st['best_vs_mpi_median'])}x faster at the median",
+        "",
+    ]
+    for c in data["cases"]:
+        pic = [] if c.get("failed") else [f"![{c['case']}]({c['picture']})", ""]
+        out += [f"## {c['case']} (scale {c['scale']:.3g})", "", *pic,
+                "| size | Spearman | simulator's pick | measured best | loss | best vs MPI |",
+                "|---|---|---|---|---|---|"]  # fmt: skip
+        for s in c["per_size"]:
+            out.append(
+                f"| {fmt_size(s['size_bytes'])} | {_f(s['spearman'])} | {s['simulated_winner']} "
+                f"| {s['measured_winner']} | {100 * s['loss']:.0f}% | {_f(s['best_vs_mpi'])}x |"
+            )
+        out += ["", "| algo | size | simulated | measured | ratio | cal | bw-bound | check | "
+                "off-route ops |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        mine = [r for r in data["rows"] if r["case"] == c["case"]]
+        for r in sorted(mine, key=lambda r: (r["size_bytes"], r["measured_time_s"])):
+            out.append(
+                f"| {r['algo']} | {fmt_size(r['size_bytes'])} | {r['simulated_time_s']:.3g} "
+                f"| {r['measured_time_s']:.3g} | {r['ratio']:.2f} | {r['ratio_calibrated']:.2f} "
+                f"| {'yes' if r['bandwidth_bound'] else 'no'} | {r['check'] or '-'} "
+                f"| {r.get('route_mismatch_ops', '-')} |"
+            )
+        for m in data["mpi"]:
+            if m["case"] == c["case"]:
+                out.append(
+                    f"| Open MPI's own | {fmt_size(m['size_bytes'])} | - "
+                    f"| {m['measured_time_s']:.3g} | - | - | - | - | - |"
+                )
+        if c.get("failed"):
+            out += ["", f"**This case failed:** {c['failed']}"]
+        if c["ceiling"]:
+            out += ["", f"CPU ceiling: {c['ceiling']['headroom']:.1f}x the shaped run's need."]
+        for sk in c["skipped"]:
+            out.append(f"\nskipped {sk['algo']}: {sk['reason']}")
+        out.append("")
+    return "\n".join(out) + "\n"
