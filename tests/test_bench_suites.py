@@ -24,6 +24,7 @@ def test_every_suite_is_listed():
         "mteg",
         "syccl",
         "scale_ccl",
+        "testbed",
     }
 
 
