@@ -288,22 +288,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     con = console()
-    t = Table(title="topologies (-t NAME:key=value,...)")
-    for col in ("name", "parameters (defaults)", "summary"):
-        t.add_column(col)
-    for name, e in data["topologies"].items():
-        t.add_row(
-            name, ", ".join(f"{k}={v['default']}" for k, v in e["params"].items()), e["summary"]
-        )
-    con.print(t)
-    t = Table(title="topology sources (-t NAME:FILE,key=value,...)")
-    for col in ("name", "parameters (defaults)", "summary"):
-        t.add_column(col)
-    for name, e in data["topology_sources"].items():
-        t.add_row(
-            name, ", ".join(f"{k}={v['default']}" for k, v in e["params"].items()), e["summary"]
-        )
-    con.print(t)
+    tables = (
+        ("topologies", "topologies (-t NAME:key=value,...)"),
+        ("topology_sources", "topology sources (-t NAME:FILE,key=value,...)"),
+    )
+    for key, title in tables:
+        t = Table(title=title)
+        for col in ("name", "parameters (defaults)", "summary"):
+            t.add_column(col)
+        for name, e in data[key].items():
+            params = ", ".join(f"{k}={v['default']}" for k, v in e["params"].items())
+            t.add_row(name, params, e["summary"])
+        con.print(t)
     t = Table(title="algorithms (--opt KEY=VALUE[,KEY=VALUE]; values and defaults)")
     for col in ("name", "collectives", "summary", "options"):
         t.add_column(col)
