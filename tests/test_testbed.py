@@ -147,14 +147,14 @@ def test_up_wires_the_topology_and_down_removes_everything(spec):
             assert len([r for r in routes if r["dst"].startswith("198.18.")]) == len(w.routes[ns])
             # the shaping rate read back from tc, per interface (bytes/s)
             for x in mine:
-                (qd,) = _json(["tc", "-j", "-n", ns, "qdisc", "show", "dev", x["ifname"]])
+                qds = _json(["tc", "-j", "-n", ns, "qdisc", "show", "dev", x["ifname"]])
                 want = next(
                     (vv.rate_ab if vv.a_if == x["ifname"] else vv.rate_ba)
                     for vv in w.veths
                     if x["ifname"] in (vv.a_if, vv.b_if)
                 )
-                assert qd["kind"] == "tbf"
-                assert qd["options"]["rate"] == pytest.approx(want, rel=1e-3)
+                assert [q["kind"] for q in qds] == ["htb", "pfifo", "bfifo"]
+                assert _htb_rate(ns, x["ifname"]) == pytest.approx(want, rel=2e-3)
         assert veths == 2 * len(w.veths)  # both ends of one pair per pair of neighbours
         # TCP across the testbed: to a neighbour, and to the farthest rank (forwarded)
         far = max(range(topo.num_ranks), key=lambda r: len(w.paths[0][r]))
@@ -166,6 +166,17 @@ def test_up_wires_the_topology_and_down_removes_everything(spec):
     assert namespaces(prefix) == [] and gone
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert prefix not in links
+
+
+def _htb_rate(ns: str, dev: str) -> float:
+    """The rate of the htb class 1:1 on ``dev`` (bytes/s; ``tc`` prints classes as text)."""
+    import re
+
+    text = subprocess.run(["tc", "-n", ns, "class", "show", "dev", dev], capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
+    m = re.search(r"class htb 1:1 root rate ([0-9.]+)([KMG]?)bit", text)
+    assert m, text
+    return float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)] / 8
 
 
 @root
@@ -211,9 +222,32 @@ def test_links_carry_their_latency_and_netem_sits_inside_the_bucket():
     w = plan_wiring(t, 1e-3, "cs0004")
     assert all(v.alpha_ab == pytest.approx(700e-9) for v in w.veths)
     lines = qdisc_lines([("x", 1e6, 0.0007), ("y", 1e6, 0.0)])
-    assert lines[0].startswith("qdisc add dev x root handle 1: tbf rate 8000000bit")
-    assert lines[1] == "qdisc add dev x parent 1:1 handle 10: netem delay 700us limit 10000"
-    assert len(lines) == 3 and "netem" not in lines[2]
+    x = [ln for ln in lines if " dev x " in ln]
+    y = [ln for ln in lines if " dev y " in ln]
+    assert x[0] == "qdisc add dev x root handle 1: htb default 20"
+    assert "classid 1:1 htb rate 8000000bit ceil 8000000bit" in x[1]
+    # small packets (acknowledgements) first, data after them; both delayed by netem
+    assert "flowid 1:10" in x[4] and "prio 0" in x[2] and "prio 1" in x[3]
+    assert x[5:] == [
+        "qdisc add dev x parent 1:10 handle 10: netem delay 700us limit 10000",
+        "qdisc add dev x parent 1:20 handle 20: netem delay 700us limit 10000",
+    ]
+    assert len(y) == 7 and not any("netem" in ln for ln in y) and "bfifo" in y[-1]
+
+
+def test_queues_are_deep_and_rto_outlasts_them():
+    from collsynth.testbed import netns
+
+    # a slow link's queue holds seconds, and TCP's retransmission timer waits longer
+    assert netns.queue_bytes(0.5e6) == netns.TBF_QUEUE_MIN_BYTES
+    assert netns.queue_bytes(1e9) == int(1e9 * netns.TBF_QUEUE_S)
+    w = plan_wiring(load_topology("ndv2:chassis=2"), 4e-5, "cs0005")
+    slowest = min(r for v in w.veths for r in (v.rate_ab, v.rate_ba) if r > 0)
+    assert netns.rto_min(w) == pytest.approx(
+        min(2 * netns.TBF_QUEUE_MIN_BYTES / slowest, netns.RTO_MIN_CAP_S)
+    )
+    fast = plan_wiring(load_topology("ring:n=4"), 1.0, "cs0006")
+    assert netns.rto_min(fast) == netns.RTO_MIN_FLOOR_S
 
 
 @root
@@ -231,5 +265,5 @@ def test_netem_probe_leaves_nothing_and_latency_mode_follows_it():
             v = tb.wiring.veths[0]
             qd = subprocess.run(["tc", "-n", v.a_ns, "qdisc", "show", "dev", v.a_if],
                                 capture_output=True, text=True).stdout  # fmt: skip
-            assert "netem" in qd and "tbf" in qd
+            assert "netem" in qd and "htb" in qd
     assert namespaces(tb.prefix) == []

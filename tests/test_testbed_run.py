@@ -57,6 +57,91 @@ def test_spearman_and_summary():
     assert s["spearman"] == pytest.approx(0.5)
 
 
+class _FakeBed:
+    """Stands in for a live testbed: records the scales and shaping it was made with."""
+
+    made: list = []
+
+    def __init__(self, scale, shaped):
+        self.scale, self.shaped = scale, shaped
+        self.latency_note, self.wiring = "fake", None
+        _FakeBed.made.append((scale, shaped))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def test_measure_keeps_finished_sizes_lowers_scale_for_cpu_bound_rows(monkeypatch):
+    """No namespaces: the launches are faked. A failed size keeps the others; a failed Open MPI
+    run keeps its size's rows; a row with too little CPU headroom runs again, slower."""
+    from types import SimpleNamespace
+
+    from collsynth.errors import RunFailedError
+    from collsynth.sim import simulate
+    from collsynth.testbed import measure as M
+
+    fast, slow = _sched(algo="ring"), _sched(algo="direct")
+    scale = 1e-3
+    small, big = fit_size(1e4, [fast, slow]), fit_size(1e6, [fast, slow])
+    sim = {(s, size): simulate(s, size).time_s for s in (fast, slow) for size in (small, big)}
+    calls = []
+
+    def fake_launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True):
+        calls.append((tb.scale, tb.shaped, size, len(group), reference))
+        if tb.shaped and size == small and not reference:
+            raise RunFailedError("injected: this size fails")
+        if reference:
+            raise RunFailedError("injected: Open MPI's own times out")
+        runs = []
+        for c in group:
+            if not tb.shaped:  # the "slow" schedule is CPU-bound: half its shaped time
+                want = sim[c.schedule, size] / scale
+                t = want / 2 if c.schedule is slow else want / 10
+            else:
+                t = sim[c.schedule, size] / tb.scale
+            runs.append({"times_s": [t, t, t], "check": None})
+        return SimpleNamespace(runs=runs)
+
+    _FakeBed.made = []
+    monkeypatch.setattr(M._Runner, "testbed", lambda self, sc, shaped=True: _FakeBed(sc, shaped))
+    monkeypatch.setattr(M, "_launch", fake_launch)
+    monkeypatch.setattr(M, "netns_retransmits", lambda tb: 0)
+    monkeypatch.setattr(M, "route_mismatches", lambda sched, wiring: 0)
+    cases = [
+        M.Case(n, size, s) for size in (1e4, 1e6) for n, s in (("ring", fast), ("direct", slow))
+    ]
+    m = M.measure(load_topology("ring:n=4"), cases, scale)
+    # the small size failed, the big one is there; Open MPI's failure did not lose it
+    assert {r["size_bytes"] for r in m.rows} == {big}
+    assert [(f["size_bytes"], f["what"]) for f in m.failed] == [
+        (small, "schedules"),
+        (big, "Open MPI's own"),
+    ]
+    assert m.mpi == []
+    by = {r["algo"]: r for r in m.rows}
+    # ring had 10x headroom: measured once; direct had 2x: measured again at scale/2
+    assert by["ring"]["headroom"] == pytest.approx(10) and not by["ring"]["cpu_bound"]
+    assert "remeasured_from_scale" not in by["ring"]
+    assert by["direct"]["remeasured_from_scale"] == scale
+    assert by["direct"]["headroom"] == pytest.approx(4) and not by["direct"]["cpu_bound"]
+    assert by["direct"]["measured_time_s"] == pytest.approx(sim[slow, big])
+    assert _FakeBed.made == [(1.0, False), (scale, True), (scale / 2, True)]
+    assert m.ceiling["rows_remeasured"] == 1 and m.ceiling["algo"] == "direct"
+    # when every size fails, it is an error
+    monkeypatch.setattr(M, "_launch", lambda *a, **k: (_ for _ in ()).throw(RunFailedError("x")))
+    with pytest.raises(RunFailedError):
+        M.measure(load_topology("ring:n=4"), cases, scale, ceiling=False)
+
+
+def test_divisor_lifts_headroom_to_three():
+    from collsynth.testbed.measure import LOWEST, _divisor
+
+    assert _divisor(2.0) == 2 and _divisor(1.4) == 4 and _divisor(0.1) == LOWEST
+
+
 def test_route_mismatches_counts_ops_off_the_testbeds_paths():
     from collsynth.testbed import plan_wiring
     from collsynth.testbed.measure import route_mismatches

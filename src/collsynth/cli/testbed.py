@@ -154,7 +154,8 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-ceiling",
         action="store_true",
-        help="skip the unshaped run that measures what the CPU can move",
+        help="skip the unshaped runs that measure what the CPU can move per schedule (and "
+        "the slower re-runs of schedules with less than 3x headroom)",
     )
     add_quiet(p)
     add_json(p)
@@ -306,6 +307,15 @@ def _report(args: argparse.Namespace, result: Any, plot: str | None = None) -> i
     return 0
 
 
+def _headroom(row: dict) -> str:
+    """A row's headroom (unshaped speed over what its shaped run needs), with * where it was
+    measured again at a lower scale and ! where it is still CPU-bound."""
+    if "headroom" not in row:
+        return "-"
+    mark = "!" if row.get("cpu_bound") else "*" if "remeasured_from_scale" in row else ""
+    return f"{row['headroom']:.1f}x{mark}"
+
+
 def _print_measurement(data: dict) -> None:
     from rich.table import Table
 
@@ -316,7 +326,7 @@ def _print_measurement(data: dict) -> None:
         "(times in the topology's units; raw = as measured on the scaled network)"
     )
     for col in ("algo", "size", "simulated", "measured", "meas/sim", "raw median",
-                "raw min..max", "algbw", "busbw", "check"):  # fmt: skip
+                "raw min..max", "algbw", "busbw", "headroom", "check"):  # fmt: skip
         t.add_column(col, justify="left" if col == "algo" else "right")
     rows = sorted(data["rows"] + data["mpi"], key=lambda r: (r["size_bytes"], r["measured_time_s"]))
     for r in rows:
@@ -332,6 +342,7 @@ def _print_measurement(data: dict) -> None:
             f"{fmt_time(raw['min_s'])}..{fmt_time(raw['max_s'])}",
             fmt_bandwidth(r["measured_algbw_Bps"]),
             fmt_bandwidth(r["measured_busbw_Bps"]),
+            _headroom(r),
             r.get("check") or "-",
         )
     con = console()
@@ -353,10 +364,13 @@ def _print_measurement(data: dict) -> None:
     if data["ceiling"]:
         c = data["ceiling"]
         con.print(
-            f"CPU ceiling (unshaped): {c['algo']} at {fmt_size(c['size_bytes'])} moves "
-            f"{fmt_bandwidth(c['raw_algbw_Bps'])} raw, {c['headroom']:.1f}x what the shaped run "
-            "needs" + ("" if c["headroom"] >= 3 else " (too little headroom: lower --scale)")
+            f"CPU ceiling (unshaped): least headroom {c['headroom']:.1f}x ({c['algo']} at "
+            f"{fmt_size(c['size_bytes'])}, {fmt_bandwidth(c['raw_algbw_Bps'])} raw unshaped); "
+            f"{c['rows_remeasured']} row(s) measured again at a lower scale (marked *), "
+            f"{c['rows_cpu_bound']} still under 3x (marked !: lower --scale)"
         )
+    for f in data.get("failed", []):
+        con.print(f"{fmt_size(f['size_bytes'])}: {f['what']} failed: {f['error']}")
     con.print(data["latency"])
     for sk in data["skipped"]:
         con.print(f"skipped {sk['algo']}: {sk['reason']}")

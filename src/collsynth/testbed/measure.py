@@ -59,7 +59,8 @@ class Case:
 
 @dataclass
 class Measurement:
-    """What :func:`measure` found: rows per (schedule, size), Open MPI's own per size."""
+    """What :func:`measure` found: rows per (schedule, size), Open MPI's own per size, the
+    sizes whose run failed, and the CPU ceiling (the row with the least headroom)."""
 
     topology: str
     collective: str
@@ -69,6 +70,7 @@ class Measurement:
     mpi: list[dict] = field(default_factory=list)
     ceiling: dict | None = None
     skipped: list[dict] = field(default_factory=list)
+    failed: list[dict] = field(default_factory=list)
 
     def summary(self) -> list[dict]:
         """Per size: the rank correlation of simulated and measured times over the schedules,
@@ -107,6 +109,7 @@ class Measurement:
             "summary": self.summary(),
             "ceiling": self.ceiling,
             "skipped": self.skipped,
+            "failed": self.failed,
         }
 
 
@@ -118,6 +121,12 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
 
     rho = spearmanr(a, b).statistic
     return None if rho is None or not math.isfinite(rho) else float(rho)
+
+
+#: a row whose shaped run needs less than 1/MIN_HEADROOM of what the CPU moves unshaped is
+#: measured again on a slower testbed (bandwidth lowered by a power of two, at most LOWEST)
+MIN_HEADROOM = 3.0
+LOWEST = 8
 
 
 def measure(
@@ -133,39 +142,175 @@ def measure(
     ceiling: bool = True,
     on_step: Callable[[str], None] | None = None,
 ) -> Measurement:
-    """Run ``cases`` on a testbed of ``topology`` shaped at ``scale`` (see the module)."""
+    """Run ``cases`` on a testbed of ``topology`` shaped at ``scale`` (see the module).
+
+    Per size, one launch runs every schedule and a second one times Open MPI's own collective
+    (its deadline allows 8 times the slowest schedule's expected time; where it still fails,
+    the size keeps its schedule rows and the failure is recorded). With ``ceiling``, every
+    schedule first runs on the same wiring without shaping or emulated latency: its *headroom*
+    is the shaped run's expected raw time over that unshaped time, and a row with less than
+    ``MIN_HEADROOM`` is measured again at a lower scale (rows of one size may then carry
+    different scales; their times are all in the topology's own units). A size whose launch
+    fails is recorded in ``failed`` and the others go on; only when every size fails is it an
+    error.
+    """
     from ..sim import simulate
-    from .session import Testbed
 
     if not cases:
         raise CollsynthError("nothing to measure")
     coll = cases[0].schedule.collective
     result = Measurement(topology.name, coll.describe(), scale, "")
-    by_size: dict[float, list[Case]] = {}
-    for c in cases:
-        by_size.setdefault(c.size, []).append(c)
     step = on_step or (lambda s: None)
+    groups: dict[int, list[tuple[Case, float]]] = {}  # fitted size -> (case, simulated time)
+    for want in sorted({c.size for c in cases}):
+        mine = [c for c in cases if c.size == want]
+        fitted = fit_size(want, [c.schedule for c in mine])
+        groups[fitted] = [(c, simulate(c.schedule, fitted).time_s) for c in mine]
     with tempfile.TemporaryDirectory(prefix="collsynth-testbed-") as tmp:
-        with Testbed(topology, scale) as tb:
+        run = _Runner(topology, tmp, iters, warmup, check, timeout, step)
+        unshaped = run.unshaped(groups) if ceiling else {}
+        rows: dict[tuple[int, int], dict] = {}
+        slower: dict[int, list[tuple[int, int]]] = {}  # scale divisor -> (size, index)
+        with run.testbed(scale) as tb:
             result.latency = tb.latency_note
-            for size, group in sorted(by_size.items()):
-                fitted = fit_size(size, [c.schedule for c in group])
-                step(f"measuring {len(group)} schedule(s) at {fitted} B")
-                sims = [simulate(c.schedule, fitted).time_s for c in group]
-                # a step's deadline covers the slowest schedule's expected raw time, 4 times over
-                limit = max(timeout, 4 * max(sims) / scale + 30)
-                report = _launch(tb, group, fitted, tmp, iters, warmup, check, limit, reference)
-                for c, run, sim_s in zip(group, report.runs, sims):
-                    row = _row(c, run, fitted, sim_s, scale)
-                    row["route_mismatch_ops"] = route_mismatches(c.schedule, tb.wiring)
-                    result.rows.append(row)
-                ref = report.runs[0].get("reference_time_s") if report.runs else None
-                if reference and ref:
-                    times = report.runs[0].get("reference_times_s") or [ref]
-                    result.mpi.append(_timed("mpi", fitted, times, scale, coll.busbw_factor))
-        if ceiling:
-            result.ceiling = _ceiling(topology, cases, scale, tmp, timeout, step)
+            for size, group in groups.items():
+                got = run.shaped(tb, size, group, scale, result)
+                for i, row in got.items():
+                    rows[size, i] = row
+                    raw = unshaped.get((size, i))
+                    if raw is not None:
+                        row.update(unshaped_raw_s=raw, headroom=group[i][1] / scale / raw)
+                        if row["headroom"] < MIN_HEADROOM:
+                            div = _divisor(row["headroom"])
+                            slower.setdefault(div, []).append((size, i))
+                if reference and got:
+                    run.reference(tb, size, group, scale, coll, result)
+        for div, keys in sorted(slower.items()):
+            low = scale / div
+            step(f"measuring {len(keys)} CPU-bound row(s) again at scale/{div}")
+            with run.testbed(low) as tb:
+                for size in sorted({k[0] for k in keys}):
+                    sub = [i for (s2, i) in keys if s2 == size]
+                    got = run.shaped(tb, size, [groups[size][i] for i in sub], low, result)
+                    for j, row in got.items():
+                        i = sub[j]
+                        raw = unshaped[size, i]
+                        row.update(unshaped_raw_s=raw, headroom=groups[size][i][1] / low / raw,
+                                   remeasured_from_scale=scale)  # fmt: skip
+                        rows[size, i] = row
+    for key in sorted(rows):
+        row = rows[key]
+        if "headroom" in row:
+            row["cpu_bound"] = row["headroom"] < MIN_HEADROOM
+        result.rows.append(row)
+    if not result.rows:
+        raise RunFailedError("; ".join(f["error"] for f in result.failed) or "nothing measured")
+    with_room = [r for r in result.rows if "headroom" in r]
+    if with_room:
+        worst = min(with_room, key=lambda r: r["headroom"])
+        result.ceiling = {
+            "algo": worst["algo"],
+            "size_bytes": worst["size_bytes"],
+            "raw_time_s": worst["unshaped_raw_s"],
+            "raw_algbw_Bps": worst["size_bytes"] / worst["unshaped_raw_s"],
+            "headroom": worst["headroom"],
+            "rows_remeasured": sum("remeasured_from_scale" in r for r in result.rows),
+            "rows_cpu_bound": sum(r["cpu_bound"] for r in with_room),
+        }
     return result
+
+
+def _divisor(headroom: float) -> int:
+    """The power of two (at most ``LOWEST``) that lifts ``headroom`` to ``MIN_HEADROOM``."""
+    div = 2
+    while div < LOWEST and headroom * div < MIN_HEADROOM:
+        div *= 2
+    return div
+
+
+@dataclass
+class _Runner:
+    """The launches of one :func:`measure` call."""
+
+    topology: Topology
+    tmp: str
+    iters: int
+    warmup: int
+    check: bool
+    timeout: float
+    step: Callable[[str], None]
+
+    def testbed(self, scale: float, shaped: bool = True) -> Any:
+        from .session import Testbed
+
+        return Testbed(self.topology, scale, shaped=shaped)
+
+    def unshaped(self, groups: dict[int, list[tuple[Case, float]]]) -> dict[tuple[int, int], float]:
+        """Every schedule's median raw time without shaping or delays (CPU-bound)."""
+        out: dict[tuple[int, int], float] = {}
+        with self.testbed(1.0, shaped=False) as tb:
+            for size, group in groups.items():
+                self.step(f"measuring {len(group)} schedule(s) at {size} B unshaped (CPU ceiling)")
+                try:
+                    rep = _launch(tb, [c for c, _ in group], size, self.tmp, 3, 1, False,
+                                  self.timeout, False, delay=False)  # fmt: skip
+                except RunFailedError:
+                    continue  # the shaped run will say what is wrong
+                for i, r in enumerate(rep.runs):
+                    out[size, i] = statistics.median(r["times_s"])
+        return out
+
+    def shaped(self, tb: Any, size: int, group: list[tuple[Case, float]], scale: float,
+               result: Measurement) -> dict[int, dict]:  # fmt: skip
+        """Rows of ``group`` at ``size`` on ``tb`` (empty, and a ``failed`` entry, on failure)."""
+        self.step(f"measuring {len(group)} schedule(s) at {size} B")
+        sims = [sim for _, sim in group]
+        # a step's deadline covers the slowest schedule's expected raw time, 4 times over
+        limit = max(self.timeout, 4 * max(sims) / scale + 30)
+        before = netns_retransmits(tb)
+        try:
+            rep = _launch(tb, [c for c, _ in group], size, self.tmp, self.iters, self.warmup,
+                          self.check, limit, False)  # fmt: skip
+        except RunFailedError as e:
+            result.failed.append({"size_bytes": size, "what": "schedules", "scale": scale,
+                                  "error": str(e)})  # fmt: skip
+            return {}
+        resent = netns_retransmits(tb) - before
+        out = {}
+        for i, ((c, sim_s), run) in enumerate(zip(group, rep.runs)):
+            row = _row(c, run, size, sim_s, scale)
+            row["route_mismatch_ops"] = route_mismatches(c.schedule, tb.wiring)
+            row["tcp_retransmits"] = resent  # over the whole launch, every schedule in it
+            out[i] = row
+        return out
+
+    def reference(self, tb: Any, size: int, group: list[tuple[Case, float]], scale: float,
+                  coll: Any, result: Measurement) -> None:  # fmt: skip
+        """Open MPI's own collective at ``size`` (a launch of its own, after the fastest
+        schedule's timed iterations; a failure is recorded, not raised)."""
+        self.step(f"timing Open MPI's own {coll.kind.value} at {size} B")
+        fastest = min(group, key=lambda cs: cs[1])
+        sims = [sim for _, sim in group]
+        limit = max(self.timeout, 8 * max(sims) / scale + 60)
+        before = netns_retransmits(tb)
+        try:
+            rep = _launch(tb, [fastest[0]], size, self.tmp, self.iters, 0, False, limit, True)
+        except RunFailedError as e:
+            result.failed.append({"size_bytes": size, "what": "Open MPI's own", "scale": scale,
+                                  "error": str(e)})  # fmt: skip
+            return
+        ref = rep.runs[0].get("reference_time_s")
+        if ref:
+            times = rep.runs[0].get("reference_times_s") or [ref]
+            row = _timed("mpi", size, times, scale, coll.busbw_factor)
+            row["tcp_retransmits"] = netns_retransmits(tb) - before
+            result.mpi.append(row)
+
+
+def netns_retransmits(tb: Any) -> int:
+    from . import netns
+
+    return netns.tcp_retransmits(list(tb.wiring.namespaces))
 
 
 def _launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True):
@@ -253,27 +398,3 @@ def _row(c: Case, run: dict, size: int, sim_s: float, scale: float) -> dict:
         ops=c.schedule.num_ops,
     )
     return row
-
-
-def _ceiling(topology, cases, scale, tmp, timeout, step) -> dict:
-    """The first schedule at the largest size on the same wiring without shaping or emulated
-    latency: what the CPU moves; ``headroom`` is that raw bandwidth over what the shaped run
-    should reach."""
-    from ..sim import simulate
-    from .session import Testbed
-
-    big = max(cases, key=lambda c: (c.size, -cases.index(c)))
-    size = fit_size(big.size, [big.schedule])
-    step(f"measuring the CPU ceiling ({big.label} at {size} B, unshaped)")
-    expect = simulate(big.schedule, size).time_s / scale  # raw time the shaped run should take
-    with Testbed(topology, scale, shaped=False) as tb:
-        limit = max(timeout, expect + 30)
-        report = _launch(tb, [big], size, tmp, 3, 1, False, limit, False, delay=False)
-    med = statistics.median(report.runs[0]["times_s"])
-    return {
-        "algo": big.label,
-        "size_bytes": size,
-        "raw_time_s": med,
-        "raw_algbw_Bps": size / med,
-        "headroom": expect / med,
-    }

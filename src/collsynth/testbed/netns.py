@@ -23,12 +23,22 @@ from .wiring import Wiring, check_prefix, mgmt_net
 
 STATE_DIR = os.environ.get("COLLSYNTH_TESTBED_STATE", "/run/collsynth-testbed")
 NAME_RE = re.compile(r"^(cs[0-9a-f]{4})[-a-z]")
-#: tbf's queue: how long a packet may wait before it is dropped
-TBF_LATENCY = "50ms"
+#: the data queue holds this long at the link's rate...
+TBF_QUEUE_S = 0.05
+#: ...and at least this many bytes. Accelerator links are lossless (credits, back-pressure),
+#: and a lossy emulation is not a test of the simulator: with a 50 ms queue on NDv2's
+#: InfiniBand link scaled to 0.5 MB/s (17 packets), 250 KB messages from a few flows overflow
+#: it every round trip and TCP stalls in retransmission back-off (a ring AllGather took 6.5x its
+#: simulated time; Open MPI's own over 300 s). A queue deeper than what the flows sharing a link
+#: keep in flight (one eager message each, at most Open MPI's 4 MiB eager limit) drops nothing
+TBF_QUEUE_MIN_BYTES = 4 << 20
+#: TCP's minimum retransmission timeout stays between Linux's default and this (see rto_min)
+RTO_MIN_FLOOR_S = 0.2
+RTO_MIN_CAP_S = 30.0
 #: the data links' MTU (Ethernet's: a token bucket holds at least one packet, and a small
 #: bucket keeps short messages from passing faster than the rate after an idle spell)
 MTU = 1500
-#: the token bucket holds this much time at the link's rate (and at least two packets)
+#: the shaper's bucket holds this much time at the link's rate (and at least two packets)
 TBF_BUCKET_S = 1e-3
 
 
@@ -84,6 +94,8 @@ def _make(w: Wiring, shaped: bool, netem: bool) -> None:
                 "net/ipv4/tcp_slow_start_after_idle": 0}  # fmt: skip
         if ns in w.forwarding:
             keys["net/ipv4/ip_forward"] = 1
+        if shaped:
+            keys["net/ipv4/tcp_rto_min_us"] = int(rto_min(w) * 1e6)
         _sysctl(ns, keys)
     root = [f"link add {w.mgmt_bridge} type bridge", f"addr add {w.mgmt_root} dev {w.mgmt_bridge}",
             f"link set {w.mgmt_bridge} up"]  # fmt: skip
@@ -113,32 +125,69 @@ def _make(w: Wiring, shaped: bool, netem: bool) -> None:
             shape(ns, qdiscs[ns])
 
 
-def tbf_args(rate_Bps: float) -> str:
-    """A token-bucket filter at ``rate_Bps`` bytes/s (``tc qdisc add ... root`` arguments)."""
-    bits = max(8_000, int(rate_Bps * 8))
-    burst = max(2 * MTU + 100, int(rate_Bps * TBF_BUCKET_S))
-    return f"tbf rate {bits}bit burst {burst} latency {TBF_LATENCY}"
+def queue_bytes(rate_Bps: float) -> int:
+    """The data queue of a link shaped at ``rate_Bps``."""
+    return max(int(rate_Bps * TBF_QUEUE_S), TBF_QUEUE_MIN_BYTES)
+
+
+def rto_min(w: Wiring) -> float:
+    """TCP's smallest retransmission timeout in the testbed (seconds): twice the longest a full
+    data queue takes to drain, so that a segment waiting in queues is not taken for lost.
+
+    A queue deep enough never to drop (see ``TBF_QUEUE_MIN_BYTES``) holds seconds on a slow
+    link; with Linux's 200 ms the first segments of a flow that joins a full queue time out,
+    are sent again into the same queue, and the link fills with copies (22 000 retransmitted
+    segments in one Open MPI AllGather on NDv2, none of them dropped by a queue)."""
+    worst = max((queue_bytes(r) / r for v in w.veths for r in (v.rate_ab, v.rate_ba) if r > 0),
+                default=0.0)  # fmt: skip
+    return min(max(2 * worst, RTO_MIN_FLOOR_S), RTO_MIN_CAP_S)
+
+
+def _bucket(rate_Bps: float) -> tuple[int, int]:
+    """(bits/s, bucket bytes) of a shaper at ``rate_Bps`` bytes/s."""
+    return max(8_000, int(rate_Bps * 8)), max(2 * MTU + 100, int(rate_Bps * TBF_BUCKET_S))
 
 
 def shape(ns: str, devs: list[tuple[str, float, float]]) -> None:
     """Shape the egress of each (interface, bytes/s, delay in seconds) in ``ns`` (one
-    ``tc -batch``): a token-bucket filter, and a ``netem`` delay inside it where the delay is
-    positive."""
+    ``tc -batch``, see :func:`qdisc_lines`)."""
     if devs:
         _batch(["tc", "-n", ns, "-batch", "-"], qdisc_lines(devs))
 
 
 def qdisc_lines(devs: list[tuple[str, float, float]]) -> list[str]:
-    """The ``tc -batch`` lines of :func:`shape`."""
+    """The ``tc -batch`` lines of :func:`shape`: per interface an ``htb`` shaper at the link's
+    rate with two classes under it, small packets (under 128 bytes: TCP's acknowledgements,
+    MPI's control messages) served first and data after them, into a deep byte FIFO; and a
+    ``netem`` delay under each class where the delay is positive.
+
+    Small packets go first because on a real accelerator link acknowledgements do not queue
+    behind data. Here they would: the reverse direction of a busy slow link holds up to a second
+    of data, every flow's round trip stretches by it, and window- or model-based congestion
+    control (BBR's window is twice the bandwidth-delay product at the *smallest* round trip)
+    stalls to a fraction of the link.
+    """
     lines = []
     for dev, rate, delay in devs:
-        lines.append(f"qdisc add dev {dev} root handle 1: {tbf_args(rate)}")
-        if delay > 0:
-            limit = 10_000  # packets: the delay line must hold a whole window in flight
-            lines.append(
-                f"qdisc add dev {dev} parent 1:1 handle 10: netem delay {delay * 1e6:.0f}us "
-                f"limit {limit}"
-            )
+        bits, burst = _bucket(rate)
+        limit = queue_bytes(rate)
+        cls = f"htb rate {{}}bit ceil {bits}bit burst {burst} cburst {burst} quantum {MTU + 100}"
+        lines += [
+            f"qdisc add dev {dev} root handle 1: htb default 20",
+            f"class add dev {dev} parent 1: classid 1:1 htb rate {bits}bit ceil {bits}bit "
+            f"burst {burst} cburst {burst}",
+            f"class add dev {dev} parent 1:1 classid 1:10 {cls.format(max(8_000, bits // 10))} "
+            "prio 0",
+            f"class add dev {dev} parent 1:1 classid 1:20 "
+            f"{cls.format(max(8_000, bits - bits // 10))} prio 1",
+            # the IPv4 total length (bytes 2-3 of the header) under 128
+            f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match u16 0x0000 0xff80 at 2 "
+            "flowid 1:10",
+        ]
+        for leaf, fifo in (("10", "pfifo limit 1000"), ("20", f"bfifo limit {limit}")):
+            if delay > 0:  # packets: the delay line must hold a whole window in flight
+                fifo = f"netem delay {delay * 1e6:.0f}us limit 10000"
+            lines.append(f"qdisc add dev {dev} parent 1:{leaf} handle {leaf}: {fifo}")
     return lines
 
 
@@ -219,6 +268,19 @@ def status() -> list[dict]:
             info["topology"] = None  # a leftover without its state
         out.append(info)
     return out
+
+
+def tcp_retransmits(namespaces: list[str]) -> int:
+    """TCP segments sent again so far, summed over ``namespaces`` (from each one's
+    /proc/net/snmp): a shaped link that drops, or a retransmission timer that fires while a
+    segment still waits in a queue, shows here."""
+    total = 0
+    for ns in namespaces:
+        text = _run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"])
+        rows = [line.split() for line in text.splitlines() if line.startswith("Tcp:")]
+        if len(rows) >= 2 and "RetransSegs" in rows[0]:
+            total += int(rows[1][rows[0].index("RetransSegs")])
+    return total
 
 
 def list_namespaces() -> list[str]:
