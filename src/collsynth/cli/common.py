@@ -145,14 +145,53 @@ def add_size(p: argparse.ArgumentParser, required: bool = False, help: str = "")
 
 
 def add_sizes(p: argparse.ArgumentParser) -> None:
-    """``--sizes LIST|SWEEP``."""
+    """``--sizes LIST|SWEEP``, and nccl-tests' ``-b/-e/-f/-i`` sweep flags."""
     p.add_argument(
         "--sizes",
         default=DEFAULT_SIZES,
         metavar="SIZES",
         help="comma-separated sizes and sweeps: 1KB,1MB or 1KB:1GB:x2 (x factor) or "
-        "1MB:8MB:+1MB (step)",
+        f"1MB:8MB:+1MB (step) (default {DEFAULT_SIZES})",
     )
+    g = p.add_argument_group(
+        "size sweep as nccl-tests spells it, instead of --sizes (a bare K/M/G is 1024-based "
+        "as in nccl-tests: -e 128M is 128 MiB)"
+    )
+    g.add_argument("-b", "--minbytes", metavar="SIZE", help="smallest size (nccl-tests -b)")
+    g.add_argument("-e", "--maxbytes", metavar="SIZE", help="largest size (nccl-tests -e)")
+    g.add_argument(
+        "-f", "--stepfactor", metavar="F", help="multiply the size by F each step (default 2)"
+    )
+    g.add_argument("-i", "--stepbytes", metavar="SIZE", help="add SIZE each step instead")
+
+
+def sizes_text(args: argparse.Namespace) -> str:
+    """The sizes asked for: ``--sizes``, or the sweep of ``-b/-e/-f/-i`` (nccl-tests' flags,
+    which default to 32 MB for ``-e`` and to the other end for a missing ``-b``)."""
+    b, e = getattr(args, "minbytes", None), getattr(args, "maxbytes", None)
+    f, i = getattr(args, "stepfactor", None), getattr(args, "stepbytes", None)
+    if b is None and e is None and f is None and i is None:
+        return args.sizes
+    if args.sizes is not DEFAULT_SIZES:  # argparse keeps the default object itself
+        raise CollsynthError("give either --sizes or -b/-e/-f/-i, not both")
+    if f is not None and i is not None:
+        raise CollsynthError("give -f (a factor) or -i (a step), not both")
+    lo = b if b is not None else e
+    hi = e if e is not None else b
+    if b is None and e is None:
+        raise CollsynthError("-f/-i need -b and/or -e")
+    step = f"+{_binary(i)}" if i is not None else f"x{f if f is not None else 2}"
+    return f"{_binary(lo)}:{_binary(hi)}:{step}"
+
+
+def _binary(text: str) -> str:
+    """nccl-tests reads a bare K/M/G/T suffix as a power of 1024 (``-e 128M`` is 128 MiB);
+    collsynth's own sizes read ``MB`` as 10^6 and ``MiB`` as 2^20, so ``128M`` becomes
+    ``128MiB`` here."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGTkmgt])\s*", text)
+    return f"{m.group(1)}{m.group(2).upper()}iB" if m else text
 
 
 def add_problem(p: argparse.ArgumentParser, chunks: bool = True, required: bool = True) -> None:
@@ -297,7 +336,7 @@ def build_request(
     coll = make_collective(args, topo)
     req = Request(topo, coll, algorithm, algo_options(args, algorithm))
     if sizes:
-        req.sizes = parse_sizes(args.sizes)
+        req.sizes = parse_sizes(sizes_text(args))
     elif getattr(args, "size", None) is not None:
         req.sizes = [parse_positive_size(args.size, "--size")]
     return req

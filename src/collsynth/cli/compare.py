@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from ..errors import CollsynthError
@@ -38,10 +39,18 @@ def add_parser(sub: Any) -> None:
             "collsynth compare -t ndv2:chassis=2 -c allgather "
             "--sizes 1KB,1MB,1GB --algos all --plot ag.png",
             "collsynth compare -t dgx1 -c allreduce --sizes 1KB:1GB:x4 --algos best --json",
+            "collsynth compare -t dgx1 -c allgather --baseline all_gather_perf.log --plot ag.png",
         ),
     )
     add_problem(cmp_)
     add_sizes(cmp_)
+    cmp_.add_argument(
+        "--baseline",
+        metavar="LOG",
+        help="an nccl-tests output log (all_gather_perf, all_reduce_perf, ...): its measured "
+        "busbw beside each schedule's predicted busbw at the same sizes, with the predicted "
+        "speed-up; its sizes are used unless --sizes is given",
+    )
     cmp_.add_argument(
         "--algos",
         default="all",
@@ -52,6 +61,14 @@ def add_parser(sub: Any) -> None:
     add_quiet(cmp_)
     add_timing(cmp_)
     add_json(cmp_)
+    cmp_.add_argument(
+        "--csv", action="store_true", help="print the rows as CSV on stdout (bytes, seconds, B/s)"
+    )
+    cmp_.add_argument(
+        "--nccl-tests",
+        action="store_true",
+        help="print each algorithm's rows as nccl-tests prints its results (us, GB/s)",
+    )
     add_time_limit(cmp_)
     cmp_.set_defaults(func=cmd_compare)
 
@@ -115,11 +132,30 @@ def run_compare(req, algo_spec: str, show_progress: bool, run: Any = None):
     return result, best_only
 
 
+#: the CSV columns of ``compare --csv`` (one unit per column)
+CSV_COLUMNS = ("algo", "size_bytes", "time_s", "algbw_Bps", "busbw_Bps", "bound_time_s",
+               "bound_kind", "ratio_to_bound", "ops", "chunks_per_rank")  # fmt: skip
+BASELINE_COLUMNS = ("baseline_time_s", "baseline_busbw_Bps", "predicted_speedup")
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare algorithms."""
+    from ..report import nccl_tests
+    from .common import DEFAULT_SIZES, sizes_text
+
+    formats = [f for f in ("json", "csv", "nccl_tests") if getattr(args, f)]
+    if len(formats) > 1:
+        raise CollsynthError("choose one of --json, --csv and --nccl-tests")
     check_plot(args.plot)
+    log = nccl_tests.read_log(args.baseline) if args.baseline else None
+    given = sizes_text(args) is not DEFAULT_SIZES  # argparse keeps the default object itself
+    if log is not None and not given:
+        args.sizes = ",".join(str(s) for s in sorted({r.size_bytes for r in log.rows}))
     req = build_request(args, sizes=True)
-    result, best_only = run_compare(req, args.algos, show_progress=not args.json and not args.quiet)
+    if log is not None:
+        nccl_tests.check_ranks(log, req.topology.num_ranks)
+    quiet = bool(formats) or args.quiet
+    result, best_only = run_compare(req, args.algos, show_progress=not quiet)
     if not result.rows:
         raise CollsynthError(
             "no algorithm could produce a schedule: "
@@ -128,18 +164,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot:
         from ..report.plots import plot_algbw
 
-        plot_algbw(result, args.plot)
+        plot_algbw(result, args.plot, baseline=log)
+    data = result.to_dict(best_only=best_only, timing=args.timing)
+    if log is not None:
+        data["rows"] = nccl_tests.with_baseline(data["rows"], log)
+        data["baseline"] = log.to_dict()
     if args.json:
-        emit_json(result.to_dict(best_only=best_only, timing=args.timing))
-        return 0
-    print_comparison(result, best_only)
-    if args.plot:
-        console().print(f"wrote {args.plot}")
+        emit_json(data)
+    elif args.csv:
+        cols = CSV_COLUMNS + (BASELINE_COLUMNS if log is not None else ())
+        sys.stdout.write(nccl_tests.to_csv(data["rows"], cols))
+    elif args.nccl_tests:
+        sys.stdout.write(nccl_tests.comparison_table(result, req.collective))
+    else:
+        print_comparison(result, best_only, data["rows"] if log is not None else None)
+        if args.plot:
+            console().print(f"wrote {args.plot}")
     return 0
 
 
-def print_comparison(result: Any, best_only: bool) -> None:
-    """The comparison table."""
+def print_comparison(result: Any, best_only: bool, baseline: list[dict] | None = None) -> None:
+    """The comparison table (with ``baseline``: rows carrying an nccl-tests log's figures, see
+    :func:`~collsynth.report.nccl_tests.with_baseline`)."""
     from rich.table import Table
 
     rows = result.best_rows() if best_only else result.rows
@@ -147,9 +193,20 @@ def print_comparison(result: Any, best_only: bool) -> None:
         title=f"{result.collective} on {result.topology}"
         + ("  (best algorithm per size)" if best_only else "")
     )
-    for col in ("algo", "size", "time", "algbw", "busbw", "x bound", "bound kind", "synth", "ops"):
+    cols = ["algo", "size", "time", "algbw", "busbw", "x bound", "bound kind", "synth", "ops"]
+    if baseline is not None:
+        cols += ["nccl-tests busbw", "speed-up"]
+    for col in cols:
         table.add_column(col, justify="left" if col in ("algo", "bound kind") else "right")
+    extra = {(b["algo"], b["size_bytes"]): b for b in baseline or []}
     for r in sorted(rows, key=lambda r: (r.size_bytes, r.time_s)):
+        more = []
+        if baseline is not None:
+            b = extra.get((r.algo, r.size_bytes), {})
+            got = b.get("baseline_busbw_Bps")
+            more = ["-", "-"] if got is None else [
+                fmt_bandwidth(got), f"{b['predicted_speedup']:.2f}x"
+            ]  # fmt: skip
         table.add_row(
             r.algo,
             fmt_size(r.size_bytes),
@@ -160,6 +217,7 @@ def print_comparison(result: Any, best_only: bool) -> None:
             r.bound_kind,
             fmt_time(r.synth_wall_s),
             str(r.ops),
+            *more,
         )
     con = console()
     con.print(table)

@@ -19,6 +19,7 @@ from .common import (
     console,
     emit_json,
     parse_sizes,
+    sizes_text,
 )
 
 
@@ -235,7 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..verify import ensure_verified
 
     opts = _measure_args(args)
-    sizes = parse_sizes(args.sizes)
+    sizes = parse_sizes(sizes_text(args))
     scheds = []
     for path in args.schedules:
         s = load_schedule(path)

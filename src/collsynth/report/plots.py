@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..atomic import check_writable
@@ -50,8 +52,9 @@ def check_plot_path(path: str) -> None:
     check_writable(path, "plot")
 
 
-def plot_algbw(comparison, path: str) -> None:
-    """algbw (GB/s) against size on a log axis, one line per algorithm, the bound dashed."""
+def plot_algbw(comparison, path: str, baseline=None) -> None:
+    """algbw (GB/s) against size on a log axis, one line per algorithm, the bound dashed, and
+    with ``baseline`` (an nccl-tests log) its measured algbw as a thick grey line."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     algos = list(dict.fromkeys(r.algo for r in comparison.rows))
@@ -74,6 +77,20 @@ def plot_algbw(comparison, path: str) -> None:
             linewidth=1.2,
             label="bound: no schedule is faster",
         )
+    if baseline is not None:
+        from .nccl_tests import measured_at
+
+        got = sorted(measured_at(baseline).items())
+        ax.plot(
+            [s for s, _ in got],
+            [t.algbw_Bps / 1e9 for _, t in got],
+            color="0.45",
+            linewidth=3,
+            alpha=0.7,
+            marker="X",
+            label=f"nccl-tests, measured ({os.path.basename(baseline.path)})",
+            zorder=1,
+        )
     ax.set_xscale("log")
     ax.set_xlabel("data size")
     ax.set_ylabel("algorithm bandwidth (GB/s)")
@@ -81,7 +98,15 @@ def plot_algbw(comparison, path: str) -> None:
     sizes = sorted({r.size_bytes for r in comparison.rows})
     if sizes:
         ax.set_xticks(sizes)
-        ax.set_xticklabels([fmt_size(s) for s in sizes])
+        # powers of two read best in binary units (1KiB, not 1.024KB); many ticks lean over
+        binary = all(s >= 1 and float(s).is_integer() and int(s) & (int(s) - 1) == 0
+                     for s in sizes)  # fmt: skip
+        lean = len(sizes) > 6
+        ax.set_xticklabels(
+            [fmt_size(s, binary=binary) for s in sizes],
+            rotation=40 if lean else 0,
+            ha="right" if lean else "center",
+        )
         ax.minorticks_off()
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper left", fontsize=9)
