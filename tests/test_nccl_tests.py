@@ -193,3 +193,19 @@ def test_nccl_tests_sweep_flags_bad_input(flags, needle, capsys):
     argv = ["compare", "-t", "ring:n=4", "-c", "allgather", "--algos", "ring", *flags]
     assert main(argv) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_simulate_sweeps_and_prints_nccl_tests_rows(tmp_path, capsys):
+    path = str(tmp_path / "ar.json")
+    assert main(["synth", "-t", "ring:n=4", "-c", "allreduce", "-a", "ring", "-o", path,
+                 "-q"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["simulate", path, "-b", "1M", "-e", "16M", "-f", "4", "--nccl-tests"]) == 0
+    log = parse_log(capsys.readouterr().out)
+    assert [r.size_bytes for r in log.rows] == [1 << 20, 1 << 22, 1 << 24]
+    assert main(["simulate", path, "--sizes", "1MiB,16MiB", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    for got, want in zip((log.rows[0], log.rows[2]), rows):
+        assert got.out_of_place.time_s == pytest.approx(want["time_s"], rel=1e-3)
+    assert main(["simulate", path, "-s", "1MB", "--sizes", "2MB"]) == 2
+    assert "not both" in capsys.readouterr().err

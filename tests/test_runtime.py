@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -13,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from collsynth.cli import main
 from collsynth.collective import Collective
 from collsynth.errors import CollsynthError
 from collsynth.runtime.check import compare, element_dtype
@@ -361,8 +363,46 @@ def test_corrupted_output_fails_the_check(small):
     )
     assert not rep.ok and rep.returncode == 3
     assert rep.runs[0]["check"] == "failed"
+    assert rep.runs[0]["wrong"] == 2  # the two elements the fault inverted, as #wrong counts
     assert rep.error.startswith("check failed") and "rank 2: output chunk" in rep.error
     _forget_log(rep.log)
+
+
+@mpi
+def test_a_sweep_runs_in_one_launch_and_prints_nccl_tests_rows(small, tmp_path):
+    """``--sizes`` (or -b/-e/-f) runs every size in one launch; ``--nccl-tests`` prints the
+    rows as nccl-tests does, with #wrong from the check, and they read back."""
+    from collsynth.report.nccl_tests import parse_log
+
+    path, _ = small
+    base = [sys.executable, "-m", "collsynth", "run", path, "--check", "--iters", "1",
+            "--warmup", "0", "--launch", "4"]  # fmt: skip
+    got = subprocess.run([*base, "-b", "1K", "-e", "4K", "--nccl-tests"], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    log = parse_log(got.stdout)
+    assert [r.size_bytes for r in log.rows] == [1024, 2048, 4096]
+    assert [r.count for r in log.rows] == [256, 512, 1024]  # AllReduce counts every element
+    assert all(r.out_of_place.wrong == 0 and r.in_place is None for r in log.rows)
+    js = subprocess.run([*base, "--sizes", "1KiB,3KiB", "--json"], capture_output=True,
+                        text=True, timeout=300)  # fmt: skip
+    data = json.loads(js.stdout)
+    assert data["sizes"] == [1024, 3072] and [r["size"] for r in data["runs"]] == [1024, 3072]
+    assert all(r["wrong"] == 0 and r["check"] == "passed" for r in data["runs"])
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["-s", "1KiB", "--sizes", "2KiB"], "not both"),
+        ([], "give the size"),
+        (["-s", "1KiB", "--json", "--nccl-tests"], "one of --json and --nccl-tests"),
+    ],
+)
+def test_run_size_flags_bad_input(small, extra, needle, capsys):
+    path, _ = small
+    assert main(["run", path, *extra]) == 2
+    assert needle in capsys.readouterr().err
 
 
 @mpi

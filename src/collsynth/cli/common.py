@@ -144,14 +144,14 @@ def add_size(p: argparse.ArgumentParser, required: bool = False, help: str = "")
     )
 
 
-def add_sizes(p: argparse.ArgumentParser) -> None:
+def add_sizes(p: argparse.ArgumentParser, default: str | None = DEFAULT_SIZES) -> None:
     """``--sizes LIST|SWEEP``, and nccl-tests' ``-b/-e/-f/-i`` sweep flags."""
     p.add_argument(
         "--sizes",
-        default=DEFAULT_SIZES,
+        default=default,
         metavar="SIZES",
         help="comma-separated sizes and sweeps: 1KB,1MB or 1KB:1GB:x2 (x factor) or "
-        f"1MB:8MB:+1MB (step) (default {DEFAULT_SIZES})",
+        "1MB:8MB:+1MB (step)" + (f" (default {default})" if default else ""),
     )
     g = p.add_argument_group(
         "size sweep as nccl-tests spells it, instead of --sizes (a bare K/M/G is 1024-based "
@@ -172,7 +172,7 @@ def sizes_text(args: argparse.Namespace) -> str:
     f, i = getattr(args, "stepfactor", None), getattr(args, "stepbytes", None)
     if b is None and e is None and f is None and i is None:
         return args.sizes
-    if args.sizes is not DEFAULT_SIZES:  # argparse keeps the default object itself
+    if args.sizes is not None and args.sizes is not DEFAULT_SIZES:  # argparse keeps the default
         raise CollsynthError("give either --sizes or -b/-e/-f/-i, not both")
     if f is not None and i is not None:
         raise CollsynthError("give -f (a factor) or -i (a step), not both")

@@ -23,9 +23,11 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
+
 from ..errors import CollsynthError
 from ..units import fmt_bandwidth, fmt_size, fmt_time, parse_size, parse_time
-from .common import add_command, add_size
+from .common import add_command, add_size, add_sizes, parse_sizes, sizes_text
 
 RUN_FAILED = 3
 
@@ -52,6 +54,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         examples=(
             "collsynth run ar.json -s 3MiB --check --iters 5 --launch 8",
             "mpiexec -n 8 collsynth run ar.json ag.json -s 1MB --json",
+            "collsynth run ar.json -b 1K -e 16M -f 4 --check --nccl-tests --launch 8",
         ),
     )
     p.add_argument(
@@ -60,7 +63,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="SCHEDULE.json",
         help="schedule file(s); several run one after another in one launch",
     )
-    add_size(p, required=True)
+    add_size(p, help="collective size, e.g. 1MB (nccl-tests convention); or a sweep:")
+    add_sizes(p, default=None)
     p.add_argument(
         "--backend",
         choices=("mpi", "torch"),
@@ -124,6 +128,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help=f"for tests, repeatable: make the run fail on purpose: {INJECT_HELP}",
     )
     p.add_argument("--json", action="store_true", help="rank 0 prints one JSON object on stdout")
+    p.add_argument(
+        "--nccl-tests",
+        action="store_true",
+        help="rank 0 prints each schedule's sizes as nccl-tests prints its results (time in "
+        "us, GB/s, #wrong with --check)",
+    )
     p.set_defaults(func=cmd_run)
     return p
 
@@ -166,9 +176,11 @@ def _launch(args: argparse.Namespace) -> int:
     if importlib.util.find_spec(module) is None:
         _make_backend(args.backend, 1.0)  # raises the backend's one-line "needs ..." error
 
+    sizes = _validate(args)[1]
     argv = run_argv(
         args.schedules,
-        args.size,
+        ",".join(str(int(x)) if float(x).is_integer() else repr(float(x)) for x in sizes),
+        sweep=True,
         backend=args.backend,
         iters=args.iters,
         warmup=args.warmup,
@@ -179,6 +191,7 @@ def _launch(args: argparse.Namespace) -> int:
         reference=not args.no_reference,
         reference_once=args.reference_once,
         json_out=args.json,
+        nccl_tests=args.nccl_tests,
         inject=args.inject or (),
         alpha_delay=args.alpha_delay,
     )
@@ -199,7 +212,14 @@ def _validate(args: argparse.Namespace):
         raise CollsynthError(f"--iters must be at least 1, got {args.iters}")
     if args.warmup < 0:
         raise CollsynthError(f"--warmup must be at least 0, got {args.warmup}")
-    size = parse_size(args.size, "--size")
+    if args.json and args.nccl_tests:
+        raise CollsynthError("choose one of --json and --nccl-tests")
+    sweep = sizes_text(args)
+    if args.size is not None and sweep is not None:
+        raise CollsynthError("give -s/--size or a sweep (--sizes, -b/-e/-f/-i), not both")
+    if args.size is None and sweep is None:
+        raise CollsynthError("give the size: -s/--size SIZE, or --sizes / -b -e -f for a sweep")
+    sizes = [parse_size(args.size, "--size")] if args.size is not None else parse_sizes(sweep)
     timeout = parse_time(args.timeout, "--timeout")
     if not timeout > 0:
         raise CollsynthError(f"--timeout {args.timeout!r} must be positive")
@@ -217,12 +237,14 @@ def _validate(args: argparse.Namespace):
     from ..runtime.check import element_dtype
     from ..runtime.plan import chunk_bytes_for
 
-    for path, s in scheds:
-        try:
-            chunk_bytes_for(s, size, element_dtype(s.collective, dtype).itemsize)
-        except CollsynthError as e:
-            raise CollsynthError(f"--size {args.size}: {path}: {e}") from None
-    return scheds, size, timeout, dtype, inject
+    for size in sizes:
+        for path, s in scheds:
+            try:
+                chunk_bytes_for(s, size, element_dtype(s.collective, dtype).itemsize)
+            except CollsynthError as e:
+                what = f"--size {args.size}" if args.size is not None else f"size {size:g} B"
+                raise CollsynthError(f"{what}: {path}: {e}") from None
+    return scheds, sizes, timeout, dtype, inject
 
 
 def _verify_all(scheds) -> str | None:
@@ -247,15 +269,59 @@ def _make_backend(name: str, timeout: float):
     raise CollsynthError(f"unknown --backend {name!r} (known: mpi, torch)")
 
 
+#: nccl-tests' names of the element types
+NCCL_TYPE = {"float32": "float", "float64": "double", "int32": "int32"}
+
+
+def _nccl_tests_tables(info: dict, scheds: list, dtype: Any) -> str:
+    """One nccl-tests table per schedule: its measured rows (out-of-place; the executor's
+    in-place variant is not measured, so those columns are N/A)."""
+    from ..report.nccl_tests import PER_RANK_COUNT, TableRow, redop_root, table
+
+    parts = []
+    for path, sched in scheds:
+        coll = sched.collective
+        kind = coll.kind.value
+        redop, root = redop_root(kind, coll.root)
+        per = coll.num_ranks if kind in PER_RANK_COUNT else 1
+        item = np.dtype(dtype).itemsize
+        name = {"float32": "float", "float64": "double", "int32": "int32"}.get(
+            str(dtype), str(dtype)
+        )
+        rows = [
+            TableRow(
+                r["size"],
+                int(r["size"] // item // per),
+                name,
+                redop,
+                root,
+                r["time_s"],
+                r["algbw_Bps"],
+                r["busbw_Bps"],
+                r.get("wrong"),
+            )  # fmt: skip
+            for r in info["runs"]
+            if r["schedule"] == path
+        ]
+        title = (
+            f"collsynth run {path}: {info['ranks']} ranks ({info['backend']}), "
+            f"{info['iters']} iteration(s) after {info['warmup']} warm-up (median)"
+        )
+        parts.append(table(rows, title))
+    return "".join(parts)
+
+
 def _print_report(info: dict) -> None:
+    sizes = ", ".join(fmt_size(z) for z in info["sizes"])
     print(
-        f"collsynth run: {info['ranks']} ranks ({info['backend']}), size "
-        f"{fmt_size(info['size'])}, {info['iters']} iteration(s) after {info['warmup']} "
-        f"warm-up"
+        f"collsynth run: {info['ranks']} ranks ({info['backend']}), size"
+        f"{'s' if len(info['sizes']) > 1 else ''} {sizes}, {info['iters']} iteration(s) after "
+        f"{info['warmup']} warm-up"
     )
     for r in info["runs"]:
+        at = f" at {fmt_size(r['size'])}" if len(info["sizes"]) > 1 else ""
         line = (
-            f"  {r['algorithm'] or 'schedule'} {r['collective']['kind']} on "
+            f"  {r['algorithm'] or 'schedule'} {r['collective']['kind']}{at} on "
             f"{r['topology']} ({r['ops']} ops, {r['schedule']}): "
             f"{fmt_time(r['time_s'])} per iteration"
         )
@@ -300,7 +366,7 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
 
     quiet = _env_rank() != 0
     try:
-        scheds, size, timeout, dtype, inject = _validate(args)
+        scheds, sizes, timeout, dtype, inject = _validate(args)
         # the communicator set-up waits for every rank with no deadline of its own: the
         # launcher allows it --timeout
         prog.step(SETUP_STEP, timeout)
@@ -347,7 +413,7 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
 
     runs = []
     try:
-        for i, (path, sched) in enumerate(scheds):
+        for size, (i, (path, sched)) in ((z, ps) for z in sizes for ps in enumerate(scheds)):
             summ = run_on_backend(
                 sched,
                 backend,
@@ -373,7 +439,7 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
     info = {
         "backend": backend.name,
         "ranks": backend.size,
-        "size": int(size),
+        "sizes": [int(z) for z in sizes],
         "iters": args.iters,
         "warmup": args.warmup,
         "seed": args.seed,
@@ -384,6 +450,8 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
     if not quiet:
         if args.json:
             sys.stdout.write(json.dumps(info) + "\n")
+        elif args.nccl_tests:
+            sys.stdout.write(_nccl_tests_tables(info, scheds, dtype))
         else:
             _print_report(info)
         sys.stdout.flush()

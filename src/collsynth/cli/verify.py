@@ -13,10 +13,13 @@ from .common import (
     add_command,
     add_json,
     add_size,
+    add_sizes,
     check_plot,
     console,
     emit_json,
     parse_positive_size,
+    parse_sizes,
+    sizes_text,
 )
 
 
@@ -49,10 +52,12 @@ def add_parser(sub: Any) -> None:
         examples=(
             "collsynth simulate ar.json -s 256MB --gantt ar.png",
             "collsynth simulate ar.json -s 1GB --json",
+            "collsynth simulate ar.json -b 8 -e 1G -f 4 --nccl-tests",
         ),
     )
     sim.add_argument("schedule", metavar="SCHEDULE.json")
     add_size(sim, help="collective size, e.g. 1GB (default: the size the schedule records)")
+    add_sizes(sim, default=None)
     sim.add_argument(
         "-t",
         "--topology",
@@ -74,6 +79,10 @@ def add_parser(sub: Any) -> None:
     )
     sim.add_argument("--gantt", metavar="FILE.png", help="draw the per-link timeline")
     add_json(sim)
+    sim.add_argument("--csv", action="store_true", help="print one CSV row per size")
+    sim.add_argument(
+        "--nccl-tests", action="store_true", help="print the sizes as nccl-tests prints results"
+    )
     sim.set_defaults(func=cmd_simulate)
 
 
@@ -128,17 +137,29 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from ..verify import check_schedule
 
     check_plot(args.gantt)
+    if sum(map(bool, (args.json, args.csv, args.nccl_tests))) > 1:
+        raise CollsynthError("choose one of --json, --csv and --nccl-tests")
+    sweep = sizes_text(args)
+    if sweep is not None and args.size is not None:
+        raise CollsynthError("give -s/--size or a sweep (--sizes, -b/-e/-f/-i), not both")
+    if sweep is not None and args.gantt:
+        raise CollsynthError("--gantt draws one size: give -s/--size")
     sched = _load(args)
-    if args.size is not None:
-        size = parse_positive_size(args.size, "--size")
+    if sweep is not None:
+        sizes = parse_sizes(sweep)
+    elif args.size is not None:
+        sizes = [parse_positive_size(args.size, "--size")]
     elif sched.size is not None:
-        size = sched.size
+        sizes = [sched.size]
     else:
         raise CollsynthError("--size is required (the schedule records no size)")
     report = check_schedule(sched)
     if not report.ok:
         raise CollsynthError(f"{args.schedule} does not verify: {report.error}")
     reduce_bw = parse_bandwidth(args.reduce_bw, "--reduce-bw") if args.reduce_bw else None
+    if sweep is not None or args.csv or args.nccl_tests:
+        return _simulate_sizes(args, sched, sizes, reduce_bw)
+    size = sizes[0]
     res = simulate(sched, size, reduce_bw=reduce_bw, order=args.order, release=args.release)
     if args.gantt:
         from ..report.plots import plot_gantt
@@ -172,4 +193,45 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     if args.gantt:
         con.print(f"wrote {args.gantt}")
+    return 0
+
+
+def _simulate_sizes(args: argparse.Namespace, sched: Any, sizes: list[float], reduce_bw) -> int:
+    """``simulate`` at several sizes: JSON rows, CSV, nccl-tests' layout or a table."""
+    import sys
+
+    from ..report.nccl_tests import PER_RANK_COUNT, TableRow, redop_root, table, to_csv
+    from ..sim import simulate
+
+    rows = []
+    for size in sizes:
+        res = simulate(sched, size, reduce_bw=reduce_bw, order=args.order, release=args.release)
+        rows.append({"size_bytes": size, "time_s": res.time_s, "algbw_Bps": res.algbw,
+                     "busbw_Bps": res.busbw})  # fmt: skip
+    coll = sched.collective
+    if args.json:
+        emit_json({"schedule": args.schedule, "algorithm": sched.meta.get("algorithm"),
+                   "topology": sched.topology.name, "collective": coll.to_dict(),
+                   "rows": rows})  # fmt: skip
+    elif args.csv:
+        sys.stdout.write(to_csv(rows, ("size_bytes", "time_s", "algbw_Bps", "busbw_Bps")))
+    elif args.nccl_tests:
+        kind = coll.kind.value
+        redop, root = redop_root(kind, coll.root)
+        per = coll.num_ranks if kind in PER_RANK_COUNT else 1
+        title = (f"collsynth {sched.meta.get('algorithm', 'schedule')}: {coll.describe()} on "
+                 f"{sched.topology.name} (simulated)")  # fmt: skip
+        sys.stdout.write(table([
+            TableRow(r["size_bytes"], int(r["size_bytes"] // 4 // per), "float", redop, root,
+                     r["time_s"], r["algbw_Bps"], r["busbw_Bps"]) for r in rows
+        ], title))  # fmt: skip
+    else:
+        con = console()
+        con.print(f"{sched.meta.get('algorithm', 'schedule')}: {coll.describe()} on "
+                  f"{sched.topology.name}")  # fmt: skip
+        for r in rows:
+            con.print(
+                f"  {fmt_size(r['size_bytes']):>9}: time {fmt_time(r['time_s'])}, algbw "
+                f"{fmt_bandwidth(r['algbw_Bps'])}, busbw {fmt_bandwidth(r['busbw_Bps'])}"
+            )
     return 0

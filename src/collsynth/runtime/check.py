@@ -115,3 +115,20 @@ def compare(
         f"rank {rank}: output chunk {outs[byte // chunk_bytes]} differs at byte "
         f"{byte % chunk_bytes} ({len(diff)} byte(s) differ)"
     )
+
+
+def count_wrong(coll: Collective, dtype: np.dtype, got: np.ndarray, want: np.ndarray) -> int:
+    """How many elements of ``dtype`` in ``got`` differ from ``want`` (nccl-tests' ``#wrong``):
+    float reductions by the tolerance of :func:`compare`, everything else bit for bit (an
+    element with any differing byte counts once)."""
+    if got.shape != want.shape:
+        return max(got.size, want.size) // max(1, np.dtype(dtype).itemsize)
+    et = element_dtype(coll, dtype)
+    if et.kind == "f":
+        g, w = got.view(et), want.view(et)
+        return int(np.count_nonzero(~np.isclose(g, w, rtol=1e-5, atol=4e-6 * coll.num_ranks)))
+    word = np.dtype(dtype).itemsize
+    diff = got != want
+    if word > 1 and diff.size % word == 0:
+        return int(np.count_nonzero(diff.reshape(-1, word).any(axis=1)))
+    return int(np.count_nonzero(diff))

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import CollsynthError
 from ..schedule.ir import Schedule
-from .check import compare, computed_reference, element_dtype, make_input
+from .check import compare, computed_reference, count_wrong, element_dtype, make_input
 from .interp import RankExecutor, configure_idle
 from .plan import build_rank_plan, chunk_bytes_for
 from .progress import Progress
@@ -110,6 +110,9 @@ class RunSummary:
     reference_time_s: float | None
     check: str | None  # "passed", "failed" or None (not asked)
     check_error: str | None = None
+    #: elements of the run's dtype that differ from the reference, over every rank (nccl-tests'
+    #: ``#wrong``); None without --check
+    wrong: int | None = None
     reference: str | None = None  # what the check compared with
     extra: dict = field(default_factory=dict)
 
@@ -201,10 +204,10 @@ def run_on_backend(
         for at in (0, (out.size // 2) // w * w):
             out[at : at + w] ^= 0xFF
     ref = _Reference(backend, prog, name, coll, et, timeout, iters)
-    ref_times, ref_name, err = ref.run(out, inp, cb, dtype, seed, reference, check)
+    ref_times, ref_name, err, wrong = ref.run(out, inp, cb, dtype, seed, reference, check)
     prog.step(f"gathering the results of {name}", one)
     gathered = backend.allgather_obj(
-        {"times": times, "ref": ref_times, "err": err}, clock() + timeout
+        {"times": times, "ref": ref_times, "err": err, "wrong": wrong}, clock() + timeout
     )
     worst, med = _median_of_max([g["times"] for g in gathered])
     ref_worst, ref_med = _median_of_max([g["ref"] for g in gathered])
@@ -221,6 +224,7 @@ def run_on_backend(
         reference_time_s=None if not ref_times else ref_med,
         check=None if not check else ("failed" if errors else "passed"),
         check_error=errors[0] if errors else None,
+        wrong=sum(g["wrong"] or 0 for g in gathered) if check else None,
         reference=ref_name,
         extra={
             "algbw_Bps": size / med if med > 0 else None,
@@ -247,10 +251,11 @@ class _Reference:
     def run(
         self, out: np.ndarray, inp: np.ndarray, cb: int, dtype: Any, seed: int, reference: bool,
         check: bool,
-    ) -> tuple[list[float], str | None, str | None]:  # fmt: skip
-        """(reference times, what was compared with, the check's error or None)."""
+    ) -> tuple[list[float], str | None, str | None, int | None]:  # fmt: skip
+        """(reference times, what was compared with, the check's error or None, the number
+        of wrong elements or None)."""
         if not (reference or check):
-            return [], None, None
+            return [], None, None, None
         b, coll, name, clock = self.backend, self.coll, self.name, time.monotonic
         one = self.timeout + STEP_SLACK_S
         want: np.ndarray | None = np.zeros_like(out)
@@ -274,8 +279,9 @@ class _Reference:
             if check:
                 self.prog.step(f"computing the reference for {name}", None)
             want = computed_reference(coll, b.rank, cb, dtype, seed) if check else None
-        err = None
+        err, wrong = None, None
         if check and want is not None:
             self.prog.step(f"checking the output of {name}", None)
             err = compare(coll, b.rank, cb, self.et, out, want)
-        return times, ref_name, err
+            wrong = 0 if err is None else count_wrong(coll, np.dtype(dtype), out, want)
+        return times, ref_name, err, wrong

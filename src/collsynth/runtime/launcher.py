@@ -83,12 +83,15 @@ def run_argv(
     json_out: bool = False,
     inject: Sequence[str] = (),
     alpha_delay: float = 0.0,
+    sweep: bool = False,
+    nccl_tests: bool = False,
 ) -> list[str]:
-    """The ``collsynth run`` arguments for these settings."""
+    """The ``collsynth run`` arguments for these settings (``sweep``: ``size`` is a
+    ``--sizes`` list)."""
     argv = [
         "run",
         *[str(s) for s in schedules],
-        "--size",
+        "--sizes" if sweep else "--size",
         str(size),
         "--backend",
         backend,
@@ -111,6 +114,8 @@ def run_argv(
         argv.append("--reference-once")
     if json_out:
         argv.append("--json")
+    if nccl_tests:
+        argv.append("--nccl-tests")
     for item in inject:
         argv += ["--inject", str(item)]
     if alpha_delay:
