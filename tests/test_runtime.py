@@ -389,6 +389,13 @@ def test_a_sweep_runs_in_one_launch_and_prints_nccl_tests_rows(small, tmp_path):
     data = json.loads(js.stdout)
     assert data["sizes"] == [1024, 3072] and [r["size"] for r in data["runs"]] == [1024, 3072]
     assert all(r["wrong"] == 0 and r["check"] == "passed" for r in data["runs"])
+    import csv
+    import io
+
+    cs = subprocess.run([*base, "--sizes", "1KiB", "--csv"], capture_output=True, text=True,
+                        timeout=300)  # fmt: skip
+    (row,) = list(csv.DictReader(io.StringIO(cs.stdout)))
+    assert row["size_bytes"] == "1024" and row["wrong"] == "0" and float(row["time_s"]) > 0
 
 
 @pytest.mark.parametrize(
@@ -396,7 +403,8 @@ def test_a_sweep_runs_in_one_launch_and_prints_nccl_tests_rows(small, tmp_path):
     [
         (["-s", "1KiB", "--sizes", "2KiB"], "not both"),
         ([], "give the size"),
-        (["-s", "1KiB", "--json", "--nccl-tests"], "one of --json and --nccl-tests"),
+        (["-s", "1KiB", "--json", "--nccl-tests"], "one of --json, --csv and --nccl-tests"),
+        (["-s", "1KiB", "--csv", "--nccl-tests"], "one of --json, --csv and --nccl-tests"),
     ],
 )
 def test_run_size_flags_bad_input(small, extra, needle, capsys):

@@ -134,6 +134,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="rank 0 prints each schedule's sizes as nccl-tests prints its results (time in "
         "us, GB/s, #wrong with --check)",
     )
+    p.add_argument(
+        "--csv", action="store_true", help="rank 0 prints one CSV row per (size, schedule)"
+    )
     p.set_defaults(func=cmd_run)
     return p
 
@@ -192,6 +195,7 @@ def _launch(args: argparse.Namespace) -> int:
         reference_once=args.reference_once,
         json_out=args.json,
         nccl_tests=args.nccl_tests,
+        csv_out=args.csv,
         inject=args.inject or (),
         alpha_delay=args.alpha_delay,
     )
@@ -212,8 +216,8 @@ def _validate(args: argparse.Namespace):
         raise CollsynthError(f"--iters must be at least 1, got {args.iters}")
     if args.warmup < 0:
         raise CollsynthError(f"--warmup must be at least 0, got {args.warmup}")
-    if args.json and args.nccl_tests:
-        raise CollsynthError("choose one of --json and --nccl-tests")
+    if sum(map(bool, (args.json, args.nccl_tests, args.csv))) > 1:
+        raise CollsynthError("choose one of --json, --csv and --nccl-tests")
     sweep = sizes_text(args)
     if args.size is not None and sweep is not None:
         raise CollsynthError("give -s/--size or a sweep (--sizes, -b/-e/-f/-i), not both")
@@ -269,6 +273,9 @@ def _make_backend(name: str, timeout: float):
     raise CollsynthError(f"unknown --backend {name!r} (known: mpi, torch)")
 
 
+#: the columns of ``run --csv`` (one unit per column)
+RUN_CSV = ("schedule", "algorithm", "size_bytes", "time_s", "algbw_Bps", "busbw_Bps",
+           "reference_time_s", "check", "wrong")  # fmt: skip
 #: nccl-tests' names of the element types
 NCCL_TYPE = {"float32": "float", "float64": "double", "int32": "int32"}
 
@@ -452,6 +459,11 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
             sys.stdout.write(json.dumps(info) + "\n")
         elif args.nccl_tests:
             sys.stdout.write(_nccl_tests_tables(info, scheds, dtype))
+        elif args.csv:
+            from ..report.nccl_tests import to_csv
+
+            rows = [dict(r, size_bytes=r["size"]) for r in info["runs"]]
+            sys.stdout.write(to_csv(rows, RUN_CSV))
         else:
             _print_report(info)
         sys.stdout.flush()

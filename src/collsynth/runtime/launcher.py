@@ -85,6 +85,7 @@ def run_argv(
     alpha_delay: float = 0.0,
     sweep: bool = False,
     nccl_tests: bool = False,
+    csv_out: bool = False,
 ) -> list[str]:
     """The ``collsynth run`` arguments for these settings (``sweep``: ``size`` is a
     ``--sizes`` list)."""
@@ -116,6 +117,8 @@ def run_argv(
         argv.append("--json")
     if nccl_tests:
         argv.append("--nccl-tests")
+    if csv_out:
+        argv.append("--csv")
     for item in inject:
         argv += ["--inject", str(item)]
     if alpha_delay:
