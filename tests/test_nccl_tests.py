@@ -116,7 +116,7 @@ def test_compare_baseline_uses_the_logs_sizes_and_figures(capsys):
 
 def test_compare_baseline_with_sizes_leaves_others_empty(capsys, tmp_path):
     png = tmp_path / "ag.png"
-    argv = ["compare", *SMALL, "--sizes", "1MiB,3MB", "--csv", "--plot", str(png)]
+    argv = ["compare", *SMALL, "--sizes", "1MiB,3MB", "--csv", "--plot", str(png), "--log-y"]
     assert main(argv) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert {r["algo"] for r in rows} == {"ring", "direct"} and len(rows) == 4

@@ -58,6 +58,7 @@ def add_parser(sub: Any) -> None:
     )
     add_options(cmp_, targeted=True)
     cmp_.add_argument("--plot", metavar="FILE.png", help="plot algbw against size")
+    cmp_.add_argument("--log-y", action="store_true", help="with --plot: algbw on a log axis")
     add_quiet(cmp_)
     add_timing(cmp_)
     add_json(cmp_)
@@ -164,7 +165,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot:
         from ..report.plots import plot_algbw
 
-        plot_algbw(result, args.plot, baseline=log)
+        plot_algbw(result, args.plot, baseline=log, log_y=args.log_y)
     data = result.to_dict(best_only=best_only, timing=args.timing)
     if log is not None:
         data["rows"] = nccl_tests.with_baseline(data["rows"], log)

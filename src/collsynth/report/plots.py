@@ -52,9 +52,10 @@ def check_plot_path(path: str) -> None:
     check_writable(path, "plot")
 
 
-def plot_algbw(comparison, path: str, baseline=None) -> None:
+def plot_algbw(comparison, path: str, baseline=None, log_y: bool = False) -> None:
     """algbw (GB/s) against size on a log axis, one line per algorithm, the bound dashed, and
-    with ``baseline`` (an nccl-tests log) its measured algbw as a thick grey line."""
+    with ``baseline`` (an nccl-tests log) its measured algbw as a thick grey line; ``log_y``
+    puts algbw on a log axis too (small sizes stay readable)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     algos = list(dict.fromkeys(r.algo for r in comparison.rows))
@@ -92,6 +93,8 @@ def plot_algbw(comparison, path: str, baseline=None) -> None:
             zorder=1,
         )
     ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
     ax.set_xlabel("data size")
     ax.set_ylabel("algorithm bandwidth (GB/s)")
     ax.set_title(f"{comparison.collective} on {comparison.topology}")
@@ -129,6 +132,11 @@ def plot_gantt(sim, path: str, max_links: int = 48) -> None:
         hops = hops[np.linspace(0, len(hops) - 1, 20000).astype(np.int64)]
     hop_row = np.searchsorted(used, sim.hop_link[hops])
     cmap = plt.get_cmap("tab20")
+    # colour = the rank whose slice a chunk belongs to (chunk // chunks per rank; AllToAll:
+    # its source), so a legend can name it; more than 20 ranks share colours modulo 20
+    coll = sim.schedule.collective
+    per = max(1, coll.chunks_per_rank) * (coll.num_ranks if coll.kind.value == "alltoall" else 1)
+    home = np.asarray(sim.schedule.chunk, dtype=np.int64) // per
     scale = 1e6  # microseconds
     for row in range(len(used)):
         mine = hops[hop_row == row]
@@ -136,7 +144,7 @@ def plot_gantt(sim, path: str, max_links: int = 48) -> None:
             continue
         starts = sim.hop_start_s[mine] * scale
         widths = (sim.hop_end_s[mine] - sim.hop_start_s[mine]) * scale
-        colors = [cmap(int(c) % 20) for c in sim.schedule.chunk[sim.hop_op[mine]]]
+        colors = [cmap(int(h) % 20) for h in home[sim.hop_op[mine]]]
         ax.broken_barh(
             list(zip(starts, widths)), (row - 0.4, 0.8), facecolors=colors, edgecolor="none"
         )
@@ -150,9 +158,23 @@ def plot_gantt(sim, path: str, max_links: int = 48) -> None:
     algo = sim.schedule.meta.get("algorithm", "schedule")
     ax.set_title(
         f"{algo}: {sim.schedule.collective.describe()} on {t.name}, "
-        f"{fmt_size(sim.size)} in {sim.time_s * scale:.4g} us (colour = chunk)"
+        f"{fmt_size(sim.size)} in {sim.time_s * scale:.4g} us"
     )
     ax.grid(True, axis="x", alpha=0.3)
+    from matplotlib.patches import Patch
+
+    shown = sorted({int(h) % 20 for h in home[sim.hop_op[hops]]}) if len(hops) else []
+    wrap = coll.num_ranks > 20
+    ax.legend(
+        handles=[
+            Patch(color=cmap(c), label=f"rank {c}" + (" (mod 20)" if wrap else "")) for c in shown
+        ],  # fmt: skip
+        title="data of",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=7,
+        title_fontsize=8,
+    )
     _save(fig, path)
     plt.close(fig)
 
