@@ -176,10 +176,10 @@ def sizes_text(args: argparse.Namespace) -> str:
         raise CollsynthError("give either --sizes or -b/-e/-f/-i, not both")
     if f is not None and i is not None:
         raise CollsynthError("give -f (a factor) or -i (a step), not both")
-    lo = b if b is not None else e
-    hi = e if e is not None else b
     if b is None and e is None:
         raise CollsynthError("-f/-i need -b and/or -e")
+    lo = str(b if b is not None else e)
+    hi = str(e if e is not None else b)
     step = f"+{_binary(i)}" if i is not None else f"x{f if f is not None else 2}"
     return f"{_binary(lo)}:{_binary(hi)}:{step}"
 

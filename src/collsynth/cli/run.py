@@ -283,38 +283,18 @@ NCCL_TYPE = {"float32": "float", "float64": "double", "int32": "int32"}
 def _nccl_tests_tables(info: dict, scheds: list, dtype: Any) -> str:
     """One nccl-tests table per schedule: its measured rows (out-of-place; the executor's
     in-place variant is not measured, so those columns are N/A)."""
-    from ..report.nccl_tests import PER_RANK_COUNT, TableRow, redop_root, table
+    from ..report.nccl_tests import table, table_rows
 
     parts = []
     for path, sched in scheds:
-        coll = sched.collective
-        kind = coll.kind.value
-        redop, root = redop_root(kind, coll.root)
-        per = coll.num_ranks if kind in PER_RANK_COUNT else 1
-        item = np.dtype(dtype).itemsize
-        name = {"float32": "float", "float64": "double", "int32": "int32"}.get(
-            str(dtype), str(dtype)
-        )
-        rows = [
-            TableRow(
-                r["size"],
-                int(r["size"] // item // per),
-                name,
-                redop,
-                root,
-                r["time_s"],
-                r["algbw_Bps"],
-                r["busbw_Bps"],
-                r.get("wrong"),
-            )  # fmt: skip
-            for r in info["runs"]
-            if r["schedule"] == path
-        ]
+        rows = [dict(r, size_bytes=r["size"]) for r in info["runs"] if r["schedule"] == path]
+        trows = table_rows(sched.collective, rows, NCCL_TYPE.get(str(dtype), str(dtype)),
+                           np.dtype(dtype).itemsize)  # fmt: skip
         title = (
             f"collsynth run {path}: {info['ranks']} ranks ({info['backend']}), "
             f"{info['iters']} iteration(s) after {info['warmup']} warm-up (median)"
         )
-        parts.append(table(rows, title))
+        parts.append(table(trows, title))
     return "".join(parts)
 
 

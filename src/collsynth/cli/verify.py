@@ -200,7 +200,7 @@ def _simulate_sizes(args: argparse.Namespace, sched: Any, sizes: list[float], re
     """``simulate`` at several sizes: JSON rows, CSV, nccl-tests' layout or a table."""
     import sys
 
-    from ..report.nccl_tests import PER_RANK_COUNT, TableRow, redop_root, table, to_csv
+    from ..report.nccl_tests import table, table_rows, to_csv
     from ..sim import simulate
 
     rows = []
@@ -216,15 +216,9 @@ def _simulate_sizes(args: argparse.Namespace, sched: Any, sizes: list[float], re
     elif args.csv:
         sys.stdout.write(to_csv(rows, ("size_bytes", "time_s", "algbw_Bps", "busbw_Bps")))
     elif args.nccl_tests:
-        kind = coll.kind.value
-        redop, root = redop_root(kind, coll.root)
-        per = coll.num_ranks if kind in PER_RANK_COUNT else 1
         title = (f"collsynth {sched.meta.get('algorithm', 'schedule')}: {coll.describe()} on "
                  f"{sched.topology.name} (simulated)")  # fmt: skip
-        sys.stdout.write(table([
-            TableRow(r["size_bytes"], int(r["size_bytes"] // 4 // per), "float", redop, root,
-                     r["time_s"], r["algbw_Bps"], r["busbw_Bps"]) for r in rows
-        ], title))  # fmt: skip
+        sys.stdout.write(table(table_rows(coll, rows), title))
     else:
         con = console()
         con.print(f"{sched.meta.get('algorithm', 'schedule')}: {coll.describe()} on "

@@ -342,30 +342,40 @@ def with_baseline(rows: list[dict], log: NcclTestsLog) -> list[dict]:
     return out
 
 
-def comparison_table(comparison: Any, collective: Any, elem: int = 4) -> str:
-    """Every algorithm of a :class:`~collsynth.report.compare.Comparison` of ``collective`` as
-    an nccl-tests table of its own (simulated times; ``#wrong`` is N/A: nothing was run)."""
+def table_rows(collective: Any, rows: Sequence[dict], type_name: str = "float",
+               elem: int = 4) -> list[TableRow]:  # fmt: skip
+    """:class:`TableRow` s of ``collective`` from dicts with ``size_bytes``, ``time_s``,
+    ``algbw_Bps``, ``busbw_Bps`` and optionally ``wrong`` (``count`` in elements of ``elem``
+    bytes, one rank's share where nccl-tests prints that)."""
     kind = collective.kind.value
     redop, root = redop_root(kind, collective.root)
-    per_rank = collective.num_ranks if kind in PER_RANK_COUNT else 1
+    per = collective.num_ranks if kind in PER_RANK_COUNT else 1
+    return [
+        TableRow(
+            r["size_bytes"],
+            int(r["size_bytes"] // elem // per),
+            type_name,
+            redop,
+            root,
+            r["time_s"],
+            r["algbw_Bps"],
+            r["busbw_Bps"],
+            r.get("wrong"),
+        )  # fmt: skip
+        for r in rows
+    ]
+
+
+def comparison_table(comparison: Any, collective: Any) -> str:
+    """Every algorithm of a :class:`~collsynth.report.compare.Comparison` of ``collective`` as
+    an nccl-tests table of its own (simulated times; ``#wrong`` is N/A: nothing was run)."""
     parts = []
     for algo in dict.fromkeys(r.algo for r in comparison.rows):
-        rows = sorted((r for r in comparison.rows if r.algo == algo), key=lambda r: r.size_bytes)
-        trows = [
-            TableRow(
-                r.size_bytes,
-                int(r.size_bytes // elem // per_rank),
-                "float",
-                redop,
-                root,
-                r.time_s,
-                r.algbw_Bps,
-                r.busbw_Bps,
-            )  # fmt: skip
-            for r in rows
-        ]
+        mine = sorted((r for r in comparison.rows if r.algo == algo), key=lambda r: r.size_bytes)
+        rows = [{"size_bytes": r.size_bytes, "time_s": r.time_s, "algbw_Bps": r.algbw_Bps,
+                 "busbw_Bps": r.busbw_Bps} for r in mine]  # fmt: skip
         title = f"collsynth {algo}: {comparison.collective} on {comparison.topology} (simulated)"
-        parts.append(table(trows, title=title))
+        parts.append(table(table_rows(collective, rows), title=title))
     return "".join(parts)
 
 
