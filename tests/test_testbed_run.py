@@ -375,3 +375,34 @@ def test_a_kill_leaves_no_namespace_or_process(tmp_path, victim):
                            capture_output=True)  # fmt: skip
             raise AssertionError("the testbed outlived the run")
     assert _gone(pids)
+
+
+def test_bench_rewrites_only_the_generated_part_of_the_doc(tmp_path):
+    """``bench testbed`` rewrites the figures between the markers of docs/testbed.md and
+    leaves the hand-written explanations around them alone."""
+    from collsynth.bench import testbed as bt
+
+    out = tmp_path / "bench" / "results"
+    out.mkdir(parents=True)
+    doc = tmp_path / "docs" / "testbed.md"
+    doc.parent.mkdir()
+    doc.write_text(f"# intro\n{bt.DOC_BEGIN}\nold figures\n{bt.DOC_END}\n## why they differ\n")
+    row = {"case": "ring:n=8 allgather", "algo": "ring", "size_bytes": 1e6, "ratio": 1.1,
+           "ratio_calibrated": 1.0, "bandwidth_bound": True, "simulated_time_s": 1.0,
+           "measured_time_s": 1.1, "check": "passed"}  # fmt: skip
+    case = {"case": "ring:n=8 allgather", "scale": 1e-4, "ceiling": None, "skipped": [],
+            "failed": None, "failed_steps": [{"size_bytes": 8e6, "what": "Open MPI's own",
+            "error": "timed out"}], "picture": "x.png",
+            "per_size": [{"size_bytes": 1e6, "spearman": None, "simulated_winner": "ring",
+                          "measured_winner": "ring", "loss": 0.0, "best_vs_mpi": 2.0}]}  # fmt: skip
+    header = {"machine": "m", "python": "3", "iters": 3,
+              "calibration": {"size_bytes": 4e6, "ideal_raw_s": 1.0, "measured_raw_s": 1.0,
+                              "efficiency": 0.95}}  # fmt: skip
+    data = {"header": header, "study": bt.study([row], [case]), "cases": [case], "rows": [row]}
+    assert bt.doc_path(str(out)) == str(doc)
+    assert bt.update_doc(str(doc), data)
+    text = doc.read_text()
+    assert text.startswith("# intro\n") and text.endswith("## why they differ\n")
+    assert "old figures" not in text and "95.0% of its set rate" in text
+    assert "1 of 1 within 0.7-1.3" in text and "Failed step** ring:n=8 allgather" in text
+    assert not bt.update_doc(str(tmp_path / "missing.md"), data)

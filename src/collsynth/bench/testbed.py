@@ -180,7 +180,77 @@ def _write(out_dir: str, header: dict, results: list, old: dict, only: str | Non
             "mpi": mpi}  # fmt: skip
     write_files(out_dir, {"testbed.json": json.dumps(data, indent=1),
                           "testbed.md": to_markdown(data)})  # fmt: skip
+    update_doc(doc_path(out_dir), data)
     return rows
+
+
+#: the study's figures in docs/testbed.md sit between these lines (rewritten by every run)
+DOC_BEGIN = "<!-- bench testbed: study figures (generated; do not edit by hand) -->"
+DOC_END = "<!-- bench testbed: end of generated figures -->"
+
+
+def doc_path(out_dir: str) -> str:
+    """docs/testbed.md of the checkout whose ``bench/results`` is ``out_dir``."""
+    return os.path.normpath(os.path.join(out_dir, os.pardir, os.pardir, "docs", "testbed.md"))
+
+
+def update_doc(path: str, data: dict) -> bool:
+    """Rewrite the generated figures of ``path`` (between ``DOC_BEGIN`` and ``DOC_END``) from
+    ``data``; False (nothing written) where the file or its markers are missing."""
+    from ..atomic import write_text_atomic
+
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError:
+        return False
+    a, b = text.find(DOC_BEGIN), text.find(DOC_END)
+    if a < 0 or b < a:
+        return False
+    new = text[: a + len(DOC_BEGIN)] + "\n" + study_markdown(data) + text[b:]
+    if new != text:
+        write_text_atomic(path, new)
+    return True
+
+
+def study_markdown(data: dict) -> str:
+    """The study's figures as docs/testbed.md shows them."""
+    st, h = data["study"], data["header"]
+    sp, ra = st["spearman_bandwidth_bound"], st["ratio_calibrated_bandwidth_bound"]
+    cal = h["calibration"]
+    done = [c["case"] for c in data["cases"] if not c.get("failed")]
+    failed = [c for c in data["cases"] if c.get("failed")]
+    steps = [(c["case"], f) for c in data["cases"] for f in c.get("failed_steps", [])]
+    asked = sorted({r.get("requested_size_bytes", r["size_bytes"]) for r in data["rows"]})
+    out = [
+        f"Cases measured: {', '.join(done)} (sizes {', '.join(fmt_size(x) for x in asked)}, "
+        "each rounded per case to a size every schedule can split; "
+        f"{h['iters']} timed iterations each after a warm-up), every applicable algorithm, "
+        "`--check` on every row. Calibration: one link carries "
+        f"{100 * cal['efficiency']:.1f}% of its set rate."
+        if asked
+        else "No case was measured.",
+        "",
+        f"- **Rank correlation** (Spearman, simulated against measured time, per case and size "
+        f"with at least three bandwidth-bound schedules): median {_f(sp['median'])}, minimum "
+        f"{_f(sp['min'])}; {sp['at_least_0.8']} of {sp['of']} at least 0.8.",
+        f"- **Calibrated measured/simulated ratio** on the {ra['of']} bandwidth-bound rows: median "
+        f"{_f(ra['median'])}, range {_f(ra['min'])}-{_f(ra['max'])}; {ra['within_0.7_1.3']} of "
+        f"{ra['of']} within 0.7-1.3.",
+        f"- **CPU headroom**: {st.get('remeasured_rows', 0)} rows had less than 3x and were "
+        f"measured again at a lower scale; {st.get('cpu_bound_rows', 0)} stayed under 3x and are "
+        "left out of the two figures above.",
+        f"- **Winners**: the simulator's pick was the measured best in {st['winner_agrees']} of "
+        f"{st['sizes']} (case, size); trusting it lost {100 * (st['median_loss'] or 0):.0f}% at "
+        f"the median and {100 * (st['max_loss'] or 0):.0f}% at most.",
+        f"- **Against Open MPI's own collective** on the same network, the best schedule was "
+        f"{_f(st['best_vs_mpi_median'])}x faster at the median.",
+    ]
+    for c in failed:
+        out.append(f"- **Failed case** {c['case']}: {c['failed']}")
+    for case, f in steps:
+        out.append(f"- **Failed step** {case}, {f['what']} at {fmt_size(f['size_bytes'])}: "
+                   f"{f['error']}")  # fmt: skip
+    return "\n".join(out) + "\n"
 
 
 def _case_summary(case: tuple[str, str], data: dict) -> dict:
