@@ -427,6 +427,7 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
         "backend": backend.name,
         "ranks": backend.size,
         "sizes": [int(z) for z in sizes],
+        **({"size": int(sizes[0])} if len(sizes) == 1 else {}),  # as before sweeps existed
         "iters": args.iters,
         "warmup": args.warmup,
         "seed": args.seed,
