@@ -149,10 +149,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CollsynthError("choose one of --json, --csv and --nccl-tests")
     check_plot(args.plot)
     log = nccl_tests.read_log(args.baseline) if args.baseline else None
-    given = sizes_text(args) is not DEFAULT_SIZES  # argparse keeps the default object itself
-    if log is not None and not given:
-        args.sizes = ",".join(str(s) for s in sorted({r.size_bytes for r in log.rows}))
     req = build_request(args, sizes=True)
+    # without --sizes (argparse keeps the default object itself) the log's sizes are compared
+    if log is not None and sizes_text(args) is DEFAULT_SIZES:
+        req.sizes = sorted({float(r.size_bytes) for r in log.rows})
     if log is not None:
         nccl_tests.check_ranks(log, req.topology.num_ranks)
     quiet = bool(formats) or args.quiet
