@@ -234,3 +234,76 @@ def test_fcfs_booking_equals_queues(spec, kind):
     b = simulate(s, 1e7, order="fcfs", _force_queues=True)
     assert np.array_equal(a.hop_start_s, b.hop_start_s)
     assert np.array_equal(a.op_finish_s, b.op_finish_s)
+
+
+# ---------------------------------------------------------------- per-operation cost
+C = 3e-6  # what issuing one operation costs its sender
+
+
+def test_op_cost_one_link():
+    # one operation: issued (C), then alpha + M/b
+    topo = _line(2)
+    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 1))
+    b.add(0, 1, 0)
+    s = b.build()
+    m = 4e6
+    r = simulate(s, m, op_cost_s=C)
+    assert r.time_s == pytest.approx(C + A + m / B, rel=1e-12)
+    assert r.op_start_s[0] == pytest.approx(C)  # the bytes start once issued
+    assert r.hops == 1 and len(r.link_busy_s) == len(topo.links)  # no virtual link shows
+    assert r.link_busy_s[s.route(0)[0]] == pytest.approx(m / B)
+    assert r.op_cost_s == C and r.to_dict()["op_cost_s"] == C
+
+
+def test_op_cost_serializes_a_ranks_sends_on_different_links():
+    # rank 0 sends to k neighbours over k links: the i-th send is issued at i*C, so the last
+    # arrives at k*C + alpha + M/b, where the pure alpha-beta model has them all in parallel
+    k = 4
+    topo = load_topology(f"full:n={k + 1},bw={B},alpha={A}")
+    b = ScheduleBuilder(topo, Collective.make("broadcast", k + 1, 1))
+    hub = 0
+    for dst in range(1, k + 1):
+        b.add(hub, dst, 0)
+    s = b.build()
+    m = 1e6
+    r0 = simulate(s, m)
+    r = simulate(s, m, op_cost_s=C)
+    one = sum(topo.link_alpha[s.route(0)]) + m / min(topo.link_bw[s.route(0)])
+    assert r0.time_s == pytest.approx(one, rel=1e-9)
+    assert sorted(r.op_finish_s) == pytest.approx([i * C + one for i in range(1, k + 1)])
+    assert r.time_s == pytest.approx(k * C + one, rel=1e-9)
+
+
+def test_op_cost_hides_behind_transmission_on_one_link():
+    # two operations on one link: the second is issued while the first transmits, so the cost
+    # delays only the first (C + alpha + 2 M/b), not both
+    topo = _line(2)
+    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 2))
+    b.add(0, 1, 0)
+    b.add(0, 1, 1)
+    s = b.build()
+    m = 2e6
+    r = simulate(s, m, op_cost_s=C)
+    assert r.time_s == pytest.approx(C + A + m / B, rel=1e-9)
+
+
+@pytest.mark.parametrize("spec,kind", [("dgx1", "allgather"), ("ring:n=6", "allreduce")])
+def test_op_cost_zero_is_the_default_and_kernels_agree(spec, kind):
+    topo = load_topology(spec)
+    s = synthesize("ring", topo, Collective.make(kind, topo.num_ranks, 1))
+    base = simulate(s, 1e7)
+    zero = simulate(s, 1e7, op_cost_s=0.0)
+    assert np.array_equal(base.op_finish_s, zero.op_finish_s)
+    a = simulate(s, 1e7, op_cost_s=C, compiled=True)
+    b = simulate(s, 1e7, op_cost_s=C, compiled=False)
+    assert np.array_equal(a.op_finish_s, b.op_finish_s)
+    assert np.array_equal(a.hop_link, base.hop_link)  # the timeline keeps real links only
+    assert a.time_s > base.time_s
+    assert "per operation at its sender" in a.order_policy
+
+
+def test_op_cost_bad():
+    s = _ring_allgather(4)
+    for bad in (-1e-6, float("nan"), float("inf")):
+        with pytest.raises(CollsynthError, match="per-operation cost"):
+            simulate(s, 1e6, op_cost_s=bad)

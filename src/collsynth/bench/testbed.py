@@ -62,6 +62,11 @@ OPTIONS = {"teccl": {"time_limit": "20"}}
 BW_BOUND = 1.25
 
 
+def _pure(row: dict) -> float:
+    """A row's simulated time in the pure alpha-beta model (no cost per operation)."""
+    return row.get("simulated_alpha_beta_s", row["simulated_time_s"])
+
+
 def _label(case: tuple[str, str]) -> str:
     return f"{case[0]} {case[1]}"
 
@@ -72,7 +77,8 @@ def _file(case: tuple[str, str]) -> str:
 
 
 def calibrate(progress: Progress = None) -> dict:
-    """Two ranks, one link, 4 MB: the ideal time over the measured one (the efficiency)."""
+    """Two ranks, one link, 4 MB: the ideal time over the measured one (the efficiency); and
+    the testbed's cost per operation (:func:`calibrate_op_cost`)."""
     from ..synth import synthesize
     from ..testbed.measure import Case, default_scale, measure
     from ..topology import load_topology
@@ -93,10 +99,67 @@ def calibrate(progress: Progress = None) -> dict:
         "ideal_raw_s": ideal,
         "measured_raw_s": row["raw"]["time_s"],
         "efficiency": ideal / row["raw"]["time_s"],
+        "op_cost": calibrate_op_cost(progress),
     }
 
 
-def run_case(case: tuple[str, str], efficiency: float, iters: int, plots: str,
+#: the per-operation calibration: every rank sends OP_COST_CHUNKS small messages to each of
+#: the 7 others at once, on a fully linked network without latency, so that issuing them is
+#: most of the time
+OP_COST_TOPOLOGY = "full:n=8,alpha=0"
+OP_COST_CHUNKS = 16
+OP_COST_SIZE = 512e3
+
+
+def calibrate_op_cost(progress: Progress = None) -> dict:
+    """The cost per operation at its sender (raw seconds) at which the simulator reproduces a
+    measured burst of small messages: 8 ranks (as most cases have), every one sending
+    ``OP_COST_CHUNKS`` chunks to every other at once (``direct`` AllGather), no latency.
+    Found by bisection (the simulated time grows with the cost); 0 where the pure model is
+    already as slow as the measurement."""
+    from ..sim import simulate
+    from ..synth import synthesize
+    from ..testbed.measure import Case, default_scale, measure
+    from ..topology import load_topology
+
+    topo = load_topology(OP_COST_TOPOLOGY)
+    n = topo.num_ranks
+    sched = synthesize("direct", topo, Collective.make("allgather", n, OP_COST_CHUNKS))
+    scale = default_scale(topo)
+    if progress:
+        progress(f"calibrating: {sched.num_ops} small messages at once on {topo.name}")
+    m = measure(topo, [Case("direct", OP_COST_SIZE, sched)], scale, iters=5, ceiling=False,
+                reference=False)  # fmt: skip
+    (row,) = m.rows
+    measured = row["raw"]["time_s"]
+
+    def raw_sim(cost: float) -> float:
+        return simulate(sched, row["size_bytes"], op_cost_s=cost * scale).time_s / scale
+
+    lo, hi = 0.0, measured
+    if raw_sim(0.0) < measured:
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if raw_sim(mid) < measured else (lo, mid)
+    return {
+        "topology": topo.name,
+        "ranks": n,
+        "ops": sched.num_ops,
+        "size_bytes": row["size_bytes"],
+        "measured_raw_s": measured,
+        "simulated_alpha_beta_raw_s": raw_sim(0.0),
+        "op_cost_raw_s": lo,
+    }
+
+
+def op_cost_for(cal: dict, ranks: int) -> float:
+    """The calibrated cost per operation for a case of ``ranks`` ranks: the ranks share the
+    machine's cores, so a rank's wall time per operation grows with their number."""
+    oc = cal.get("op_cost") or {}
+    return float(oc.get("op_cost_raw_s", 0.0)) * ranks / max(1, int(oc.get("ranks", 1)))
+
+
+def run_case(case: tuple[str, str], cal: dict, iters: int, plots: str,
              progress: Progress) -> dict:  # fmt: skip
     """Synthesize, measure and picture one case; its rows and per-size summary."""
     from ..report.compare import applicable, compare
@@ -113,19 +176,18 @@ def run_case(case: tuple[str, str], efficiency: float, iters: int, plots: str,
     cases = [Case(algo, size, sched) for (algo, size), sched in keep.items()]
     if progress:
         progress(f"{_label(case)}: measuring {len(cases)} schedule-size pairs")
-    m = measure(topo, cases, default_scale(topo), iters=iters, check=True, on_step=progress)
+    m = measure(topo, cases, default_scale(topo), iters=iters, check=True, on_step=progress,
+                op_cost_raw_s=op_cost_for(cal, topo.num_ranks))  # fmt: skip
     m.skipped = comparison.skipped
     data = m.to_dict()
     largest: dict[str, float] = {}
     for r in data["rows"]:
-        per_byte = r["simulated_time_s"] / r["size_bytes"]
+        per_byte = _pure(r) / r["size_bytes"]
         largest[r["algo"]] = min(largest.get(r["algo"], per_byte), per_byte)
     for r in data["rows"]:
         r["case"] = _label(case)
-        r["ratio_calibrated"] = r["ratio"] * efficiency
-        r["bandwidth_bound"] = (
-            r["simulated_time_s"] / r["size_bytes"] <= BW_BOUND * largest[r["algo"]]
-        )
+        r["ratio_calibrated"] = r["ratio"] * cal["efficiency"]
+        r["bandwidth_bound"] = _pure(r) / r["size_bytes"] <= BW_BOUND * largest[r["algo"]]
     for r in data["mpi"]:
         r["case"] = _label(case)
     os.makedirs(plots, exist_ok=True)
@@ -153,7 +215,7 @@ def run_suite(out_dir: str, repeat: int = 3, progress: Progress = None,
     rows: list[dict] = []
     for case in chosen:
         try:
-            data = run_case(case, cal["efficiency"], max(3, repeat),
+            data = run_case(case, cal, max(3, repeat),
                             os.path.join(out_dir, "testbed"), progress)  # fmt: skip
         except CollsynthError as e:  # keep the study going; the failure is part of it
             if progress:
@@ -226,13 +288,14 @@ def study_markdown(data: dict) -> str:
         "each rounded per case to a size every schedule can split; "
         f"{h['iters']} timed iterations each after a warm-up), every applicable algorithm, "
         "`--check` on every row. Calibration: one link carries "
-        f"{100 * cal['efficiency']:.1f}% of its set rate."
+        f"{100 * cal['efficiency']:.1f}% of its set rate; {_op_cost_text(cal)}"
         if asked
         else "No case was measured.",
         "",
         f"- **Rank correlation** (Spearman, simulated against measured time, per case and size "
-        f"with at least three bandwidth-bound schedules): median {_f(sp['median'])}, minimum "
-        f"{_f(sp['min'])}; {sp['at_least_0.8']} of {sp['of']} at least 0.8.",
+        f"with at least three bandwidth-bound schedules), simulated with the calibrated cost "
+        f"per operation: median {_f(sp['median'])}, minimum {_f(sp['min'])}; "
+        f"{sp['at_least_0.8']} of {sp['of']} at least 0.8. {_pure_text(st)}",
         f"- **Calibrated measured/simulated ratio** on the {ra['of']} bandwidth-bound rows: median "
         f"{_f(ra['median'])}, range {_f(ra['min'])}-{_f(ra['max'])}; {ra['within_0.7_1.3']} of "
         f"{ra['of']} within 0.7-1.3.",
@@ -251,6 +314,31 @@ def study_markdown(data: dict) -> str:
         out.append(f"- **Failed step** {case}, {f['what']} at {fmt_size(f['size_bytes'])}: "
                    f"{f['error']}")  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+def _op_cost_text(cal: dict) -> str:
+    """The per-operation calibration in a sentence."""
+    oc = cal.get("op_cost")
+    if not oc:
+        return "no cost per operation was calibrated."
+    return (
+        f"issuing one operation costs a rank {1e3 * oc['op_cost_raw_s']:.3f} ms (raw; "
+        f"{oc['ops']} small messages at once on `{oc['topology']}` took "
+        f"{1e3 * oc['measured_raw_s']:.1f} ms, the pure alpha-beta model says "
+        f"{1e3 * oc['simulated_alpha_beta_raw_s']:.1f} ms), scaled by the case's ranks / "
+        f"{oc['ranks']} (the ranks share the cores)."
+    )
+
+
+def _pure_text(st: dict) -> str:
+    """The rank correlation of the pure alpha-beta model, for comparison."""
+    ab = st.get("spearman_alpha_beta_bandwidth_bound")
+    if not ab:
+        return ""
+    return (
+        f"The pure alpha-beta model (no cost per operation): median {_f(ab['median'])}, "
+        f"minimum {_f(ab['min'])}; {ab['at_least_0.8']} of {ab['of']} at least 0.8."
+    )
 
 
 def _case_summary(case: tuple[str, str], data: dict) -> dict:
@@ -272,7 +360,7 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
     # rows still CPU-bound after the slower re-run test the CPU, not the simulator
     bw = [r for r in rows if r["bandwidth_bound"] and not r.get("cpu_bound")]
     ratios = sorted(r["ratio_calibrated"] for r in bw)
-    rhos_bw, agree, losses, vs_mpi = [], 0, [], []
+    rhos_bw, rhos_ab, agree, losses, vs_mpi = [], [], 0, [], []
     sizes = 0
     for c in cases:
         for s in c["per_size"]:
@@ -280,6 +368,9 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
             mine = [r for r in bw if r["case"] == c["case"] and r["size_bytes"] == s["size_bytes"]]
             if s["spearman"] is not None and len(mine) >= 3:
                 rhos_bw.append(s["spearman"])
+                ab = s.get("spearman_alpha_beta", s["spearman"])
+                if ab is not None:
+                    rhos_ab.append(ab)
             agree += s["simulated_winner"] == s["measured_winner"]
             losses.append(s["loss"])
             if s["best_vs_mpi"] is not None:
@@ -295,6 +386,12 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
             "min": min(rhos_bw) if rhos_bw else None,
             "at_least_0.8": sum(x >= 0.8 for x in rhos_bw),
             "of": len(rhos_bw),
+        },
+        "spearman_alpha_beta_bandwidth_bound": {  # the pure model (no cost per operation)
+            "median": statistics.median(rhos_ab) if rhos_ab else None,
+            "min": min(rhos_ab) if rhos_ab else None,
+            "at_least_0.8": sum(x >= 0.8 for x in rhos_ab),
+            "of": len(rhos_ab),
         },
         "ratio_calibrated_bandwidth_bound": {
             "min": ratios[0] if ratios else None,
@@ -344,8 +441,10 @@ def to_markdown(data: dict) -> str:
         f"scale for CPU headroom: {st.get('remeasured_rows', 0)}; still CPU-bound, left out: "
         f"{st.get('cpu_bound_rows', 0)}; rows whose launch saw TCP retransmissions: "
         f"{st.get('rows_with_retransmits', 0)})",
-        f"- Spearman (bandwidth-bound, per case and size): median {_f(sp['median'])}, min "
-        f"{_f(sp['min'])}, {sp['at_least_0.8']} of {sp['of']} at least 0.8",
+        f"- Spearman (bandwidth-bound, per case and size, with the cost per operation): "
+        f"median {_f(sp['median'])}, min {_f(sp['min'])}, {sp['at_least_0.8']} of {sp['of']} "
+        f"at least 0.8. {_pure_text(st)}",
+        f"- cost per operation: {_op_cost_text(cal)}",
         f"- calibrated measured/simulated (bandwidth-bound): min {_f(ra['min'])}, median "
         f"{_f(ra['median'])}, max {_f(ra['max'])}; {ra['within_0.7_1.3']} of {ra['of']} within "
         "0.7-1.3",
@@ -359,20 +458,23 @@ def to_markdown(data: dict) -> str:
     for c in data["cases"]:
         pic = [] if c.get("failed") else [f"![{c['case']}]({c['picture']})", ""]
         out += [f"## {c['case']} (scale {c['scale']:.3g})", "", *pic,
-                "| size | Spearman | simulator's pick | measured best | loss | best vs MPI |",
-                "|---|---|---|---|---|---|"]  # fmt: skip
+                "| size | Spearman | Spearman, alpha-beta | simulator's pick | measured best "
+                "| loss | best vs MPI |",
+                "|---|---|---|---|---|---|---|"]  # fmt: skip
         for s in c["per_size"]:
             out.append(
-                f"| {fmt_size(s['size_bytes'])} | {_f(s['spearman'])} | {s['simulated_winner']} "
+                f"| {fmt_size(s['size_bytes'])} | {_f(s['spearman'])} "
+                f"| {_f(s.get('spearman_alpha_beta', s['spearman']))} | {s['simulated_winner']} "
                 f"| {s['measured_winner']} | {100 * s['loss']:.0f}% | {_f(s['best_vs_mpi'])}x |"
             )
-        out += ["", "| algo | size | simulated | measured | ratio | cal | bw-bound | headroom "
-                "| check | off-route ops | TCP resent |",
-                "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        out += ["", "| algo | size | simulated | alpha-beta | measured | ratio | cal | bw-bound "
+                "| headroom | check | off-route ops | TCP resent |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         mine = [r for r in data["rows"] if r["case"] == c["case"]]
         for r in sorted(mine, key=lambda r: (r["size_bytes"], r["measured_time_s"])):
             out.append(
                 f"| {r['algo']} | {fmt_size(r['size_bytes'])} | {r['simulated_time_s']:.3g} "
+                f"| {_pure(r):.3g} "
                 f"| {r['measured_time_s']:.3g} | {r['ratio']:.2f} | {r['ratio_calibrated']:.2f} "
                 f"| {'yes' if r['bandwidth_bound'] else 'no'} | {_room(r)} | {r['check'] or '-'} "
                 f"| {r.get('route_mismatch_ops', '-')} | {r.get('tcp_retransmits', '-')} |"
@@ -380,7 +482,7 @@ def to_markdown(data: dict) -> str:
         for m in data["mpi"]:
             if m["case"] == c["case"]:
                 out.append(
-                    f"| Open MPI's own | {fmt_size(m['size_bytes'])} | - "
+                    f"| Open MPI's own | {fmt_size(m['size_bytes'])} | - | - "
                     f"| {m['measured_time_s']:.3g} | - | - | - | - | - | - | "
                     f"{m.get('tcp_retransmits', '-')} |"
                 )

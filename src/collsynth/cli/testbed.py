@@ -158,6 +158,13 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
         help="skip the unshaped runs that measure what the CPU can move per schedule (and "
         "the slower re-runs of schedules with less than 3x headroom)",
     )
+    p.add_argument(
+        "--op-cost",
+        metavar="TIME",
+        default="0",
+        help="also simulate with this cost per operation at its sender, in raw testbed time "
+        "(e.g. 0.3ms; bench testbed calibrates it); default 0: the pure alpha-beta model",
+    )
     add_quiet(p)
     add_json(p)
 
@@ -215,6 +222,7 @@ def _measure_args(args: argparse.Namespace) -> dict:
         "timeout": timeout,
         "reference": not args.no_reference,
         "ceiling": not args.no_ceiling,
+        "op_cost_raw_s": parse_time(args.op_cost, "--op-cost"),
     }
 
 
@@ -348,6 +356,11 @@ def _print_measurement(data: dict) -> None:
         )
     con = console()
     con.print(t)
+    if data.get("op_cost_raw_s"):
+        con.print(
+            f"simulated with {fmt_time(data['op_cost_raw_s'])} (raw) per operation at its "
+            "sender; the pure alpha-beta times are in --json (simulated_alpha_beta_s)"
+        )
     for s in data["summary"]:
         rho = "-" if s["spearman"] is None else f"{s['spearman']:.2f}"
         vs = "" if s["best_vs_mpi"] is None else f"; best is {s['best_vs_mpi']:.2f}x Open MPI's own"

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from ..errors import CollsynthError
-from ..units import fmt_bandwidth, fmt_size, fmt_time
+from ..units import fmt_bandwidth, fmt_size, fmt_time, parse_bandwidth, parse_time
 from .common import (
     add_command,
     add_json,
@@ -77,6 +77,12 @@ def add_parser(sub: Any) -> None:
     sim.add_argument(
         "--reduce-bw", metavar="BW", help="reduction speed, e.g. 500GB/s (default: free)"
     )
+    sim.add_argument(
+        "--op-cost",
+        metavar="TIME",
+        help="what issuing one operation costs its sender, e.g. 2us: a rank issues its "
+        "operations one at a time (default 0: the pure alpha-beta model)",
+    )
     sim.add_argument("--gantt", metavar="FILE.png", help="draw the per-link timeline")
     add_json(sim)
     sim.add_argument("--csv", action="store_true", help="print one CSV row per size")
@@ -133,7 +139,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Simulate a verified schedule file."""
     from ..sim import simulate
-    from ..units import parse_bandwidth
     from ..verify import check_schedule
 
     check_plot(args.gantt)
@@ -156,11 +161,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     report = check_schedule(sched)
     if not report.ok:
         raise CollsynthError(f"{args.schedule} does not verify: {report.error}")
-    reduce_bw = parse_bandwidth(args.reduce_bw, "--reduce-bw") if args.reduce_bw else None
+    how = _sim_options(args)
     if sweep is not None or args.csv or args.nccl_tests:
-        return _simulate_sizes(args, sched, sizes, reduce_bw)
+        return _simulate_sizes(args, sched, sizes, how)
     size = sizes[0]
-    res = simulate(sched, size, reduce_bw=reduce_bw, order=args.order, release=args.release)
+    res = simulate(sched, size, **how)
     if args.gantt:
         from ..report.plots import plot_gantt
 
@@ -196,7 +201,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulate_sizes(args: argparse.Namespace, sched: Any, sizes: list[float], reduce_bw) -> int:
+def _sim_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``simulate``'s keyword arguments from the command line."""
+    reduce_bw = parse_bandwidth(args.reduce_bw, "--reduce-bw") if args.reduce_bw else None
+    op_cost = parse_time(args.op_cost, "--op-cost") if args.op_cost else 0.0
+    return {"reduce_bw": reduce_bw, "order": args.order, "release": args.release,
+            "op_cost_s": op_cost}  # fmt: skip
+
+
+def _simulate_sizes(args: argparse.Namespace, sched: Any, sizes: list[float],
+                    how: dict[str, Any]) -> int:  # fmt: skip
     """``simulate`` at several sizes: JSON rows, CSV, nccl-tests' layout or a table."""
     import sys
 
@@ -205,7 +219,7 @@ def _simulate_sizes(args: argparse.Namespace, sched: Any, sizes: list[float], re
 
     rows = []
     for size in sizes:
-        res = simulate(sched, size, reduce_bw=reduce_bw, order=args.order, release=args.release)
+        res = simulate(sched, size, **how)
         rows.append({"size_bytes": size, "time_s": res.time_s, "algbw_Bps": res.algbw,
                      "busbw_Bps": res.busbw})  # fmt: skip
     coll = sched.collective

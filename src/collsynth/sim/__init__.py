@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
+from ..units import fmt_time
 from .engine import compiled_rank_times, compiled_run_events, rank_times, run_events
 
 ORDER_POLICIES = ("auto", "plan", "fcfs")
@@ -35,6 +36,7 @@ class SimResult:
     link_busy_s: np.ndarray  # per link id
     order_policy: str
     wall_s: float
+    op_cost_s: float = 0.0  # what issuing one operation cost its sender
 
     @property
     def algbw(self) -> float:
@@ -68,6 +70,7 @@ class SimResult:
             "ops": self.schedule.num_ops,
             "hops": self.hops,
             "order_policy": self.order_policy,
+            "op_cost_s": self.op_cost_s,
             "busiest_links": [
                 {
                     "link": int(l),
@@ -133,15 +136,18 @@ def _order_arrays(
     return pos, ptr, hops, prio, used
 
 
-def _check_args(size: float, order: str, reduce_bw: float | None) -> None:
-    """Refuse an unknown order policy, a size that is not a positive number of bytes and a
-    reduction bandwidth that is not positive (in that order)."""
+def _check_args(size: float, order: str, reduce_bw: float | None, op_cost: float = 0.0) -> None:
+    """Refuse an unknown order policy, a size that is not a positive number of bytes, a
+    reduction bandwidth that is not positive and a per-operation cost that is negative (in that
+    order)."""
     if order not in ORDER_POLICIES:
         raise CollsynthError(f"order policy {order!r} is not one of {', '.join(ORDER_POLICIES)}")
     if not (isinstance(size, (int, float)) and np.isfinite(size) and size > 0):
         raise CollsynthError(f"size {size!r} must be a positive number of bytes")
     if reduce_bw is not None and not (np.isfinite(reduce_bw) and reduce_bw > 0):
         raise CollsynthError(f"reduction bandwidth {reduce_bw!r} must be positive")
+    if not (isinstance(op_cost, (int, float)) and np.isfinite(op_cost) and op_cost >= 0):
+        raise CollsynthError(f"per-operation cost {op_cost!r} must be zero or more seconds")
 
 
 def _hop_arrays(
@@ -163,6 +169,45 @@ def _hop_arrays(
     after_route = np.concatenate((csum, [0.0]))[route_end]  # sum of alphas after the route
     hop_alpha_tail = csum - np.repeat(after_route, lengths)
     return hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes
+
+
+def _with_sender_hops(
+    s: Schedule,
+    op_cost: float,
+    hop_link: np.ndarray,
+    hop_op: np.ndarray,
+    hop_tx: np.ndarray,
+    hop_alpha: np.ndarray,
+    hop_alpha_tail: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The hop arrays with one virtual hop in front of every operation's route: the link
+    ``n_links + sender`` held for ``op_cost`` seconds, whose head reaches the first real link
+    ``op_cost`` after it starts (its latency; it adds nothing to the arrival itself, the real
+    hops after it do). Also returns the route pointers of the extended routes."""
+    n_links = len(s.topology.links)
+    n_ops = s.num_ops
+    lengths = np.diff(s.route_ptr)
+    ptr = np.zeros(n_ops + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(lengths + 1)
+    first = ptr[:-1]
+    real = np.ones(int(ptr[-1]), dtype=bool)
+    real[first] = False
+
+    def spread(values: np.ndarray, virtual: np.ndarray) -> np.ndarray:
+        out = np.empty(len(real), dtype=np.result_type(values, virtual))
+        out[real] = values
+        out[first] = virtual
+        return out
+
+    ops = np.arange(n_ops, dtype=np.int64)
+    return (
+        spread(hop_link, n_links + s.src.astype(np.int64)),
+        spread(hop_op, ops),
+        spread(hop_tx, np.full(n_ops, float(op_cost))),
+        spread(hop_alpha, np.full(n_ops, float(op_cost))),
+        spread(hop_alpha_tail, np.zeros(n_ops)),
+        ptr,
+    )
 
 
 def _op_delays(
@@ -201,6 +246,7 @@ def simulate(
     reduce_bw: float | None = None,
     order: str = "auto",
     release: bool = False,
+    op_cost_s: float = 0.0,
     compiled: bool = True,
     _force_queues: bool = False,
 ) -> SimResult:
@@ -211,20 +257,31 @@ def simulate(
     start time (or step), then the first ready. ``fcfs`` ignores every plan: first ready, first
     served. ``release`` holds each operation until its planned start.
     ``reduce_bw`` (bytes/s) adds ``bytes / reduce_bw`` to every reduce operation.
+    ``op_cost_s`` (seconds) is what issuing one operation costs its sender: a rank issues its
+    operations one at a time, each taking ``op_cost_s`` before its bytes start, while issued
+    operations travel in parallel (an executor's or a NIC's per-message work; 0, the default, is
+    the pure alpha-beta model). Modelled as one virtual link per rank in front of every route.
     """
-    _check_args(size, order, reduce_bw)
+    _check_args(size, order, reduce_bw, op_cost_s)
     wall0 = _time.perf_counter()
     s = schedule
     t = s.topology
     n_ops = s.num_ops
     n_links = len(t.links)
     hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes = _hop_arrays(s, size)
-    op_first = s.route_ptr[:-1].astype(np.int64)
-    op_last = (s.route_ptr[1:] - 1).astype(np.int64)
+    route_ptr = s.route_ptr.astype(np.int64)
+    n_all = n_links
+    if op_cost_s > 0:
+        hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, route_ptr = _with_sender_hops(
+            s, op_cost_s, hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail
+        )
+        n_all = n_links + t.num_ranks
+    op_first = route_ptr[:-1]
+    op_last = route_ptr[1:] - 1
     extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
     succ_ptr, succ_ids, indeg = _successors(s)
     pos, optr, ohops, prio, used = _order_arrays(
-        s, "fcfs" if order == "fcfs" else "plan", hop_link, hop_op, n_links
+        s, "fcfs" if order == "fcfs" else "plan", hop_link, hop_op, n_all
     )
     kernel = compiled_run_events() if compiled else run_events
     reserve = bool(np.all(prio == prio[0])) if n_ops else True
@@ -247,7 +304,7 @@ def simulate(
         pos,
         optr,
         ohops,
-        n_links,
+        n_all,
         reserve,
     )
     if done != n_ops:
@@ -256,6 +313,12 @@ def simulate(
             f"never started (dependency cycle or planned link order that "
             f"deadlocks; verify the schedule)"
         )
+    if n_all > n_links:  # drop the virtual hops: the outputs speak of real links only
+        keep = hop_link < n_links
+        hop_link, hop_op = hop_link[keep], hop_op[keep]
+        hop_start, hop_end, busy = hop_start[keep], hop_end[keep], busy[:n_links]
+        op_first = s.route_ptr[:-1].astype(np.int64)
+        used += f", {fmt_time(op_cost_s)} per operation at its sender"
     op_start = hop_start[op_first] if n_ops else np.zeros(0)
     total = float(op_finish.max()) if n_ops else 0.0
     per_rank = (compiled_rank_times() if compiled else rank_times)(
@@ -275,4 +338,5 @@ def simulate(
         busy,
         used,
         _time.perf_counter() - wall0,
+        float(op_cost_s),
     )

@@ -71,6 +71,7 @@ class Measurement:
     ceiling: dict | None = None
     skipped: list[dict] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
+    op_cost_raw_s: float = 0.0
 
     def summary(self) -> list[dict]:
         """Per size: the rank correlation of simulated and measured times over the schedules,
@@ -83,11 +84,17 @@ class Measurement:
             sim_best = min(rows, key=lambda r: r["simulated_time_s"])
             got_best = min(rows, key=lambda r: r["measured_time_s"])
             mpi = next((m for m in self.mpi if m["size_bytes"] == size), None)
+            pure = {}
+            if self.op_cost_raw_s > 0:  # the same without the cost per operation
+                ab = [r.get("simulated_alpha_beta_s", r["simulated_time_s"]) for r in rows]
+                pure = {"spearman_alpha_beta": spearman(ab, got),
+                        "simulated_winner_alpha_beta": rows[ab.index(min(ab))]["algo"]}  # fmt: skip
             out.append(
                 {
                     "size_bytes": size,
                     "schedules": len(rows),
                     "spearman": spearman(sim, got),
+                    **pure,
                     "simulated_winner": sim_best["algo"],
                     "measured_winner": got_best["algo"],
                     "loss": sim_best["measured_time_s"] / got_best["measured_time_s"] - 1.0,
@@ -104,6 +111,7 @@ class Measurement:
             "collective": self.collective,
             "scale": self.scale,
             "latency": self.latency,
+            "op_cost_raw_s": self.op_cost_raw_s,
             "rows": self.rows,
             "mpi": self.mpi,
             "summary": self.summary(),
@@ -140,6 +148,7 @@ def measure(
     timeout: float = 120.0,
     reference: bool = True,
     ceiling: bool = True,
+    op_cost_raw_s: float = 0.0,
     on_step: Callable[[str], None] | None = None,
 ) -> Measurement:
     """Run ``cases`` on a testbed of ``topology`` shaped at ``scale`` (see the module).
@@ -153,13 +162,19 @@ def measure(
     different scales; their times are all in the topology's own units). A size whose launch
     fails is recorded in ``failed`` and the others go on; only when every size fails is it an
     error.
+
+    ``op_cost_raw_s`` > 0: what issuing one operation costs a rank of the testbed (raw seconds:
+    the executor's and the kernel's work per message, which no shaping scales). Each row is
+    then also simulated with that cost (``simulate(op_cost_s=op_cost_raw_s * scale)``, the
+    row's scale) and ``simulated_time_s`` and ``ratio`` use it; the pure alpha-beta figure
+    stays in ``simulated_alpha_beta_s``.
     """
     from ..sim import simulate
 
     if not cases:
         raise CollsynthError("nothing to measure")
     coll = cases[0].schedule.collective
-    result = Measurement(topology.name, coll.describe(), scale, "")
+    result = Measurement(topology.name, coll.describe(), scale, "", op_cost_raw_s=op_cost_raw_s)
     step = on_step or (lambda s: None)
     groups: dict[int, list[tuple[Case, float]]] = {}  # fitted size -> (case, simulated time)
     for want in sorted({c.size for c in cases}):
@@ -167,7 +182,7 @@ def measure(
         fitted = fit_size(want, [c.schedule for c in mine])
         groups[fitted] = [(c, simulate(c.schedule, fitted).time_s) for c in mine]
     with tempfile.TemporaryDirectory(prefix="collsynth-testbed-") as tmp:
-        run = _Runner(topology, tmp, iters, warmup, check, timeout, step)
+        run = _Runner(topology, tmp, iters, warmup, check, timeout, step, op_cost_raw_s)
         unshaped = run.unshaped(groups) if ceiling else {}
         rows: dict[tuple[int, int], dict] = {}
         slower: dict[int, list[tuple[int, int]]] = {}  # scale divisor -> (size, index)
@@ -239,6 +254,7 @@ class _Runner:
     check: bool
     timeout: float
     step: Callable[[str], None]
+    op_cost_raw: float = 0.0
 
     def testbed(self, scale: float, shaped: bool = True) -> Any:
         from .session import Testbed
@@ -278,11 +294,22 @@ class _Runner:
         resent = netns_retransmits(tb) - before
         out = {}
         for i, ((c, sim_s), run) in enumerate(zip(group, rep.runs)):
-            row = _row(c, run, size, sim_s, scale)
+            row = _row(c, run, size, self._with_cost(c, size, scale, sim_s), scale)
+            if self.op_cost_raw > 0:
+                row.update(simulated_alpha_beta_s=sim_s, op_cost_s=self.op_cost_raw * scale)
             row["route_mismatch_ops"] = route_mismatches(c.schedule, tb.wiring)
             row["tcp_retransmits"] = resent  # over the whole launch, every schedule in it
             out[i] = row
         return out
+
+    def _with_cost(self, c: Case, size: int, scale: float, sim_s: float) -> float:
+        """The simulated time with the testbed's per-operation cost at ``scale`` (``sim_s``,
+        the pure alpha-beta time, without one)."""
+        if self.op_cost_raw <= 0:
+            return sim_s
+        from ..sim import simulate
+
+        return simulate(c.schedule, size, op_cost_s=self.op_cost_raw * scale).time_s
 
     def reference(self, tb: Any, size: int, group: list[tuple[Case, float]], scale: float,
                   coll: Any, result: Measurement) -> None:  # fmt: skip
@@ -396,5 +423,6 @@ def _row(c: Case, run: dict, size: int, sim_s: float, scale: float) -> dict:
         ratio=row["measured_time_s"] / sim_s,
         check=run.get("check"),
         ops=c.schedule.num_ops,
+        scale=scale,
     )
     return row

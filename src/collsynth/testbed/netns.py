@@ -40,6 +40,11 @@ RTO_MIN_CAP_S = 30.0
 MTU = 1500
 #: the shaper's bucket holds this much time at the link's rate (and at least two packets)
 TBF_BUCKET_S = 1e-3
+#: every shaped interface hands the shaper one packet at a time: with segmentation offload a
+#: veth passes TCP super-packets of up to 64 KB, and ``htb`` (like ``tbf``) lets a packet
+#: through whenever its bucket is not empty, so a whole super-packet left at once after an idle
+#: spell and medium messages crossed a link in no time (see docs/testbed.md)
+GSO_OFF = " gso_max_segs 1"
 
 
 def require_tools() -> None:
@@ -110,7 +115,7 @@ def _make(w: Wiring, shaped: bool, netem: bool) -> None:
     for v in w.veths:
         for ns, dev, rate, alpha in ((v.a_ns, v.a_if, v.rate_ab, v.alpha_ab),
                                      (v.b_ns, v.b_if, v.rate_ba, v.alpha_ba)):  # fmt: skip
-            inside[ns].append(f"link set {dev} mtu {MTU} up")
+            inside[ns].append(f"link set {dev} mtu {MTU}{GSO_OFF} up")
             qdiscs[ns].append((dev, rate, alpha / w.scale if netem else 0.0))
     for ns, _, ns_if, addr in w.mgmt:
         inside[ns] += [f"addr add {addr} dev {ns_if}", f"link set {ns_if} up"]
