@@ -97,3 +97,23 @@ def test_cli_tune_and_bad_input(tmp_path, capsys):
     )
     out, err = capsys.readouterr()
     assert rc == 2 and "unknown algorithm" in err
+
+
+def test_tune_mscclpp_plans_with_inclusive_windows(tmp_path, capsys):
+    from collsynth.export.mscclpp_check import check_mscclpp_plan
+
+    out = tmp_path / "t"
+    rc = main(["tune", "-t", "ring:n=4", "-c", "allreduce", "--sizes", "1KB,1MB,1GB",
+               "--algos", "ring,tree,rd", "--format", "mscclpp", "-o", str(out), "--json"])  # fmt: skip
+    got, err = capsys.readouterr()
+    assert rc == 0, err
+    windows = json.loads(got)["windows"]
+    assert windows[0]["min_bytes"] == 0 and windows[-1]["max_bytes"] is None
+    for w in windows:
+        assert w["xml"].endswith(".plan.json")
+        text = open(w["xml"], encoding="utf-8").read()
+        assert check_mscclpp_plan(text).ok
+        doc = json.loads(text)
+        assert doc["min_message_size"] == w["min_bytes"]
+        want = 2**64 - 1 if w["max_bytes"] is None else w["max_bytes"] - 1
+        assert doc["max_message_size"] == want

@@ -8,8 +8,8 @@ print one line and exit with status 1 (``COLLSYNTH_DEBUG=1`` shows the traceback
 
 Modules: :mod:`.common` (parser, help layout, typed requests, output), :mod:`.topology`
 (``topo``, ``list``), :mod:`.synth`, :mod:`.verify` (``verify``, ``simulate``), :mod:`.bound`,
-:mod:`.compare` (``compare``, ``tune``), :mod:`.export` (``export``, ``check-xml``),
-:mod:`.run`, :mod:`.testbed`, :mod:`.wan`, :mod:`.bench`, :mod:`.demo`.
+:mod:`.compare` (``compare``, ``tune``), :mod:`.export` (``export``, ``check-xml``,
+``check-mscclpp``), :mod:`.run`, :mod:`.testbed`, :mod:`.wan`, :mod:`.bench`, :mod:`.demo`.
 """
 
 from __future__ import annotations

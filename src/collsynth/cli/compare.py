@@ -110,6 +110,12 @@ def add_parser(sub: Any) -> None:
         "--proto", dest="protocol", choices=("Simple", "LL", "LL128"), help=argparse.SUPPRESS
     )  # the old spelling
     tun.add_argument("--instances", type=int, default=1, help="MSCCL instances (channels)")
+    tun.add_argument(
+        "--format",
+        choices=("msccl", "mscclpp"),
+        default="msccl",
+        help="msccl: MSCCL XML (in --dialect); mscclpp: MSCCL++ execution plans (JSON)",
+    )
     add_quiet(tun)
     add_timing(tun)
     add_json(tun)
@@ -227,7 +233,8 @@ def print_comparison(result: Any, best_only: bool, baseline: list[dict] | None =
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    """Tune: the best exportable schedule per size window, as checked MSCCL XML."""
+    """Tune: the best exportable schedule per size window, as checked MSCCL XML or MSCCL++
+    plans."""
     from functools import partial
 
     from ..report.tune import tune
@@ -238,7 +245,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     run = partial(
         tune,
         out_dir=args.output,
-        dialect=args.dialect,
+        dialect="mscclpp" if args.format == "mscclpp" else args.dialect,
         proto=args.protocol,
         instances=args.instances,
         timing=args.timing,
@@ -256,10 +263,12 @@ def print_windows(result: Any, out_dir: str) -> None:
     """The tune table: one row per size window."""
     from rich.table import Table
 
-    table = Table(
-        title=f"{result.collective} on {result.topology}: one MSCCL XML per window "
-        f"({result.dialect} dialect)"
+    what = (
+        "one MSCCL++ plan per window"
+        if result.dialect == "mscclpp"
+        else f"one MSCCL XML per window ({result.dialect} dialect)"
     )
+    table = Table(title=f"{result.collective} on {result.topology}: {what}")
     for col in ("window", "algo", "sizes", "x bound", "file", "note"):
         table.add_column(col, justify="right" if col == "x bound" else "left")
     for w in result.windows:
@@ -274,7 +283,8 @@ def print_windows(result: Any, out_dir: str) -> None:
         )
     con = console()
     con.print(table)
+    kind = "MSCCL++ plan" if result.dialect == "mscclpp" else "XML"
     con.print(
-        f"wrote {len(result.windows)} XML file(s) (each checked by the independent XML "
+        f"wrote {len(result.windows)} {kind} file(s) (each checked by the independent {kind} "
         f"checker), their schedules and {os.path.join(out_dir, 'tune.json')}"
     )

@@ -69,6 +69,21 @@ def add_parser(sub: Any) -> None:
     add_json(chk)
     chk.set_defaults(func=cmd_check_xml)
 
+    pp = add_command(
+        sub,
+        "check-mscclpp",
+        "check an MSCCL++ execution plan independently",
+        "Parse an MSCCL++ execution plan (JSON), enforce the executor's structural rules and "
+        "limits, resolve every channel and buffer reference, pair signals with waits, execute "
+        "it symbolically (deadlocks, races between unordered accesses) and confirm the "
+        "collective's postcondition.",
+        examples=("collsynth check-mscclpp plan.json",),
+    )
+    pp.add_argument("plan", metavar="PLAN.json")
+    pp.add_argument("--root", type=int, default=0, help="root of a broadcast plan")
+    add_json(pp)
+    pp.set_defaults(func=cmd_check_mscclpp)
+
 
 def _add_option_flag(p: argparse.ArgumentParser, opt: Any) -> None:
     """A ``--NAME`` flag for a declared exporter option (validated by the declaration)."""
@@ -123,6 +138,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             f"{report.nchannels} channel(s), {report.threadblocks} thread blocks, "
             f"{report.steps} steps); the independent XML checker passed"
         )
+    elif exporter.name == "mscclpp" and report is not None:
+        print(
+            f"wrote {args.output} (MSCCL++ plan, {report.ngpus} GPUs, {report.threadblocks} "
+            f"thread blocks, {report.operations} operations); the independent plan checker "
+            "passed"
+        )
     else:
         checked = "; its checker passed" if report is not None else ""
         print(f"wrote {args.output} ({exporter.name}){checked}")
@@ -145,5 +166,22 @@ def cmd_check_xml(args: argparse.Namespace) -> int:
             f"OK: {args.xml}: {report.coll} on {report.ngpus} GPUs ({report.dialect} "
             f"dialect), {report.threadblocks} thread blocks, {report.steps} steps, "
             f"{report.transfers} transfers; checks: {', '.join(report.checks)}"
+        )
+    return 0
+
+
+def cmd_check_mscclpp(args: argparse.Namespace) -> int:
+    """Check an MSCCL++ execution plan."""
+    from ..export.mscclpp_check import check_mscclpp_plan
+    from ..topology.io import read_text
+
+    report = check_mscclpp_plan(read_text(args.plan), root=args.root)
+    if args.json:
+        emit_json(report.to_dict())
+    else:
+        print(
+            f"{args.plan}: {report.collective} on {report.ngpus} GPUs, {report.threadblocks} "
+            f"thread blocks, {report.operations} operations, {report.transfers} transfers; "
+            "the plan is sound"
         )
     return 0

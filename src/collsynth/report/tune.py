@@ -1,5 +1,7 @@
 """Per-size selection (``collsynth tune``): the fastest verified schedule for every size window,
-exported to MSCCL XML with its ``minBytes``/``maxBytes`` window.
+exported to MSCCL XML with its ``minBytes``/``maxBytes`` window (or, with ``dialect="mscclpp"``,
+to MSCCL++ execution plans with ``min_message_size``/``max_message_size``, both inclusive:
+a closed window ends at ``max - 1``).
 
 Every applicable algorithm (or a given list) is synthesized, verified and simulated at every
 size (:func:`collsynth.report.compare.compare`). For each size the fastest schedule wins; its
@@ -30,6 +32,8 @@ from ..collective import Collective
 from ..errors import CollsynthError
 from ..export import check_msccl_xml, to_msccl_xml
 from ..export.msccl import step_floor
+from ..export.mscclpp import to_mscclpp_plan
+from ..export.mscclpp_check import check_mscclpp_plan
 from ..schedule.io import save_schedule
 from ..schedule.ir import Schedule
 from ..sim import simulate
@@ -40,6 +44,8 @@ from .compare import Comparison, Row, compare
 
 #: The open upper end of the last window in the old fork's dialect.
 OPEN_MAX = 1 << 40
+#: tune's "dialect" for MSCCL++ execution plans (``--format mscclpp``)
+MSCCLPP = "mscclpp"
 
 
 @dataclass
@@ -84,6 +90,23 @@ def _with_window(xml: str, min_bytes: int, max_bytes: int) -> str:
     return head + xml[m.end() :]
 
 
+def _plan_window(plan: str, min_bytes: int, max_bytes: int | None) -> str:
+    """An MSCCL++ plan with its message-size window (``max_bytes`` inclusive; None: open)."""
+    doc = json.loads(plan)
+    doc["min_message_size"] = int(min_bytes)
+    doc["max_message_size"] = 2**64 - 1 if max_bytes is None else int(max_bytes)
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def _export_text(sched: Schedule, dialect: str, proto: str, instances: int) -> str:
+    """The schedule in tune's format (placeholder window)."""
+    if dialect == MSCCLPP:
+        return to_mscclpp_plan(sched)
+    return to_msccl_xml(
+        sched, dialect=dialect, proto=proto, instances=instances, min_bytes=0, max_bytes=0
+    )
+
+
 def _edges(sizes: list[float]) -> list[int]:
     """Window boundaries between consecutive sizes (geometric midpoints, whole bytes)."""
     return [int(math.ceil(math.sqrt(a * b))) for a, b in zip(sizes, sizes[1:])]
@@ -108,16 +131,15 @@ def _shallower(
         return None
     depth = int((sched.meta.get(row.algo) or {}).get("pipeline") or 0)
     opts = options_for(row.algo, options or {})
-    floor, limit, _, _ = step_floor(sched, dialect, instances)
-    if floor > limit:  # steps grow with the depth: jump close to a depth that fits
-        depth = max(2, 2 * (1 << int(math.log2(max(1.0, depth * limit / floor)))))
+    if dialect != MSCCLPP:
+        floor, limit, _, _ = step_floor(sched, dialect, instances)
+        if floor > limit:  # steps grow with the depth: jump close to a depth that fits
+            depth = max(2, 2 * (1 << int(math.log2(max(1.0, depth * limit / floor)))))
     while depth > 1:
         depth //= 2
         try:
             alt = synthesize(row.algo, topology, collective, size=size, pipeline=depth, **opts)
-            xml = to_msccl_xml(
-                alt, dialect=dialect, proto=proto, instances=instances, min_bytes=0, max_bytes=0
-            )
+            xml = _export_text(alt, dialect, proto, instances)
         except CollsynthError:
             continue
         sim = simulate(alt, size)
@@ -167,7 +189,7 @@ def tune(
     on_step: Callable[[str], None] | None = None,
     timing: bool = True,
 ) -> TuneResult:
-    """Compare ``algos`` at ``sizes``, pick per size the fastest schedule MSCCL XML can
+    """Compare ``algos`` at ``sizes``, pick per size the fastest schedule the format can
     express, and write one checked XML file (and its schedule) per window of sizes that share
     a schedule, plus ``tune.json``, into ``out_dir``. ``on_step`` hears what is being done;
     ``timing=False`` leaves wall-clock figures out of the files."""
@@ -207,14 +229,7 @@ class _Exporter:
 
     def xml(self, sched: Schedule) -> str:
         if id(sched) not in self.exported:
-            self.exported[id(sched)] = to_msccl_xml(
-                sched,
-                dialect=self.dialect,
-                proto=self.proto,
-                instances=self.instances,
-                min_bytes=0,
-                max_bytes=0,
-            )
+            self.exported[id(sched)] = _export_text(sched, self.dialect, self.proto, self.instances)
         return self.exported[id(sched)]
 
     def pick(
@@ -251,8 +266,9 @@ class _Exporter:
                 self.exported[id(alt_sched)] = xml
                 cands.append(row)
                 cands.sort(key=lambda x: (x.time_s, x.algo))
+        what = "an MSCCL++ plan" if self.dialect == MSCCLPP else "MSCCL XML"
         raise CollsynthError(
-            f"no schedule for {fmt_size(size)} can be exported to MSCCL XML ({note.rstrip('; ')})"
+            f"no schedule for {fmt_size(size)} can be exported to {what} ({note.rstrip('; ')})"
         )
 
 
@@ -278,15 +294,20 @@ def _write_windows(
         while j + 1 < len(sizes) and keep[(picks[j + 1][0].algo, sizes[j + 1])] is sched:
             j += 1
         lo, hi = lows[i], highs[j]
-        if result.dialect == "executor":
-            min_b, max_b = lo, (0 if hi is None else hi - 1)
-        else:
-            min_b, max_b = lo, (OPEN_MAX if hi is None else hi)
-        xml = _with_window(picks[i][1], min_b, max_b)
         root = collective.root if collective.rooted else 0
-        check_msccl_xml(xml, topology, dialect=result.dialect, root=root or 0)
         tag = f"{collective.kind.value}_{row.algo}_{lo}"
-        xml_path = os.path.join(out_dir, f"{tag}.xml")
+        if result.dialect == MSCCLPP:
+            xml = _plan_window(picks[i][1], lo, None if hi is None else hi - 1)
+            check_mscclpp_plan(xml, root=root or 0)
+            xml_path = os.path.join(out_dir, f"{tag}.plan.json")
+        else:
+            if result.dialect == "executor":
+                min_b, max_b = lo, (0 if hi is None else hi - 1)
+            else:
+                min_b, max_b = lo, (OPEN_MAX if hi is None else hi)
+            xml = _with_window(picks[i][1], min_b, max_b)
+            check_msccl_xml(xml, topology, dialect=result.dialect, root=root or 0)
+            xml_path = os.path.join(out_dir, f"{tag}.xml")
         sched_path = os.path.join(out_dir, f"{tag}.json")
         write_text_atomic(xml_path, xml)
         save_schedule(sched, sched_path, timing=timing)
