@@ -13,6 +13,11 @@ from .mscclpp import to_mscclpp_plan
 from .mscclpp_check import check_mscclpp_plan
 from .registry import register
 
+
+def _max_bytes_option(help: str) -> Option:
+    return Option("max_bytes", "size", "none", words=("none",), minimum=0, help=help)
+
+
 MSCCL_OPTIONS = (
     Option(
         "dialect",
@@ -38,14 +43,7 @@ MSCCL_OPTIONS = (
         minimum=0,
         help="executor: smallest size this XML serves",
     ),
-    Option(
-        "max_bytes",
-        "size",
-        "none",
-        words=("none",),
-        minimum=0,
-        help="executor: largest size this XML serves",
-    ),
+    _max_bytes_option("executor: largest size this XML serves"),
 )
 
 
@@ -102,14 +100,7 @@ MSCCLPP_OPTIONS = (
     ),
     Option("max_tbs", "int", 108, minimum=1, maximum=1024, help="most thread blocks per GPU"),
     Option("min_bytes", "size", 0, minimum=0, help="smallest message size the plan serves"),
-    Option(
-        "max_bytes",
-        "size",
-        "none",
-        words=("none",),
-        minimum=0,
-        help="largest message size the plan serves (none: no limit)",
-    ),
+    _max_bytes_option("largest message size the plan serves (none: no limit)"),
 )
 
 

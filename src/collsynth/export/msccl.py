@@ -275,10 +275,7 @@ def _prepare(
 ) -> Schedule:
     """Reject what cannot be exported, refine byte ranges into chunks and verify the result."""
     _layout(schedule.collective, inplace)  # early "unsupported" errors
-    if schedule.part_den is not None:
-        whole = (schedule.part_lo == 0) & (schedule.part_hi == schedule.part_den)
-        if not bool(np.all(whole)):
-            schedule = refine_parts(schedule)
+    schedule = whole_chunks(schedule)
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL XML")
     _check_step_floor(schedule, dialect, instances if channels is None else None, channels)
@@ -320,6 +317,15 @@ def _channel_candidates(
 
 #: Most sub-chunks one chunk may be cut into when byte ranges are refined for export.
 MAX_REFINE = 64
+
+
+def whole_chunks(s: Schedule) -> Schedule:
+    """``s`` itself where every operation carries whole chunks, else :func:`refine_parts`."""
+    if s.part_den is not None:
+        whole = (s.part_lo == 0) & (s.part_hi == s.part_den)
+        if not bool(np.all(whole)):
+            return refine_parts(s)
+    return s
 
 
 def refine_parts(s: Schedule) -> Schedule:

@@ -63,7 +63,7 @@ import numpy as np
 from ..collective import CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
-from .msccl import _layout, _linear_order, refine_parts
+from .msccl import _layout, _linear_order, whole_chunks
 
 #: what MSCCL++'s executor allows (execution_common.hpp)
 MAX_OPS_PER_TB = 64
@@ -206,10 +206,7 @@ def _prepare(schedule: Schedule, inplace: bool, verify: bool) -> Schedule:
             f"(supported: {', '.join(k.value for k in _NAMES)})"
         )
     _layout(coll, inplace)  # the MSCCL layout's own refusals (in-place alltoall)
-    if schedule.part_den is not None:
-        whole = (schedule.part_lo == 0) & (schedule.part_hi == schedule.part_den)
-        if not bool(np.all(whole)):
-            schedule = refine_parts(schedule)
+    schedule = whole_chunks(schedule)
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL++")
     if verify:
