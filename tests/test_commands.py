@@ -55,6 +55,21 @@ def test_simulate_json_keys_and_value(ring_schedule, capsys):
     assert one_json(out2)["time_s"] == pytest.approx(d["time_s"])
 
 
+def test_simulate_op_cost(ring_schedule, capsys):
+    code, out, _ = run(capsys, "simulate", ring_schedule, "--size", "64KB", "--json")
+    plain = one_json(out)
+    code, out, _ = run(
+        capsys, "simulate", ring_schedule, "--size", "64KB", "--op-cost", "2us", "--json"
+    )
+    assert code == 0
+    costly = one_json(out)
+    assert plain["op_cost_s"] == 0 and costly["op_cost_s"] == pytest.approx(2e-6)
+    assert costly["time_s"] > plain["time_s"] + 2e-6  # at least one issue on the path
+    code, out, _ = run(capsys, "simulate", ring_schedule, "-b", "1K", "-e", "4K", "--op-cost",
+                       "1us", "--csv")  # fmt: skip
+    assert code == 0 and len(out.strip().splitlines()) == 4
+
+
 def test_simulate_gantt(ring_schedule, tmp_path, capsys):
     png = str(tmp_path / "g.png")
     code, out, _ = run(capsys, "simulate", ring_schedule, "--size", "1MB", "--gantt", png)
@@ -67,6 +82,8 @@ def test_simulate_bad_inputs(ring_schedule, tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1
     code, _, err = run(capsys, "simulate", ring_schedule, "--size", "4MB", "--reduce-bw", "fast")
     assert code == 2 and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "simulate", ring_schedule, "--size", "4MB", "--op-cost=-1us")
+    assert code == 2 and "--op-cost" in err and len(err.strip().splitlines()) == 1
 
 
 def test_bound_json(capsys):
