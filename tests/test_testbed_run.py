@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from collsynth.cli import main
+from collsynth.collective import Collective
 from collsynth.runtime.launcher import mpi_available
 from collsynth.synth import synthesize
 from collsynth.testbed.measure import Measurement, fit_size, spearman
@@ -414,3 +415,51 @@ def test_bench_rewrites_only_the_generated_part_of_the_doc(tmp_path):
     assert "old figures" not in text and "95.0% of its set rate" in text
     assert "1 of 1 within 0.7-1.3" in text and "Failed step** ring:n=8 allgather" in text
     assert not bt.update_doc(str(tmp_path / "missing.md"), data)
+
+
+def test_bench_testbed_sim_resimulates_measured_rows(tmp_path, monkeypatch):
+    """``bench testbed_sim`` simulates the measured rows again (first served, plan order and
+    with the cost per operation) and rewrites the study from them, without a testbed."""
+    from collsynth.bench import testbed as bt
+    from collsynth.report.compare import compare
+    from collsynth.sim import simulate
+
+    case = ("ring:n=4", "allgather")
+    monkeypatch.setattr(bt, "CASES", [case])
+    monkeypatch.setattr(bt, "OPTIONS", {})
+    topo = load_topology(case[0])
+    coll = Collective.make(case[1], 4, 1)
+    keep: dict = {}
+    compare(topo, coll, [64e3], ["ring", "direct", "spt"], keep=keep)
+    rows = []
+    for (algo, size), sched in keep.items():
+        t = simulate(sched, size).time_s  # the plan-order figure an older run recorded
+        rows.append({"case": bt._label(case), "algo": algo, "size_bytes": size,
+                     "requested_size_bytes": size, "scale": 1e-4, "simulated_time_s": t,
+                     "measured_time_s": 1.1 * t, "measured_algbw_Bps": size / (1.1 * t),
+                     "ratio": 1.1, "check": "passed"})  # fmt: skip
+    meta = {"case": bt._label(case), "scale": 1e-4, "ceiling": None, "skipped": [],
+            "failed": None, "failed_steps": [], "picture": "x.png", "per_size": []}  # fmt: skip
+    header = {"machine": "m", "python": "3", "iters": 3,
+              "calibration": {"size_bytes": 4e6, "ideal_raw_s": 1.0, "measured_raw_s": 1.0,
+                              "efficiency": 0.9, "op_cost": {"op_cost_raw_s": 1e-3, "ranks": 8,
+                              "ops": 1, "topology": "t", "measured_raw_s": 1.0,
+                              "simulated_alpha_beta_raw_s": 1.0}}}  # fmt: skip
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "testbed.json").write_text(json.dumps(
+        {"header": header, "study": {}, "cases": [meta], "rows": rows, "mpi": []}))  # fmt: skip
+    res = bt.resimulate(str(out))
+    assert res["files"] == "testbed" and res["summary"]["rows_kept_as_recorded"] == []
+    data = json.loads((out / "testbed.json").read_text())
+    for r in data["rows"]:
+        sched = keep[r["algo"], r["size_bytes"]]
+        assert r["simulated_order"] == "fcfs"
+        assert r["simulated_time_s"] == simulate(sched, r["size_bytes"], order="fcfs").time_s
+        assert r["simulated_plan_s"] == simulate(sched, r["size_bytes"]).time_s
+        assert r["ratio"] == pytest.approx(r["measured_time_s"] / r["simulated_time_s"])
+        assert r["ratio_calibrated"] == pytest.approx(0.9 * r["ratio"])
+        assert r["simulated_op_cost_s"] >= r["simulated_time_s"]
+    (size,) = data["cases"][0]["per_size"]
+    assert size["spearman"] is not None and "spearman_op_cost" in size
+    assert (out / "testbed.md").exists() and (out / "testbed" / bt._file(case)).exists()

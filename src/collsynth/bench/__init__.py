@@ -54,6 +54,12 @@ def _run_testbed(out_dir: str, repeat: int, progress: Progress, only: str | None
     return testbed.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
 
 
+def _run_testbed_sim(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import testbed
+
+    return testbed.resimulate(out_dir, progress=progress, only=only)
+
+
 #: The suites with their own modules (imported when run): name -> runner.
 MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "teccl": _run_teccl,
@@ -61,6 +67,7 @@ MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "syccl": _run_syccl,
     "scale_ccl": _run_scale_ccl,
     "testbed": _run_testbed,
+    "testbed_sim": _run_testbed_sim,
 }
 
 #: Every suite name: the harness's, then the modules'.

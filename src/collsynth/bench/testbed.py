@@ -7,7 +7,10 @@ wiring without shaping (its CPU headroom), and rows with under 3x headroom run a
 lower scale. One calibration runs first: two ranks on one link exchange 4 MB
 at the default shaping, and the ratio of the ideal time to the measured one is the testbed's
 *efficiency* (TCP/IP headers, acknowledgements, the executor's own work); every measured/simulated
-ratio is also given multiplied by it (``ratio_calibrated``).
+ratio is also given multiplied by it (``ratio_calibrated``). A second calibration finds the
+testbed's cost per operation (:func:`calibrate_op_cost`); every row is also simulated with it
+(``simulated_op_cost_s``) and the rank correlations are given both ways, the primary figures
+being the simulator's default model (what ``collsynth simulate`` answers).
 
 A row is *bandwidth-bound* when its simulated time per byte is within 25% of the same
 algorithm's at the largest size. The study's figures: Spearman's rank correlation between
@@ -60,11 +63,9 @@ CASE_SIZES = {"ndv2:chassis=2": [64e3, 1e6, 4e6]}
 OPTIONS = {"teccl": {"time_limit": "20"}}
 #: a row is bandwidth-bound when its time per byte is within this factor of the largest size's
 BW_BOUND = 1.25
-
-
-def _pure(row: dict) -> float:
-    """A row's simulated time in the pure alpha-beta model (no cost per operation)."""
-    return row.get("simulated_alpha_beta_s", row["simulated_time_s"])
+#: the simulator's link order for the comparison: what the executor does on the testbed
+#: (see :func:`collsynth.testbed.measure.measure`)
+ORDER = "fcfs"
 
 
 def _label(case: tuple[str, str]) -> str:
@@ -152,6 +153,114 @@ def calibrate_op_cost(progress: Progress = None) -> dict:
     }
 
 
+def _finish(data: dict, case: tuple[str, str], scheds: dict, cal: dict, ranks: int) -> None:
+    """The study's own fields on a measurement's rows: the figures with the cost per
+    operation, the calibrated ratio, whether a row is bandwidth-bound, the case label."""
+    with_op_cost(data, scheds, op_cost_for(cal, ranks))
+    largest: dict[str, float] = {}
+    for r in data["rows"]:
+        per_byte = r["simulated_time_s"] / r["size_bytes"]
+        largest[r["algo"]] = min(largest.get(r["algo"], per_byte), per_byte)
+    for r in data["rows"]:
+        r["case"] = _label(case)
+        r["ratio_calibrated"] = r["ratio"] * cal["efficiency"]
+        r["bandwidth_bound"] = (
+            r["simulated_time_s"] / r["size_bytes"] <= BW_BOUND * largest[r["algo"]]
+        )
+    for r in data["mpi"]:
+        r["case"] = _label(case)
+
+
+def resimulate(out_dir: str, progress: Progress = None, only: str | None = None) -> dict:
+    """Simulate the measured rows of ``OUT/testbed.json`` again with the current simulator
+    (schedules synthesized again, as deterministic as the algorithms are) and rewrite the
+    study's files: what a simulator change does to the study, without root or a testbed.
+    Rows whose schedule cannot be made again the same way (a time-limited solver that found
+    a different schedule) are named in the summary and keep their recorded figures."""
+    from ..report.compare import applicable, compare
+    from ..report.plots import plot_testbed
+    from ..sim import simulate
+    from ..testbed.measure import Measurement
+    from ..topology import load_topology
+
+    t0 = time.perf_counter()
+    old = read_json(os.path.join(out_dir, "testbed.json"))
+    if not old.get("rows"):
+        raise CollsynthError(f"{out_dir}/testbed.json holds no measured rows to simulate again")
+    header, cal = old["header"], old["header"]["calibration"]
+    chosen = select("testbed", CASES, _label, only)
+    results: list[tuple[tuple[str, str], dict]] = []
+    changed: list[str] = []
+    os.makedirs(os.path.join(out_dir, "testbed"), exist_ok=True)
+    for case in CASES:
+        label = _label(case)
+        rows = [r for r in old["rows"] if r["case"] == label]
+        mpi = [m for m in old["mpi"] if m["case"] == label]
+        meta = next((c for c in old["cases"] if c["case"] == label), None)
+        if meta is None or not rows:
+            continue
+        if case in chosen:
+            if progress:
+                progress(f"{label}: simulating {len(rows)} measured rows again")
+            topo = load_topology(case[0])
+            coll = Collective.make(case[1], topo.num_ranks, 1)
+            keep: dict = {}
+            compare(topo, coll, sorted({r["requested_size_bytes"] for r in rows}),
+                    applicable(coll), options=OPTIONS, keep=keep)  # fmt: skip
+            for r in rows:
+                sched = keep[r["algo"], r["requested_size_bytes"]]
+                plan = simulate(sched, r["size_bytes"]).time_s
+                recorded = r.get("simulated_plan_s")
+                if recorded is None and r.get("simulated_order", "auto").startswith("auto"):
+                    recorded = r["simulated_time_s"]  # rows of runs that simulated in plan order
+                if recorded is not None and abs(plan - recorded) > 1e-9 * plan:
+                    r["simulated_order"] = "auto (as recorded: schedule not made again)"
+                    changed.append(f"{label} {r['algo']} {fmt_size(r['size_bytes'])}")
+                    continue
+                t = simulate(sched, r["size_bytes"], order=ORDER).time_s
+                r.update(simulated_time_s=t, simulated_algbw_Bps=r["size_bytes"] / t,
+                         ratio=r["measured_time_s"] / t, simulated_order=ORDER,
+                         simulated_plan_s=plan)  # fmt: skip
+            m = Measurement(label, coll.describe(), meta["scale"], "", rows=rows, mpi=mpi)
+            data = {"rows": rows, "mpi": mpi, "summary": m.summary(), "ceiling": meta["ceiling"],
+                    "topology": topo.name, "collective": coll.describe(),
+                    "skipped": meta["skipped"], "scale": meta["scale"],
+                    "failed": meta["failed"] or meta["failed_steps"] or None}  # fmt: skip
+            scheds = {(algo, size): sc for (algo, size), sc in keep.items()}
+            _finish(data, case, scheds, cal, topo.num_ranks)
+            plot_testbed(data, os.path.join(out_dir, "testbed", _file(case)))
+        else:
+            data = {"rows": rows, "mpi": mpi, "summary": meta["per_size"],
+                    "ceiling": meta["ceiling"], "skipped": meta["skipped"],
+                    "scale": meta["scale"],
+                    "failed": meta["failed"] or meta["failed_steps"] or None}  # fmt: skip
+        results.append((case, data))
+    rows = _write(out_dir, header, results, {}, None)
+    out = summary(len(CASES), len(chosen), len(rows), time.perf_counter() - t0, only)
+    out["rows_kept_as_recorded"] = changed
+    return {"summary": out, "files": "testbed"}
+
+
+def with_op_cost(data: dict, scheds: dict, cost: float) -> None:
+    """Add the simulator's figures with the calibrated cost per operation (raw ``cost``, at
+    each row's scale) to a measurement's rows (``simulated_op_cost_s``, ``ratio_op_cost``)
+    and sizes (``spearman_op_cost``, ``simulated_winner_op_cost``). The primary figures stay
+    the simulator's default model, which is what ``collsynth simulate`` answers."""
+    from ..sim import simulate
+    from ..testbed.measure import spearman
+
+    for r in data["rows"]:
+        sched = scheds[r["algo"], r["requested_size_bytes"]]
+        t = simulate(sched, r["size_bytes"], op_cost_s=cost * r["scale"], order=ORDER).time_s
+        r["simulated_op_cost_s"] = t
+        r["ratio_op_cost"] = r["measured_time_s"] / t
+    for s in data["summary"]:
+        rows = [r for r in data["rows"] if r["size_bytes"] == s["size_bytes"]]
+        sim = [r["simulated_op_cost_s"] for r in rows]
+        s["spearman_op_cost"] = spearman(sim, [r["measured_time_s"] for r in rows])
+        s["simulated_winner_op_cost"] = rows[sim.index(min(sim))]["algo"]
+
+
 def op_cost_for(cal: dict, ranks: int) -> float:
     """The calibrated cost per operation for a case of ``ranks`` ranks: the ranks share the
     machine's cores, so a rank's wall time per operation grows with their number."""
@@ -177,19 +286,11 @@ def run_case(case: tuple[str, str], cal: dict, iters: int, plots: str,
     if progress:
         progress(f"{_label(case)}: measuring {len(cases)} schedule-size pairs")
     m = measure(topo, cases, default_scale(topo), iters=iters, check=True, on_step=progress,
-                op_cost_raw_s=op_cost_for(cal, topo.num_ranks))  # fmt: skip
+                order=ORDER)  # fmt: skip
     m.skipped = comparison.skipped
     data = m.to_dict()
-    largest: dict[str, float] = {}
-    for r in data["rows"]:
-        per_byte = _pure(r) / r["size_bytes"]
-        largest[r["algo"]] = min(largest.get(r["algo"], per_byte), per_byte)
-    for r in data["rows"]:
-        r["case"] = _label(case)
-        r["ratio_calibrated"] = r["ratio"] * cal["efficiency"]
-        r["bandwidth_bound"] = _pure(r) / r["size_bytes"] <= BW_BOUND * largest[r["algo"]]
-    for r in data["mpi"]:
-        r["case"] = _label(case)
+    scheds = {(c.label, c.size): c.schedule for c in cases}
+    _finish(data, case, scheds, cal, topo.num_ranks)
     os.makedirs(plots, exist_ok=True)
     plot_testbed(data, os.path.join(plots, _file(case)))
     return data
@@ -293,9 +394,9 @@ def study_markdown(data: dict) -> str:
         else "No case was measured.",
         "",
         f"- **Rank correlation** (Spearman, simulated against measured time, per case and size "
-        f"with at least three bandwidth-bound schedules), simulated with the calibrated cost "
-        f"per operation: median {_f(sp['median'])}, minimum {_f(sp['min'])}; "
-        f"{sp['at_least_0.8']} of {sp['of']} at least 0.8. {_pure_text(st)}",
+        f"with at least three bandwidth-bound schedules): median {_f(sp['median'])}, minimum "
+        f"{_f(sp['min'])}; {sp['at_least_0.8']} of {sp['of']} at least 0.8. "
+        f"{_op_cost_rho_text(st)}",
         f"- **Calibrated measured/simulated ratio** on the {ra['of']} bandwidth-bound rows: median "
         f"{_f(ra['median'])}, range {_f(ra['min'])}-{_f(ra['max'])}; {ra['within_0.7_1.3']} of "
         f"{ra['of']} within 0.7-1.3.",
@@ -330,14 +431,14 @@ def _op_cost_text(cal: dict) -> str:
     )
 
 
-def _pure_text(st: dict) -> str:
-    """The rank correlation of the pure alpha-beta model, for comparison."""
-    ab = st.get("spearman_alpha_beta_bandwidth_bound")
-    if not ab:
+def _op_cost_rho_text(st: dict) -> str:
+    """The rank correlation with the calibrated cost per operation, for comparison."""
+    oc = st.get("spearman_op_cost_bandwidth_bound")
+    if not oc or not oc["of"]:
         return ""
     return (
-        f"The pure alpha-beta model (no cost per operation): median {_f(ab['median'])}, "
-        f"minimum {_f(ab['min'])}; {ab['at_least_0.8']} of {ab['of']} at least 0.8."
+        f"Simulated with the calibrated cost per operation instead: median {_f(oc['median'])}, "
+        f"minimum {_f(oc['min'])}; {oc['at_least_0.8']} of {oc['of']} at least 0.8."
     )
 
 
@@ -368,9 +469,9 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
             mine = [r for r in bw if r["case"] == c["case"] and r["size_bytes"] == s["size_bytes"]]
             if s["spearman"] is not None and len(mine) >= 3:
                 rhos_bw.append(s["spearman"])
-                ab = s.get("spearman_alpha_beta", s["spearman"])
-                if ab is not None:
-                    rhos_ab.append(ab)
+                oc = s.get("spearman_op_cost")
+                if oc is not None:
+                    rhos_ab.append(oc)
             agree += s["simulated_winner"] == s["measured_winner"]
             losses.append(s["loss"])
             if s["best_vs_mpi"] is not None:
@@ -387,7 +488,7 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
             "at_least_0.8": sum(x >= 0.8 for x in rhos_bw),
             "of": len(rhos_bw),
         },
-        "spearman_alpha_beta_bandwidth_bound": {  # the pure model (no cost per operation)
+        "spearman_op_cost_bandwidth_bound": {  # simulated with the cost per operation
             "median": statistics.median(rhos_ab) if rhos_ab else None,
             "min": min(rhos_ab) if rhos_ab else None,
             "at_least_0.8": sum(x >= 0.8 for x in rhos_ab),
@@ -441,9 +542,9 @@ def to_markdown(data: dict) -> str:
         f"scale for CPU headroom: {st.get('remeasured_rows', 0)}; still CPU-bound, left out: "
         f"{st.get('cpu_bound_rows', 0)}; rows whose launch saw TCP retransmissions: "
         f"{st.get('rows_with_retransmits', 0)})",
-        f"- Spearman (bandwidth-bound, per case and size, with the cost per operation): "
+        f"- Spearman (bandwidth-bound, per case and size): "
         f"median {_f(sp['median'])}, min {_f(sp['min'])}, {sp['at_least_0.8']} of {sp['of']} "
-        f"at least 0.8. {_pure_text(st)}",
+        f"at least 0.8. {_op_cost_rho_text(st)}",
         f"- cost per operation: {_op_cost_text(cal)}",
         f"- calibrated measured/simulated (bandwidth-bound): min {_f(ra['min'])}, median "
         f"{_f(ra['median'])}, max {_f(ra['max'])}; {ra['within_0.7_1.3']} of {ra['of']} within "
@@ -458,23 +559,23 @@ def to_markdown(data: dict) -> str:
     for c in data["cases"]:
         pic = [] if c.get("failed") else [f"![{c['case']}]({c['picture']})", ""]
         out += [f"## {c['case']} (scale {c['scale']:.3g})", "", *pic,
-                "| size | Spearman | Spearman, alpha-beta | simulator's pick | measured best "
+                "| size | Spearman | Spearman, op cost | simulator's pick | measured best "
                 "| loss | best vs MPI |",
                 "|---|---|---|---|---|---|---|"]  # fmt: skip
         for s in c["per_size"]:
             out.append(
                 f"| {fmt_size(s['size_bytes'])} | {_f(s['spearman'])} "
-                f"| {_f(s.get('spearman_alpha_beta', s['spearman']))} | {s['simulated_winner']} "
+                f"| {_f(s.get('spearman_op_cost'))} | {s['simulated_winner']} "
                 f"| {s['measured_winner']} | {100 * s['loss']:.0f}% | {_f(s['best_vs_mpi'])}x |"
             )
-        out += ["", "| algo | size | simulated | alpha-beta | measured | ratio | cal | bw-bound "
+        out += ["", "| algo | size | simulated | with op cost | measured | ratio | cal | bw-bound "
                 "| headroom | check | off-route ops | TCP resent |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         mine = [r for r in data["rows"] if r["case"] == c["case"]]
         for r in sorted(mine, key=lambda r: (r["size_bytes"], r["measured_time_s"])):
             out.append(
                 f"| {r['algo']} | {fmt_size(r['size_bytes'])} | {r['simulated_time_s']:.3g} "
-                f"| {_pure(r):.3g} "
+                f"| {_f(r.get('simulated_op_cost_s'), '.3g')} "
                 f"| {r['measured_time_s']:.3g} | {r['ratio']:.2f} | {r['ratio_calibrated']:.2f} "
                 f"| {'yes' if r['bandwidth_bound'] else 'no'} | {_room(r)} | {r['check'] or '-'} "
                 f"| {r.get('route_mismatch_ops', '-')} | {r.get('tcp_retransmits', '-')} |"

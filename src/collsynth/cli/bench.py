@@ -83,11 +83,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(res)
         return 0
-    with open(os.path.join(out, f"{args.suite}.md"), encoding="utf-8") as f:
+    name = res.get("files", args.suite)  # a suite may rewrite another suite's files
+    with open(os.path.join(out, f"{name}.md"), encoding="utf-8") as f:
         print(f.read())
     summ = res["summary"]
     extra = ""
     if "median_sim_hops_per_s" in summ:
         extra = f", median simulator throughput {summ['median_sim_hops_per_s'] / 1e6:.3g} Mhops/s"
-    print(f"wrote {out}/{args.suite}.json and .md ({summ['rows']} rows{extra})")
+    print(f"wrote {out}/{name}.json and .md ({summ['rows']} rows{extra})")
     return 0

@@ -165,6 +165,14 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
         help="also simulate with this cost per operation at its sender, in raw testbed time "
         "(e.g. 0.3ms; bench testbed calibrates it); default 0: the pure alpha-beta model",
     )
+    p.add_argument(
+        "--order",
+        choices=("fcfs", "auto"),
+        default="fcfs",
+        help="the simulator's link order to compare with: fcfs (default), what collsynth's "
+        "executor does here (MPI over TCP sends in posting order), or auto, the plan's "
+        "priorities (simulate's default)",
+    )
     add_quiet(p)
     add_json(p)
 
@@ -223,6 +231,7 @@ def _measure_args(args: argparse.Namespace) -> dict:
         "reference": not args.no_reference,
         "ceiling": not args.no_ceiling,
         "op_cost_raw_s": parse_time(args.op_cost, "--op-cost"),
+        "order": args.order,
     }
 
 

@@ -72,6 +72,7 @@ class Measurement:
     skipped: list[dict] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
     op_cost_raw_s: float = 0.0
+    order: str = "fcfs"
 
     def summary(self) -> list[dict]:
         """Per size: the rank correlation of simulated and measured times over the schedules,
@@ -112,6 +113,7 @@ class Measurement:
             "scale": self.scale,
             "latency": self.latency,
             "op_cost_raw_s": self.op_cost_raw_s,
+            "simulated_order": self.order,
             "rows": self.rows,
             "mpi": self.mpi,
             "summary": self.summary(),
@@ -150,6 +152,7 @@ def measure(
     reference: bool = True,
     ceiling: bool = True,
     op_cost_raw_s: float = 0.0,
+    order: str = "fcfs",
     on_step: Callable[[str], None] | None = None,
 ) -> Measurement:
     """Run ``cases`` on a testbed of ``topology`` shaped at ``scale`` (see the module).
@@ -164,6 +167,12 @@ def measure(
     fails is recorded in ``failed`` and the others go on; only when every size fails is it an
     error.
 
+    ``order``: the simulator's link service order for the comparison. ``fcfs`` (default) is
+    what collsynth's executor does on the testbed: it posts each send as soon as its data is
+    ready, and MPI's TCP connection to a peer carries messages in posting order, so a link
+    serves its transfers first ready, first served, whatever step the plan gave them. Each row
+    also carries the plan-order figure (``simulated_plan_s``, ``simulate``'s default).
+
     ``op_cost_raw_s`` > 0: what issuing one operation costs a rank of the testbed (raw seconds:
     the executor's and the kernel's work per message, which no shaping scales). Each row is
     then also simulated with that cost (``simulate(op_cost_s=op_cost_raw_s * scale)``, the
@@ -175,15 +184,16 @@ def measure(
     if not cases:
         raise CollsynthError("nothing to measure")
     coll = cases[0].schedule.collective
-    result = Measurement(topology.name, coll.describe(), scale, "", op_cost_raw_s=op_cost_raw_s)
+    result = Measurement(topology.name, coll.describe(), scale, "", op_cost_raw_s=op_cost_raw_s,
+                         order=order)  # fmt: skip
     step = on_step or (lambda s: None)
     groups: dict[int, list[tuple[Case, float]]] = {}  # fitted size -> (case, simulated time)
     for want in sorted({c.size for c in cases}):
         mine = [c for c in cases if c.size == want]
         fitted = fit_size(want, [c.schedule for c in mine])
-        groups[fitted] = [(c, simulate(c.schedule, fitted).time_s) for c in mine]
+        groups[fitted] = [(c, simulate(c.schedule, fitted, order=order).time_s) for c in mine]
     with tempfile.TemporaryDirectory(prefix="collsynth-testbed-") as tmp:
-        run = _Runner(topology, tmp, iters, warmup, check, timeout, step, op_cost_raw_s)
+        run = _Runner(topology, tmp, iters, warmup, check, timeout, step, op_cost_raw_s, order)
         unshaped = run.unshaped(groups) if ceiling else {}
         rows: dict[tuple[int, int], dict] = {}
         slower: dict[int, list[tuple[int, int]]] = {}  # scale divisor -> (size, index)
@@ -256,6 +266,7 @@ class _Runner:
     timeout: float
     step: Callable[[str], None]
     op_cost_raw: float = 0.0
+    order: str = "fcfs"
 
     def testbed(self, scale: float, shaped: bool = True) -> Any:
         from .session import Testbed
@@ -280,6 +291,8 @@ class _Runner:
     def shaped(self, tb: Any, size: int, group: list[tuple[Case, float]], scale: float,
                result: Measurement) -> dict[int, dict]:  # fmt: skip
         """Rows of ``group`` at ``size`` on ``tb`` (empty, and a ``failed`` entry, on failure)."""
+        from ..sim import simulate
+
         self.step(f"measuring {len(group)} schedule(s) at {size} B")
         sims = [sim for _, sim in group]
         # a step's deadline covers the slowest schedule's expected raw time, 4 times over
@@ -296,6 +309,8 @@ class _Runner:
         out = {}
         for i, ((c, sim_s), run) in enumerate(zip(group, rep.runs)):
             row = _row(c, run, size, self._with_cost(c, size, scale, sim_s), scale)
+            row.update(simulated_order=self.order,
+                       simulated_plan_s=simulate(c.schedule, size).time_s)  # fmt: skip
             if self.op_cost_raw > 0:
                 row.update(simulated_alpha_beta_s=sim_s, op_cost_s=self.op_cost_raw * scale)
             row["route_mismatch_ops"] = route_mismatches(c.schedule, tb.wiring)
@@ -310,7 +325,8 @@ class _Runner:
             return sim_s
         from ..sim import simulate
 
-        return simulate(c.schedule, size, op_cost_s=self.op_cost_raw * scale).time_s
+        return simulate(c.schedule, size, op_cost_s=self.op_cost_raw * scale,
+                        order=self.order).time_s  # fmt: skip
 
     def reference(self, tb: Any, size: int, group: list[tuple[Case, float]], scale: float,
                   coll: Any, result: Measurement) -> None:  # fmt: skip
