@@ -25,6 +25,7 @@ def test_every_suite_is_listed():
         "syccl",
         "scale_ccl",
         "testbed",
+        "testbed_sim",
     }
 
 

@@ -6,7 +6,8 @@ in ``bench/results``. :mod:`.harness` holds the topology x collective x size x a
 (quick, paper, scale, quality, sim); the suites with their own tables are modules of their own:
 :mod:`.teccl` (the TE-CCL epoch MILP/LP), :mod:`.mteg` (MTEGCCA, and against TE-CCL) and
 :mod:`.syccl` (SyCCL at 32 to 512 GPUs), :mod:`.scale_ccl` (SCALE-CCL on the WAN, and its
-re-planning time) and :mod:`.testbed` (simulated against measured on the emulated testbed).
+re-planning time) and :mod:`.testbed` (simulated against measured on the emulated testbed;
+``testbed_sim`` simulates its committed measurements again and rewrites ``testbed.*``).
 
 :data:`SUITES` lists every suite name; :func:`run_suite` dispatches. Every suite takes
 ``(out_dir, repeat, progress, only)`` and returns a dict with a ``summary`` (``rows``: how many
