@@ -116,12 +116,16 @@ def test_cut_through_switch_vs_store_and_forward_gpu():
     assert t_ct < r2.time_s
 
 
-def test_contention_two_flows_one_link():
-    topo = _line(2)
-    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 2))
+def _two_on_one_link():
+    """Two independent operations (both chunks of a broadcast) on one link."""
+    b = ScheduleBuilder(_line(2), Collective.make("broadcast", 2, 2))
     b.add(0, 1, 0)
     b.add(0, 1, 1)
-    s = b.build()
+    return b.build()
+
+
+def test_contention_two_flows_one_link():
+    s = _two_on_one_link()
     m = 2e6
     r = simulate(s, m)
     chunk = m / 2
@@ -277,11 +281,7 @@ def test_op_cost_serializes_a_ranks_sends_on_different_links():
 def test_op_cost_hides_behind_transmission_on_one_link():
     # two operations on one link: the second is issued while the first transmits, so the cost
     # delays only the first (C + alpha + 2 M/b), not both
-    topo = _line(2)
-    b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 2))
-    b.add(0, 1, 0)
-    b.add(0, 1, 1)
-    s = b.build()
+    s = _two_on_one_link()
     m = 2e6
     r = simulate(s, m, op_cost_s=C)
     assert r.time_s == pytest.approx(C + A + m / B, rel=1e-9)

@@ -135,7 +135,8 @@ def calibrate_op_cost(progress: Progress = None) -> dict:
     measured = row["raw"]["time_s"]
 
     def raw_sim(cost: float) -> float:
-        return simulate(sched, row["size_bytes"], op_cost_s=cost * scale).time_s / scale
+        t = simulate(sched, row["size_bytes"], op_cost_s=cost * scale, order=ORDER).time_s
+        return t / scale
 
     lo, hi = 0.0, measured
     if raw_sim(0.0) < measured:
@@ -179,7 +180,6 @@ def resimulate(out_dir: str, progress: Progress = None, only: str | None = None)
     a different schedule) are named in the summary and keep their recorded figures."""
     from ..report.compare import applicable, compare
     from ..report.plots import plot_testbed
-    from ..sim import simulate
     from ..testbed.measure import Measurement
     from ..topology import load_topology
 
@@ -199,6 +199,9 @@ def resimulate(out_dir: str, progress: Progress = None, only: str | None = None)
         meta = next((c for c in old["cases"] if c["case"] == label), None)
         if meta is None or not rows:
             continue
+        data = {"rows": rows, "mpi": mpi, "summary": meta["per_size"],
+                "ceiling": meta["ceiling"], "skipped": meta["skipped"], "scale": meta["scale"],
+                "failed": meta["failed"] or meta["failed_steps"] or None}  # fmt: skip
         if case in chosen:
             if progress:
                 progress(f"{label}: simulating {len(rows)} measured rows again")
@@ -208,37 +211,37 @@ def resimulate(out_dir: str, progress: Progress = None, only: str | None = None)
             compare(topo, coll, sorted({r["requested_size_bytes"] for r in rows}),
                     applicable(coll), options=OPTIONS, keep=keep)  # fmt: skip
             for r in rows:
-                sched = keep[r["algo"], r["requested_size_bytes"]]
-                plan = simulate(sched, r["size_bytes"]).time_s
-                recorded = r.get("simulated_plan_s")
-                if recorded is None and r.get("simulated_order", "auto").startswith("auto"):
-                    recorded = r["simulated_time_s"]  # rows of runs that simulated in plan order
-                if recorded is not None and abs(plan - recorded) > 1e-9 * plan:
-                    r["simulated_order"] = "auto (as recorded: schedule not made again)"
+                if not _simulate_again(r, keep[r["algo"], r["requested_size_bytes"]]):
                     changed.append(f"{label} {r['algo']} {fmt_size(r['size_bytes'])}")
-                    continue
-                t = simulate(sched, r["size_bytes"], order=ORDER).time_s
-                r.update(simulated_time_s=t, simulated_algbw_Bps=r["size_bytes"] / t,
-                         ratio=r["measured_time_s"] / t, simulated_order=ORDER,
-                         simulated_plan_s=plan)  # fmt: skip
             m = Measurement(label, coll.describe(), meta["scale"], "", rows=rows, mpi=mpi)
-            data = {"rows": rows, "mpi": mpi, "summary": m.summary(), "ceiling": meta["ceiling"],
-                    "topology": topo.name, "collective": coll.describe(),
-                    "skipped": meta["skipped"], "scale": meta["scale"],
-                    "failed": meta["failed"] or meta["failed_steps"] or None}  # fmt: skip
-            scheds = {(algo, size): sc for (algo, size), sc in keep.items()}
-            _finish(data, case, scheds, cal, topo.num_ranks)
+            data.update(summary=m.summary(), topology=topo.name, collective=coll.describe())
+            _finish(data, case, keep, cal, topo.num_ranks)
             plot_testbed(data, os.path.join(out_dir, "testbed", _file(case)))
-        else:
-            data = {"rows": rows, "mpi": mpi, "summary": meta["per_size"],
-                    "ceiling": meta["ceiling"], "skipped": meta["skipped"],
-                    "scale": meta["scale"],
-                    "failed": meta["failed"] or meta["failed_steps"] or None}  # fmt: skip
         results.append((case, data))
     rows = _write(out_dir, header, results, {}, None)
     out = summary(len(CASES), len(chosen), len(rows), time.perf_counter() - t0, only)
     out["rows_kept_as_recorded"] = changed
     return {"summary": out, "files": "testbed"}
+
+
+def _simulate_again(r: dict, sched: Any) -> bool:
+    """Simulate measured row ``r`` again on ``sched`` (its schedule made again); False, and
+    ``r`` left as recorded, where ``sched`` is not the schedule that was measured (its
+    plan-order time differs from the recorded one)."""
+    from ..sim import simulate
+
+    plan = simulate(sched, r["size_bytes"]).time_s
+    recorded = r.get("simulated_plan_s")
+    if recorded is None and r.get("simulated_order", "auto").startswith("auto"):
+        recorded = r["simulated_time_s"]  # rows of runs that simulated in plan order
+    if recorded is not None and abs(plan - recorded) > 1e-9 * plan:
+        r["simulated_order"] = "auto (as recorded: schedule not made again)"
+        return False
+    t = simulate(sched, r["size_bytes"], order=ORDER).time_s
+    r.update(simulated_time_s=t, simulated_algbw_Bps=r["size_bytes"] / t,
+             ratio=r["measured_time_s"] / t, simulated_order=ORDER,
+             simulated_plan_s=plan)  # fmt: skip
+    return True
 
 
 def with_op_cost(data: dict, scheds: dict, cost: float) -> None:
