@@ -141,6 +141,18 @@ def test_divisor_lifts_headroom_to_three():
     from collsynth.testbed.measure import LOWEST, _divisor
 
     assert _divisor(2.0) == 2 and _divisor(1.4) == 4 and _divisor(0.1) == LOWEST
+    assert _divisor(2.0, 9.0) == 8 and _divisor(2.0, 7.9) == 4
+
+
+def test_required_headroom_grows_with_messages_per_rank():
+    from collsynth.testbed.measure import MESSAGES_PER_RANK, MIN_HEADROOM, required_headroom
+
+    topo = load_topology("full:n=4")
+    few = synthesize("direct", topo, Collective.make("allgather", 4, 1))
+    assert required_headroom(few) == MIN_HEADROOM  # 3 messages per rank
+    many = synthesize("direct", topo, Collective.make("allgather", 4, 1000))
+    # every rank sends its 1000 chunks to 3 peers: 3000 messages
+    assert required_headroom(many) == pytest.approx(MIN_HEADROOM * 3000 / MESSAGES_PER_RANK)
 
 
 def test_route_mismatches_counts_ops_off_the_testbeds_paths():
@@ -418,8 +430,8 @@ def test_bench_rewrites_only_the_generated_part_of_the_doc(tmp_path):
 
 
 def test_bench_testbed_sim_resimulates_measured_rows(tmp_path, monkeypatch):
-    """``bench testbed_sim`` simulates the measured rows again (first served, plan order and
-    with the cost per operation) and rewrites the study from them, without a testbed."""
+    """``bench testbed_sim`` simulates the measured rows again (links shared, first served,
+    plan order and with the cost per operation) and rewrites the study from them, without a testbed."""
     from collsynth.bench import testbed as bt
     from collsynth.report.compare import compare
     from collsynth.sim import simulate
@@ -454,12 +466,21 @@ def test_bench_testbed_sim_resimulates_measured_rows(tmp_path, monkeypatch):
     data = json.loads((out / "testbed.json").read_text())
     for r in data["rows"]:
         sched = keep[r["algo"], r["size_bytes"]]
-        assert r["simulated_order"] == "fcfs"
-        assert r["simulated_time_s"] == simulate(sched, r["size_bytes"], order="fcfs").time_s
+        assert r["simulated_order"] == "fair"
+        assert r["simulated_time_s"] == simulate(sched, r["size_bytes"], order="fair").time_s
+        assert r["simulated_fcfs_s"] == simulate(sched, r["size_bytes"], order="fcfs").time_s
+        assert r["ratio_calibrated_fcfs"] == pytest.approx(
+            0.9 * r["measured_time_s"] / r["simulated_fcfs_s"]
+        )
         assert r["simulated_plan_s"] == simulate(sched, r["size_bytes"]).time_s
         assert r["ratio"] == pytest.approx(r["measured_time_s"] / r["simulated_time_s"])
         assert r["ratio_calibrated"] == pytest.approx(0.9 * r["ratio"])
         assert r["simulated_op_cost_s"] >= r["simulated_time_s"]
     (size,) = data["cases"][0]["per_size"]
-    assert size["spearman"] is not None and "spearman_op_cost" in size
+    assert size["spearman"] is not None and "spearman_op_cost" in size and "spearman_fcfs" in size
+    st = data["study"]
+    assert (
+        st["ratio_calibrated_fcfs_bandwidth_bound"]["of"]
+        == st["ratio_calibrated_bandwidth_bound"]["of"]
+    )
     assert (out / "testbed.md").exists() and (out / "testbed" / bt._file(case)).exists()

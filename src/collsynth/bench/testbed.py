@@ -1,16 +1,18 @@
 """The testbed study: does the simulator rank schedules the way a real (emulated) network does?
 
 For every case (topology x collective), every applicable algorithm is synthesized like
-``collsynth compare`` and measured on a fresh testbed (:func:`collsynth.testbed.measure`) at
-64 KB, 1 MB and 8 MB, next to Open MPI's own collective; every schedule also runs on the same
-wiring without shaping (its CPU headroom), and rows with under 3x headroom run again at a
-lower scale. One calibration runs first: two ranks on one link exchange 4 MB
-at the default shaping, and the ratio of the ideal time to the measured one is the testbed's
-*efficiency* (TCP/IP headers, acknowledgements, the executor's own work); every measured/simulated
-ratio is also given multiplied by it (``ratio_calibrated``). A second calibration finds the
-testbed's cost per operation (:func:`calibrate_op_cost`); every row is also simulated with it
-(``simulated_op_cost_s``) and the rank correlations are given both ways, the primary figures
-being the simulator's default model (what ``collsynth simulate`` answers).
+``collsynth compare`` and measured on a fresh testbed (:func:`collsynth.testbed.measure`) at 64
+KB, 1 MB and 8 MB, next to Open MPI's own collective; every schedule also runs on the same
+wiring without shaping (its CPU headroom), and rows with too little headroom (3x, more for
+schedules with many messages per rank) run again at a lower scale. One calibration runs first:
+two ranks on one link exchange 4 MB at the default shaping, and the ratio of the ideal time to
+the measured one is the testbed's *efficiency* (TCP/IP headers, acknowledgements, the executor's
+own work); every measured/simulated ratio is also given multiplied by it (``ratio_calibrated``).
+A second calibration finds the testbed's cost per operation (:func:`calibrate_op_cost`). The
+primary figures simulate with links shared by the rank pairs' connections (``order="fair"``, as
+the testbed's TCP links behave); every row is also simulated with the cost per operation
+(``simulated_op_cost_s``) and first-served (``simulated_fcfs_s``), and the study gives their
+figures too (``ALTERNATIVES``).
 
 A row is *bandwidth-bound* when its simulated time per byte is within 25% of the same
 algorithm's at the largest size. The study's figures: Spearman's rank correlation between
@@ -63,9 +65,13 @@ CASE_SIZES = {"ndv2:chassis=2": [64e3, 1e6, 4e6]}
 OPTIONS = {"teccl": {"time_limit": "20"}}
 #: a row is bandwidth-bound when its time per byte is within this factor of the largest size's
 BW_BOUND = 1.25
-#: the simulator's link order for the comparison: what the executor does on the testbed
-#: (see :func:`collsynth.testbed.measure.measure`)
-ORDER = "fcfs"
+#: the simulator's link model for the comparison: what the testbed's links do (TCP connections
+#: of different rank pairs share a link, each carries its messages in order; see
+#: :func:`collsynth.testbed.measure.measure`); the study also gives the first-served figures
+ORDER = "fair"
+#: the secondary models every row is also simulated with: name -> (order, with the calibrated
+#: cost per operation)
+ALTERNATIVES = {"op_cost": (ORDER, True), "fcfs": ("fcfs", False)}
 
 
 def _label(case: tuple[str, str]) -> str:
@@ -155,9 +161,11 @@ def calibrate_op_cost(progress: Progress = None) -> dict:
 
 
 def _finish(data: dict, case: tuple[str, str], scheds: dict, cal: dict, ranks: int) -> None:
-    """The study's own fields on a measurement's rows: the figures with the cost per
-    operation, the calibrated ratio, whether a row is bandwidth-bound, the case label."""
-    with_op_cost(data, scheds, op_cost_for(cal, ranks))
+    """The study's own fields on a measurement's rows: the figures of the secondary models
+    (``ALTERNATIVES``), the calibrated ratios, whether a row is bandwidth-bound, the case
+    label."""
+    for name, (order, costly) in ALTERNATIVES.items():
+        with_model(data, scheds, name, order, op_cost_for(cal, ranks) if costly else 0.0)
     largest: dict[str, float] = {}
     for r in data["rows"]:
         per_byte = r["simulated_time_s"] / r["size_bytes"]
@@ -165,6 +173,8 @@ def _finish(data: dict, case: tuple[str, str], scheds: dict, cal: dict, ranks: i
     for r in data["rows"]:
         r["case"] = _label(case)
         r["ratio_calibrated"] = r["ratio"] * cal["efficiency"]
+        for name in ALTERNATIVES:
+            r[f"ratio_calibrated_{name}"] = r[f"ratio_{name}"] * cal["efficiency"]
         r["bandwidth_bound"] = (
             r["simulated_time_s"] / r["size_bytes"] <= BW_BOUND * largest[r["algo"]]
         )
@@ -244,24 +254,24 @@ def _simulate_again(r: dict, sched: Any) -> bool:
     return True
 
 
-def with_op_cost(data: dict, scheds: dict, cost: float) -> None:
-    """Add the simulator's figures with the calibrated cost per operation (raw ``cost``, at
-    each row's scale) to a measurement's rows (``simulated_op_cost_s``, ``ratio_op_cost``)
-    and sizes (``spearman_op_cost``, ``simulated_winner_op_cost``). The primary figures stay
-    the simulator's default model, which is what ``collsynth simulate`` answers."""
+def with_model(data: dict, scheds: dict, name: str, order: str, cost: float) -> None:
+    """Add the simulator's figures in a secondary model (link ``order``, and raw ``cost`` per
+    operation at each row's scale) to a measurement's rows (``simulated_NAME_s``,
+    ``ratio_NAME``) and sizes (``spearman_NAME``, ``simulated_winner_NAME``). The primary
+    figures stay the study's model (``ORDER``, no cost per operation)."""
     from ..sim import simulate
     from ..testbed.measure import spearman
 
     for r in data["rows"]:
         sched = scheds[r["algo"], r["requested_size_bytes"]]
-        t = simulate(sched, r["size_bytes"], op_cost_s=cost * r["scale"], order=ORDER).time_s
-        r["simulated_op_cost_s"] = t
-        r["ratio_op_cost"] = r["measured_time_s"] / t
+        t = simulate(sched, r["size_bytes"], op_cost_s=cost * r["scale"], order=order).time_s
+        r[f"simulated_{name}_s"] = t
+        r[f"ratio_{name}"] = r["measured_time_s"] / t
     for s in data["summary"]:
         rows = [r for r in data["rows"] if r["size_bytes"] == s["size_bytes"]]
-        sim = [r["simulated_op_cost_s"] for r in rows]
-        s["spearman_op_cost"] = spearman(sim, [r["measured_time_s"] for r in rows])
-        s["simulated_winner_op_cost"] = rows[sim.index(min(sim))]["algo"]
+        sim = [r[f"simulated_{name}_s"] for r in rows]
+        s[f"spearman_{name}"] = spearman(sim, [r["measured_time_s"] for r in rows])
+        s[f"simulated_winner_{name}"] = rows[sim.index(min(sim))]["algo"]
 
 
 def op_cost_for(cal: dict, ranks: int) -> float:
@@ -380,6 +390,8 @@ def update_doc(path: str, data: dict) -> bool:
 
 def study_markdown(data: dict) -> str:
     """The study's figures as docs/testbed.md shows them."""
+    from ..testbed.measure import MESSAGES_PER_RANK
+
     st, h = data["study"], data["header"]
     sp, ra = st["spearman_bandwidth_bound"], st["ratio_calibrated_bandwidth_bound"]
     cal = h["calibration"]
@@ -403,8 +415,9 @@ def study_markdown(data: dict) -> str:
         f"- **Calibrated measured/simulated ratio** on the {ra['of']} bandwidth-bound rows: median "
         f"{_f(ra['median'])}, range {_f(ra['min'])}-{_f(ra['max'])}; {ra['within_0.7_1.3']} of "
         f"{ra['of']} within 0.7-1.3.",
-        f"- **CPU headroom**: {st.get('remeasured_rows', 0)} rows had less than 3x and were "
-        f"measured again at a lower scale; {st.get('cpu_bound_rows', 0)} stayed under 3x and are "
+        f"- **CPU headroom**: {st.get('remeasured_rows', 0)} rows had less than they need (3x, "
+        f"and 3x per {MESSAGES_PER_RANK} messages a rank sends beyond that) and were measured "
+        f"again at a lower scale; {st.get('cpu_bound_rows', 0)} still had too little and are "
         "left out of the two figures above.",
         f"- **Winners**: the simulator's pick was the measured best in {st['winner_agrees']} of "
         f"{st['sizes']} (case, size); trusting it lost {100 * (st['median_loss'] or 0):.0f}% at "
@@ -434,15 +447,29 @@ def _op_cost_text(cal: dict) -> str:
     )
 
 
+#: the secondary models as the study's text names them
+ALTERNATIVE_TEXT = {
+    "op_cost": "with the calibrated cost per operation",
+    "fcfs": "first-served (one transfer at a time per link)",
+}
+
+
 def _op_cost_rho_text(st: dict) -> str:
-    """The rank correlation with the calibrated cost per operation, for comparison."""
-    oc = st.get("spearman_op_cost_bandwidth_bound")
-    if not oc or not oc["of"]:
-        return ""
-    return (
-        f"Simulated with the calibrated cost per operation instead: median {_f(oc['median'])}, "
-        f"minimum {_f(oc['min'])}; {oc['at_least_0.8']} of {oc['of']} at least 0.8."
-    )
+    """The rank correlations and ratios of the secondary models, for comparison."""
+    out = []
+    for name, text in ALTERNATIVE_TEXT.items():
+        rho = st.get(f"spearman_{name}_bandwidth_bound")
+        ra = st.get(f"ratio_calibrated_{name}_bandwidth_bound")
+        if not rho or not rho["of"]:
+            continue
+        more = ""
+        if ra and ra["of"]:
+            more = f", ratio within 0.7-1.3 on {ra['within_0.7_1.3']} of {ra['of']} rows"
+        out.append(
+            f"Simulated {text} instead: median {_f(rho['median'])}, minimum {_f(rho['min'])}; "
+            f"{rho['at_least_0.8']} of {rho['of']} at least 0.8{more}."
+        )
+    return " ".join(out)
 
 
 def _case_summary(case: tuple[str, str], data: dict) -> dict:
@@ -464,7 +491,8 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
     # rows still CPU-bound after the slower re-run test the CPU, not the simulator
     bw = [r for r in rows if r["bandwidth_bound"] and not r.get("cpu_bound")]
     ratios = sorted(r["ratio_calibrated"] for r in bw)
-    rhos_bw, rhos_ab, agree, losses, vs_mpi = [], [], 0, [], []
+    rhos_bw, agree, losses, vs_mpi = [], 0, [], []
+    rhos_alt: dict[str, list[float]] = {name: [] for name in ALTERNATIVES}
     sizes = 0
     for c in cases:
         for s in c["per_size"]:
@@ -472,43 +500,52 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
             mine = [r for r in bw if r["case"] == c["case"] and r["size_bytes"] == s["size_bytes"]]
             if s["spearman"] is not None and len(mine) >= 3:
                 rhos_bw.append(s["spearman"])
-                oc = s.get("spearman_op_cost")
-                if oc is not None:
-                    rhos_ab.append(oc)
+                for name, got in rhos_alt.items():
+                    if s.get(f"spearman_{name}") is not None:
+                        got.append(s[f"spearman_{name}"])
             agree += s["simulated_winner"] == s["measured_winner"]
             losses.append(s["loss"])
             if s["best_vs_mpi"] is not None:
                 vs_mpi.append(s["best_vs_mpi"])
-    inside = sum(0.7 <= x <= 1.3 for x in ratios)
-    return {
+    out = {
         "bandwidth_bound_rows": len(bw),
         "cpu_bound_rows": sum(bool(r.get("cpu_bound")) for r in rows),
         "remeasured_rows": sum("remeasured_from_scale" in r for r in rows),
         "rows_with_retransmits": sum(bool(r.get("tcp_retransmits")) for r in rows),
-        "spearman_bandwidth_bound": {
-            "median": statistics.median(rhos_bw) if rhos_bw else None,
-            "min": min(rhos_bw) if rhos_bw else None,
-            "at_least_0.8": sum(x >= 0.8 for x in rhos_bw),
-            "of": len(rhos_bw),
-        },
-        "spearman_op_cost_bandwidth_bound": {  # simulated with the cost per operation
-            "median": statistics.median(rhos_ab) if rhos_ab else None,
-            "min": min(rhos_ab) if rhos_ab else None,
-            "at_least_0.8": sum(x >= 0.8 for x in rhos_ab),
-            "of": len(rhos_ab),
-        },
-        "ratio_calibrated_bandwidth_bound": {
-            "min": ratios[0] if ratios else None,
-            "median": statistics.median(ratios) if ratios else None,
-            "max": ratios[-1] if ratios else None,
-            "within_0.7_1.3": inside,
-            "of": len(ratios),
-        },
+        "spearman_bandwidth_bound": _rhos(rhos_bw),
+        "ratio_calibrated_bandwidth_bound": _ratios(ratios),
         "winner_agrees": agree,
         "sizes": sizes,
         "median_loss": statistics.median(losses) if losses else None,
         "max_loss": max(losses) if losses else None,
         "best_vs_mpi_median": statistics.median(vs_mpi) if vs_mpi else None,
+    }
+    for name, got in rhos_alt.items():  # the secondary models (ALTERNATIVES)
+        out[f"spearman_{name}_bandwidth_bound"] = _rhos(got)
+        out[f"ratio_calibrated_{name}_bandwidth_bound"] = _ratios(
+            sorted(r[f"ratio_calibrated_{name}"] for r in bw if f"ratio_calibrated_{name}" in r)
+        )
+    return out
+
+
+def _rhos(rhos: list[float]) -> dict:
+    """Rank correlations in figures: median, minimum, how many of how many reach 0.8."""
+    return {
+        "median": statistics.median(rhos) if rhos else None,
+        "min": min(rhos) if rhos else None,
+        "at_least_0.8": sum(x >= 0.8 for x in rhos),
+        "of": len(rhos),
+    }
+
+
+def _ratios(ratios: list[float]) -> dict:
+    """Sorted ratios in figures: range, median, how many of how many lie in 0.7-1.3."""
+    return {
+        "min": ratios[0] if ratios else None,
+        "median": statistics.median(ratios) if ratios else None,
+        "max": ratios[-1] if ratios else None,
+        "within_0.7_1.3": sum(0.7 <= x <= 1.3 for x in ratios),
+        "of": len(ratios),
     }
 
 
@@ -562,31 +599,33 @@ def to_markdown(data: dict) -> str:
     for c in data["cases"]:
         pic = [] if c.get("failed") else [f"![{c['case']}]({c['picture']})", ""]
         out += [f"## {c['case']} (scale {c['scale']:.3g})", "", *pic,
-                "| size | Spearman | Spearman, op cost | simulator's pick | measured best "
-                "| loss | best vs MPI |",
-                "|---|---|---|---|---|---|---|"]  # fmt: skip
+                "| size | Spearman | Spearman, op cost | Spearman, first-served "
+                "| simulator's pick | measured best | loss | best vs MPI |",
+                "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for s in c["per_size"]:
             out.append(
                 f"| {fmt_size(s['size_bytes'])} | {_f(s['spearman'])} "
-                f"| {_f(s.get('spearman_op_cost'))} | {s['simulated_winner']} "
+                f"| {_f(s.get('spearman_op_cost'))} | {_f(s.get('spearman_fcfs'))} "
+                f"| {s['simulated_winner']} "
                 f"| {s['measured_winner']} | {100 * s['loss']:.0f}% | {_f(s['best_vs_mpi'])}x |"
             )
-        out += ["", "| algo | size | simulated | with op cost | measured | ratio | cal | bw-bound "
-                "| headroom | check | off-route ops | TCP resent |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        out += ["", "| algo | size | simulated | with op cost | first-served | measured | ratio "
+                "| cal | bw-bound | headroom | check | off-route ops | TCP resent |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         mine = [r for r in data["rows"] if r["case"] == c["case"]]
         for r in sorted(mine, key=lambda r: (r["size_bytes"], r["measured_time_s"])):
             out.append(
                 f"| {r['algo']} | {fmt_size(r['size_bytes'])} | {r['simulated_time_s']:.3g} "
                 f"| {_f(r.get('simulated_op_cost_s'), '.3g')} "
-                f"| {r['measured_time_s']:.3g} | {r['ratio']:.2f} | {r['ratio_calibrated']:.2f} "
+                f"| {_f(r.get('simulated_fcfs_s'), '.3g')} | {r['measured_time_s']:.3g} "
+                f"| {r['ratio']:.2f} | {r['ratio_calibrated']:.2f} "
                 f"| {'yes' if r['bandwidth_bound'] else 'no'} | {_room(r)} | {r['check'] or '-'} "
                 f"| {r.get('route_mismatch_ops', '-')} | {r.get('tcp_retransmits', '-')} |"
             )
         for m in data["mpi"]:
             if m["case"] == c["case"]:
                 out.append(
-                    f"| Open MPI's own | {fmt_size(m['size_bytes'])} | - | - "
+                    f"| Open MPI's own | {fmt_size(m['size_bytes'])} | - | - | - "
                     f"| {m['measured_time_s']:.3g} | - | - | - | - | - | - | "
                     f"{m.get('tcp_retransmits', '-')} |"
                 )
@@ -597,7 +636,8 @@ def to_markdown(data: dict) -> str:
         if c["ceiling"]:
             out += ["", f"CPU ceiling: least headroom {c['ceiling']['headroom']:.1f}x "
                     f"({c['ceiling']['algo']} at {fmt_size(c['ceiling']['size_bytes'])}); "
-                    "`*` measured again at a lower scale, `!` still under 3x."]  # fmt: skip
+                    "`*` measured again at a lower scale, `!` still under its required "
+                    "headroom."]  # fmt: skip
         for sk in c["skipped"]:
             out.append(f"\nskipped {sk['algo']}: {sk['reason']}")
         out.append("")

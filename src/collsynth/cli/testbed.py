@@ -156,7 +156,7 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
         "--no-ceiling",
         action="store_true",
         help="skip the unshaped runs that measure what the CPU can move per schedule (and "
-        "the slower re-runs of schedules with less than 3x headroom)",
+        "the slower re-runs of schedules with too little headroom)",
     )
     p.add_argument(
         "--op-cost",
@@ -167,11 +167,12 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--order",
-        choices=("fcfs", "auto"),
-        default="fcfs",
-        help="the simulator's link order to compare with: fcfs (default), what collsynth's "
-        "executor does here (MPI over TCP sends in posting order), or auto, the plan's "
-        "priorities (simulate's default)",
+        choices=("fair", "fcfs", "auto"),
+        default="fair",
+        help="the simulator's link model to compare with: fair (default), what the testbed's "
+        "links do (each rank pair's TCP connection sends in posting order, connections share a "
+        "link), fcfs (one transfer at a time per link), or auto, the plan's priorities "
+        "(simulate's default)",
     )
     add_quiet(p)
     add_json(p)
@@ -390,7 +391,7 @@ def _print_measurement(data: dict) -> None:
             f"CPU ceiling (unshaped): least headroom {c['headroom']:.1f}x ({c['algo']} at "
             f"{fmt_size(c['size_bytes'])}, {fmt_bandwidth(c['raw_algbw_Bps'])} raw unshaped); "
             f"{c['rows_remeasured']} row(s) measured again at a lower scale (marked *), "
-            f"{c['rows_cpu_bound']} still under 3x (marked !: lower --scale)"
+            f"{c['rows_cpu_bound']} still under their required headroom (marked !: lower --scale)"
         )
     for f in data.get("failed", []):
         con.print(f"{fmt_size(f['size_bytes'])}: {f['what']} failed: {f['error']}")

@@ -66,10 +66,11 @@ def add_parser(sub: Any) -> None:
     )
     sim.add_argument(
         "--order",
-        choices=("auto", "plan", "fcfs"),
+        choices=("auto", "plan", "fcfs", "fair"),
         default="auto",
         help="link service order: the schedule's plan where it has one (auto, "
-        "plan) or first-ready-first-served everywhere (fcfs)",
+        "plan), first-ready-first-served everywhere (fcfs), or links shared equally by the "
+        "rank pairs using them, each pair first-served (fair, like TCP or RDMA connections)",
     )
     sim.add_argument(
         "--release", action="store_true", help="hold each operation until its planned start time"

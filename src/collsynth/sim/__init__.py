@@ -18,7 +18,7 @@ from ..schedule.ir import OpKind, Schedule
 from ..units import fmt_time
 from .engine import compiled_rank_times, compiled_run_events, rank_times, run_events
 
-ORDER_POLICIES = ("auto", "plan", "fcfs")
+ORDER_POLICIES = ("auto", "plan", "fcfs", "fair")
 
 
 @dataclass
@@ -239,6 +239,26 @@ def _successors(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return succ_ptr, succ_ids, indeg
 
 
+def _connections(
+    s: Schedule, hop_link: np.ndarray, hop_op: np.ndarray, n_links: int, n_all: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shared links for ``order="fair"``: (the connection of every hop on a real link, -1 on
+    the virtual issue links; the start of each connection's queue segment; which links are
+    shared). A connection is one (link, sender, receiver): transfers between the same two ranks
+    over one link go one after another, different pairs share the link."""
+    real = hop_link < n_links
+    r = np.int64(s.topology.num_ranks)
+    key = (hop_link * r + s.src.astype(np.int64)[hop_op]) * r + s.dst.astype(np.int64)[hop_op]
+    hop_class = np.full(len(hop_link), -1, dtype=np.int64)
+    uniq, inverse = np.unique(key[real], return_inverse=True)
+    hop_class[real] = inverse
+    class_ptr = np.zeros(len(uniq) + 1, dtype=np.int64)
+    class_ptr[1:] = np.cumsum(np.bincount(inverse, minlength=len(uniq)))
+    shared = np.zeros(n_all, dtype=np.bool_)
+    shared[:n_links] = True
+    return hop_class, class_ptr, shared
+
+
 def simulate(
     schedule: Schedule,
     size: float,
@@ -255,7 +275,10 @@ def simulate(
     ``order``: ``auto`` (= ``plan``) follows the schedule's plan: explicit per-link orders are
     obeyed exactly; otherwise a free link starts the waiting transfer with the earliest planned
     start time (or step), then the first ready. ``fcfs`` ignores every plan: first ready, first
-    served. ``release`` holds each operation until its planned start.
+    served. ``fair`` ignores every plan too, and shares each link equally among the rank pairs
+    with data on it, each pair's transfers going one at a time, first ready first served (TCP
+    connections or RDMA queue pairs; processor sharing, see ``docs/simulator.md``).
+    ``release`` holds each operation until its planned start.
     ``reduce_bw`` (bytes/s) adds ``bytes / reduce_bw`` to every reduce operation.
     ``op_cost_s`` (seconds) is what issuing one operation costs its sender: a rank issues its
     operations one at a time, each taking ``op_cost_s`` before its bytes start, while issued
@@ -281,8 +304,15 @@ def simulate(
     extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
     succ_ptr, succ_ids, indeg = _successors(s)
     pos, optr, ohops, prio, used = _order_arrays(
-        s, "fcfs" if order == "fcfs" else "plan", hop_link, hop_op, n_all
+        s, "fcfs" if order in ("fcfs", "fair") else "plan", hop_link, hop_op, n_all
     )
+    if order == "fair":
+        hop_class, class_ptr, shared = _connections(s, hop_link, hop_op, n_links, n_all)
+        used = "links shared fairly by rank pairs, each pair first ready, first served"
+    else:
+        hop_class = np.full(len(hop_link), -1, dtype=np.int64)
+        class_ptr = np.zeros(1, dtype=np.int64)
+        shared = np.zeros(n_all, dtype=np.bool_)
     kernel = compiled_run_events() if compiled else run_events
     reserve = bool(np.all(prio == prio[0])) if n_ops else True
     if _force_queues:
@@ -306,6 +336,9 @@ def simulate(
         ohops,
         n_all,
         reserve,
+        hop_class,
+        class_ptr,
+        shared,
     )
     if done != n_ops:
         raise CollsynthError(

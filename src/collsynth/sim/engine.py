@@ -17,6 +17,13 @@ Events, in a global heap ordered by (time, priority, id):
 A request has id = hop and its operation's priority; a link-free event has id = n_hops + link
 and priority +inf, so at equal times every request is queued before the link picks the next hop.
 
+*Shared* links (``order="fair"``) instead divide their bandwidth equally among the connections
+(sender-receiver rank pairs) with data on them, each connection carrying its own transfers one
+at a time, first ready first served (TCP, or an RDMA queue pair). A shared link's ``FREE``
+event is its next completion; the link keeps a virtual time ``V`` that advances at ``1 / n``
+per second with ``n`` connections active, and a transfer admitted at ``V0`` ends when ``V``
+reaches ``V0 + bytes / bw`` (processor sharing, exact between events).
+
 A hop transmits for ``bytes / bw``; the route's next hop is requested ``alpha`` after the start
 (cut-through at switches and routers). After its last hop an operation is complete when every
 hop has finished transmitting and the data has propagated: ``max_i(end_i + sum_{j>=i}
@@ -132,10 +139,11 @@ def _release(op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_pr
     return esize
 
 
-def _initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req):
+def _initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, shared):
     """The global event heap, holding the first-hop requests of operations without
-    dependencies: its key arrays and size."""
-    cap = 2 * n_hops + n_links + 1
+    dependencies: its key arrays and size. With shared links every admission and completion
+    may schedule one more (possibly superseded) completion event."""
+    cap = (4 if shared else 2) * n_hops + n_links + 1
     et = np.empty(cap)
     ep = np.empty(cap)
     eid = np.empty(cap, dtype=np.int64)
@@ -164,11 +172,13 @@ def _hop_state(n_hops):
     return start, end, np.zeros(n_hops), np.zeros(n_hops, dtype=np.bool_)
 
 
-def _op_state(op_release, indeg):
+def _op_state(op_release, indeg, op_first_hop, op_last_hop):
     """Per-operation state: when it is ready (its release time until its dependencies finish),
-    its finish (NaN until done), its arrival so far, and its dependencies not yet done."""
+    its finish (NaN until done), its arrival so far, its dependencies not yet done and its hops
+    whose end is not yet known."""
     n_ops = op_release.shape[0]
-    return op_release.copy(), np.full(n_ops, np.nan), np.zeros(n_ops), indeg.copy()
+    hops_left = op_last_hop - op_first_hop + 1
+    return op_release.copy(), np.full(n_ops, np.nan), np.zeros(n_ops), indeg.copy(), hops_left
 
 
 def _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked):
@@ -182,6 +192,50 @@ def _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked):
     return -1
 
 
+def _share_state(n_links, class_ptr):
+    """Per shared link: virtual time, when it was last advanced and active connections; per
+    connection (class): whether it has a transfer on its link, its waiting transfers' queue
+    sizes and key arrays (request time, 0, hop), in heap segments starting at ``class_ptr``."""
+    n_classes = class_ptr.shape[0] - 1
+    cap = class_ptr[n_classes] + 1
+    return (
+        np.zeros(n_links),
+        np.zeros(n_links),
+        np.zeros(n_links, dtype=np.int64),
+        np.zeros(n_classes, dtype=np.bool_),
+        np.zeros(n_classes, dtype=np.int64),
+        np.zeros(cap),
+        np.zeros(cap),
+        np.zeros(cap, dtype=np.int64),
+    )
+
+
+def _share_advance(link, t, vt, vlast, active):
+    """Bring a shared link's virtual time up to real time ``t``."""
+    if active[link] > 0:
+        vt[link] += (t - vlast[link]) / active[link]
+    vlast[link] = t
+
+
+def _share_schedule(link, queues, share, link_free_at, heap, esize, ev_id):
+    """(Re)schedule the shared link's next completion from its smallest virtual finish; a
+    superseded event stays in the heap and is ignored when popped (its time is no longer
+    ``link_free_at``). The new event-heap size."""
+    qbase, qsize, qp = queues
+    vt, vlast, active = share
+    et, ep, eid = heap
+    if qsize[link] == 0:
+        link_free_at[link] = np.inf
+        return esize
+    tn = vlast[link] + (qp[qbase[link]] - vt[link]) * active[link]
+    if tn < vlast[link]:
+        tn = vlast[link]  # rounding: never schedule into the past
+    if tn != link_free_at[link]:
+        link_free_at[link] = tn
+        esize = _push(et, ep, eid, 0, esize, tn, np.inf, ev_id)
+    return esize
+
+
 def _link_queues(hop_link, n_links, reserve):
     """Per-link waiting queues: heap segments sized by the number of hops on each link (none
     with ``reserve``). Returns (segment starts, sizes, and the priority, request-time and hop
@@ -190,6 +244,45 @@ def _link_queues(hop_link, n_links, reserve):
     qcap = hop_link.shape[0] + 1 if not reserve else 1
     qsize = np.zeros(n_links, dtype=np.int64)
     return qbase, qsize, np.zeros(qcap), np.zeros(qcap), np.zeros(qcap, dtype=np.int64)
+
+
+def _started(h, t, hop_state, routes, orders, heap, esize):
+    """Hop ``h`` started transmitting at ``t``: the next hop in its link's planned order may
+    go, and the head of the data is requested at the route's next link ``alpha`` later. The new
+    event-heap size."""
+    hop_link, hop_op, hop_alpha, hop_req = hop_state
+    op_last_hop, op_prio = routes
+    hop_order_pos, link_order_ptr, link_order_hops, next_pos, parked = orders
+    et, ep, eid = heap
+    pos = hop_order_pos[h]
+    if pos >= 0:
+        nh = _unpark_next(hop_link[h], pos, link_order_ptr, link_order_hops, next_pos, parked)
+        if nh >= 0:
+            esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
+    op = hop_op[h]
+    if h < op_last_hop[op]:
+        nt = t + hop_alpha[h]
+        hop_req[h + 1] = nt
+        esize = _push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
+    return esize
+
+
+def _serve(h, link, t, hop_tx, hop_start, hop_end, links, heap, esize):
+    """A first-served link starts hop ``h`` at ``t`` (it ends ``bytes / bw`` later); if others
+    wait (``links``: busy time, free time, free event pending, queue size per link), the link's
+    free event is scheduled. The new event-heap size."""
+    busy, link_free_at, free_pending, qsize = links
+    et, ep, eid = heap
+    n_hops = hop_tx.shape[0]
+    end = t + hop_tx[h]
+    link_free_at[link] = end
+    busy[link] += hop_tx[h]
+    hop_start[h] = t
+    hop_end[h] = end
+    if qsize[link] > 0 and not free_pending[link]:
+        free_pending[link] = True
+        esize = _push(et, ep, eid, 0, esize, end, np.inf, n_hops + link)
+    return esize
 
 
 def run_events(
@@ -211,6 +304,9 @@ def run_events(
     link_order_hops,
     n_links,
     reserve,
+    hop_class,
+    class_ptr,
+    link_shared,
 ):
     """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
 
@@ -220,33 +316,100 @@ def run_events(
     order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
     (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
     which is exactly first-ready-first-served, without queues or link-free events. The event
-    keys are in the module's docstring.
+    keys are in the module's docstring. ``link_shared[l]``: link ``l`` is shared among its
+    connections; ``hop_class[h]``: the connection (sender, receiver, link) of a hop on a shared
+    link (-1 elsewhere), whose waiting transfers queue in ``class_ptr[c]:class_ptr[c + 1]``.
     """
     n_hops = hop_link.shape[0]
+    any_shared = False
+    for l in range(n_links):
+        if link_shared[l]:
+            any_shared = True
     busy, free_pending, link_free_at, next_pos = _link_state(n_links)
     hop_start, hop_end, hop_req, parked = _hop_state(n_hops)
-    op_ready, op_finish, op_acc, remaining = _op_state(op_release, indeg)
-    qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, reserve)
+    op_ready, op_finish, op_acc, remaining, hops_left = _op_state(
+        op_release, indeg, op_first_hop, op_last_hop
+    )
+    qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, reserve and not any_shared)
+    vt, vlast, active, cbusy, csize, cq_t, cq_z, cq_h = _share_state(n_links, class_ptr)
     et, ep, eid, esize = _initial_events(
-        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req
+        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, any_shared
     )
     heap = (et, ep, eid)
     succ = (succ_ptr, succ_ids)
+    hop_state = (hop_link, hop_op, hop_alpha, hop_req)
+    routes = (op_last_hop, op_prio)
+    orders = (hop_order_pos, link_order_ptr, link_order_hops, next_pos, parked)
+    queues = (qbase, qsize, qp)
+    links = (busy, link_free_at, free_pending, qsize)
+    share = (vt, vlast, active)
     done_ops = 0
+    n_done = 0
+    done = np.empty(n_hops + 1, dtype=np.int64)  # hops whose end became known at this event
     while esize > 0:
         t, p, x, esize = _pop(et, ep, eid, 0, esize)
+        n_done = 0
         if x >= n_hops:
             link = x - n_hops
-            free_pending[link] = False
-            if qsize[link] == 0:
-                continue
-            _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
+            if link_shared[link]:
+                if t != link_free_at[link] or qsize[link] == 0:
+                    continue  # superseded by a later admission or completion
+                link_free_at[link] = np.inf  # this event is consumed; the next is scheduled
+                # completions: every active transfer whose virtual finish is reached
+                vt[link] = qp[qbase[link]]
+                vlast[link] = t
+                while qsize[link] > 0 and qp[qbase[link]] <= vt[link]:
+                    _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
+                    active[link] -= 1
+                    hop_end[h] = t
+                    done[n_done] = h
+                    n_done += 1
+                    c = hop_class[h]
+                    if csize[c] > 0:  # the connection's next transfer goes on
+                        _, _, h2, csize[c] = _pop(cq_t, cq_z, cq_h, class_ptr[c], csize[c])
+                        qsize[link] = _push(
+                            qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h2], 0.0, h2
+                        )
+                        active[link] += 1
+                        busy[link] += hop_tx[h2]
+                        hop_start[h2] = t
+                        esize = _started(h2, t, hop_state, routes, orders, heap, esize)
+                    else:
+                        cbusy[c] = False
+                esize = _share_schedule(link, queues, share, link_free_at, heap, esize, x)
+            else:
+                free_pending[link] = False
+                if qsize[link] == 0:
+                    continue
+                _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
+                esize = _serve(h, link, t, hop_tx, hop_start, hop_end, links, heap, esize)
+                esize = _started(h, t, hop_state, routes, orders, heap, esize)
+                done[0] = h
+                n_done = 1
         else:
             h = x
             link = hop_link[h]
             pos = hop_order_pos[h]
             if pos >= 0 and pos != next_pos[link]:
                 parked[h] = True
+                continue
+            if link_shared[link]:
+                c = hop_class[h]
+                if cbusy[c]:  # the connection is carrying an earlier transfer: wait in line
+                    csize[c] = _push(cq_t, cq_z, cq_h, class_ptr[c], csize[c], t, 0.0, h)
+                    continue
+                cbusy[c] = True
+                _share_advance(link, t, vt, vlast, active)
+                qsize[link] = _push(
+                    qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h
+                )
+                active[link] += 1
+                busy[link] += hop_tx[h]
+                hop_start[h] = t
+                esize = _share_schedule(
+                    link, queues, share, link_free_at, heap, esize, n_hops + link
+                )
+                esize = _started(h, t, hop_state, routes, orders, heap, esize)
                 continue
             if reserve:
                 if link_free_at[link] > t:
@@ -260,35 +423,33 @@ def run_events(
                     free_pending[link] = True
                     esize = _push(et, ep, eid, 0, esize, link_free_at[link], np.inf, n_hops + link)
                 continue
-        # serve hop h on link at time t
-        end = t + hop_tx[h]
-        link_free_at[link] = end
-        busy[link] += hop_tx[h]
-        hop_start[h] = t
-        hop_end[h] = end
-        if qsize[link] > 0 and not free_pending[link]:
-            free_pending[link] = True
-            esize = _push(et, ep, eid, 0, esize, end, np.inf, n_hops + link)
-        op = hop_op[h]
-        tail = end + hop_alpha_tail[h]
-        if tail > op_acc[op]:
-            op_acc[op] = tail
-        pos = hop_order_pos[h]
-        if pos >= 0:
-            nh = _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked)
-            if nh >= 0:
-                esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
-        if h < op_last_hop[op]:
-            nt = t + hop_alpha[h]
-            hop_req[h + 1] = nt
-            esize = _push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
-            continue
-        finish = op_acc[op] + op_extra[op]
-        op_finish[op] = finish
-        done_ops += 1
-        esize = _release(
-            op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
-        )
+            esize = _serve(h, link, t, hop_tx, hop_start, hop_end, links, heap, esize)
+            esize = _started(h, t, hop_state, routes, orders, heap, esize)
+            done[0] = h
+            n_done = 1
+        for i in range(n_done):  # hops whose end is now known: their operations may be done
+            h = done[i]
+            op = hop_op[h]
+            tail = hop_end[h] + hop_alpha_tail[h]
+            if tail > op_acc[op]:
+                op_acc[op] = tail
+            hops_left[op] -= 1
+            if hops_left[op] == 0:
+                finish = op_acc[op] + op_extra[op]
+                op_finish[op] = finish
+                done_ops += 1
+                esize = _release(
+                    op,
+                    finish,
+                    succ,
+                    op_ready,
+                    remaining,
+                    op_first_hop,
+                    hop_req,
+                    op_prio,
+                    heap,
+                    esize,
+                )
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
@@ -343,6 +504,11 @@ def compiled_run_events():
         steps["_hop_state"] = njit(cache=True)(_rebind(_hop_state, steps))
         steps["_link_queues"] = njit(cache=True)(_rebind(_link_queues, steps))
         steps["_initial_events"] = njit(cache=True)(_rebind(_initial_events, steps))
+        steps["_share_state"] = njit(cache=True)(_rebind(_share_state, steps))
+        steps["_share_advance"] = njit(cache=True, inline="always")(_share_advance)
+        steps["_share_schedule"] = njit(cache=True)(_rebind(_share_schedule, steps))
+        steps["_started"] = njit(cache=True)(_rebind(_started, steps))
+        steps["_serve"] = njit(cache=True)(_rebind(_serve, steps))
         # nogil: a time limit's watchdog thread can still run during a long simulation
         _compiled = njit(cache=True, nogil=True)(_rebind(run_events, steps))
     return _compiled
