@@ -26,6 +26,7 @@ def test_every_suite_is_listed():
         "scale_ccl",
         "testbed",
         "testbed_sim",
+        "sweep",
     }
 
 
@@ -99,3 +100,22 @@ def test_teccl_only_reruns_matching_cases_and_keeps_the_rest(tmp_path, monkeypat
     assert rows[3:] == first["rows"]
     assert res["summary"]["only"] == {"pattern": "MI250", "cases_run": 1}
     assert res["summary"]["rows"] == 6
+
+
+def test_module_suites_refuse_a_cluster(tmp_path):
+    from collsynth.parallel import Pool
+
+    with pytest.raises(CollsynthError, match="runs in this process only"):
+        bench.run_suite("teccl", str(tmp_path), pool=Pool(2))
+
+
+def test_harness_rows_on_a_local_cluster_match_serial(tmp_path):
+    from collsynth.bench import sweep
+    from collsynth.bench.harness import Case, run_rows
+    from collsynth.parallel import Pool
+
+    todo = [Case("ring:n=4", "allgather", a, (1e3, 1e9)) for a in ("ring", "spt", "direct")]
+    seen: list[str] = []
+    on = run_rows(todo, 1, seen.append, Pool(2))
+    assert sweep.results_only(on) == sweep.results_only(run_rows(todo, 1))
+    assert sorted(seen)[-1].startswith("3/3 done")

@@ -20,12 +20,14 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "collsynth"
 # layers only. Names in one inner list share a layer (the braces of the diagram) and must not
 # import each other. The diagram's bottom line "units, errors" is two layers here: ``errors``
 # sits below ``units`` (units raises CollsynthError); ``atomic`` (atomic file writes) and
-# ``plugins`` (entry-point loading) sit with ``units``. ``report`` sits above ``export`` and
+# ``plugins`` (entry-point loading) sit with ``units``; ``parallel`` (cases on Dask) sits just
+# above them (it keeps time limits). ``report`` sits above ``export`` and
 # ``runtime`` because tuning exports the winners. ``collsynth``'s own ``__init__``
 # and ``__main__`` are exempt.
 LAYERS = [
     ["errors"],
     ["units", "atomic", "files", "plugins", "deadline"],
+    ["parallel"],
     ["topology"],
     ["collective"],
     ["schedule"],

@@ -47,9 +47,14 @@ def structure_limits() -> tuple[int, int]:
     return _limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH), _limit("COLLSYNTH_MAX_NODES", MAX_NODES)
 
 
+def file_size_limit() -> int:
+    """The largest input file read (and the most an archive may expand to), in bytes."""
+    return _limit("COLLSYNTH_MAX_FILE_BYTES", MAX_FILE_BYTES)
+
+
 def read_bytes(path: str) -> bytes:
     """A file's bytes, or one line naming what is wrong (missing, a directory, too large)."""
-    limit = _limit("COLLSYNTH_MAX_FILE_BYTES", MAX_FILE_BYTES)
+    limit = file_size_limit()
     try:
         if os.path.isdir(path):
             raise CollsynthError(f"{path} is a directory, not a file")

@@ -7,7 +7,8 @@ in ``bench/results``. :mod:`.harness` holds the topology x collective x size x a
 :mod:`.teccl` (the TE-CCL epoch MILP/LP), :mod:`.mteg` (MTEGCCA, and against TE-CCL) and
 :mod:`.syccl` (SyCCL at 32 to 512 GPUs), :mod:`.scale_ccl` (SCALE-CCL on the WAN, and its
 re-planning time) and :mod:`.testbed` (simulated against measured on the emulated testbed;
-``testbed_sim`` simulates its committed measurements again and rewrites ``testbed.*``).
+``testbed_sim`` simulates its committed measurements again and rewrites ``testbed.*``) and
+:mod:`.sweep` (a 100-case sweep in this process and on a local Dask cluster).
 
 :data:`SUITES` lists every suite name; :func:`run_suite` dispatches. Every suite takes
 ``(out_dir, repeat, progress, only)`` and returns a dict with a ``summary`` (``rows``: how many
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CollsynthError
+from ..parallel import Pool
 from . import harness
 
 Progress = Callable[[str], None] | None
@@ -61,6 +63,12 @@ def _run_testbed_sim(out_dir: str, repeat: int, progress: Progress, only: str | 
     return testbed.resimulate(out_dir, progress=progress, only=only)
 
 
+def _run_sweep(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import sweep
+
+    return sweep.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+
+
 #: The suites with their own modules (imported when run): name -> runner.
 MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "teccl": _run_teccl,
@@ -69,6 +77,7 @@ MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "scale_ccl": _run_scale_ccl,
     "testbed": _run_testbed,
     "testbed_sim": _run_testbed_sim,
+    "sweep": _run_sweep,
 }
 
 #: Every suite name: the harness's, then the modules'.
@@ -81,15 +90,25 @@ def run_suite(
     repeat: int = 3,
     progress: Callable[[str], None] | None = None,
     only: str | None = None,
+    pool: Pool | None = None,
 ) -> dict:
     """Run ``suite`` and write ``OUT/SUITE.json`` and ``OUT/SUITE.md``. ``only``: run just the
-    cases whose label contains this text and merge their rows into the existing results."""
+    cases whose label contains this text and merge their rows into the existing results.
+    ``pool``: where the harness suites' cases run (:mod:`collsynth.parallel`); the other
+    suites run in this process (their timings, solvers and testbed need the machine)."""
     if suite in harness.SUITES:  # looked up at call time: suites can be added there
-        return harness.run_suite(suite, out_dir, repeat=repeat, progress=progress, only=only)
+        return harness.run_suite(
+            suite, out_dir, repeat=repeat, progress=progress, only=only, pool=pool
+        )
     runner: Any = MODULE_SUITES.get(suite)
     if runner is None:
         known = ", ".join([*harness.SUITES, *MODULE_SUITES])
         raise CollsynthError(f"unknown bench suite {suite!r} (known: {known})")
+    if pool is not None and pool.distributed:
+        raise CollsynthError(
+            f"bench {suite} runs in this process only (--jobs and --scheduler are for the "
+            f"suites {', '.join(harness.SUITES)})"
+        )
     return runner(out_dir, repeat, progress, only)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from ..bound import bound
 from ..collective import Collective
 from ..errors import CollsynthError
+from ..parallel import Pool, run_cases
 from ..sim import simulate
 from ..synth import load_all, synthesize
 from ..topology import load_topology
@@ -213,6 +214,25 @@ def run_case(case: Case, repeat: int) -> list[dict]:
     return rows
 
 
+def run_rows(cases: list[Case], repeat: int, progress: Callable[[str], None] | None = None,
+             pool: Pool | None = None) -> list[dict]:  # fmt: skip
+    """The rows of ``cases`` in their order, each case run where ``pool`` says."""
+
+    def label(i: int) -> str:
+        return f"{cases[i].algo} {cases[i].collective} on {cases[i].topology}"
+
+    per_case = run_cases(
+        run_case,
+        [(c, repeat) for c in cases],
+        pool,
+        on_start=(lambda i: progress(label(i))) if progress else None,
+        on_done=(lambda i, done, total: progress(f"{done}/{total} done: {label(i)}"))
+        if progress and pool is not None and pool.distributed
+        else None,
+    )
+    return [r for rows in per_case for r in rows]
+
+
 def _add_tree_lp(topo, rows: list[dict]) -> None:
     """ForestColl's Appendix E LP: the best in-tree + out-tree AllReduce time (exact without
     switches, a relaxation with them), next to the simulated time; skipped when too big."""
@@ -320,10 +340,13 @@ def run_suite(
     repeat: int = 3,
     progress: Callable[[str], None] | None = None,
     only: str | None = None,
+    pool: Pool | None = None,
 ) -> dict:
     """Run ``suite`` and write ``OUT/SUITE.json`` and ``.md``. ``only``: run just the cases
     whose ``"algo collective topology"`` contains this text, and merge their rows into the
-    existing results file (the other cases' rows are kept)."""
+    existing results file (the other cases' rows are kept). ``pool``: where the cases run
+    (:mod:`collsynth.parallel`; the same rows, but timings then measure cases that ran side
+    by side)."""
     if suite not in SUITES:
         raise CollsynthError(f"unknown bench suite {suite!r} (known: {', '.join(SUITES)})")
     all_cases = SUITES[suite]()
@@ -332,12 +355,8 @@ def run_suite(
         cases = [c for c in all_cases if only in f"{c.algo} {c.collective} {c.topology}"]
         if not cases:
             raise CollsynthError(f"no case of bench suite {suite!r} matches --only {only!r}")
-    rows: list[dict] = []
     t0 = time.perf_counter()
-    for case in cases:
-        if progress:
-            progress(f"{case.algo} {case.collective} on {case.topology}")
-        rows.extend(run_case(case, repeat))
+    rows = run_rows(cases, repeat, progress, pool)
     if only is not None:
         rows = _merge(os.path.join(out_dir, f"{suite}.json"), suite, cases, all_cases, rows)
     ok = [r for r in rows if r.get("status") == "ok"]

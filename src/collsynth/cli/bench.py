@@ -11,10 +11,12 @@ from .common import (
     add_command,
     add_json,
     add_output,
+    add_pool,
     add_quiet,
     add_time_limit,
     default_output_dir,
     emit_json,
+    pool_of,
 )
 
 
@@ -60,6 +62,7 @@ def add_parser(sub: Any) -> None:
         help="run only the cases whose 'algo collective topology' contains TEXT and "
         "merge their rows into the existing results",
     )
+    add_pool(p)
     p.set_defaults(func=cmd_bench)
 
 
@@ -79,6 +82,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         progress=None if args.json or args.quiet else (lambda m: err.print(f"[dim]{m}[/dim]")),
         only=args.only,
+        pool=pool_of(args),
     )
     if args.json:
         emit_json(res)

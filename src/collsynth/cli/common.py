@@ -427,6 +427,30 @@ def stages(enabled: bool) -> Iterator[Callable[[str], None]]:
         yield lambda text: status.update(text)
 
 
+def add_pool(p: argparse.ArgumentParser) -> None:
+    """``--jobs`` and ``--scheduler``: where independent cases run (collsynth.parallel)."""
+    p.add_argument(
+        "--jobs",
+        "-j",
+        metavar="N",
+        help="run the cases (one per algorithm) on a local Dask cluster of N worker processes "
+        "(auto: one per core); default 1, in this process (or $COLLSYNTH_JOBS)",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDR",
+        help="run the cases on the existing Dask cluster of this scheduler, e.g. "
+        "tcp://host:8786 (its workers need collsynth installed; or $COLLSYNTH_SCHEDULER)",
+    )
+
+
+def pool_of(args: argparse.Namespace) -> Any:
+    """The :class:`collsynth.parallel.Pool` of ``--jobs`` and ``--scheduler``."""
+    from ..parallel import make_pool
+
+    return make_pool(getattr(args, "jobs", None), getattr(args, "scheduler", None))
+
+
 def with_progress(
     names: list[str], enabled: bool, work: Callable[[Callable[[str], None] | None], Any]
 ) -> Any:

@@ -14,6 +14,7 @@ from .common import (
     add_json,
     add_options,
     add_output,
+    add_pool,
     add_problem,
     add_quiet,
     add_sizes,
@@ -23,6 +24,7 @@ from .common import (
     check_plot,
     console,
     emit_json,
+    pool_of,
     with_progress,
 )
 
@@ -71,6 +73,7 @@ def add_parser(sub: Any) -> None:
         help="print each algorithm's rows as nccl-tests prints its results (us, GB/s)",
     )
     add_time_limit(cmp_)
+    add_pool(cmp_)
     cmp_.set_defaults(func=cmd_compare)
 
     tun = add_command(
@@ -120,11 +123,13 @@ def add_parser(sub: Any) -> None:
     add_timing(tun)
     add_json(tun)
     add_time_limit(tun)
+    add_pool(tun)
     tun.set_defaults(func=cmd_tune)
 
 
-def run_compare(req, algo_spec: str, show_progress: bool, run: Any = None):
-    """Resolve ``algo_spec`` and run ``run`` (default: compare) with a progress bar."""
+def run_compare(req, algo_spec: str, show_progress: bool, run: Any = None, pool: Any = None):
+    """Resolve ``algo_spec`` and run ``run`` (default: compare) with a progress bar, its
+    cases where ``pool`` says."""
     from ..report.compare import compare, resolve_algos
 
     algos, best_only = resolve_algos(algo_spec, req.collective)
@@ -133,9 +138,10 @@ def run_compare(req, algo_spec: str, show_progress: bool, run: Any = None):
         algos,
         show_progress,
         lambda step: run(
-            req.topology, req.collective, req.sizes, algos, on_step=step, options=req.options
+            req.topology, req.collective, req.sizes, algos, on_step=step, options=req.options,
+            pool=pool,
         ),
-    )
+    )  # fmt: skip
     return result, best_only
 
 
@@ -162,7 +168,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if log is not None:
         nccl_tests.check_ranks(log, req.topology.num_ranks)
     quiet = bool(formats) or args.quiet
-    result, best_only = run_compare(req, args.algos, show_progress=not quiet)
+    pool = pool_of(args)
+    result, best_only = run_compare(req, args.algos, show_progress=not quiet, pool=pool)
     if not result.rows:
         raise CollsynthError(
             "no algorithm could produce a schedule: "
@@ -240,6 +247,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ..report.tune import tune
 
     req = build_request(args, sizes=True)
+    pool = pool_of(args)
     if args.instances < 1:
         raise CollsynthError(f"--instances must be at least 1, got {args.instances}")
     run = partial(
@@ -251,7 +259,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         timing=args.timing,
     )
     spec = "all" if args.algos.strip() == "best" else args.algos
-    result, _ = run_compare(req, spec, show_progress=not args.json and not args.quiet, run=run)
+    result, _ = run_compare(
+        req, spec, show_progress=not args.json and not args.quiet, run=run, pool=pool
+    )
     if args.json:
         emit_json(result.to_dict(timing=args.timing))
         return 0

@@ -62,7 +62,7 @@ def add_parser(sub: Any) -> None:
         help="data size, e.g. 1GB: size-aware algorithms plan for it, and it is "
         "recorded in the schedule",
     )
-    add_output(p, help="schedule file to write (JSON)")
+    add_output(p, help="schedule file to write (JSON; a name ending in .npz gets the binary form)")
     add_json(p)
     add_time_limit(p)
     add_timing(p)

@@ -65,7 +65,7 @@ def add_parser(sub: Any) -> None:
         "fresh process, the first compile on a machine about 30 s), python, "
         "or auto (numba when already loaded)",
     )
-    add_output(rep, help="schedule file to write (JSON)")
+    add_output(rep, help="schedule file to write (JSON; .npz: binary)")
     add_json(rep)
     rep.set_defaults(func=cmd_replan)
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from ..bound import bound
 from ..collective import Collective
 from ..errors import CollsynthError
+from ..parallel import Pool, run_cases
 from ..schedule.ir import Schedule
 from ..sim import simulate
 from ..synth import load_all, options_for, synthesize
@@ -100,58 +101,91 @@ def compare(
     on_step: Callable[[str], None] | None = None,
     options: dict[str, dict[str, str]] | None = None,
     keep: dict[tuple[str, float], Schedule] | None = None,
+    pool: Pool | None = None,
 ) -> Comparison:
     """Synthesize, verify and simulate each algorithm at each size.
 
     An algorithm that cannot handle this topology (it raises a CollsynthError) is listed in
     ``skipped`` with its reason when ``skip_failures``; otherwise the error propagates.
-    ``on_step`` hears ``"running ALGO"`` before and ``"done ALGO"`` after each algorithm.
-    With ``keep`` (a dict), the verified schedule used for each ``(algorithm, size)`` is stored
-    there (one object shared by all sizes when the algorithm is not size-aware).
+    ``on_step`` hears ``"running ALGO"`` before (in this process) and ``"done ALGO"`` after
+    each algorithm. With ``keep`` (a dict), the verified schedule used for each
+    ``(algorithm, size)`` is stored there (one object shared by all sizes when the algorithm
+    is not size-aware). ``pool``: where the algorithms run (:mod:`collsynth.parallel`; one
+    case per algorithm, the same result either way).
     """
     result = Comparison(topology.name, collective.describe(), [float(s) for s in sizes])
     bounds = {s: bound(topology, collective, s) for s in result.sizes}
-    registry = load_all()
-    for name in algos:
-        if on_step:
-            on_step(f"running {name}")
-        per_size = registry[name].size_aware
-        opts = options_for(name, options or {})
-        cache: dict = {}
-        for size in result.sizes:
-            key = size if per_size else None
-            if key not in cache:
-                try:
-                    t0 = time.perf_counter()
-                    sched: Schedule = synthesize(name, topology, collective, size=key, **opts)
-                    synth_s = time.perf_counter() - t0
-                    ensure_verified(sched)
-                    cache[key] = (sched, synth_s)
-                except CollsynthError as e:
-                    if not skip_failures:
-                        raise
-                    result.skipped.append({"algo": name, "reason": str(e)})
-                    break
-            sched, synth_s = cache[key]
-            if keep is not None:
+    cases = [
+        (topology, collective, result.sizes, name, options_for(name, options or {}), bounds,
+         skip_failures, keep is not None)
+        for name in algos
+    ]  # fmt: skip
+    names = list(algos)
+    outs = run_cases(
+        algorithm_case,
+        cases,
+        pool,
+        on_start=(lambda i: on_step(f"running {names[i]}")) if on_step else None,
+        on_done=(lambda i, done, total: on_step(f"done {names[i]}")) if on_step else None,
+    )
+    for name, (rows, skipped, scheds) in zip(names, outs):
+        result.rows.extend(rows)
+        if skipped is not None:
+            result.skipped.append({"algo": name, "reason": skipped})
+        if keep is not None:
+            for size, sched in scheds:  # one object for every size where it was made once
                 keep[(name, size)] = sched
-            sim = simulate(sched, size)
-            b = bounds[size]
-            result.rows.append(
-                Row(
-                    algo=name,
-                    size_bytes=size,
-                    time_s=sim.time_s,
-                    algbw_Bps=sim.algbw,
-                    busbw_Bps=sim.busbw,
-                    bound_time_s=b.time_s,
-                    bound_kind=b.kind,
-                    ratio_to_bound=sim.time_s / b.time_s if b.time_s > 0 else float("inf"),
-                    synth_wall_s=synth_s,
-                    ops=sched.num_ops,
-                    chunks_per_rank=sched.collective.chunks_per_rank,
-                )
-            )
-        if on_step:
-            on_step(f"done {name}")
     return result
+
+
+def algorithm_case(
+    topology: Topology,
+    collective: Collective,
+    sizes: list[float],
+    name: str,
+    opts: dict,
+    bounds: dict,
+    skip_failures: bool,
+    want_schedules: bool,
+) -> tuple[list[Row], str | None, list[tuple[float, Schedule]]]:
+    """One algorithm of a comparison at every size: (its rows, why it was skipped or None,
+    the ``(size, schedule)`` it used when ``want_schedules``). A case of
+    :func:`collsynth.parallel.run_cases`."""
+    per_size = load_all()[name].size_aware
+    cache: dict = {}
+    rows: list[Row] = []
+    used: list[tuple[float, Schedule]] = []
+    for size in sizes:
+        key = size if per_size else None
+        if key not in cache:
+            try:
+                t0 = time.perf_counter()
+                sched: Schedule = synthesize(name, topology, collective, size=key, **opts)
+                synth_s = time.perf_counter() - t0
+                ensure_verified(sched)
+                cache[key] = (sched, synth_s)
+            except CollsynthError as e:
+                if not skip_failures:
+                    raise
+                return rows, str(e), used
+        sched, synth_s = cache[key]
+        if want_schedules:
+            used.append((size, sched))
+        sim = simulate(sched, size)
+        b = bounds[size]
+        rows.append(
+            Row(
+                algo=name,
+                size_bytes=size,
+                time_s=sim.time_s,
+                algbw_Bps=sim.algbw,
+                busbw_Bps=sim.busbw,
+                bound_time_s=b.time_s,
+                bound_kind=b.kind,
+                ratio_to_bound=sim.time_s / b.time_s if b.time_s > 0 else float("inf"),
+                synth_wall_s=synth_s,
+                ops=sched.num_ops,
+                chunks_per_rank=sched.collective.chunks_per_rank,
+            )
+        )
+    return rows, None, used

@@ -34,6 +34,7 @@ from ..export import check_msccl_xml, to_msccl_xml
 from ..export.msccl import step_floor
 from ..export.mscclpp import to_mscclpp_plan
 from ..export.mscclpp_check import check_mscclpp_plan
+from ..parallel import Pool
 from ..schedule.io import save_schedule
 from ..schedule.ir import Schedule
 from ..sim import simulate
@@ -188,16 +189,19 @@ def tune(
     options: dict[str, dict[str, str]] | None = None,
     on_step: Callable[[str], None] | None = None,
     timing: bool = True,
+    pool: Pool | None = None,
 ) -> TuneResult:
     """Compare ``algos`` at ``sizes``, pick per size the fastest schedule the format can
     express, and write one checked XML file (and its schedule) per window of sizes that share
     a schedule, plus ``tune.json``, into ``out_dir``. ``on_step`` hears what is being done;
-    ``timing=False`` leaves wall-clock figures out of the files."""
+    ``timing=False`` leaves wall-clock figures out of the files; ``pool``: where the
+    algorithms run (:mod:`collsynth.parallel`)."""
     sizes = sorted({float(s) for s in sizes})
     if not sizes:
         raise CollsynthError("tune needs at least one size")
     keep: dict[tuple[str, float], Schedule] = {}
-    comp = compare(topology, collective, sizes, algos, on_step=on_step, options=options, keep=keep)
+    comp = compare(topology, collective, sizes, algos, on_step=on_step, options=options,
+                   keep=keep, pool=pool)  # fmt: skip
     if not comp.rows:
         why = "; ".join(f"{s['algo']}: {s['reason']}" for s in comp.skipped[:3])
         raise CollsynthError(f"no algorithm produced a schedule ({why})")

@@ -1,5 +1,8 @@
 """The collsynth schedule file format (JSON), version 1. See ``docs/formats.md``.
 
+A name ending in ``.npz`` is written in the binary form (:mod:`collsynth.schedule.binary`: the
+same header, operations as arrays); reading recognises either form by its first bytes.
+
 A schedule file is self-contained: it embeds the topology it was made for::
 
     {
@@ -34,7 +37,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from ..atomic import write_text_atomic
+from ..atomic import write_bytes_atomic, write_text_atomic
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..topology.io import read_structured, topology_from_dict, topology_to_dict
@@ -75,6 +78,21 @@ def _nan_to_none(values: np.ndarray) -> list:
     return [None if math.isnan(x) else x for x in values.tolist()]
 
 
+def _header(s: Schedule, timing: bool) -> dict:
+    """The file's top level without the operation columns and planned link orders."""
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "topology": topology_to_dict(s.topology),
+        "collective": s.collective.to_dict(),
+        "size": s.size,
+        "meta": _plain(s.meta if timing else without_timing(s.meta)),
+    }
+    if s.trees is not None:
+        data["trees"] = s.trees.to_dict()
+    return data
+
+
 def schedule_to_dict(s: Schedule, *, timing: bool = True) -> dict:
     """The file form of ``s``; ``timing=False`` leaves out ``meta.timing``."""
     ops: dict[str, Any] = {
@@ -102,19 +120,13 @@ def schedule_to_dict(s: Schedule, *, timing: bool = True) -> dict:
     if s.part_den is not None:
         assert s.part_lo is not None and s.part_hi is not None  # the part columns come together
         ops["part"] = np.stack([s.part_lo, s.part_hi, s.part_den], axis=1).tolist()
-    data: dict[str, Any] = {
-        "format": FORMAT,
-        "version": VERSION,
-        "topology": topology_to_dict(s.topology),
-        "collective": s.collective.to_dict(),
-        "size": s.size,
-        "meta": _plain(s.meta if timing else without_timing(s.meta)),
-        "ops": ops,
-    }
+    head = _header(s, timing)
+    trees = head.pop("trees", None)
+    data = {**head, "ops": ops}
     if s.link_order:
         data["link_order"] = {str(k): v.tolist() for k, v in sorted(s.link_order.items())}
-    if s.trees is not None:
-        data["trees"] = s.trees.to_dict()
+    if trees is not None:
+        data["trees"] = trees
     return data
 
 
@@ -138,17 +150,68 @@ def save_schedule(s: Schedule, path: str, *, timing: bool = True) -> None:
     """Write ``s`` to ``path`` atomically (the old file or the whole new one, never half).
 
     ``timing=False`` leaves out the wall-clock figures (``meta.timing``), so the same inputs
-    give the same bytes. ``json.dumps`` (one shot) uses the C encoder; ``json.dump`` would
-    not, and is several times slower on large schedules.
+    give the same bytes. A name ending in ``.npz`` gets the binary form. ``json.dumps`` (one
+    shot) uses the C encoder; ``json.dump`` would not, and is several times slower on large
+    schedules.
     """
+    if path.lower().endswith(".npz"):
+        from .binary import schedule_to_npz
+
+        write_bytes_atomic(path, schedule_to_npz(s, _header(s, timing)))
+        return
     data = schedule_to_dict(s, timing=timing)
     text = json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n"
     write_text_atomic(path, text)
 
 
 def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
-    """Read a schedule file. With ``topology`` given, it must match the embedded one."""
+    """Read a schedule file, JSON or binary. With ``topology`` given, it must match the
+    embedded one."""
+    from .binary import is_binary
+
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except (OSError, ValueError):
+        magic = b""  # read_structured names what is wrong
+    if is_binary(magic):
+        return schedule_from_npz(path, topology)
     return schedule_from_dict(read_structured(path), source=path, topology=topology)
+
+
+def schedule_from_npz(path: str, topology: Topology | None = None) -> Schedule:
+    """Read a binary schedule file (``.npz``, see :mod:`collsynth.schedule.binary`)."""
+    from .binary import link_order_of, read_npz
+
+    head, cols = read_npz(path)
+    bad = set(head) - (_TOP_KEYS - {"ops", "link_order"}) - {"count"}
+    if bad:
+        raise CollsynthError(f"{path}: unknown key {sorted(bad, key=str)[0]!r} in its header")
+    if "topology" not in head or "collective" not in head:
+        raise CollsynthError(f"{path}: a schedule needs 'topology' and 'collective'")
+    topo, coll, size, meta, trees = _common(head, path, topology)
+    return Schedule(
+        topo,
+        coll,
+        cols["src"],
+        cols["dst"],
+        cols["chunk"],
+        cols["kind"].astype(np.int8),
+        cols["route_ptr"],
+        cols["route_links"],
+        cols["dep_ptr"],
+        cols["dep_ids"],
+        cols.get("start"),
+        cols.get("duration"),
+        cols.get("step"),
+        cols.get("part_lo"),
+        cols.get("part_hi"),
+        cols.get("part_den"),
+        link_order_of(cols),
+        size,
+        meta,
+        trees,
+    )
 
 
 # ---------------------------------------------------------------------- parsing
@@ -210,19 +273,7 @@ def schedule_from_dict(
     errors; ``topology``, when given, must match the embedded one)."""
     where = source
     _check_header(data, where)
-    topo = _topology_of(data, where, topology)
-    coll = Collective.from_dict(data["collective"], source=where)
-    size = data.get("size")
-    if size is not None and (
-        not isinstance(size, (int, float))
-        or isinstance(size, bool)
-        or not _finite(size)
-        or size <= 0
-    ):
-        raise CollsynthError(f"{where}: size must be a positive number of bytes or null")
-    meta = data.get("meta", {})
-    if not isinstance(meta, dict):
-        raise CollsynthError(f"{where}: meta must be an object")
+    topo, coll, size, meta, trees = _common(data, where, topology)
     ops = data["ops"]
     if not isinstance(ops, dict):
         raise CollsynthError(f"{where}: ops must be an object of columns")
@@ -245,11 +296,6 @@ def schedule_from_dict(
     step = _step_column(ops, count, where)
     part_lo, part_hi, part_den = _part_columns(ops, count, where)
     link_order = _link_order(data, where)
-    trees = None
-    if data.get("trees") is not None:
-        from .trees import TreeForm
-
-        trees = TreeForm.from_dict(data["trees"], source=f"{where} trees")
     return Schedule(
         topo,
         coll,
@@ -268,10 +314,35 @@ def schedule_from_dict(
         part_hi,
         part_den,
         link_order,
-        float(size) if size is not None else None,
-        dict(meta),
+        size,
+        meta,
         trees,
     )
+
+
+def _common(
+    data: dict, where: str, topology: Topology | None
+) -> tuple[Topology, Collective, float | None, dict, Any]:
+    """What both file forms share: (topology, collective, size, meta, tree form)."""
+    topo = _topology_of(data, where, topology)
+    coll = Collective.from_dict(data["collective"], source=where)
+    size = data.get("size")
+    if size is not None and (
+        not isinstance(size, (int, float))
+        or isinstance(size, bool)
+        or not _finite(size)
+        or size <= 0
+    ):
+        raise CollsynthError(f"{where}: size must be a positive number of bytes or null")
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict):
+        raise CollsynthError(f"{where}: meta must be an object")
+    trees = None
+    if data.get("trees") is not None:
+        from .trees import TreeForm
+
+        trees = TreeForm.from_dict(data["trees"], source=f"{where} trees")
+    return topo, coll, float(size) if size is not None else None, dict(meta), trees
 
 
 def _check_header(data: Any, where: str) -> None:
@@ -391,6 +462,7 @@ __all__ = [
     "VERSION",
     "load_schedule",
     "save_schedule",
+    "schedule_from_npz",
     "schedule_from_dict",
     "schedule_to_dict",
     "ScheduleBuilder",
