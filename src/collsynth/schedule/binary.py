@@ -159,16 +159,9 @@ def parse_npz(data: bytes, where: str) -> tuple[dict, dict[str, np.ndarray]]:
         raise CollsynthError(f"{where}: {HEADER} cannot be read ({e})") from None
     if not isinstance(head, dict):
         raise CollsynthError(f"{where}: {HEADER} must hold a JSON object")
-    if head.get("format") != FORMAT:
-        raise CollsynthError(
-            f"{where}: not a binary collsynth schedule (format is {head.get('format')!r}, "
-            f"expected {FORMAT!r})"
-        )
-    if isinstance(head.get("version"), bool) or head.get("version") != VERSION:
-        raise CollsynthError(
-            f"{where}: unsupported binary schedule version {head.get('version')!r} "
-            f"(this collsynth reads {VERSION})"
-        )
+    from .io import check_format
+
+    check_format(head, where, FORMAT, VERSION, "binary collsynth schedule", "binary schedule")
     count = head.get("count")
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise CollsynthError(f"{where}: {HEADER}: count must be a non-negative integer")

@@ -345,21 +345,26 @@ def _common(
     return topo, coll, float(size) if size is not None else None, dict(meta), trees
 
 
+def check_format(data: dict, where: str, fmt: str, version: int, what: str, kind: str) -> None:
+    """``data["format"]`` is ``fmt`` ("not a WHAT" otherwise) and ``data["version"]`` is
+    ``version`` ("unsupported KIND version" otherwise)."""
+    if data.get("format") != fmt:
+        raise CollsynthError(
+            f"{where}: not a {what} (format is {data.get('format')!r}, expected {fmt!r})"
+        )
+    if isinstance(data.get("version"), bool) or data.get("version") != version:
+        raise CollsynthError(
+            f"{where}: unsupported {kind} version {data.get('version')!r} "
+            f"(this collsynth reads {version})"
+        )
+
+
 def _check_header(data: Any, where: str) -> None:
     """A JSON object of this format and version, with known top-level keys and the required
     ones."""
     if not isinstance(data, dict):
         raise CollsynthError(f"{where}: a schedule file must hold a JSON object")
-    if data.get("format") != FORMAT:
-        raise CollsynthError(
-            f"{where}: not a collsynth schedule (format is "
-            f"{data.get('format')!r}, expected {FORMAT!r})"
-        )
-    if isinstance(data.get("version"), bool) or data.get("version") != VERSION:
-        raise CollsynthError(
-            f"{where}: unsupported schedule format version "
-            f"{data.get('version')!r} (this collsynth reads {VERSION})"
-        )
+    check_format(data, where, FORMAT, VERSION, "collsynth schedule", "schedule format")
     bad = set(data) - _TOP_KEYS
     if bad:
         raise CollsynthError(f"{where}: unknown key {sorted(bad, key=str)[0]!r} at top level")
