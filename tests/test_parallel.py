@@ -40,6 +40,21 @@ def die_once(marker: str, x: int) -> tuple[int, int]:
     os._exit(1)
 
 
+def report_limits() -> tuple:
+    from collsynth import deadline
+
+    return deadline.each(), deadline.remaining()
+
+
+def fail_first(x: float) -> float:
+    from collsynth.errors import VerificationError
+
+    if x == 0:
+        raise VerificationError("case 0 is wrong", check="planted", op=3)
+    time.sleep(x)
+    return x
+
+
 # ---------------------------------------------------------------------------- no cluster
 def test_make_pool_reads_flags_and_environment(monkeypatch):
     monkeypatch.delenv("COLLSYNTH_JOBS", raising=False)
@@ -143,6 +158,24 @@ def test_killed_worker_has_its_case_rerun(cluster, tmp_path):
 
     with Client(cluster, timeout=30) as c:  # the nanny brought the killed worker back
         c.wait_for_workers(2, timeout=120)
+
+
+def test_time_limits_reach_the_workers(cluster):
+    from collsynth import deadline
+
+    with deadline.time_limit(100.0), deadline.each_synthesis(7.0):
+        ((each, left),) = run_cases(report_limits, [()], Pool(scheduler=cluster))
+    assert each == 7.0 and 0 < left <= 100.0
+
+
+def test_a_failing_case_stops_the_run_with_its_own_error(cluster):
+    from collsynth.errors import VerificationError
+
+    t0 = time.monotonic()
+    with pytest.raises(VerificationError, match="case 0 is wrong") as got:
+        run_cases(fail_first, [(0,), (20,), (20,)], Pool(scheduler=cluster))
+    assert got.value.check == "planted" and got.value.op == 3  # the error itself came back
+    assert time.monotonic() - t0 < 15  # not after the other cases
 
 
 def test_local_cluster_equals_serial():

@@ -113,6 +113,46 @@ def test_malformed_binary_refused_in_one_line(name, tmp_path, capsys):
     assert rc == 2 and len(err.splitlines()) == 1 and "bad.npz" in err, err
 
 
+def test_lying_and_damaged_entries(tmp_path):
+    good = _valid(tmp_path)
+    n = load_schedule(good).num_ops
+    # an .npy header that declares far more values than the entry holds: refused before any
+    # array is made (no memory error)
+    buf = io.BytesIO()
+    head = np.lib.format.header_data_from_array_1_0(np.zeros(n, dtype=np.int64))
+    head["shape"] = (2**40,)
+    np.lib.format.write_array_header_1_0(buf, head)
+    buf.write(np.zeros(n, dtype=np.int64).tobytes())
+    bad = _rewrite(good, str(tmp_path / "huge.npz"), put={"src.npy": buf.getvalue()})
+    with pytest.raises(CollsynthError, match="declares 1099511627776 values"):
+        load_schedule(bad)
+    # damaged compressed data
+    data = bytearray(open(good, "rb").read())
+    start = data.find(b"src.npy") + len(b"src.npy")
+    for i in range(start + 8, start + 40):
+        data[i] ^= 0xFF
+    (tmp_path / "damaged.npz").write_bytes(bytes(data))
+    with pytest.raises(CollsynthError):
+        load_schedule(str(tmp_path / "damaged.npz"))
+
+
+def test_schedules_are_read_once_from_a_pipe(tmp_path):
+    import os
+    import threading
+
+    s = round_trip_cases()["full"]()
+    for ext in ("json", "npz"):
+        src = str(tmp_path / f"s.{ext}")
+        save_schedule(s, src)
+        fifo = str(tmp_path / f"pipe-{ext}")
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=lambda: open(fifo, "wb").write(open(src, "rb").read()))
+        writer.start()
+        got = load_schedule(fifo)
+        writer.join()
+        assert_same_schedule(s, got)
+
+
 def test_truncated_and_expanding_archives(tmp_path, monkeypatch):
     good = _valid(tmp_path)
     data = open(good, "rb").read()

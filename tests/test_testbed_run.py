@@ -449,7 +449,8 @@ def test_bench_testbed_sim_resimulates_measured_rows(tmp_path, monkeypatch):
         rows.append({"case": bt._label(case), "algo": algo, "size_bytes": size,
                      "requested_size_bytes": size, "scale": 1e-4, "simulated_time_s": t,
                      "measured_time_s": 1.1 * t, "measured_algbw_Bps": size / (1.1 * t),
-                     "ratio": 1.1, "check": "passed"})  # fmt: skip
+                     "ratio": 1.1, "check": "passed", "unshaped_raw_s": t / 1e-4 / 2.0,
+                     "headroom": 2.0, "cpu_bound": True})  # fmt: skip
     meta = {"case": bt._label(case), "scale": 1e-4, "ceiling": None, "skipped": [],
             "failed": None, "failed_steps": [], "picture": "x.png", "per_size": []}  # fmt: skip
     header = {"machine": "m", "python": "3", "iters": 3,
@@ -476,6 +477,11 @@ def test_bench_testbed_sim_resimulates_measured_rows(tmp_path, monkeypatch):
         assert r["ratio"] == pytest.approx(r["measured_time_s"] / r["simulated_time_s"])
         assert r["ratio_calibrated"] == pytest.approx(0.9 * r["ratio"])
         assert r["simulated_op_cost_s"] >= r["simulated_time_s"]
+        # the headroom again, by the current model: simulated (fair) over the unshaped time
+        t_fair = simulate(sched, r["size_bytes"], order="fair").time_s
+        t_plan = simulate(sched, r["size_bytes"]).time_s  # what the recorded 2x was taken on
+        assert r["headroom"] == pytest.approx(t_fair / t_plan * 2.0)
+        assert r["required_headroom"] == 3.0 and r["cpu_bound"] == (r["headroom"] < 3.0)
     (size,) = data["cases"][0]["per_size"]
     assert size["spearman"] is not None and "spearman_op_cost" in size and "spearman_fcfs" in size
     st = data["study"]

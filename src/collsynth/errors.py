@@ -16,6 +16,18 @@ class CollsynthError(Exception):
         one_line = " ".join(str(message).split())
         super().__init__(one_line)
 
+    def __reduce__(self) -> tuple:
+        """Pickle any subclass (keyword-only arguments included): an error raised in a Dask
+        worker comes back as itself, with its exit status and fields."""
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[CollsynthError], args: tuple, state: dict) -> CollsynthError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
 
 class VerificationError(CollsynthError):
     """A schedule does not implement its collective (raised by the verifier).

@@ -77,7 +77,11 @@ def read_bytes(path: str) -> bytes:
 
 def read_text(path: str) -> str:
     """A UTF-8 text file's content, or one line naming what is wrong."""
-    data = read_bytes(path)
+    return decode_text(read_bytes(path), path)
+
+
+def decode_text(data: bytes, path: str) -> str:
+    """``data`` (read from ``path``) as UTF-8 text, or one line naming what is wrong."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -25,6 +25,8 @@ import contextlib
 import logging
 import math
 import os
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -117,15 +119,19 @@ def _run_on(client: Any, fn: Callable[..., Any], cases: Sequence[tuple],
     from distributed import as_completed
 
     left = deadline.remaining()
-    budget = left if math.isfinite(left) else None
+    end = time.time() + left if math.isfinite(left) else None  # wall clock: other machines
+    each = deadline.each()
+    run = uuid.uuid4().hex  # keys of this call only, whoever else uses the scheduler
     futures = [
-        client.submit(_call, fn, case, budget, pure=False, key=f"collsynth-case-{i}-{os.getpid()}")
+        client.submit(_call, fn, case, end, each, pure=False, key=f"collsynth-case-{i}-{run}")
         for i, case in enumerate(cases)
     ]
     index = {f.key: i for i, f in enumerate(futures)}
     try:
         for done, fut in enumerate(as_completed(futures), 1):
             deadline.check("the cases on Dask")
+            if fut.status == "error":  # as a serial run would: stop at the first failure
+                fut.result()
             if on_done:
                 on_done(index[fut.key], done, len(futures))
         return list(client.gather(futures))
@@ -134,9 +140,13 @@ def _run_on(client: Any, fn: Callable[..., Any], cases: Sequence[tuple],
         raise
 
 
-def _call(fn: Callable[..., Any], case: tuple, budget: float | None) -> Any:
-    """One case on a worker, within the time the caller had left."""
-    with deadline.time_limit(budget, "a case on a Dask worker"):
+def _call(fn: Callable[..., Any], case: tuple, end: float | None, each: float | None) -> Any:
+    """One case on a worker, within what is left of the caller's time limit (``end``, wall
+    clock) and under its limit per synthesis (``each``)."""
+    budget = None if end is None else max(0.0, end - time.time())
+    if budget == 0.0:
+        raise deadline.TimeLimitError("the time limit ended before this case started")
+    with deadline.time_limit(budget, "a case on a Dask worker"), deadline.each_synthesis(each):
         return fn(*case)
 
 

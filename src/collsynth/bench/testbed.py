@@ -239,6 +239,7 @@ def _simulate_again(r: dict, sched: Any) -> bool:
     ``r`` left as recorded, where ``sched`` is not the schedule that was measured (its
     plan-order time differs from the recorded one)."""
     from ..sim import simulate
+    from ..testbed.measure import required_headroom
 
     plan = simulate(sched, r["size_bytes"]).time_s
     recorded = r.get("simulated_plan_s")
@@ -251,6 +252,10 @@ def _simulate_again(r: dict, sched: Any) -> bool:
     r.update(simulated_time_s=t, simulated_algbw_Bps=r["size_bytes"] / t,
              ratio=r["measured_time_s"] / t, simulated_order=ORDER,
              simulated_plan_s=plan)  # fmt: skip
+    if r.get("unshaped_raw_s"):  # the headroom by the current model and rule
+        need = required_headroom(sched)
+        room = t / r["scale"] / r["unshaped_raw_s"]
+        r.update(headroom=room, required_headroom=need, cpu_bound=room < need)
     return True
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -122,9 +123,16 @@ def schedule_to_npz(s: Schedule, header: dict) -> bytes:
 
 def _put(z: zipfile.ZipFile, name: str, data: bytes) -> None:
     info = zipfile.ZipInfo(name, date_time=_EPOCH)
+    info.create_system = 3  # the same on every system (zip's "Unix")
     info.compress_type = zipfile.ZIP_DEFLATED
     info.external_attr = 0o644 << 16
     z.writestr(info, data, compresslevel=1)
+
+
+#: what reading a damaged archive may raise (bad compressed data, an encrypted or unknown
+#: compression method, a truncated entry)
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, RuntimeError,
+               NotImplementedError, KeyError)  # fmt: skip
 
 
 def read_npz(path: str) -> tuple[dict, dict[str, np.ndarray]]:
@@ -139,7 +147,7 @@ def parse_npz(data: bytes, where: str) -> tuple[dict, dict[str, np.ndarray]]:
     try:
         z = zipfile.ZipFile(io.BytesIO(data))
         infos = z.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as e:
+    except _ZIP_ERRORS as e:
         raise CollsynthError(f"{where}: not a readable binary schedule ({e})") from None
     if sum(i.file_size for i in infos) > limit:
         raise CollsynthError(
@@ -155,7 +163,7 @@ def parse_npz(data: bytes, where: str) -> tuple[dict, dict[str, np.ndarray]]:
         head = parse_structured(z.read(HEADER).decode("utf-8"), f"{where} ({HEADER})")
     except UnicodeDecodeError:
         raise CollsynthError(f"{where}: {HEADER} is not UTF-8 text") from None
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+    except _ZIP_ERRORS as e:
         raise CollsynthError(f"{where}: {HEADER} cannot be read ({e})") from None
     if not isinstance(head, dict):
         raise CollsynthError(f"{where}: {HEADER} must hold a JSON object")
@@ -183,14 +191,30 @@ def parse_npz(data: bytes, where: str) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def _array(z: zipfile.ZipFile, entry: str, name: str, where: str) -> np.ndarray:
-    """One column: a one-dimensional array of the right type, as int64 or float64."""
+    """One column: a one-dimensional array of the right type, as int64 or float64. The
+    ``.npy`` header is checked against the bytes that follow it before any array is made."""
     try:
-        with z.open(entry) as f:
-            a = np.lib.format.read_array(f, allow_pickle=False)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        raw = z.read(entry)
+        f = io.BytesIO(raw)
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+    except _ZIP_ERRORS as e:
         raise CollsynthError(f"{where}: column {name!r} cannot be read ({e})") from None
-    if a.ndim != 1:
+    if dtype.hasobject:
+        raise CollsynthError(f"{where}: column {name!r} cannot be read (it holds objects)")
+    if len(shape) != 1:
         raise CollsynthError(f"{where}: column {name!r} must be one-dimensional")
+    body = memoryview(raw)[f.tell() :]
+    if shape[0] * dtype.itemsize != len(body):
+        raise CollsynthError(
+            f"{where}: column {name!r} declares {shape[0]} values but holds {len(body)} bytes"
+        )
+    a = np.frombuffer(body, dtype=dtype, count=shape[0])
     if name in _FLOAT:
         if a.dtype.kind not in "fiu":
             raise CollsynthError(f"{where}: column {name!r} must hold numbers")

@@ -40,7 +40,8 @@ import numpy as np
 from ..atomic import write_bytes_atomic, write_text_atomic
 from ..collective import Collective
 from ..errors import CollsynthError
-from ..topology.io import read_structured, topology_from_dict, topology_to_dict
+from ..files import decode_text, parse_structured, read_bytes
+from ..topology.io import topology_from_dict, topology_to_dict
 from ..topology.model import Topology
 from .ir import OpKind, Schedule, ScheduleBuilder, _csr
 from .timing import without_timing
@@ -169,21 +170,20 @@ def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
     embedded one."""
     from .binary import is_binary
 
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except (OSError, ValueError):
-        magic = b""  # read_structured names what is wrong
-    if is_binary(magic):
-        return schedule_from_npz(path, topology)
-    return schedule_from_dict(read_structured(path), source=path, topology=topology)
+    data = read_bytes(path)  # once: the path may be a pipe
+    if is_binary(data):
+        return schedule_from_npz(data, path, topology)
+    return schedule_from_dict(
+        parse_structured(decode_text(data, path), path), source=path, topology=topology
+    )
 
 
-def schedule_from_npz(path: str, topology: Topology | None = None) -> Schedule:
-    """Read a binary schedule file (``.npz``, see :mod:`collsynth.schedule.binary`)."""
-    from .binary import link_order_of, read_npz
+def schedule_from_npz(data: bytes, path: str, topology: Topology | None = None) -> Schedule:
+    """The schedule of a binary schedule file's bytes ``data`` (read from ``path``; see
+    :mod:`collsynth.schedule.binary`)."""
+    from .binary import link_order_of, parse_npz
 
-    head, cols = read_npz(path)
+    head, cols = parse_npz(data, path)
     bad = set(head) - (_TOP_KEYS - {"ops", "link_order"}) - {"count"}
     if bad:
         raise CollsynthError(f"{path}: unknown key {sorted(bad, key=str)[0]!r} in its header")

@@ -326,6 +326,9 @@ def run_events(
         if link_shared[l]:
             any_shared = True
     busy, free_pending, link_free_at, next_pos = _link_state(n_links)
+    for l in range(n_links):
+        if link_shared[l]:
+            link_free_at[l] = np.inf  # no completion scheduled yet
     hop_start, hop_end, hop_req, parked = _hop_state(n_hops)
     op_ready, op_finish, op_acc, remaining, hops_left = _op_state(
         op_release, indeg, op_first_hop, op_last_hop
