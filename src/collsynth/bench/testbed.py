@@ -421,9 +421,9 @@ def study_markdown(data: dict) -> str:
         f"{_f(ra['median'])}, range {_f(ra['min'])}-{_f(ra['max'])}; {ra['within_0.7_1.3']} of "
         f"{ra['of']} within 0.7-1.3.",
         f"- **CPU headroom**: {st.get('remeasured_rows', 0)} rows had less than they need (3x, "
-        f"and 3x per {MESSAGES_PER_RANK} messages a rank sends beyond that) and were measured "
-        f"again at a lower scale; {st.get('cpu_bound_rows', 0)} still had too little and are "
-        "left out of the two figures above.",
+        f"or 3x per {MESSAGES_PER_RANK} messages the busiest rank sends where that is more) and "
+        f"were measured again at a lower scale; {st.get('cpu_bound_rows', 0)} still had too "
+        "little at the lowest scale and are left out of the two figures above.",
         f"- **Winners**: the simulator's pick was the measured best in {st['winner_agrees']} of "
         f"{st['sizes']} (case, size); trusting it lost {100 * (st['median_loss'] or 0):.0f}% at "
         f"the median and {100 * (st['max_loss'] or 0):.0f}% at most.",

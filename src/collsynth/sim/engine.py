@@ -221,8 +221,8 @@ def _share_schedule(link, queues, share, link_free_at, heap, esize, ev_id):
     """(Re)schedule the shared link's next completion from its smallest virtual finish; a
     superseded event stays in the heap and is ignored when popped (its time is no longer
     ``link_free_at``). The new event-heap size."""
-    qbase, qsize, qp = queues
-    vt, vlast, active = share
+    qbase, qsize, qp = queues[0], queues[1], queues[2]
+    vt, vlast, active = share[0], share[1], share[2]
     et, ep, eid = heap
     if qsize[link] == 0:
         link_free_at[link] = np.inf
@@ -246,11 +246,16 @@ def _link_queues(hop_link, n_links, reserve):
     return qbase, qsize, np.zeros(qcap), np.zeros(qcap), np.zeros(qcap, dtype=np.int64)
 
 
-def _started(h, t, hop_state, routes, orders, heap, esize):
-    """Hop ``h`` started transmitting at ``t``: the next hop in its link's planned order may
-    go, and the head of the data is requested at the route's next link ``alpha`` later. The new
-    event-heap size."""
-    hop_link, hop_op, hop_alpha, hop_req = hop_state
+def _shared_set(state, queues, hops, routes, orders, ops, links):
+    """The shared links' working set, one tuple (see :func:`_share_request`)."""
+    return state, queues, hops, routes, orders, ops, links
+
+
+def _share_started(h, t, sh, heap, esize):
+    """Shared hop ``h`` started at ``t``: the next hop in its link's planned order may go, and
+    the head of the data is requested at the route's next link ``alpha`` later."""
+    _, _, hops, routes, orders, _, _ = sh
+    hop_link, hop_op, _, hop_alpha, _, hop_req, _, _, _, _ = hops
     op_last_hop, op_prio = routes
     hop_order_pos, link_order_ptr, link_order_hops, next_pos, parked = orders
     et, ep, eid = heap
@@ -267,22 +272,82 @@ def _started(h, t, hop_state, routes, orders, heap, esize):
     return esize
 
 
-def _serve(h, link, t, hop_tx, hop_start, hop_end, links, heap, esize):
-    """A first-served link starts hop ``h`` at ``t`` (it ends ``bytes / bw`` later); if others
-    wait (``links``: busy time, free time, free event pending, queue size per link), the link's
-    free event is scheduled. The new event-heap size."""
-    busy, link_free_at, free_pending, qsize = links
-    et, ep, eid = heap
-    n_hops = hop_tx.shape[0]
-    end = t + hop_tx[h]
-    link_free_at[link] = end
+def _share_admit(h, link, t, sh, heap, esize):
+    """Shared hop ``h`` joins its link's active transfers at ``t`` (virtual finish: the
+    link's virtual time plus its transmission time). The new event-heap size."""
+    state, queues, hops, _, _, _, links = sh
+    vt, vlast, active = state[0], state[1], state[2]
+    qbase, qsize, qp, qr, qh = queues
+    hop_tx, hop_start = hops[2], hops[6]
+    busy = links[0]
+    _share_advance(link, t, vt, vlast, active)
+    qsize[link] = _push(qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h)
+    active[link] += 1
     busy[link] += hop_tx[h]
     hop_start[h] = t
-    hop_end[h] = end
-    if qsize[link] > 0 and not free_pending[link]:
-        free_pending[link] = True
-        esize = _push(et, ep, eid, 0, esize, end, np.inf, n_hops + link)
-    return esize
+    return _share_started(h, t, sh, heap, esize)
+
+
+def _share_request(h, link, t, sh, heap, esize):
+    """Hop ``h`` asks for shared ``link`` at ``t``: it waits in its connection's line if the
+    connection is carrying an earlier transfer, else it is admitted and the link's next
+    completion rescheduled. The new event-heap size."""
+    state, queues, hops, _, _, _, links = sh
+    cbusy, csize, cq_t, cq_z, cq_h = state[3], state[4], state[5], state[6], state[7]
+    hop_class, class_ptr = hops[8], hops[9]
+    c = hop_class[h]
+    if cbusy[c]:
+        csize[c] = _push(cq_t, cq_z, cq_h, class_ptr[c], csize[c], t, 0.0, h)
+        return esize
+    cbusy[c] = True
+    esize = _share_admit(h, link, t, sh, heap, esize)
+    n_hops = hop_class.shape[0]
+    return _share_schedule(link, queues, state, links[1], heap, esize, n_hops + link)
+
+
+def _share_complete(link, t, sh, succ, heap, esize, done_ops):
+    """A completion event of shared ``link`` at ``t`` (ignored when superseded): every active
+    transfer whose virtual finish is reached ends; each connection that ended one admits its
+    next; operations whose every hop has ended are done. The new event-heap size and count
+    of operations done."""
+    state, queues, hops, _, _, ops, links = sh
+    vt, vlast, active = state[0], state[1], state[2]
+    cbusy, csize, cq_t, cq_z, cq_h = state[3], state[4], state[5], state[6], state[7]
+    qbase, qsize, qp, qr, qh = queues
+    _, hop_op, _, _, hop_alpha_tail, hop_req, _, hop_end, hop_class, class_ptr = hops
+    op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = ops
+    link_free_at = links[1]
+    if t != link_free_at[link] or qsize[link] == 0:
+        return esize, done_ops  # superseded by a later admission or completion
+    link_free_at[link] = np.inf  # this event is consumed; the next is scheduled below
+    vt[link] = qp[qbase[link]]
+    vlast[link] = t
+    while qsize[link] > 0 and qp[qbase[link]] <= vt[link]:
+        _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
+        active[link] -= 1
+        hop_end[h] = t
+        op = hop_op[h]
+        tail = t + hop_alpha_tail[h]
+        if tail > op_acc[op]:
+            op_acc[op] = tail
+        hops_left[op] -= 1
+        if hops_left[op] == 0:
+            finish = op_acc[op] + op_extra[op]
+            op_finish[op] = finish
+            done_ops += 1
+            esize = _release(
+                op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap,
+                esize,
+            )  # fmt: skip
+        c = hop_class[h]
+        if csize[c] > 0:  # the connection's next transfer goes on
+            _, _, h2, csize[c] = _pop(cq_t, cq_z, cq_h, class_ptr[c], csize[c])
+            esize = _share_admit(h2, link, t, sh, heap, esize)
+        else:
+            cbusy[c] = False
+    n_hops = hop_class.shape[0]
+    esize = _share_schedule(link, queues, state, link_free_at, heap, esize, n_hops + link)
+    return esize, done_ops
 
 
 def run_events(
@@ -334,61 +399,33 @@ def run_events(
         op_release, indeg, op_first_hop, op_last_hop
     )
     qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, reserve and not any_shared)
-    vt, vlast, active, cbusy, csize, cq_t, cq_z, cq_h = _share_state(n_links, class_ptr)
     et, ep, eid, esize = _initial_events(
         n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, any_shared
     )
     heap = (et, ep, eid)
     succ = (succ_ptr, succ_ids)
-    hop_state = (hop_link, hop_op, hop_alpha, hop_req)
-    routes = (op_last_hop, op_prio)
-    orders = (hop_order_pos, link_order_ptr, link_order_hops, next_pos, parked)
-    queues = (qbase, qsize, qp)
-    links = (busy, link_free_at, free_pending, qsize)
-    share = (vt, vlast, active)
     done_ops = 0
-    n_done = 0
-    done = np.empty(n_hops + 1, dtype=np.int64)  # hops whose end became known at this event
+    sh = _shared_set(
+        _share_state(n_links, class_ptr),
+        (qbase, qsize, qp, qr, qh),
+        (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_req, hop_start, hop_end,
+         hop_class, class_ptr),
+        (op_last_hop, op_prio),
+        (hop_order_pos, link_order_ptr, link_order_hops, next_pos, parked),
+        (op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio),
+        (busy, link_free_at),
+    )  # fmt: skip
     while esize > 0:
         t, p, x, esize = _pop(et, ep, eid, 0, esize)
-        n_done = 0
         if x >= n_hops:
             link = x - n_hops
-            if link_shared[link]:
-                if t != link_free_at[link] or qsize[link] == 0:
-                    continue  # superseded by a later admission or completion
-                link_free_at[link] = np.inf  # this event is consumed; the next is scheduled
-                # completions: every active transfer whose virtual finish is reached
-                vt[link] = qp[qbase[link]]
-                vlast[link] = t
-                while qsize[link] > 0 and qp[qbase[link]] <= vt[link]:
-                    _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
-                    active[link] -= 1
-                    hop_end[h] = t
-                    done[n_done] = h
-                    n_done += 1
-                    c = hop_class[h]
-                    if csize[c] > 0:  # the connection's next transfer goes on
-                        _, _, h2, csize[c] = _pop(cq_t, cq_z, cq_h, class_ptr[c], csize[c])
-                        qsize[link] = _push(
-                            qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h2], 0.0, h2
-                        )
-                        active[link] += 1
-                        busy[link] += hop_tx[h2]
-                        hop_start[h2] = t
-                        esize = _started(h2, t, hop_state, routes, orders, heap, esize)
-                    else:
-                        cbusy[c] = False
-                esize = _share_schedule(link, queues, share, link_free_at, heap, esize, x)
-            else:
-                free_pending[link] = False
-                if qsize[link] == 0:
-                    continue
-                _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
-                esize = _serve(h, link, t, hop_tx, hop_start, hop_end, links, heap, esize)
-                esize = _started(h, t, hop_state, routes, orders, heap, esize)
-                done[0] = h
-                n_done = 1
+            if any_shared and link_shared[link]:
+                esize, done_ops = _share_complete(link, t, sh, succ, heap, esize, done_ops)
+                continue
+            free_pending[link] = False
+            if qsize[link] == 0:
+                continue
+            _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
         else:
             h = x
             link = hop_link[h]
@@ -396,23 +433,8 @@ def run_events(
             if pos >= 0 and pos != next_pos[link]:
                 parked[h] = True
                 continue
-            if link_shared[link]:
-                c = hop_class[h]
-                if cbusy[c]:  # the connection is carrying an earlier transfer: wait in line
-                    csize[c] = _push(cq_t, cq_z, cq_h, class_ptr[c], csize[c], t, 0.0, h)
-                    continue
-                cbusy[c] = True
-                _share_advance(link, t, vt, vlast, active)
-                qsize[link] = _push(
-                    qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h
-                )
-                active[link] += 1
-                busy[link] += hop_tx[h]
-                hop_start[h] = t
-                esize = _share_schedule(
-                    link, queues, share, link_free_at, heap, esize, n_hops + link
-                )
-                esize = _started(h, t, hop_state, routes, orders, heap, esize)
+            if any_shared and link_shared[link]:
+                esize = _share_request(h, link, t, sh, heap, esize)
                 continue
             if reserve:
                 if link_free_at[link] > t:
@@ -426,33 +448,39 @@ def run_events(
                     free_pending[link] = True
                     esize = _push(et, ep, eid, 0, esize, link_free_at[link], np.inf, n_hops + link)
                 continue
-            esize = _serve(h, link, t, hop_tx, hop_start, hop_end, links, heap, esize)
-            esize = _started(h, t, hop_state, routes, orders, heap, esize)
-            done[0] = h
-            n_done = 1
-        for i in range(n_done):  # hops whose end is now known: their operations may be done
-            h = done[i]
-            op = hop_op[h]
-            tail = hop_end[h] + hop_alpha_tail[h]
-            if tail > op_acc[op]:
-                op_acc[op] = tail
+        # serve hop h on link at time t
+        end = t + hop_tx[h]
+        link_free_at[link] = end
+        busy[link] += hop_tx[h]
+        hop_start[h] = t
+        hop_end[h] = end
+        if qsize[link] > 0 and not free_pending[link]:
+            free_pending[link] = True
+            esize = _push(et, ep, eid, 0, esize, end, np.inf, n_hops + link)
+        op = hop_op[h]
+        tail = end + hop_alpha_tail[h]
+        if tail > op_acc[op]:
+            op_acc[op] = tail
+        pos = hop_order_pos[h]
+        if pos >= 0:
+            nh = _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked)
+            if nh >= 0:
+                esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
+        if any_shared:  # the operation is done when every hop's end is known
             hops_left[op] -= 1
-            if hops_left[op] == 0:
-                finish = op_acc[op] + op_extra[op]
-                op_finish[op] = finish
-                done_ops += 1
-                esize = _release(
-                    op,
-                    finish,
-                    succ,
-                    op_ready,
-                    remaining,
-                    op_first_hop,
-                    hop_req,
-                    op_prio,
-                    heap,
-                    esize,
-                )
+        if h < op_last_hop[op]:
+            nt = t + hop_alpha[h]
+            hop_req[h + 1] = nt
+            esize = _push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
+            continue
+        if any_shared and hops_left[op] > 0:
+            continue  # a shared hop of this operation is still transmitting
+        finish = op_acc[op] + op_extra[op]
+        op_finish[op] = finish
+        done_ops += 1
+        esize = _release(
+            op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
+        )
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
@@ -510,8 +538,11 @@ def compiled_run_events():
         steps["_share_state"] = njit(cache=True)(_rebind(_share_state, steps))
         steps["_share_advance"] = njit(cache=True, inline="always")(_share_advance)
         steps["_share_schedule"] = njit(cache=True)(_rebind(_share_schedule, steps))
-        steps["_started"] = njit(cache=True)(_rebind(_started, steps))
-        steps["_serve"] = njit(cache=True)(_rebind(_serve, steps))
+        steps["_shared_set"] = njit(cache=True)(_shared_set)
+        steps["_share_started"] = njit(cache=True)(_rebind(_share_started, steps))
+        steps["_share_admit"] = njit(cache=True)(_rebind(_share_admit, steps))
+        steps["_share_request"] = njit(cache=True)(_rebind(_share_request, steps))
+        steps["_share_complete"] = njit(cache=True)(_rebind(_share_complete, steps))
         # nogil: a time limit's watchdog thread can still run during a long simulation
         _compiled = njit(cache=True, nogil=True)(_rebind(run_events, steps))
     return _compiled
