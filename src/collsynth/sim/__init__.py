@@ -16,7 +16,14 @@ import numpy as np
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
 from ..units import fmt_time
-from .engine import compiled_rank_times, compiled_run_events, rank_times, run_events
+from .engine import (
+    compiled_rank_times,
+    compiled_run_events,
+    compiled_run_events_fair,
+    rank_times,
+    run_events,
+    run_events_fair,
+)
 
 ORDER_POLICIES = ("auto", "plan", "fcfs", "fair")
 
@@ -309,37 +316,21 @@ def simulate(
     if order == "fair":
         hop_class, class_ptr, shared = _connections(s, hop_link, hop_op, n_links, n_all)
         used = "links shared fairly by rank pairs, each pair first ready, first served"
+    if order == "fair":
+        kernel = compiled_run_events_fair() if compiled else run_events_fair
+        hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
+            hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, release_t,
+            extra, succ_ptr, succ_ids, indeg, n_all, hop_class, class_ptr, shared,
+        )  # fmt: skip
     else:
-        hop_class = np.full(len(hop_link), -1, dtype=np.int64)
-        class_ptr = np.zeros(1, dtype=np.int64)
-        shared = np.zeros(n_all, dtype=np.bool_)
-    kernel = compiled_run_events() if compiled else run_events
-    reserve = bool(np.all(prio == prio[0])) if n_ops else True
-    if _force_queues:
-        reserve = False
-    hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
-        hop_link,
-        hop_op,
-        hop_tx,
-        hop_alpha,
-        hop_alpha_tail,
-        op_first,
-        op_last,
-        prio,
-        release_t,
-        extra,
-        succ_ptr,
-        succ_ids,
-        indeg,
-        pos,
-        optr,
-        ohops,
-        n_all,
-        reserve,
-        hop_class,
-        class_ptr,
-        shared,
-    )
+        kernel = compiled_run_events() if compiled else run_events
+        reserve = bool(np.all(prio == prio[0])) if n_ops else True
+        if _force_queues:
+            reserve = False
+        hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
+            hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio,
+            release_t, extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_all, reserve,
+        )  # fmt: skip
     if done != n_ops:
         raise CollsynthError(
             f"simulation stalled with {n_ops - done} of {n_ops} operations "

@@ -172,13 +172,11 @@ def _hop_state(n_hops):
     return start, end, np.zeros(n_hops), np.zeros(n_hops, dtype=np.bool_)
 
 
-def _op_state(op_release, indeg, op_first_hop, op_last_hop):
+def _op_state(op_release, indeg):
     """Per-operation state: when it is ready (its release time until its dependencies finish),
-    its finish (NaN until done), its arrival so far, its dependencies not yet done and its hops
-    whose end is not yet known."""
+    its finish (NaN until done), its arrival so far, and its dependencies not yet done."""
     n_ops = op_release.shape[0]
-    hops_left = op_last_hop - op_first_hop + 1
-    return op_release.copy(), np.full(n_ops, np.nan), np.zeros(n_ops), indeg.copy(), hops_left
+    return op_release.copy(), np.full(n_ops, np.nan), np.zeros(n_ops), indeg.copy()
 
 
 def _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked):
@@ -217,12 +215,10 @@ def _share_advance(link, t, vt, vlast, active):
     vlast[link] = t
 
 
-def _share_schedule(link, queues, share, link_free_at, heap, esize, ev_id):
+def _share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at, heap, esize, ev_id):
     """(Re)schedule the shared link's next completion from its smallest virtual finish; a
     superseded event stays in the heap and is ignored when popped (its time is no longer
     ``link_free_at``). The new event-heap size."""
-    qbase, qsize, qp = queues[0], queues[1], queues[2]
-    vt, vlast, active = share[0], share[1], share[2]
     et, ep, eid = heap
     if qsize[link] == 0:
         link_free_at[link] = np.inf
@@ -246,110 +242,6 @@ def _link_queues(hop_link, n_links, reserve):
     return qbase, qsize, np.zeros(qcap), np.zeros(qcap), np.zeros(qcap, dtype=np.int64)
 
 
-def _shared_set(state, queues, hops, routes, orders, ops, links):
-    """The shared links' working set, one tuple (see :func:`_share_request`)."""
-    return state, queues, hops, routes, orders, ops, links
-
-
-def _share_started(h, t, sh, heap, esize):
-    """Shared hop ``h`` started at ``t``: the next hop in its link's planned order may go, and
-    the head of the data is requested at the route's next link ``alpha`` later."""
-    _, _, hops, routes, orders, _, _ = sh
-    hop_link, hop_op, _, hop_alpha, _, hop_req, _, _, _, _ = hops
-    op_last_hop, op_prio = routes
-    hop_order_pos, link_order_ptr, link_order_hops, next_pos, parked = orders
-    et, ep, eid = heap
-    pos = hop_order_pos[h]
-    if pos >= 0:
-        nh = _unpark_next(hop_link[h], pos, link_order_ptr, link_order_hops, next_pos, parked)
-        if nh >= 0:
-            esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
-    op = hop_op[h]
-    if h < op_last_hop[op]:
-        nt = t + hop_alpha[h]
-        hop_req[h + 1] = nt
-        esize = _push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
-    return esize
-
-
-def _share_admit(h, link, t, sh, heap, esize):
-    """Shared hop ``h`` joins its link's active transfers at ``t`` (virtual finish: the
-    link's virtual time plus its transmission time). The new event-heap size."""
-    state, queues, hops, _, _, _, links = sh
-    vt, vlast, active = state[0], state[1], state[2]
-    qbase, qsize, qp, qr, qh = queues
-    hop_tx, hop_start = hops[2], hops[6]
-    busy = links[0]
-    _share_advance(link, t, vt, vlast, active)
-    qsize[link] = _push(qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h)
-    active[link] += 1
-    busy[link] += hop_tx[h]
-    hop_start[h] = t
-    return _share_started(h, t, sh, heap, esize)
-
-
-def _share_request(h, link, t, sh, heap, esize):
-    """Hop ``h`` asks for shared ``link`` at ``t``: it waits in its connection's line if the
-    connection is carrying an earlier transfer, else it is admitted and the link's next
-    completion rescheduled. The new event-heap size."""
-    state, queues, hops, _, _, _, links = sh
-    cbusy, csize, cq_t, cq_z, cq_h = state[3], state[4], state[5], state[6], state[7]
-    hop_class, class_ptr = hops[8], hops[9]
-    c = hop_class[h]
-    if cbusy[c]:
-        csize[c] = _push(cq_t, cq_z, cq_h, class_ptr[c], csize[c], t, 0.0, h)
-        return esize
-    cbusy[c] = True
-    esize = _share_admit(h, link, t, sh, heap, esize)
-    n_hops = hop_class.shape[0]
-    return _share_schedule(link, queues, state, links[1], heap, esize, n_hops + link)
-
-
-def _share_complete(link, t, sh, succ, heap, esize, done_ops):
-    """A completion event of shared ``link`` at ``t`` (ignored when superseded): every active
-    transfer whose virtual finish is reached ends; each connection that ended one admits its
-    next; operations whose every hop has ended are done. The new event-heap size and count
-    of operations done."""
-    state, queues, hops, _, _, ops, links = sh
-    vt, vlast, active = state[0], state[1], state[2]
-    cbusy, csize, cq_t, cq_z, cq_h = state[3], state[4], state[5], state[6], state[7]
-    qbase, qsize, qp, qr, qh = queues
-    _, hop_op, _, _, hop_alpha_tail, hop_req, _, hop_end, hop_class, class_ptr = hops
-    op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = ops
-    link_free_at = links[1]
-    if t != link_free_at[link] or qsize[link] == 0:
-        return esize, done_ops  # superseded by a later admission or completion
-    link_free_at[link] = np.inf  # this event is consumed; the next is scheduled below
-    vt[link] = qp[qbase[link]]
-    vlast[link] = t
-    while qsize[link] > 0 and qp[qbase[link]] <= vt[link]:
-        _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
-        active[link] -= 1
-        hop_end[h] = t
-        op = hop_op[h]
-        tail = t + hop_alpha_tail[h]
-        if tail > op_acc[op]:
-            op_acc[op] = tail
-        hops_left[op] -= 1
-        if hops_left[op] == 0:
-            finish = op_acc[op] + op_extra[op]
-            op_finish[op] = finish
-            done_ops += 1
-            esize = _release(
-                op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap,
-                esize,
-            )  # fmt: skip
-        c = hop_class[h]
-        if csize[c] > 0:  # the connection's next transfer goes on
-            _, _, h2, csize[c] = _pop(cq_t, cq_z, cq_h, class_ptr[c], csize[c])
-            esize = _share_admit(h2, link, t, sh, heap, esize)
-        else:
-            cbusy[c] = False
-    n_hops = hop_class.shape[0]
-    esize = _share_schedule(link, queues, state, link_free_at, heap, esize, n_hops + link)
-    return esize, done_ops
-
-
 def run_events(
     hop_link,
     hop_op,
@@ -369,9 +261,6 @@ def run_events(
     link_order_hops,
     n_links,
     reserve,
-    hop_class,
-    class_ptr,
-    link_shared,
 ):
     """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
 
@@ -381,47 +270,23 @@ def run_events(
     order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
     (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
     which is exactly first-ready-first-served, without queues or link-free events. The event
-    keys are in the module's docstring. ``link_shared[l]``: link ``l`` is shared among its
-    connections; ``hop_class[h]``: the connection (sender, receiver, link) of a hop on a shared
-    link (-1 elsewhere), whose waiting transfers queue in ``class_ptr[c]:class_ptr[c + 1]``.
+    keys are in the module's docstring.
     """
     n_hops = hop_link.shape[0]
-    any_shared = False
-    for l in range(n_links):
-        if link_shared[l]:
-            any_shared = True
     busy, free_pending, link_free_at, next_pos = _link_state(n_links)
-    for l in range(n_links):
-        if link_shared[l]:
-            link_free_at[l] = np.inf  # no completion scheduled yet
     hop_start, hop_end, hop_req, parked = _hop_state(n_hops)
-    op_ready, op_finish, op_acc, remaining, hops_left = _op_state(
-        op_release, indeg, op_first_hop, op_last_hop
-    )
-    qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, reserve and not any_shared)
+    op_ready, op_finish, op_acc, remaining = _op_state(op_release, indeg)
+    qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, reserve)
     et, ep, eid, esize = _initial_events(
-        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, any_shared
+        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, False
     )
     heap = (et, ep, eid)
     succ = (succ_ptr, succ_ids)
     done_ops = 0
-    sh = _shared_set(
-        _share_state(n_links, class_ptr),
-        (qbase, qsize, qp, qr, qh),
-        (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_req, hop_start, hop_end,
-         hop_class, class_ptr),
-        (op_last_hop, op_prio),
-        (hop_order_pos, link_order_ptr, link_order_hops, next_pos, parked),
-        (op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio),
-        (busy, link_free_at),
-    )  # fmt: skip
     while esize > 0:
         t, p, x, esize = _pop(et, ep, eid, 0, esize)
         if x >= n_hops:
             link = x - n_hops
-            if any_shared and link_shared[link]:
-                esize, done_ops = _share_complete(link, t, sh, succ, heap, esize, done_ops)
-                continue
             free_pending[link] = False
             if qsize[link] == 0:
                 continue
@@ -432,9 +297,6 @@ def run_events(
             pos = hop_order_pos[h]
             if pos >= 0 and pos != next_pos[link]:
                 parked[h] = True
-                continue
-            if any_shared and link_shared[link]:
-                esize = _share_request(h, link, t, sh, heap, esize)
                 continue
             if reserve:
                 if link_free_at[link] > t:
@@ -466,15 +328,11 @@ def run_events(
             nh = _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked)
             if nh >= 0:
                 esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
-        if any_shared:  # the operation is done when every hop's end is known
-            hops_left[op] -= 1
         if h < op_last_hop[op]:
             nt = t + hop_alpha[h]
             hop_req[h + 1] = nt
             esize = _push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
             continue
-        if any_shared and hops_left[op] > 0:
-            continue  # a shared hop of this operation is still transmitting
         finish = op_acc[op] + op_extra[op]
         op_finish[op] = finish
         done_ops += 1
@@ -482,6 +340,139 @@ def run_events(
             op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
         )
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
+
+
+def run_events_fair(
+    hop_link,
+    hop_op,
+    hop_tx,
+    hop_alpha,
+    hop_alpha_tail,
+    op_first_hop,
+    op_last_hop,
+    op_release,
+    op_extra,
+    succ_ptr,
+    succ_ids,
+    indeg,
+    n_links,
+    hop_class,
+    class_ptr,
+    link_shared,
+):
+    """The event loop with shared links (``order="fair"``): ``link_shared[l]`` links are
+    shared by their connections (``hop_class[h]``: the connection of a hop on one, whose
+    waiting transfers queue in ``class_ptr[c]:class_ptr[c + 1]``); the others (issue slots)
+    serve first ready, first served. No planned priorities or orders. Compiled separately from
+    :func:`run_events`, and only when used. Returns what :func:`run_events` returns."""
+    n_hops = hop_link.shape[0]
+    busy, _, link_free_at, _ = _link_state(n_links)
+    for l in range(n_links):
+        if link_shared[l]:
+            link_free_at[l] = np.inf  # no completion scheduled yet
+    hop_start, hop_end, hop_req, _ = _hop_state(n_hops)
+    op_prio = np.zeros(op_first_hop.shape[0])
+    op_ready, op_finish, op_acc, remaining = _op_state(op_release, indeg)
+    hops_left = op_last_hop - op_first_hop + 1
+    qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, False)
+    vt, vlast, active, cbusy, csize, cq_t, cq_z, cq_h = _share_state(n_links, class_ptr)
+    et, ep, eid, esize = _initial_events(
+        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, True
+    )
+    heap = (et, ep, eid)
+    succ = (succ_ptr, succ_ids)
+    opst = (op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio)
+    done_ops = 0
+    while esize > 0:
+        t, _, x, esize = _pop(et, ep, eid, 0, esize)
+        if x >= n_hops:  # a shared link's completion (ignored when superseded)
+            link = x - n_hops
+            if t != link_free_at[link] or qsize[link] == 0:
+                continue
+            link_free_at[link] = np.inf  # consumed; the next is scheduled below
+            vt[link] = qp[qbase[link]]
+            vlast[link] = t
+            while qsize[link] > 0 and qp[qbase[link]] <= vt[link]:
+                _, _, h, qsize[link] = _pop(qp, qr, qh, qbase[link], qsize[link])
+                active[link] -= 1
+                hop_end[h] = t
+                esize, done_ops = _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ,
+                                            hop_req, heap, esize, done_ops)  # fmt: skip
+                c = hop_class[h]
+                if csize[c] > 0:  # the connection's next transfer goes on
+                    _, _, h2, csize[c] = _pop(cq_t, cq_z, cq_h, class_ptr[c], csize[c])
+                    qsize[link] = _push(
+                        qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h2], 0.0, h2
+                    )
+                    active[link] += 1
+                    busy[link] += hop_tx[h2]
+                    hop_start[h2] = t
+                    esize = _next_hop(h2, t, hop_op, hop_alpha, hop_req, op_last_hop, heap, esize)
+                else:
+                    cbusy[c] = False
+            esize = _share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
+                                    heap, esize, x)  # fmt: skip
+            continue
+        h = x
+        link = hop_link[h]
+        if link_shared[link]:
+            c = hop_class[h]
+            if cbusy[c]:  # the connection is carrying an earlier transfer: wait in line
+                csize[c] = _push(cq_t, cq_z, cq_h, class_ptr[c], csize[c], t, 0.0, h)
+                continue
+            cbusy[c] = True
+            _share_advance(link, t, vt, vlast, active)
+            qsize[link] = _push(qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h)
+            active[link] += 1
+            busy[link] += hop_tx[h]
+            hop_start[h] = t
+            esize = _share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
+                                    heap, esize, n_hops + link)  # fmt: skip
+            esize = _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, heap, esize)
+            continue
+        # a first-served link (an issue slot): booked at once
+        if link_free_at[link] > t:
+            t = link_free_at[link]
+        link_free_at[link] = t + hop_tx[h]
+        busy[link] += hop_tx[h]
+        hop_start[h] = t
+        hop_end[h] = t + hop_tx[h]
+        esize = _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, heap, esize)
+        esize, done_ops = _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, hop_req,
+                                    heap, esize, done_ops)  # fmt: skip
+    return hop_start, hop_end, op_ready, op_finish, busy, done_ops
+
+
+def _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, heap, esize):
+    """Hop ``h`` started at ``t``: the head of the data reaches the route's next link
+    ``alpha`` later (requested then). The new event-heap size."""
+    op = hop_op[h]
+    if h < op_last_hop[op]:
+        nt = t + hop_alpha[h]
+        hop_req[h + 1] = nt
+        et, ep, eid = heap
+        esize = _push(et, ep, eid, 0, esize, nt, 0.0, h + 1)
+    return esize
+
+
+def _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, hop_req, heap, esize, done_ops):
+    """Hop ``h``'s end is known: its operation's arrival so far; when that was the last of its
+    hops, the operation is done and its successors may go. The new event-heap size and count
+    of operations done."""
+    op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = opst
+    op = hop_op[h]
+    tail = hop_end[h] + hop_alpha_tail[h]
+    if tail > op_acc[op]:
+        op_acc[op] = tail
+    hops_left[op] -= 1
+    if hops_left[op] == 0:
+        finish = op_acc[op] + op_extra[op]
+        op_finish[op] = finish
+        done_ops += 1
+        esize = _release(
+            op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
+        )
+    return esize, done_ops
 
 
 def rank_times(src, dst, finish, n_ranks):
@@ -512,15 +503,19 @@ def compiled_rank_times():
     return _compiled_rank_times
 
 
-def compiled_run_events():
-    """The numba-compiled event loop (compiled once per process, cached on disk)."""
-    global _compiled
-    if _compiled is None:
+_compiled_fair = None
+_steps: dict | None = None
+
+
+def _compiled_steps() -> dict | None:
+    """The compiled helpers both loops share (None without numba); each is compiled when a
+    loop that calls it is."""
+    global _steps
+    if _steps is None:
         try:
             from numba import njit
         except ImportError:  # pragma: no cover - numba is a dependency
-            _compiled = run_events
-            return _compiled
+            return None
         less = njit(cache=True, inline="always")(_less)
         globals_ = {"_less": less}
         push = njit(cache=True)(_rebind(_push, globals_))
@@ -538,14 +533,41 @@ def compiled_run_events():
         steps["_share_state"] = njit(cache=True)(_rebind(_share_state, steps))
         steps["_share_advance"] = njit(cache=True, inline="always")(_share_advance)
         steps["_share_schedule"] = njit(cache=True)(_rebind(_share_schedule, steps))
-        steps["_shared_set"] = njit(cache=True)(_shared_set)
-        steps["_share_started"] = njit(cache=True)(_rebind(_share_started, steps))
-        steps["_share_admit"] = njit(cache=True)(_rebind(_share_admit, steps))
-        steps["_share_request"] = njit(cache=True)(_rebind(_share_request, steps))
-        steps["_share_complete"] = njit(cache=True)(_rebind(_share_complete, steps))
+        steps["_next_hop"] = njit(cache=True)(_rebind(_next_hop, steps))
+        steps["_hop_done"] = njit(cache=True)(_rebind(_hop_done, steps))
+        _steps = steps
+    return _steps
+
+
+def compiled_run_events():
+    """The numba-compiled event loop (compiled once per process, cached on disk)."""
+    global _compiled
+    if _compiled is None:
+        from numba import njit
+
+        steps = _compiled_steps()
         # nogil: a time limit's watchdog thread can still run during a long simulation
-        _compiled = njit(cache=True, nogil=True)(_rebind(run_events, steps))
+        _compiled = (
+            run_events
+            if steps is None
+            else njit(cache=True, nogil=True)(_rebind(run_events, steps))
+        )
     return _compiled
+
+
+def compiled_run_events_fair():
+    """The numba-compiled loop with shared links (compiled only when first used)."""
+    global _compiled_fair
+    if _compiled_fair is None:
+        from numba import njit
+
+        steps = _compiled_steps()
+        _compiled_fair = (
+            run_events_fair
+            if steps is None
+            else njit(cache=True, nogil=True)(_rebind(run_events_fair, steps))
+        )
+    return _compiled_fair
 
 
 def _rebind(func, extra_globals):
