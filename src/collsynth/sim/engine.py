@@ -539,19 +539,22 @@ def _compiled_steps() -> dict | None:
     return _steps
 
 
+def _compile(loop):
+    """``loop`` compiled with the shared helpers (itself without numba)."""
+    steps = _compiled_steps()
+    if steps is None:  # pragma: no cover - numba is a dependency
+        return loop
+    from numba import njit
+
+    # nogil: a time limit's watchdog thread can still run during a long simulation
+    return njit(cache=True, nogil=True)(_rebind(loop, steps))
+
+
 def compiled_run_events():
     """The numba-compiled event loop (compiled once per process, cached on disk)."""
     global _compiled
     if _compiled is None:
-        from numba import njit
-
-        steps = _compiled_steps()
-        # nogil: a time limit's watchdog thread can still run during a long simulation
-        _compiled = (
-            run_events
-            if steps is None
-            else njit(cache=True, nogil=True)(_rebind(run_events, steps))
-        )
+        _compiled = _compile(run_events)
     return _compiled
 
 
@@ -559,14 +562,7 @@ def compiled_run_events_fair():
     """The numba-compiled loop with shared links (compiled only when first used)."""
     global _compiled_fair
     if _compiled_fair is None:
-        from numba import njit
-
-        steps = _compiled_steps()
-        _compiled_fair = (
-            run_events_fair
-            if steps is None
-            else njit(cache=True, nogil=True)(_rebind(run_events_fair, steps))
-        )
+        _compiled_fair = _compile(run_events_fair)
     return _compiled_fair
 
 
