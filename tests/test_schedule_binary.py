@@ -113,6 +113,43 @@ def test_malformed_binary_refused_in_one_line(name, tmp_path, capsys):
     assert rc == 2 and len(err.splitlines()) == 1 and "bad.npz" in err, err
 
 
+def test_trees_are_columns(tmp_path):
+    """A tree form is stored as columns, not in the header; damaged tree columns are refused
+    in one line."""
+    s = round_trip_cases()["trees"]()
+    good = str(tmp_path / "trees.npz")
+    save_schedule(s, good)
+    assert "trees" not in _header(good)
+    with np.load(good, allow_pickle=False) as z:
+        assert len(z["tree_root"]) == len(s.trees.trees)
+        cols = {name: z[name] for name in z.files}
+    assert load_schedule(good).trees.to_dict() == s.trees.to_dict()
+    assert not cols["edge_routed"].any()  # default routes: an edge with links must say so
+    links_ptr = np.ones_like(cols["edge_route_ptr"])
+    links_ptr[0] = 0
+    bad_cases = {
+        "mult 0": ({"tree_mult.npy": np.zeros_like(cols["tree_mult"])}, "multiplicities >= 1"),
+        "direction 2": ({"tree_in.npy": np.full_like(cols["tree_in"], 2)}, "0 or 1"),
+        "short ptr": ({"tree_ptr.npy": cols["tree_ptr"][:-1]}, "'tree_ptr' must hold"),
+        "short to": ({"edge_to.npy": cols["edge_to"][:-1]}, "values for"),
+        "links without route": (
+            {"edge_route_ptr.npy": links_ptr, "edge_route_links.npy": np.zeros(1, np.int64)},
+            "without a route",
+        ),
+        "both": (
+            {HEADER: json.dumps({**_header(good), "trees": s.trees.to_dict()})},
+            "both in header.json and as columns",
+        ),
+    }
+    for name, (put, expect) in bad_cases.items():
+        bad = _rewrite(good, str(tmp_path / "bad.npz"), put=put)
+        with pytest.raises(CollsynthError, match=expect):
+            load_schedule(bad)
+    alone = _rewrite(good, str(tmp_path / "bad.npz"), drop=["edge_to.npy"])
+    with pytest.raises(CollsynthError, match="needs 'edge_to' too"):
+        load_schedule(alone)
+
+
 def test_lying_and_damaged_entries(tmp_path):
     good = _valid(tmp_path)
     n = load_schedule(good).num_ops

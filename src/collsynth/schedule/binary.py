@@ -37,6 +37,9 @@ VERSION = 1
 HEADER = "header.json"
 #: zip's earliest date: every entry carries it, so the bytes depend on the content only
 _EPOCH = (1980, 1, 1, 0, 0, 0)
+#: the tree form's columns (TreeForm.to_columns), all or none
+_TREE_COLUMNS = ("tree_root", "tree_mult", "tree_in", "tree_ptr", "edge_from", "edge_to",
+                 "edge_routed", "edge_route_ptr", "edge_route_links")  # fmt: skip
 #: columns -> required; integer unless named in _FLOAT
 _COLUMNS = {
     "src": True,
@@ -56,9 +59,14 @@ _COLUMNS = {
     "order_links": False,
     "order_ptr": False,
     "order_ops": False,
+    **{name: False for name in _TREE_COLUMNS},
 }
 _FLOAT = {"start", "duration"}
-_TOGETHER = (("part_lo", "part_hi", "part_den"), ("order_links", "order_ptr", "order_ops"))
+_TOGETHER = (
+    ("part_lo", "part_hi", "part_den"),
+    ("order_links", "order_ptr", "order_ops"),
+    _TREE_COLUMNS,
+)
 
 
 def is_binary(data: bytes) -> bool:
@@ -106,8 +114,11 @@ def schedule_to_npz(s: Schedule, header: dict) -> bytes:
             if links
             else np.zeros(0, dtype=np.int64)
         )
+    if s.trees is not None:
+        cols.update(s.trees.to_columns())
     head = {"format": FORMAT, "version": VERSION, "count": s.num_ops}
-    head.update({k: v for k, v in header.items() if k not in ("format", "version")})
+    skip = ("format", "version", "trees")  # the trees are columns here
+    head.update({k: v for k, v in header.items() if k not in skip})
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         _put(z, HEADER, (json.dumps(head, separators=(",", ":"), allow_nan=False)).encode())
@@ -253,6 +264,46 @@ def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
         _check_offsets(cols["order_ptr"], len(cols["order_ops"]), len(links), "order", where)
         if len(np.unique(links)) != len(links):
             raise CollsynthError(f"{where}: column 'order_links' names a link twice")
+    if "tree_ptr" in cols:
+        _check_trees(cols, where)
+
+
+def _check_trees(cols: dict[str, np.ndarray], where: str) -> None:
+    """The tree columns' lengths, offsets and flags (the trees' shape is checked where they
+    are lowered)."""
+    n_trees = len(cols["tree_root"])
+    for name in ("tree_mult", "tree_in"):
+        if len(cols[name]) != n_trees:
+            raise CollsynthError(
+                f"{where}: column {name!r} has {len(cols[name])} values for {n_trees} trees"
+            )
+    n_edges = len(cols["edge_from"])
+    _check_offsets(cols["tree_ptr"], n_edges, n_trees, "tree", where)
+    for name in ("edge_to", "edge_routed"):
+        if len(cols[name]) != n_edges:
+            raise CollsynthError(
+                f"{where}: column {name!r} has {len(cols[name])} values for {n_edges} edges"
+            )
+    _check_offsets(
+        cols["edge_route_ptr"], len(cols["edge_route_links"]), n_edges, "edge_route", where
+    )
+    if np.any(cols["tree_mult"] < 1):
+        raise CollsynthError(f"{where}: column 'tree_mult' must hold multiplicities >= 1")
+    for name in ("tree_in", "edge_routed"):
+        if np.any((cols[name] != 0) & (cols[name] != 1)):
+            raise CollsynthError(f"{where}: column {name!r} must hold 0 or 1")
+    unrouted = cols["edge_routed"] == 0
+    if np.any(np.diff(cols["edge_route_ptr"])[unrouted] != 0):
+        raise CollsynthError(f"{where}: an edge without a route (edge_routed 0) has links")
+
+
+def trees_of(cols: dict[str, np.ndarray]):
+    """The tree form of checked columns (None when the file has none)."""
+    if "tree_ptr" not in cols:
+        return None
+    from .trees import TreeForm
+
+    return TreeForm.from_columns(cols)
 
 
 def _check_offsets(ptr: np.ndarray, n_items: int, n_rows: int, what: str, where: str) -> None:

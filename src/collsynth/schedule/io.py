@@ -79,8 +79,9 @@ def _nan_to_none(values: np.ndarray) -> list:
     return [None if math.isnan(x) else x for x in values.tolist()]
 
 
-def _header(s: Schedule, timing: bool) -> dict:
-    """The file's top level without the operation columns and planned link orders."""
+def _header(s: Schedule, timing: bool, trees: bool = True) -> dict:
+    """The file's top level without the operation columns and planned link orders (and
+    without the tree form unless ``trees``)."""
     data: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -89,7 +90,7 @@ def _header(s: Schedule, timing: bool) -> dict:
         "size": s.size,
         "meta": _plain(s.meta if timing else without_timing(s.meta)),
     }
-    if s.trees is not None:
+    if trees and s.trees is not None:
         data["trees"] = s.trees.to_dict()
     return data
 
@@ -158,7 +159,7 @@ def save_schedule(s: Schedule, path: str, *, timing: bool = True) -> None:
     if path.lower().endswith(".npz"):
         from .binary import schedule_to_npz
 
-        write_bytes_atomic(path, schedule_to_npz(s, _header(s, timing)))
+        write_bytes_atomic(path, schedule_to_npz(s, _header(s, timing, trees=False)))
         return
     data = schedule_to_dict(s, timing=timing)
     text = json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n"
@@ -181,7 +182,8 @@ def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
 def schedule_from_npz(data: bytes, path: str, topology: Topology | None = None) -> Schedule:
     """The schedule of a binary schedule file's bytes ``data`` (read from ``path``; see
     :mod:`collsynth.schedule.binary`)."""
-    from .binary import link_order_of, parse_npz
+    from .binary import HEADER as HEADER_NAME
+    from .binary import link_order_of, parse_npz, trees_of
 
     head, cols = parse_npz(data, path)
     bad = set(head) - (_TOP_KEYS - {"ops", "link_order"}) - {"count"}
@@ -190,6 +192,10 @@ def schedule_from_npz(data: bytes, path: str, topology: Topology | None = None) 
     if "topology" not in head or "collective" not in head:
         raise CollsynthError(f"{path}: a schedule needs 'topology' and 'collective'")
     topo, coll, size, meta, trees = _common(head, path, topology)
+    if trees is not None and "tree_ptr" in cols:
+        raise CollsynthError(f"{path}: trees both in {HEADER_NAME} and as columns")
+    if trees is None:
+        trees = trees_of(cols)
     return Schedule(
         topo,
         coll,

@@ -24,9 +24,11 @@ emitted round-robin over the trees (every tree's first chunk, then every tree's 
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeGuard
+
+import numpy as np
 
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
@@ -50,11 +52,60 @@ class Tree:
         }
 
 
-@dataclass
-class TreeForm:
-    """A set of trees; ``out`` trees broadcast, ``in`` trees reduce."""
+_COLUMN_NAMES = ("tree_root", "tree_mult", "tree_in", "tree_ptr", "edge_from", "edge_to",
+                 "edge_routed", "edge_route_ptr", "edge_route_links")  # fmt: skip
 
-    trees: list[Tree] = field(default_factory=list)
+
+class TreeForm:
+    """A set of trees; ``out`` trees broadcast, ``in`` trees reduce.
+
+    Held either as :class:`Tree` objects (``TreeForm(trees)``) or as integer columns
+    (``TreeForm(columns=...)``, see :meth:`to_columns`), each made from the other on first
+    use. Large forms (thousands of trees of thousands of edges) stay columns from synthesis to
+    file: lowering, heights and loads work on the columns without a Python object per edge.
+    """
+
+    def __init__(self, trees: Iterable[Tree] = (), *, columns: dict[str, np.ndarray] | None = None):
+        self._trees: list[Tree] | None
+        self._columns: dict[str, np.ndarray] | None
+        if columns is not None:
+            missing = [c for c in _COLUMN_NAMES if c not in columns]
+            if missing:
+                raise CollsynthError(f"tree columns need {missing[0]!r}")
+            self._columns = {c: np.asarray(columns[c], dtype=np.int64) for c in _COLUMN_NAMES}
+            self._trees = None
+        else:
+            self._trees = list(trees)
+            self._columns = None
+
+    @property
+    def trees(self) -> list[Tree]:
+        """The trees as :class:`Tree` objects (made from the columns on first use)."""
+        if self._trees is None:
+            assert self._columns is not None
+            self._trees = _trees_of(self._columns)
+        return self._trees
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """The trees as columns (see :meth:`to_columns`; made on first use, do not modify)."""
+        if self._columns is None:
+            self._columns = _columns_of(self.trees)
+        return self._columns
+
+    def __len__(self) -> int:
+        return len(self._trees) if self._trees is not None else len(self.columns["tree_root"])
+
+    def __repr__(self) -> str:
+        return f"TreeForm({len(self)} trees)"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TreeForm):
+            return NotImplemented
+        a, b = self.columns, other.columns
+        return all(np.array_equal(a[c], b[c]) for c in _COLUMN_NAMES)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def by_root(self, direction: str) -> dict[int, list[Tree]]:
         out: dict[int, list[Tree]] = defaultdict(list)
@@ -62,6 +113,76 @@ class TreeForm:
             if t.direction == direction:
                 out[t.root].append(t)
         return dict(out)
+
+    def to_columns(self) -> dict[str, np.ndarray]:
+        """The trees as integer columns (the binary schedule file's ``tree_*`` and ``edge_*``
+        entries): per tree its root, mult, direction (``tree_in``: 1 for in-trees) and
+        ``tree_ptr`` (its edges ``tree_ptr[i]:tree_ptr[i+1]``); per edge its ranks, whether it
+        has a route (``edge_routed``) and the route's links (CSR ``edge_route_ptr``,
+        ``edge_route_links``)."""
+        return dict(self.columns)
+
+    @classmethod
+    def from_columns(cls, cols: dict[str, np.ndarray]) -> TreeForm:
+        """The inverse of :meth:`to_columns`; the offsets are checked by the caller."""
+        return cls(columns=cols)
+
+    def unit(self) -> TreeForm:
+        """Every tree of multiplicity ``m`` as ``m`` trees of multiplicity 1 (in place)."""
+        c = self.columns
+        mult = c["tree_mult"]
+        if np.all(mult == 1):
+            return self
+        idx = np.repeat(np.arange(len(mult)), mult)
+        return TreeForm(columns=_select(c, idx, np.ones(len(idx), dtype=np.int64)))
+
+    @staticmethod
+    def concat(forms: Sequence[TreeForm]) -> TreeForm:
+        """The trees of ``forms``, in order."""
+        cols = [f.columns for f in forms]
+        out = {}
+        for name in ("tree_root", "tree_mult", "tree_in", "edge_from", "edge_to",
+                     "edge_routed", "edge_route_links"):  # fmt: skip
+            out[name] = np.concatenate([c[name] for c in cols])
+        for ptr in ("tree_ptr", "edge_route_ptr"):
+            parts, off = [np.zeros(1, dtype=np.int64)], 0
+            for c in cols:
+                parts.append(c[ptr][1:] + off)
+                off += int(c[ptr][-1])
+            out[ptr] = np.concatenate(parts)
+        return TreeForm(columns=out)
+
+    def route_sums(self, per_link: np.ndarray) -> np.ndarray:
+        """Per edge, the sum of ``per_link`` over its route (0 for edges without one)."""
+        c = self.columns
+        acc = np.zeros(len(c["edge_route_links"]) + 1)
+        np.cumsum(np.asarray(per_link, dtype=float)[c["edge_route_links"]], out=acc[1:])
+        ptr = c["edge_route_ptr"]
+        return acc[ptr[1:]] - acc[ptr[:-1]]
+
+    def heights(self, n: int) -> np.ndarray:
+        """Per tree, its height in edges (trees over ranks ``0..n-1``; the trees must be valid,
+        see :func:`lower`)."""
+        c = self.columns
+        t = len(c["tree_root"])
+        if t == 0:
+            return np.zeros(0, dtype=np.int64)
+        owner = np.repeat(np.arange(t, dtype=np.int64), np.diff(c["tree_ptr"]))
+        down = c["tree_in"][owner] == 0
+        child = np.where(down, c["edge_to"], c["edge_from"])
+        parent = np.where(down, c["edge_from"], c["edge_to"])
+        node = np.arange(t * n, dtype=np.int64)
+        up = node.copy()
+        up[owner * n + child] = owner * n + parent
+        depth = np.zeros(t * n, dtype=np.int64)
+        depth[owner * n + child] = 1
+        for _ in range(max(1, n).bit_length() + 1):  # pointer jumping: log2(height) rounds
+            nxt = up[up]
+            if np.array_equal(nxt, up):
+                break
+            depth += depth[up]
+            up = nxt
+        return depth.reshape(t, n).max(axis=1)
 
     def to_dict(self) -> dict:
         return {"trees": [t.to_dict() for t in self.trees]}
@@ -105,29 +226,101 @@ class TreeForm:
         return cls(trees)
 
 
+def _columns_of(trees: Sequence[Tree]) -> dict[str, np.ndarray]:
+    """:meth:`TreeForm.to_columns` of ``trees``."""
+    edges = [e for t in trees for e in t.edges]
+    routes = [r if r is not None else () for _, _, r in edges]
+    tree_ptr = np.zeros(len(trees) + 1, dtype=np.int64)
+    np.cumsum([len(t.edges) for t in trees], out=tree_ptr[1:])
+    route_ptr = np.zeros(len(edges) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in routes], out=route_ptr[1:])
+    return {
+        "tree_root": np.array([t.root for t in trees], dtype=np.int64),
+        "tree_mult": np.array([t.mult for t in trees], dtype=np.int64),
+        "tree_in": np.array([t.direction == "in" for t in trees], dtype=np.int64),
+        "tree_ptr": tree_ptr,
+        "edge_from": np.array([e[0] for e in edges], dtype=np.int64),
+        "edge_to": np.array([e[1] for e in edges], dtype=np.int64),
+        "edge_routed": np.array([e[2] is not None for e in edges], dtype=np.int64),
+        "edge_route_ptr": route_ptr,
+        "edge_route_links": np.fromiter(
+            (x for r in routes for x in r), dtype=np.int64, count=int(route_ptr[-1])
+        ),
+    }
+
+
+def _trees_of(cols: dict[str, np.ndarray]) -> list[Tree]:
+    """The :class:`Tree` objects of tree columns."""
+    ptr = cols["tree_ptr"].tolist()
+    return [
+        Tree(root, _edges_of(cols, ptr[i], ptr[i + 1]), mult, "in" if d else "out")
+        for i, (root, mult, d) in enumerate(
+            zip(cols["tree_root"].tolist(), cols["tree_mult"].tolist(), cols["tree_in"].tolist())
+        )
+    ]
+
+
+def _edges_of(cols: dict[str, np.ndarray], lo: int, hi: int) -> tuple:
+    """Edges ``lo:hi`` of tree columns as ``(from, to, route or None)`` tuples."""
+    a, b = cols["edge_from"][lo:hi].tolist(), cols["edge_to"][lo:hi].tolist()
+    routed = cols["edge_routed"][lo:hi].tolist()
+    rptr = cols["edge_route_ptr"][lo : hi + 1].tolist()
+    links = cols["edge_route_links"][rptr[0] : rptr[-1]].tolist()
+    base = rptr[0]
+    return tuple(
+        (a[i], b[i], tuple(links[rptr[i] - base : rptr[i + 1] - base]) if routed[i] else None)
+        for i in range(len(a))
+    )
+
+
+def _select(cols: dict[str, np.ndarray], idx: np.ndarray, mult: np.ndarray) -> dict:
+    """Trees ``idx`` of tree columns (in that order, repeats allowed) with multiplicities
+    ``mult``."""
+    tp = cols["tree_ptr"]
+    lens = np.diff(tp)[idx]
+    eidx = spread_ranges(tp[idx], lens)
+    rp = cols["edge_route_ptr"]
+    rlens = np.diff(rp)[eidx]
+    out = {
+        "tree_root": cols["tree_root"][idx],
+        "tree_mult": np.asarray(mult, dtype=np.int64),
+        "tree_in": cols["tree_in"][idx],
+        "tree_ptr": np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
+        "edge_from": cols["edge_from"][eidx],
+        "edge_to": cols["edge_to"][eidx],
+        "edge_routed": cols["edge_routed"][eidx],
+        "edge_route_ptr": np.concatenate([[0], np.cumsum(rlens)]).astype(np.int64),
+        "edge_route_links": cols["edge_route_links"][spread_ranges(rp[eidx], rlens)],
+    }
+    return out
+
+
 def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _check_tree(tree: Tree, n: int, members: set[int], what: str) -> dict[int, list[int]]:
-    """Validate that ``tree`` spans ``members`` from its root; return children lists in
-    data-flow order (for in-trees: the reversed edges, i.e. parent -> children)."""
-    if not 0 <= tree.root < n:
-        raise CollsynthError(f"{what}: root {tree.root} is not a rank")
+def _check_edges(
+    root: int, src: list[int], dst: list[int], direction: str, n: int, what: str
+) -> dict[int, list[int]]:
+    """Validate that the tree ``root`` with edges ``src[i] -> dst[i]`` spans ranks ``0..n-1``
+    from its root; return children lists in data-flow order (for in-trees: the reversed
+    edges, i.e. parent -> children)."""
+    if not 0 <= root < n:
+        raise CollsynthError(f"{what}: root {root} is not a rank")
     parent: dict[int, int] = {}
     children: dict[int, list[int]] = defaultdict(list)
-    for a, b, _ in tree.edges:
+    for a, b in zip(src, dst):
         if not (0 <= a < n and 0 <= b < n) or a == b:
             raise CollsynthError(f"{what}: edge {a}->{b} is not between two ranks")
-        child, par = (b, a) if tree.direction == "out" else (a, b)
+        child, par = (b, a) if direction == "out" else (a, b)
         if child in parent:
             raise CollsynthError(f"{what}: rank {child} has two parents")
-        if child == tree.root:
+        if child == root:
             raise CollsynthError(f"{what}: the root {child} has a parent")
         parent[child] = par
         children[par].append(child)
-    seen = {tree.root}
-    q = deque([tree.root])
+    seen = {root}
+    q = deque([root])
     while q:
         u = q.popleft()
         for v in children.get(u, ()):
@@ -136,18 +329,30 @@ def _check_tree(tree: Tree, n: int, members: set[int], what: str) -> dict[int, l
                 q.append(v)
     if set(parent) - seen:
         raise CollsynthError(
-            f"{what}: rank {min(set(parent) - seen)} is not connected to root {tree.root}"
+            f"{what}: rank {min(set(parent) - seen)} is not connected to root {root}"
         )
-    if members - seen:
-        raise CollsynthError(f"{what}: does not reach rank {min(members - seen)}")
+    if len(seen) < n:
+        missing = next(v for v in range(n) if v not in seen)
+        raise CollsynthError(f"{what}: does not reach rank {missing}")
     return children
 
 
-def _chunk_plan(roots: dict[int, list[Tree]], pipeline: int) -> tuple[int, dict]:
-    """Chunks per rank and, per (root, tree index), the local chunk indices it carries."""
+def _roots(form: TreeForm, direction: str) -> dict[int, list[int]]:
+    """Per root, the indices of its ``direction`` trees, in order."""
+    c = form.columns
+    want = 1 if direction == "in" else 0
+    out: dict[int, list[int]] = defaultdict(list)
+    for i, (r, d) in enumerate(zip(c["tree_root"].tolist(), c["tree_in"].tolist())):
+        if d == want:
+            out[r].append(i)
+    return dict(out)
+
+
+def _chunk_plan(roots: dict[int, list[int]], mult: list[int], pipeline: int) -> tuple[int, dict]:
+    """Chunks per rank and, per tree index, the local chunk indices it carries."""
     import math
 
-    ks = {r: sum(t.mult for t in ts) for r, ts in roots.items()}
+    ks = {r: sum(mult[i] for i in ts) for r, ts in roots.items()}
     k_all = 1
     for k in ks.values():
         k_all = math.lcm(k_all, k)
@@ -156,9 +361,9 @@ def _chunk_plan(roots: dict[int, list[Tree]], pipeline: int) -> tuple[int, dict]
     for r, ts in roots.items():
         scale = k_all // ks[r]
         off = 0
-        for i, t in enumerate(ts):
-            cnt = t.mult * scale * pipeline
-            plan[(r, i)] = range(off, off + cnt)
+        for i in ts:
+            cnt = mult[i] * scale * pipeline
+            plan[i] = range(off, off + cnt)
             off += cnt
     return cpr, plan
 
@@ -175,8 +380,8 @@ def lower(
         raise CollsynthError(f"pipeline depth must be at least 1, got {pipeline}")
     n = topology.num_ranks
     kind = collective.kind
-    out_roots = form.by_root("out")
-    in_roots = form.by_root("in")
+    out_roots = _roots(form, "out")
+    in_roots = _roots(form, "in")
     everyone = set(range(n))
     # Collective requires a root for the rooted kinds (broadcast, reduce)
     root_set: set[int] = {collective.root} if collective.root is not None else set()
@@ -197,8 +402,10 @@ def lower(
                 f"{kind.value} needs {name}-trees rooted at exactly ranks "
                 f"{sorted(need)[:8]}...; rank {miss[0]} differs"
             )
-    cpr_out, plan_out = _chunk_plan(out_roots, pipeline) if out_roots else (None, {})
-    cpr_in, plan_in = _chunk_plan(in_roots, pipeline) if in_roots else (None, {})
+    cols = form.columns
+    mult = cols["tree_mult"].tolist()
+    cpr_out, plan_out = _chunk_plan(out_roots, mult, pipeline) if out_roots else (None, {})
+    cpr_in, plan_in = _chunk_plan(in_roots, mult, pipeline) if in_roots else (None, {})
     if cpr_out and cpr_in and cpr_out != cpr_in:
         raise CollsynthError("in-trees and out-trees must split each rank's data alike")
     cpr = cpr_out or cpr_in
@@ -206,49 +413,222 @@ def lower(
     coll = collective.with_chunks(cpr)
     b = ScheduleBuilder(topology, coll, meta=meta)
     b.trees = form
-    reduced: dict[int, list[int]] = {}  # chunk -> ops that completed its reduction at the root
-    tasks: dict[str, list] = {"in": [], "out": []}
+    tasks: dict[str, list[_Task]] = {"in": [], "out": []}
+    ptr = cols["tree_ptr"].tolist()
     for direction, roots, plan in (("in", in_roots, plan_in), ("out", out_roots, plan_out)):
         for r, ts in sorted(roots.items()):
             for i, t in enumerate(ts):
-                children = _check_tree(t, n, everyone, f"{direction}-tree {i} of rank {r}")
-                routes = {(a, bb): rt for a, bb, rt in t.edges}
-                edges = (_postorder_edges if direction == "in" else _bfs_edges)(t.root, children)
+                lo, hi = ptr[t], ptr[t + 1]
+                src = cols["edge_from"][lo:hi].tolist()
+                dst = cols["edge_to"][lo:hi].tolist()
+                what = f"{direction}-tree {i} of rank {r}"
+                children = _check_edges(r, src, dst, direction, n, what)
+                chunks = np.array([_chunk_id(coll, r, loc) for loc in plan[t]], np.int64)
                 tasks[direction].append(
-                    (t.root, edges, routes, [_chunk_id(coll, r, loc) for loc in plan[(r, i)]])
+                    _Task.make(b, r, direction, src, dst, cols, lo, children, chunks)
                 )
     # Emit round-robin over trees (chunk 0 of every tree, then chunk 1, ...) and give each
     # operation the step "round * width + depth" (width > every depth): steps are the planned
     # priority on shared links, so older pipeline rounds go first and every tree advances
     # together. AllReduce: every reduction is emitted (and stepped) before the broadcasts that
     # depend on it.
-    step0 = 0
+    reduced = _Reduced(coll.num_chunks)  # chunk -> ops that completed its reduction at the root
+    step0, base = 0, 0
     for direction in ("in", "out"):
-        rounds = max((len(c) for *_, c in tasks[direction]), default=0)
-        width = 1 + max((e[2] for _, edges, _, _ in tasks[direction] for e in edges), default=0)
-        last = step0
-        for q in range(rounds):
-            for root, edges, routes, chunks in tasks[direction]:
-                if q >= len(chunks):
-                    continue
-                if direction == "in":
-                    reduced[chunks[q]] = _lower_in(
-                        b, root, edges, routes, chunks[q], step0 + q * width
-                    )
-                else:
-                    _lower_out(
-                        b,
-                        root,
-                        edges,
-                        routes,
-                        chunks[q],
-                        reduced.get(chunks[q], []),
-                        step0 + q * width,
-                    )
-                depth = max((e[2] for e in edges), default=0)
-                last = max(last, step0 + q * width + depth + 1)
-        step0 = last
+        if tasks[direction]:
+            block, step0 = _emit(tasks[direction], direction, reduced, step0, base)
+            b.add_many(**block)
+            base += len(block["src"])
     return b.build()
+
+
+@dataclass
+class _Task:
+    """One tree with the chunks it carries, as arrays over its edges in emission order: edge
+    ``e`` is ``src[e] -> dst[e]`` at depth (out-trees) or level (in-trees) ``depth[e]``."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    depth: np.ndarray
+    route_len: np.ndarray  # links per edge
+    route_flat: np.ndarray  # the edges' routes, concatenated
+    dep_len: np.ndarray  # dependencies per edge on other edges of the tree
+    dep_owner: np.ndarray  # for each such dependency: the edge that has it ...
+    dep_within: np.ndarray  # ... its position in that edge's list ...
+    dep_edge: np.ndarray  # ... and the edge it waits for
+    from_root: np.ndarray  # out-trees: the edges leaving the root; in-trees: entering it
+    chunks: np.ndarray
+
+    @classmethod
+    def make(
+        cls,
+        b: ScheduleBuilder,
+        root: int,
+        direction: str,
+        src: list[int],
+        dst: list[int],
+        cols: dict[str, np.ndarray],
+        lo: int,
+        children: dict[int, list[int]],
+        chunks: np.ndarray,
+    ) -> _Task:
+        """The task of the tree with edges ``src -> dst`` (edges ``lo:`` of ``cols``)."""
+        index = {(u, v): lo + j for j, (u, v) in enumerate(zip(src, dst))}
+        if direction == "in":
+            edges = _postorder_edges(root, children)
+        else:
+            edges = _bfs_edges(root, children)
+        eidx = np.array([index[(u, v)] for u, v, _ in edges], dtype=np.int64)
+        rptr = cols["edge_route_ptr"]
+        if len(eidx) and cols["edge_routed"][eidx].all():
+            route_len = rptr[eidx + 1] - rptr[eidx]
+            route_flat = cols["edge_route_links"][spread_ranges(rptr[eidx], route_len)]
+        else:
+            routed = cols["edge_routed"]
+            route_list = [
+                cols["edge_route_links"][rptr[e] : rptr[e + 1]].tolist()
+                if routed[e]
+                else b.routes.route(u, v)
+                for (u, v, _), e in zip(edges, eidx.tolist())
+            ]
+            route_len = np.array([len(r) for r in route_list], dtype=np.int64)
+            route_flat = np.array([x for r in route_list for x in r], dtype=np.int64)
+        deps: list[list[int]] = []
+        if direction == "in":
+            into: dict[int, list[int]] = defaultdict(list)
+            for e, (u, p, _) in enumerate(edges):
+                deps.append(into[u])
+                into[p].append(e)
+            from_root = into[root]
+        else:
+            arrived: dict[int, list[int]] = {}
+            for e, (u, v, _) in enumerate(edges):
+                deps.append(arrived.get(u, []))
+                arrived[v] = [e]
+            from_root = [e for e, (u, _, _) in enumerate(edges) if u == root]
+        dep_len = np.array([len(d) for d in deps], dtype=np.int64)
+        return cls(
+            src=np.array([e[0] for e in edges], dtype=np.int64),
+            dst=np.array([e[1] for e in edges], dtype=np.int64),
+            depth=np.array([e[2] for e in edges], dtype=np.int64),
+            route_len=route_len,
+            route_flat=route_flat,
+            dep_len=dep_len,
+            dep_owner=np.repeat(np.arange(len(edges), dtype=np.int64), dep_len),
+            dep_within=np.array([j for d in deps for j in range(len(d))], dtype=np.int64),
+            dep_edge=np.array([x for d in deps for x in d], dtype=np.int64),
+            from_root=np.array(from_root, dtype=np.int64),
+            chunks=chunks,
+        )
+
+
+class _Reduced:
+    """Per chunk, the operations that complete its reduction at its root (CSR over chunks)."""
+
+    def __init__(self, num_chunks: int):
+        self.num_chunks = num_chunks
+        self.len = np.zeros(num_chunks, dtype=np.int64)
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []  # (chunks, ops per chunk row)
+        self.ptr: np.ndarray | None = None
+        self.ids = np.zeros(0, dtype=np.int64)
+
+    def add(self, chunks: np.ndarray, ops: np.ndarray) -> None:
+        self.len[chunks] = ops.shape[1]
+        self.parts.append((chunks, ops))
+
+    def freeze(self) -> None:
+        self.ptr = np.zeros(self.num_chunks + 1, dtype=np.int64)
+        np.cumsum(self.len, out=self.ptr[1:])
+        self.ids = np.zeros(int(self.ptr[-1]), dtype=np.int64)
+        for chunks, ops in self.parts:
+            self.ids[self.ptr[chunks][:, None] + np.arange(ops.shape[1])] = ops
+
+
+def spread_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, s + l)`` over ``zip(starts, lens)``."""
+    total = int(lens.sum())
+    offsets = np.cumsum(lens) - lens
+    return np.repeat(starts - offsets, lens) + np.arange(total, dtype=np.int64)
+
+
+def _emit(
+    tasks: list[_Task], direction: str, reduced: _Reduced, step0: int, base: int
+) -> tuple[dict, int]:
+    """The operations of one direction's trees as :meth:`ScheduleBuilder.add_many` columns
+    (op ids from ``base``), and the first step after them. Operations are ordered by pipeline
+    round, then tree, then edge."""
+    rounds = np.array([len(t.chunks) for t in tasks], dtype=np.int64)
+    sizes = np.array([len(t.src) for t in tasks], dtype=np.int64)
+    q_max = int(rounds.max())
+    per = np.where(np.arange(q_max)[:, None] < rounds[None, :], sizes[None, :], 0)
+    starts = (np.cumsum(per.ravel()) - per.ravel()).reshape(per.shape) + base
+    total = int(per.sum())
+    width = 1 + max((int(t.depth.max()) for t in tasks if len(t.depth)), default=0)
+    src = np.empty(total, dtype=np.int64)
+    dst = np.empty(total, dtype=np.int64)
+    chunk = np.empty(total, dtype=np.int64)
+    step = np.empty(total, dtype=np.int64)
+    rlen = np.empty(total, dtype=np.int64)
+    dlen = np.empty(total, dtype=np.int64)
+    last = step0
+    ids_of: list[np.ndarray] = []
+    for j, t in enumerate(tasks):
+        q = np.arange(rounds[j], dtype=np.int64)
+        first = starts[: rounds[j], j]  # op id of each round's first edge
+        ids = (first - base)[:, None] + np.arange(sizes[j], dtype=np.int64)[None, :]
+        ids_of.append(ids)
+        src[ids] = t.src
+        dst[ids] = t.dst
+        chunk[ids] = t.chunks[:, None]
+        step[ids] = step0 + q[:, None] * width + t.depth[None, :]
+        rlen[ids] = t.route_len
+        dlen[ids] = t.dep_len
+        if direction == "out" and len(t.from_root):
+            dlen[ids[:, t.from_root]] = reduced.len[t.chunks][:, None]
+        depth = int(t.depth.max()) if len(t.depth) else 0
+        last = max(last, step0 + (int(rounds[j]) - 1) * width + depth + 1)
+        if direction == "in":
+            reduced.add(t.chunks, first[:, None] + t.from_root[None, :])
+    route_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(rlen, out=route_ptr[1:])
+    dep_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(dlen, out=dep_ptr[1:])
+    route_links = np.empty(int(route_ptr[-1]), dtype=np.int64)
+    dep_ids = np.empty(int(dep_ptr[-1]), dtype=np.int64)
+    if direction == "in":
+        reduced.freeze()
+    for j, t in enumerate(tasks):
+        ids = ids_of[j]
+        first = ids[:, :1]
+        if len(t.route_flat):
+            owner = np.repeat(np.arange(len(t.src), dtype=np.int64), t.route_len)
+            within = np.arange(len(t.route_flat)) - np.repeat(
+                np.cumsum(t.route_len) - t.route_len, t.route_len
+            )
+            route_links[route_ptr[first + owner[None, :]] + within[None, :]] = t.route_flat
+        if len(t.dep_edge):
+            dep_ids[dep_ptr[first + t.dep_owner[None, :]] + t.dep_within[None, :]] = (
+                first + base + t.dep_edge[None, :]
+            )
+        if direction == "out" and len(t.from_root) and reduced.ptr is not None:
+            ops = ids[:, t.from_root].ravel()
+            chunks = np.repeat(t.chunks, len(t.from_root))
+            lens = reduced.len[chunks]
+            into = spread_ranges(dep_ptr[ops], lens)
+            dep_ids[into] = reduced.ids[spread_ranges(reduced.ptr[chunks], lens)]
+    kind = OpKind.REDUCE if direction == "in" else OpKind.COPY
+    block = {
+        "src": src,
+        "dst": dst,
+        "chunk": chunk,
+        "route_ptr": route_ptr,
+        "route_links": route_links,
+        "dep_ptr": dep_ptr,
+        "dep_ids": dep_ids,
+        "kind": int(kind),
+        "step": step,
+    }
+    return block, last
 
 
 def _chunk_id(coll: Collective, root: int, local: int) -> int:
@@ -292,54 +672,3 @@ def _postorder_edges(root: int, children: dict[int, list[int]]) -> list[tuple[in
         if u != root:
             out.append((u, parent[u], level[u]))
     return out
-
-
-def _lower_out(
-    b: ScheduleBuilder,
-    root: int,
-    edges: list[tuple[int, int, int]],
-    routes: dict,
-    chunk: int,
-    root_deps: Sequence[int],
-    step0: int,
-) -> None:
-    """Broadcast ``chunk`` down an out-tree; op ``u -> v`` has step ``step0 + depth(u)``."""
-    arrived = {root: list(root_deps)}
-    for u, v, depth in edges:
-        arrived[v] = [
-            b.add(
-                u,
-                v,
-                chunk,
-                route=routes.get((u, v)),
-                kind=OpKind.COPY,
-                deps=arrived[u],
-                step=step0 + depth,
-            )
-        ]
-
-
-def _lower_in(
-    b: ScheduleBuilder,
-    root: int,
-    edges: list[tuple[int, int, int]],
-    routes: dict,
-    chunk: int,
-    step0: int,
-) -> list[int]:
-    """Reduce ``chunk`` up an in-tree (op ``u -> parent`` at step ``step0 + level(u)``); return
-    the ops that deliver into the root."""
-    into: dict[int, list[int]] = defaultdict(list)
-    for u, p, level in edges:
-        into[p].append(
-            b.add(
-                u,
-                p,
-                chunk,
-                route=routes.get((u, p)),
-                kind=OpKind.REDUCE,
-                deps=into[u],
-                step=step0 + level,
-            )
-        )
-    return into[root]

@@ -43,6 +43,8 @@ import time
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from ...errors import CollsynthError
 from ...flow.maxflow import COUNTERS as _MAXFLOWS
 from ...flow.optimality import (
@@ -143,30 +145,39 @@ def route_trees(
     return out
 
 
-def tree_congestion(
-    topo: Topology,
-    opt: Optimum,
-    routed: list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]],
-) -> dict[str, Any]:
-    """Check routed trees against ``opt``: tree count per link <= ``opt.caps``; routes valid.
+def tree_congestion(topo: Topology, opt: Optimum, routed: Any) -> dict[str, Any]:
+    """Check routed out-trees against ``opt``: tree count per link <= ``opt.caps``; routes
+    valid (non-empty link paths from the parent's node to the child's, through switches and
+    routers only). ``routed``: a :class:`TreeForm` or ``[(root, mult, [(parent, child, route),
+    ...]), ...]``.
 
     ``inv_x`` is the exact time per shard byte the trees achieve in the flow model:
     ``max_e load_e / (k * b_e)`` (load in trees counting multiplicity).
     """
-    load = [0] * len(topo.links)
-    valid = True
-    node = topo.node_of_rank
-    for _root, mult, edges in routed:
-        for a, b, route in edges:
-            cur = node(a)
-            for i, l in enumerate(route):
-                link = topo.links[l]
-                if link.src != cur or (i > 0 and topo.kind_codes[cur] == 0):
-                    valid = False
-                cur = link.dst
-                load[l] += mult
-            if cur != node(b) or not route:
-                valid = False
+    c = _routed_form(routed).columns
+    ptr, links = c["edge_route_ptr"], c["edge_route_links"]
+    rlen = np.diff(ptr)
+    edge_mult = np.repeat(c["tree_mult"], np.diff(c["tree_ptr"]))
+    nl = len(topo.links)
+    load_arr = np.bincount(links, weights=np.repeat(edge_mult, rlen), minlength=nl)
+    load = [int(x) for x in np.rint(load_arr[:nl]).tolist()]
+    valid = bool(links.size == 0 or (links.min() >= 0 and links.max() < nl))
+    if valid and len(rlen):
+        comp = np.asarray(topo.compute_nodes, dtype=np.int64)
+        lsrc, ldst = topo.link_src.astype(np.int64), topo.link_dst.astype(np.int64)
+        first = np.flatnonzero(rlen > 0)
+        valid = bool(
+            np.all(rlen > 0)
+            and np.array_equal(lsrc[links[ptr[:-1][first]]], comp[c["edge_from"][first]])
+            and np.array_equal(ldst[links[ptr[1:][first] - 1]], comp[c["edge_to"][first]])
+        )
+        inner = np.ones(len(links), dtype=bool)  # a link that follows another of its route
+        inner[ptr[:-1][first]] = False
+        later = np.flatnonzero(inner)
+        valid = valid and bool(
+            np.array_equal(ldst[links[later - 1]], lsrc[links[later]])
+            and np.all(topo.kind_codes[lsrc[links[later]]] != 0)
+        )
     over = [l for l, x in enumerate(load) if x > opt.caps[l]]
     inv_x = max(
         (Fraction(x, opt.k) / (opt.int_bw[l] * opt.unit) for l, x in enumerate(load) if x),
@@ -184,18 +195,13 @@ def tree_congestion(
     }
 
 
-def _height(n: int, root: int, edges) -> int:
-    children: dict[int, list[int]] = {}
-    for a, b, *_ in edges:
-        children.setdefault(a, []).append(b)
-    depth = {root: 0}
-    stack = [root]
-    while stack:
-        u = stack.pop()
-        for v in children.get(u, ()):
-            depth[v] = depth[u] + 1
-            stack.append(v)
-    return max(depth.values())
+def _routed_form(routed: Any) -> TreeForm:
+    """Routed trees ``[(root, mult, edges), ...]`` as a :class:`TreeForm` of out-trees."""
+    if isinstance(routed, TreeForm):
+        return routed
+    return TreeForm(
+        [Tree(r, tuple((a, b, tuple(rt)) for a, b, rt in es), m) for r, m, es in routed]
+    )
 
 
 def forestcoll_trees(
@@ -252,7 +258,7 @@ def forestcoll_trees(
         t2 = time.perf_counter()
         packed = pack_trees(logical, opt.k, stats=pstats)
         t3 = time.perf_counter()
-        routed = route_trees(work, logical, packed)
+        routed = _routed_form(route_trees(work, logical, packed))
         cong = tree_congestion(work, opt, routed)
     t4 = time.perf_counter()
     timings = {
@@ -278,7 +284,7 @@ def forestcoll_trees(
         pstats,
         _MAXFLOWS["maxflows"] - mf0,
     )
-    return TreeForm(_oriented(routed, direction)), opt, info
+    return _oriented(routed, direction), opt, info
 
 
 def _symmetric(work: Topology, opt: Optimum) -> tuple[Any, Any, dict[str, Any]]:
@@ -317,17 +323,25 @@ def _split(
     return logical, opt, fallback_steps
 
 
-def _oriented(routed, direction: str) -> list[Tree]:
-    """Routed trees as :class:`Tree` objects; in-trees with their edges reversed to data flow
-    (``(child, parent, route reversed)``)."""
-    trees = []
-    for root, mult, edges in routed:
-        if direction == "out":
-            tedges = tuple((a, b, route) for a, b, route in edges)
-        else:
-            tedges = tuple((b, a, tuple(reversed(route))) for a, b, route in edges)
-        trees.append(Tree(root=root, edges=tedges, mult=mult, direction=direction))
-    return trees
+def _oriented(routed: TreeForm, direction: str) -> TreeForm:
+    """Routed out-trees of the working topology as the result's :class:`TreeForm`; for
+    ``direction="in"`` the in-trees, edges reversed to data flow (``(child, parent, route
+    reversed)``)."""
+    if direction == "out":
+        return routed
+    c = routed.columns
+    ptr = c["edge_route_ptr"]
+    rlen = np.diff(ptr)
+    owner = np.repeat(np.arange(len(rlen)), rlen)
+    pos = np.arange(len(c["edge_route_links"])) - ptr[owner]
+    cols = dict(c)
+    cols.update(
+        tree_in=np.ones_like(c["tree_in"]),
+        edge_from=c["edge_to"],
+        edge_to=c["edge_from"],
+        edge_route_links=c["edge_route_links"][ptr[owner + 1] - 1 - pos],
+    )
+    return TreeForm(columns=cols)
 
 
 def _info(
@@ -346,8 +360,8 @@ def _info(
     maxflows: int,
 ) -> dict[str, Any]:
     """The ``info`` of :func:`forestcoll_trees` (see its docstring)."""
-    heights = [_height(n, r, e) for r, _, e in routed]
-    mults = [m for _, m, _ in routed]
+    heights = routed.heights(n).tolist()
+    mults = routed.columns["tree_mult"].tolist()
     return {
         "direction": direction,
         "fallback": None

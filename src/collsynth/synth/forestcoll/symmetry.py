@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from ...schedule.trees import TreeForm, spread_ranges
 from ...topology.model import Topology
 
 
@@ -221,20 +222,49 @@ def _nearest(
     enter_mask: list[int],
 ) -> tuple[int | None, dict[int, int]]:
     """Multi-source breadth-first search from the tree's members (in insertion order) through
-    switches on links with room left: the first compute non-member reached and the links."""
+    switches on links with room left: the first compute non-member reached and the links.
+
+    Links only fill up and trees only grow, so a member none of whose links leads out of the
+    tree any more never will again: such members are dropped from ``t["live"]`` (the members
+    still searched from, in insertion order), which gives the same search as starting from all
+    members at far less cost in large trees."""
     prev: dict[int, int] = {}
-    q = deque(t["order"])
-    visited = set(t["order"])
+    members = t["members"]
     entered = t["entered"]
+    live = t["live"]
+    seen: set[int] = set()
+    q: deque[int] = deque()
+    keep: list[int] = []
+    for i, x in enumerate(live):
+        alive = False
+        for l in out_links[x]:
+            if oload[orbit[l]] + inc[l] > caps[l] or enter_mask[l] & entered:
+                continue
+            y = dst[l]
+            if y in members:
+                continue
+            alive = True
+            if y in seen:
+                continue
+            seen.add(y)
+            prev[y] = l
+            if is_comp[y]:
+                keep.extend(live[i:])
+                t["live"] = keep
+                return y, prev
+            q.append(y)
+        if alive:
+            keep.append(x)
+    t["live"] = keep
     while q:
         x = q.popleft()
         for l in out_links[x]:
             if oload[orbit[l]] + inc[l] > caps[l] or enter_mask[l] & entered:
                 continue
             y = dst[l]
-            if y in visited:
+            if y in members or y in seen:
                 continue
-            visited.add(y)
+            seen.add(y)
             prev[y] = l
             if is_comp[y]:
                 return y, prev
@@ -371,7 +401,14 @@ def _grow(
     """One greedy construction of the representative trees; returns the trees, or the set of
     nodes a stuck tree cannot reach (all links into it full or forbidden), or None."""
     trees: list[dict[str, Any]] = [
-        {"root": r, "members": {r: 0}, "order": [r], "edges": [], "entered": node_mask[r]}
+        {
+            "root": r,
+            "members": {r: 0},
+            "order": [r],
+            "live": [r],
+            "edges": [],
+            "entered": node_mask[r],
+        }
         for r in reps
         for _ in range(k)
     ]
@@ -407,6 +444,7 @@ def _grow(
                 oload[o] += d
             members[found] = members[y] + 1
             t["order"].append(found)
+            t["live"].append(found)
             t["edges"].append((y, found, tuple(route)))
             t["entered"] |= node_mask[found]
             if len(members) < n:
@@ -430,7 +468,7 @@ def symmetric_trees(
     max_restarts: int = 3,
     seed_sets: list[frozenset[int]] | None = None,
     tight: bool = False,
-) -> tuple[list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]], dict[str, Any]] | None:
+) -> tuple[TreeForm, dict[str, Any]] | None:
     """Trees for every root from trees for one root per orbit (see the module doc), or None.
 
     ``round_robin``: grow the representative trees one edge per turn (True, default, shorter
@@ -580,27 +618,57 @@ class _Greedy:
         return progress
 
 
-def _images(
-    trees: list[dict], P: np.ndarray, L: np.ndarray, rank
-) -> list[tuple[int, int, list[tuple[int, int, tuple[int, ...]]]]]:
-    """The representative trees' images under the group, as routed trees by rank; identical
-    trees of a root merge into one batch."""
+def _images(trees: list[dict], P: np.ndarray, L: np.ndarray, rank) -> TreeForm:
+    """The representative trees' images under the group, as routed out-trees by rank (tree
+    columns, no Python object per edge); identical trees of a root merge into one batch.
+
+    The group acts freely on the ranks, so images of different representative trees, or under
+    different elements, never share a root unless the representative trees are the same tree
+    of the same root: merging those first merges every identical image. Trees are ordered by
+    root, larger batches first, then by representative tree and group element."""
     G = len(P)
-    batches: dict[tuple[int, tuple], int] = {}
     rank_arr = np.asarray(rank, dtype=np.int64)
+    distinct: dict[tuple, int] = {}
+    reps: list[dict] = []
+    mults: list[int] = []
     for t in trees:
-        es = t["edges"]
-        par = rank_arr[P[:, [a for a, _, _ in es]]].tolist()
-        chi = rank_arr[P[:, [b for _, b, _ in es]]].tolist()
-        flat = [l for _, _, route in es for l in route]
-        offs = np.cumsum([0] + [len(route) for _, _, route in es]).tolist()
-        lnk = L[:, flat].tolist()
-        roots = rank_arr[P[:, t["root"]]].tolist()
-        for g in range(G):
-            pg, cg, lg = par[g], chi[g], lnk[g]
-            edges = tuple((pg[i], cg[i], tuple(lg[offs[i] : offs[i + 1]])) for i in range(len(es)))
-            key = (roots[g], edges)
-            batches[key] = batches.get(key, 0) + 1
-    routed = [(root, m, list(edges)) for (root, edges), m in batches.items()]
-    routed.sort(key=lambda x: (x[0], -x[1]))
-    return routed
+        key = (t["root"], tuple(t["edges"]))
+        if key in distinct:
+            mults[distinct[key]] += 1
+        else:
+            distinct[key] = len(reps)
+            reps.append(t)
+            mults.append(1)
+    J = len(reps)
+    roots = np.stack([rank_arr[P[:, t["root"]]] for t in reps])  # (J, G)
+    mult = np.repeat(np.asarray(mults, dtype=np.int64), G)
+    order = np.lexsort((np.arange(J * G), -mult, roots.ravel()))
+    sel_j, sel_g = order // G, order % G
+    n_edges = np.array([len(t["edges"]) for t in reps], dtype=np.int64)
+    n_links = np.array([sum(len(r) for _, _, r in t["edges"]) for t in reps], dtype=np.int64)
+    # every representative's images, flattened element-major: (G, E_j) and (G, R_j) blocks
+    frm = np.concatenate([rank_arr[P[:, [a for a, _, _ in t["edges"]]]].ravel() for t in reps])
+    to = np.concatenate([rank_arr[P[:, [b for _, b, _ in t["edges"]]]].ravel() for t in reps])
+    lnk = np.concatenate(
+        [L[:, [l for _, _, r in t["edges"] for l in r]].astype(np.int64).ravel() for t in reps]
+    )
+    rlen = np.concatenate(
+        [np.tile([len(r) for _, _, r in t["edges"]], G).astype(np.int64) for t in reps]
+    )
+    e_off = np.concatenate([[0], np.cumsum(n_edges * G)])[:-1]
+    l_off = np.concatenate([[0], np.cumsum(n_links * G)])[:-1]
+    e_sel = spread_ranges(e_off[sel_j] + sel_g * n_edges[sel_j], n_edges[sel_j])
+    l_sel = spread_ranges(l_off[sel_j] + sel_g * n_links[sel_j], n_links[sel_j])
+    edge_rlen = rlen[e_sel]
+    cols = {
+        "tree_root": roots.ravel()[order],
+        "tree_mult": mult[order],
+        "tree_in": np.zeros(J * G, dtype=np.int64),
+        "tree_ptr": np.concatenate([[0], np.cumsum(n_edges[sel_j])]).astype(np.int64),
+        "edge_from": frm[e_sel],
+        "edge_to": to[e_sel],
+        "edge_routed": np.ones(len(e_sel), dtype=np.int64),
+        "edge_route_ptr": np.concatenate([[0], np.cumsum(edge_rlen)]).astype(np.int64),
+        "edge_route_links": lnk[l_sel],
+    }
+    return TreeForm(columns=cols)
