@@ -17,6 +17,7 @@ def test_every_suite_is_listed():
     assert set(bench.SUITES) == {
         "quick",
         "paper",
+        "fabrics",
         "scale",
         "quality",
         "sim",
@@ -119,3 +120,49 @@ def test_harness_rows_on_a_local_cluster_match_serial(tmp_path):
     on = run_rows(todo, 1, seen.append, Pool(2))
     assert sweep.results_only(on) == sweep.results_only(run_rows(todo, 1))
     assert sorted(seen)[-1].startswith("3/3 done")
+
+
+@pytest.mark.slow
+def test_scale_suite_runs_one_case_in_a_child_process(tmp_path):
+    """``bench scale --only 32:forestcoll``: the case runs in a fresh process, its row and the
+    target table are written, and the sweep row says where its figures come from."""
+    out = bench.run_suite("scale", str(tmp_path), only="32:forestcoll")
+    assert out["summary"]["only"]["cases_run"] == 1
+    data = json.loads((tmp_path / "scale.json").read_text())
+    (row,) = data["rows"]
+    assert row["case"] == "32:forestcoll" and "error" not in row, row
+    assert row["ops"] > 0 and 0.9 < row["x_bound"] <= 1.0 and row["synth_s"] > 0
+    md = (tmp_path / "scale.md").read_text()
+    assert "| 32:forestcoll | 32:forestcoll | 36.5 s, 0.987 of the bound |" in md
+    assert "no sweep.json" in md
+
+
+def test_scale_table_rows():
+    """Every kind of ``bench scale`` row becomes one table line with its verdict."""
+    from collsynth.bench import scale
+
+    sim = {"hops_per_s": 6e6, "wall_s": 0.4}
+    rows = [
+        {"case": "4096:dgx_a100:nodes=512:allgather", "wall_s": 300.0, "peak_bytes": 6 * 2**30,
+         "synth_s": 200.0, "verify_s": 60.0, "write_s": 10.0, "ops": 16773120,
+         "x_bound": 0.99, "holds": True},
+        {"case": "1024:e2e", "wall_s": 9.5, "peak_bytes": 2**29, "synth_s": 7.0,
+         "verify_s": 1.5, "holds": True},
+        {"case": "1024:sim", "planned": sim, "fcfs": sim, "holds": True},
+        {"case": "jit", "commands": {"simulate": {"cold_s": 9.0, "warm_s": 2.0, "paid_s": 7.0}},
+         "worst_paid_s": 7.0, "holds": True},
+        {"case": "wan", "median_s": 0.03, "holds": True},
+        {"case": "32:forestcoll", "error": "exit 1: boom"},
+    ]  # fmt: skip
+    md = scale.to_markdown(
+        {"machine": {"cpus": 2, "python": "3.11"}, "rows": rows,
+         "sweep": {"cases": 100, "serial_wall_s": 100.0, "dask_1_wall_s": 110.0,
+                   "dask_wall_s": 70.0, "speedup_1": 0.91, "speedup": 1.43,
+                   "same_results": True}}  # fmt: skip
+    )
+    lines = [ln for ln in md.splitlines() if ln.startswith("| ") and "---" not in ln]
+    assert len(lines) == 1 + len(rows) + 1 + 1 + 1  # header, rows, sweep, jit header + row
+    assert "| 4096 | dgx_a100:nodes=512:allgather | nothing in 900 s" in md
+    assert "0.990 of the bound | <= 10 min" in md and "6.00 M hops/s" in md
+    assert "failed: exit 1: boom" in md and md.count("| yes |") == 6
+    assert "2 workers 70.0 s (1.43x)" in md

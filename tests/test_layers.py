@@ -26,7 +26,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "collsynth"
 # and ``__main__`` are exempt.
 LAYERS = [
     ["errors"],
-    ["units", "atomic", "files", "plugins", "deadline"],
+    ["units", "atomic", "files", "plugins", "deadline", "jit"],
     ["parallel"],
     ["topology"],
     ["collective"],

@@ -393,6 +393,7 @@ def test_engine_choice(monkeypatch):
     # auto before the compiled loop is loaded: uncompiled for small instances, compiled (loading
     # it) from AUTO_SIZE = rank-subchunk pairs x (datacenters + 1) on
     monkeypatch.setattr(algo, "_LOADED", {})
+    monkeypatch.setenv("COLLSYNTH_JIT", "foreground")  # compiling now is allowed
     assert plan(t, coll, 2, MB).engine == "python"
     big = -(-algo.AUTO_SIZE // (t.num_ranks * coll.num_chunks * 3))  # 2 datacenters
     assert plan(t, coll, big, MB).engine == "numba"
@@ -402,6 +403,75 @@ def test_engine_choice(monkeypatch):
     assert plan(t, coll, 2, MB, engine="python").engine == "python"
     s = replan(t, LinkStats.from_topology(t), coll, subchunks=2, size=MB, engine="python")
     assert s.meta["scale"]["engine"] == "python"
+
+
+def test_first_run_compiles_in_the_background(monkeypatch, tmp_path):
+    """Without the compiled loop in the cache, ``auto`` runs uncompiled and starts one
+    background build (default policy); ``off`` starts none; once the loop is marked ready,
+    ``auto`` loads it."""
+    from collsynth import jit
+    from collsynth.synth.scale import algo
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(algo, "_LOADED", {})
+    started = []
+    monkeypatch.setattr(jit, "build_in_background", lambda *a: started.append(a) or True)
+    t = load_topology("wan:dcs=2,gpus=2")
+    coll = Collective.make("allgather", t.num_ranks)
+    big = -(-algo.AUTO_SIZE // (t.num_ranks * coll.num_chunks * 3))
+    monkeypatch.setenv("COLLSYNTH_JIT", "off")
+    assert plan(t, coll, big, MB).engine == "python" and not started
+    monkeypatch.delenv("COLLSYNTH_JIT")
+    p = plan(t, coll, big, MB)
+    assert p.engine == "python" and len(started) == 1 and started[0][0] == "scale"
+    jit.mark_ready("scale", algo._SOURCES)
+    assert plan(t, coll, big, MB).engine == "numba"
+    monkeypatch.setenv("COLLSYNTH_JIT", "sometimes")
+    with pytest.raises(CollsynthError, match="COLLSYNTH_JIT='sometimes' is not one of"):
+        jit.policy()
+
+
+def test_background_build_starts_once(monkeypatch, tmp_path):
+    """One detached build per loop: a fresh lock file stops a second one, a stale one does
+    not; the build removes its lock when done and marks nothing by itself."""
+    import os
+    import subprocess
+    import time
+
+    from collsynth import jit
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    src = tmp_path / "loop.py"
+    src.write_text("x = 1\n")
+    calls = []
+    real_popen = subprocess.Popen
+
+    class FakePopen:
+        def __init__(self, argv, **kw):
+            calls.append((argv, kw))
+
+    monkeypatch.setattr(subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(jit, "_STARTED", set())
+    assert jit.build_in_background("demo", [str(src)], "pass")
+    argv, kw = calls[0]
+    assert kw["start_new_session"] and kw["stdout"] == subprocess.DEVNULL
+    assert kw["env"]["COLLSYNTH_JIT"] == "foreground"
+    assert not jit.build_in_background("demo", [str(src)], "pass")  # this process started it
+    monkeypatch.setattr(jit, "_STARTED", set())
+    assert not jit.build_in_background("demo", [str(src)], "pass")  # the lock is fresh
+    lock = next(p for p in os.listdir(tmp_path / "collsynth-ready") if p.endswith(".building"))
+    old = time.time() - jit.STALE_BUILD_S - 1
+    os.utime(tmp_path / "collsynth-ready" / lock, (old, old))
+    assert jit.build_in_background("demo", [str(src)], "pass")  # a stale lock is ignored
+    # the real script runs the code and removes the lock
+    script = calls[-1][0][-1]
+    assert not jit.ready("demo", [str(src)])
+    assert real_popen([calls[-1][0][0], "-c", script]).wait() == 0
+    assert not (tmp_path / "collsynth-ready" / lock).exists()
+    jit.mark_ready("demo", [str(src)])
+    assert jit.ready("demo", [str(src)])
+    src.write_text("x = 2\n")  # a changed source needs a new build
+    assert not jit.ready("demo", [str(src)])
 
 
 def test_runs_without_numba(monkeypatch):

@@ -45,16 +45,19 @@ class Pool:
 
     workers: int = 1
     scheduler: str | None = None
+    #: a local cluster even of one worker (benchmarks compare it with this process)
+    cluster: bool = False
 
     @property
     def distributed(self) -> bool:
-        return self.scheduler is not None or self.workers > 1
+        return self.scheduler is not None or self.workers > 1 or self.cluster
 
     def describe(self) -> str:
         if self.scheduler:
             return f"the Dask cluster at {self.scheduler}"
-        if self.workers > 1:
-            return f"a local Dask cluster of {self.workers} workers"
+        if self.distributed:
+            n = self.workers
+            return f"a local Dask cluster of {n} worker{'s' if n > 1 else ''}"
         return "this process"
 
 

@@ -3,12 +3,13 @@
 ``collsynth bench SUITE [-o DIR]`` runs a suite and writes ``DIR/SUITE.json`` (machine-readable,
 for run-to-run comparison) and ``DIR/SUITE.md`` (a table); the repository keeps its own results
 in ``bench/results``. :mod:`.harness` holds the topology x collective x size x algorithm suites
-(quick, paper, scale, quality, sim); the suites with their own tables are modules of their own:
+(quick, paper, fabrics, quality, sim); the suites with their own tables are modules of their own:
 :mod:`.teccl` (the TE-CCL epoch MILP/LP), :mod:`.mteg` (MTEGCCA, and against TE-CCL) and
 :mod:`.syccl` (SyCCL at 32 to 512 GPUs), :mod:`.scale_ccl` (SCALE-CCL on the WAN, and its
 re-planning time) and :mod:`.testbed` (simulated against measured on the emulated testbed;
 ``testbed_sim`` simulates its committed measurements again and rewrites ``testbed.*``) and
-:mod:`.sweep` (a 100-case sweep in this process and on a local Dask cluster).
+:mod:`.sweep` (a 100-case sweep in this process and on a local Dask cluster) and
+:mod:`.scale` (the scale targets: 4096 GPUs, the simulator's speed, first-run compilation).
 
 :data:`SUITES` lists every suite name; :func:`run_suite` dispatches. Every suite takes
 ``(out_dir, repeat, progress, only)`` and returns a dict with a ``summary`` (``rows``: how many
@@ -63,6 +64,12 @@ def _run_testbed_sim(out_dir: str, repeat: int, progress: Progress, only: str | 
     return testbed.resimulate(out_dir, progress=progress, only=only)
 
 
+def _run_scale(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import scale
+
+    return scale.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+
+
 def _run_sweep(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
     from . import sweep
 
@@ -78,6 +85,7 @@ MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "testbed": _run_testbed,
     "testbed_sim": _run_testbed_sim,
     "sweep": _run_sweep,
+    "scale": _run_scale,
 }
 
 #: Every suite name: the harness's, then the modules'.

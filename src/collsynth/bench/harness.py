@@ -9,7 +9,7 @@ Suites:
 * ``quick`` — small zoo topologies, every applicable algorithm, three sizes (smoke test).
 * ``paper`` — the papers' platforms (NDv2 x2, DGX-A100 x2, MI250 x2), AllGather and AllReduce,
   1KB..1GB.
-* ``scale`` — 64 to 1024 GPUs (ring on rail-optimised and torus fabrics; ForestColl on DGX A100
+* ``fabrics`` — 64 to 1024 GPUs (ring on rail-optimised and torus fabrics; ForestColl on DGX A100
   to 1024 GPUs, on MI250 to 8 chassis (ForestColl's wiring) and to 32 chassis (TE-CCL's), on
   8x8 and 16x16 tori, the 4x4x4 torus and a k=8 fat tree): synthesis,
   verification and simulation time and quality.
@@ -146,7 +146,7 @@ def _cases_sim() -> list[Case]:
 SUITES: dict[str, Callable[[], list[Case]]] = {
     "quick": _cases_quick,
     "paper": _cases_paper,
-    "scale": _cases_scale,
+    "fabrics": _cases_scale,
     "sim": _cases_sim,
     "quality": _cases_quality,
 }

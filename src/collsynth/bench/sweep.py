@@ -2,9 +2,9 @@
 that both give the same results.
 
 The cases are the ``quick`` suite's kind (synthesize, verify, simulate at three sizes, bound):
-five small fabrics x four collectives x five algorithms. The sweep runs once serially and once
-on a local cluster of ``WORKERS`` worker processes (:mod:`collsynth.parallel`); the table gives
-both wall times, the speed-up, and whether every row matched apart from its timing figures
+five small fabrics x four collectives x five algorithms. The sweep runs serially, on a local
+cluster of one worker process, and on ``WORKERS`` (:mod:`collsynth.parallel`); the table gives
+the wall times, the speed-ups, and whether every row matched apart from its timing figures
 (the cluster's start-up is part of its wall time). ``collsynth bench sweep -o bench/results``
 writes ``sweep.json`` and ``sweep.md``.
 """
@@ -50,20 +50,22 @@ def run_suite(out_dir: str, repeat: int = 1, progress: Callable[[str], None] | N
     ``only`` do not apply: the sweep is the benchmark)."""
     todo = cases()
     runs = []
-    for pool in (Pool(1), Pool(WORKERS)):
+    for pool in (Pool(1), Pool(1, cluster=True), Pool(WORKERS)):
         if progress:
             progress(f"{len(todo)} cases in {pool.describe()}")
         t0 = time.perf_counter()
         rows = run_rows(todo, 1, None, pool)
         runs.append((pool, time.perf_counter() - t0, rows))
-    (_, serial_s, serial), (_, dask_s, on_dask) = runs
-    same = results_only(serial) == results_only(on_dask)
+    (_, serial_s, serial), (_, one_s, on_one), (_, dask_s, on_dask) = runs
+    same = results_only(serial) == results_only(on_dask) == results_only(on_one)
     summary = {
         "cases": len(todo),
         "rows": len(serial),
         "workers": WORKERS,
         "serial_wall_s": serial_s,
+        "dask_1_wall_s": one_s,
         "dask_wall_s": dask_s,
+        "speedup_1": serial_s / one_s,
         "speedup": serial_s / dask_s,
         "same_results": same,
     }
@@ -83,10 +85,12 @@ def run_suite(out_dir: str, repeat: int = 1, progress: Callable[[str], None] | N
         "| run | wall s | speed-up |",
         "|---|---|---|",
         f"| this process | {serial_s:.1f} | 1.00 |",
+        f"| local Dask cluster, 1 worker (start-up included) | {one_s:.1f} | "
+        f"{serial_s / one_s:.2f} |",
         f"| local Dask cluster, {WORKERS} workers (start-up included) | {dask_s:.1f} | "
         f"{serial_s / dask_s:.2f} |",
         "",
-        f"Same results both ways (timing figures apart): {'yes' if same else 'NO'}.",
+        f"Same results all three ways (timing figures apart): {'yes' if same else 'NO'}.",
         "",
     ])  # fmt: skip
     write_files(out_dir, {"sweep.json": json.dumps(data, indent=1), "sweep.md": md})

@@ -210,73 +210,194 @@ def automorphisms(
     return best
 
 
-def _nearest(
-    t: dict[str, Any],
-    out_links: list[list[int]],
-    orbit: list[int],
-    oload: list[int],
-    inc: list[int],
-    caps: list[int],
-    dst: list[int],
-    is_comp: list[bool],
-    enter_mask: list[int],
-) -> tuple[int | None, dict[int, int]]:
-    """Multi-source breadth-first search from the tree's members (in insertion order) through
-    switches on links with room left: the first compute non-member reached and the links.
+def _bfs(
+    live: np.ndarray,
+    n_live: int,
+    member: np.ndarray,
+    out_ptr: np.ndarray,
+    out_lid: np.ndarray,
+    orbit: np.ndarray,
+    oload: np.ndarray,
+    inc: np.ndarray,
+    caps: np.ndarray,
+    dst: np.ndarray,
+    is_comp: np.ndarray,
+    enter_w: np.ndarray,
+    entered: np.ndarray,
+    seen: np.ndarray,
+    stamp: int,
+    prev: np.ndarray,
+    queue: np.ndarray,
+) -> tuple[int, int]:
+    """Multi-source breadth-first search from a tree's members (``live[:n_live]``, in
+    insertion order) through switches on links with room left: ``(the first compute
+    non-member reached or -1, the new live count)``. Reached nodes get ``seen[v] = stamp`` and
+    ``prev[v]`` (the link they were reached by).
 
-    Links only fill up and trees only grow, so a member none of whose links leads out of the
-    tree any more never will again: such members are dropped from ``t["live"]`` (the members
-    still searched from, in insertion order), which gives the same search as starting from all
-    members at far less cost in large trees."""
-    prev: dict[int, int] = {}
-    members = t["members"]
-    entered = t["entered"]
-    live = t["live"]
-    seen: set[int] = set()
-    q: deque[int] = deque()
-    keep: list[int] = []
-    for i, x in enumerate(live):
+    Links only fill up and trees only grow, so a member none of whose usable links leads out
+    of the tree never will again: such members are dropped from ``live`` (compacted in place),
+    which gives the same search at far less cost in large trees. ``enter_w``/``entered``: the
+    "enter once" bit sets of the links and the tree, in 63-bit words. Plain Python on arrays,
+    compiled with numba for large fabrics (:func:`_compiled_bfs`)."""
+    words = entered.shape[0]
+    keep = 0
+    tail = 0
+    for i in range(n_live):
+        x = live[i]
         alive = False
-        for l in out_links[x]:
-            if oload[orbit[l]] + inc[l] > caps[l] or enter_mask[l] & entered:
+        for p in range(out_ptr[x], out_ptr[x + 1]):
+            l = out_lid[p]
+            if oload[orbit[l]] + inc[l] > caps[l]:
+                continue
+            blocked = False
+            for w in range(words):
+                if enter_w[l, w] & entered[w]:
+                    blocked = True
+            if blocked:
                 continue
             y = dst[l]
-            if y in members:
+            if member[y]:
                 continue
             alive = True
-            if y in seen:
+            if seen[y] == stamp:
                 continue
-            seen.add(y)
+            seen[y] = stamp
             prev[y] = l
             if is_comp[y]:
-                keep.extend(live[i:])
-                t["live"] = keep
-                return y, prev
-            q.append(y)
+                for j in range(i, n_live):
+                    live[keep] = live[j]
+                    keep += 1
+                return y, keep
+            queue[tail] = y
+            tail += 1
         if alive:
-            keep.append(x)
-    t["live"] = keep
-    while q:
-        x = q.popleft()
-        for l in out_links[x]:
-            if oload[orbit[l]] + inc[l] > caps[l] or enter_mask[l] & entered:
+            live[keep] = x
+            keep += 1
+    head = 0
+    while head < tail:
+        x = queue[head]
+        head += 1
+        for p in range(out_ptr[x], out_ptr[x + 1]):
+            l = out_lid[p]
+            if oload[orbit[l]] + inc[l] > caps[l]:
+                continue
+            blocked = False
+            for w in range(words):
+                if enter_w[l, w] & entered[w]:
+                    blocked = True
+            if blocked:
                 continue
             y = dst[l]
-            if y in members or y in seen:
+            if member[y] or seen[y] == stamp:
                 continue
-            seen.add(y)
+            seen[y] = stamp
             prev[y] = l
             if is_comp[y]:
-                return y, prev
-            q.append(y)
-    return None, prev
+                return y, keep
+            queue[tail] = y
+            tail += 1
+    return -1, keep
+
+
+_COMPILED_BFS: list = []
+#: fabrics with at least this many ranks (all that use symmetry by default) search with the
+#: compiled :func:`_bfs` (compiling
+#: costs a few seconds once per machine, then numba's on-disk cache loads it)
+COMPILE_MIN_RANKS = 32
+
+
+def _compiled_bfs():
+    """:func:`_bfs` compiled with numba (itself where numba is not importable)."""
+    if not _COMPILED_BFS:
+        try:
+            from numba import njit
+        except ImportError:  # pragma: no cover - numba is a dependency
+            _COMPILED_BFS.append(_bfs)
+        else:
+            _COMPILED_BFS.append(njit(cache=True, nogil=True)(_bfs))
+    return _COMPILED_BFS[0]
+
+
+def _words(masks: list[int], words: int) -> np.ndarray:
+    """Python-int bit sets as rows of 63-bit words."""
+    out = np.zeros((len(masks), words), dtype=np.int64)
+    full = (1 << 63) - 1
+    for i, m in enumerate(masks):
+        w = 0
+        while m:
+            out[i, w] = m & full
+            m >>= 63
+            w += 1
+    return out
+
+
+class _Search:
+    """The arrays of one greedy construction's breadth-first searches (see :func:`_bfs`)."""
+
+    def __init__(self, g: _Greedy, oload: np.ndarray, node_mask: list[int], enter_mask: list[int]):
+        nn = g.topo.num_nodes
+        self.out_ptr = np.zeros(nn + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in g.out_links], out=self.out_ptr[1:])
+        self.out_lid = np.array([l for x in g.out_links for l in x], dtype=np.int64)
+        self.orbit = np.asarray(g.orbit, dtype=np.int64)
+        self.inc = np.asarray(g.inc, dtype=np.int64)
+        self.caps = np.asarray(g.caps, dtype=np.int64)
+        self.dst = np.asarray(g.dst, dtype=np.int64)
+        self.is_comp = np.asarray(g.is_comp, dtype=np.int8)
+        bits = max([m.bit_length() for m in node_mask + enter_mask] + [1])
+        words = -(-bits // 63)
+        self.enter_w = _words(enter_mask, words)
+        self.node_w = _words(node_mask, words)
+        self.oload = oload
+        self.seen = np.full(nn, -1, dtype=np.int64)
+        self.prev = np.zeros(nn, dtype=np.int64)
+        self.queue = np.zeros(nn, dtype=np.int64)
+        self.stamp = 0
+        self.src = g.src
+        self.bfs = _compiled_bfs() if g.n >= COMPILE_MIN_RANKS else _bfs
+
+    def tree(self, root: int) -> dict[str, Any]:
+        """A search state for a tree of one node, ``root``."""
+        nn = len(self.seen)
+        member = np.zeros(nn, dtype=np.int8)
+        member[root] = 1
+        live = np.zeros(nn, dtype=np.int64)
+        live[0] = root
+        return {"member": member, "live": live, "n_live": 1, "entered_w": self.node_w[root].copy()}
+
+    def nearest(self, t: dict[str, Any]) -> tuple[int | None, dict[int, int]]:
+        """The first compute non-member reached from tree ``t`` and, as ``prev``, the links of
+        the path to it (when none is reached: every node reached, with dummy values)."""
+        st = t["search"]
+        self.stamp += 1
+        found, st["n_live"] = self.bfs(
+            st["live"], st["n_live"], st["member"], self.out_ptr, self.out_lid, self.orbit,
+            self.oload, self.inc, self.caps, self.dst, self.is_comp, self.enter_w,
+            st["entered_w"], self.seen, self.stamp, self.prev, self.queue,
+        )  # fmt: skip
+        if found < 0:
+            return None, {int(v): 0 for v in np.flatnonzero(self.seen == self.stamp)}
+        prev: dict[int, int] = {}
+        y = int(found)
+        while not st["member"][y]:
+            l = int(self.prev[y])
+            prev[y] = l
+            y = self.src[l]
+        return int(found), prev
+
+    def add(self, t: dict[str, Any], node: int) -> None:
+        st = t["search"]
+        st["member"][node] = 1
+        st["live"][st["n_live"]] = node
+        st["n_live"] += 1
+        st["entered_w"] |= self.node_w[node]
 
 
 def _cheapest(
     t: dict[str, Any],
     out_links: list[list[int]],
     orbit: list[int],
-    oload: list[int],
+    oload: np.ndarray,
     inc: list[int],
     caps: list[int],
     dst: list[int],
@@ -381,33 +502,27 @@ def _tight_sets(topo: Topology, opt, reps: list[int]) -> list[frozenset[int]]:
 
 
 def _grow(
-    reps: list[int],
-    k: int,
-    n: int,
-    out_links: list[list[int]],
-    orbit: list[int],
-    oload: list[int],
-    inc: list[int],
-    caps: list[int],
-    ocap: list[int],
-    dst: list[int],
-    is_comp: list[bool],
+    g: _Greedy,
     weight: list[float] | None,
     round_robin: bool,
     node_mask: list[int],
     enter_mask: list[int],
-    topo: Topology,
 ) -> tuple[list[dict[str, Any]] | None, list[frozenset[int]] | None]:
     """One greedy construction of the representative trees; returns the trees, or the set of
     nodes a stuck tree cannot reach (all links into it full or forbidden), or None."""
+    reps, k, n, topo = g.reps, g.k, g.n, g.topo
+    out_links, orbit, inc, caps, ocap = g.out_links, g.orbit, g.inc, g.caps, g.ocap
+    dst, is_comp = g.dst, g.is_comp
+    oload = np.zeros(len(g.osize), dtype=np.int64)
+    search = _Search(g, oload, node_mask, enter_mask) if weight is None else None
     trees: list[dict[str, Any]] = [
         {
             "root": r,
             "members": {r: 0},
             "order": [r],
-            "live": [r],
             "edges": [],
             "entered": node_mask[r],
+            "search": search.tree(r) if search is not None else None,
         }
         for r in reps
         for _ in range(k)
@@ -418,13 +533,12 @@ def _grow(
         for ti in active:
             t = trees[ti]
             members = t["members"]
-            if weight is not None:
+            if search is not None:
+                found, prev = search.nearest(t)
+            else:
+                assert weight is not None
                 found, prev = _cheapest(
                     t, out_links, orbit, oload, inc, caps, dst, is_comp, weight, enter_mask
-                )
-            else:
-                found, prev = _nearest(
-                    t, out_links, orbit, oload, inc, caps, dst, is_comp, enter_mask
                 )
             if found is None:
                 return None, _stuck_set(topo, set(t["order"]) | set(prev), is_comp)
@@ -444,9 +558,10 @@ def _grow(
                 oload[o] += d
             members[found] = members[y] + 1
             t["order"].append(found)
-            t["live"].append(found)
             t["edges"].append((y, found, tuple(route)))
             t["entered"] |= node_mask[found]
+            if search is not None:
+                search.add(t, found)
             if len(members) < n:
                 if round_robin:
                     nxt.append(ti)
@@ -570,24 +685,7 @@ class _Greedy:
             if pending:
                 self.learn(pending, learned, known, node_mask, enter_mask)
                 pending = []
-            trees, stuck = _grow(
-                self.reps,
-                self.k,
-                self.n,
-                self.out_links,
-                self.orbit,
-                [0] * len(self.osize),
-                self.inc,
-                self.caps,
-                self.ocap,
-                self.dst,
-                self.is_comp,
-                self.weight if w else None,
-                rr,
-                node_mask,
-                enter_mask,
-                self.topo,
-            )
+            trees, stuck = _grow(self, self.weight if w else None, rr, node_mask, enter_mask)
             if trees is not None:
                 return trees, len(learned), restarts
             if stuck is None or restarts >= max_restarts:

@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from ... import jit
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
 from ..options import Option, int_option, size_option
+from . import loop as loop_module
 from .loop import (
     EVENTS,
     LWNF,
@@ -205,6 +207,25 @@ def _run(
 
 
 _LOADED: dict = {}
+#: the files the compiled loop is made from (their content keys the "compiled" marker)
+_SOURCES = (loop_module.__file__,)
+
+
+def _cached() -> bool:
+    """Whether ``engine="auto"`` may load the compiled loop: it is in numba's on-disk cache,
+    or the first-run policy says compile now (:mod:`collsynth.jit`). With the default policy a
+    missing loop is compiled by a background process for later commands, and this one runs
+    uncompiled (compiling takes about a minute; the plan is the same)."""
+    if jit.ready("scale", _SOURCES):
+        return True
+    mode = jit.policy()
+    if mode == "foreground":
+        return True
+    if mode == "background":
+        jit.build_in_background(
+            "scale", _SOURCES, "from collsynth.synth.scale import load_kernel; load_kernel()"
+        )
+    return False
 
 
 def load_kernel() -> dict:
@@ -226,6 +247,8 @@ def load_kernel() -> dict:
             cache_misses=sum(stats.cache_misses.values()) if stats else 0,
             compiled=loop is not run_loop,
         )
+        if loop is not run_loop:
+            jit.mark_ready("scale", _SOURCES)
     return dict(_LOADED)
 
 
@@ -322,7 +345,7 @@ def plan(
     if engine == "auto":
         pairs = topology.num_ranks * collective.num_chunks * c
         work = pairs * (graph_tables(topology).n_doms + 1)
-        compiled = bool(_LOADED) or (work >= AUTO_SIZE and numba_available())
+        compiled = bool(_LOADED) or (work >= AUTO_SIZE and numba_available() and _cached())
     else:
         compiled = engine == "numba"
     if compiled:

@@ -1,0 +1,138 @@
+"""When to pay for numba compilation: the first-run policy of collsynth's compiled loops.
+
+numba compiles a loop the first time a process uses it and keeps the machine code in its
+on-disk cache (``$NUMBA_CACHE_DIR``, under collsynth's cache directory), so later processes
+load it in a fraction of a second. Most loops compile in a few seconds; one (the SCALE-CCL
+planner) takes about a minute, which no command should make a user wait for. Such a loop
+follows :func:`policy`:
+
+* ``background`` (default): while the compiled loop is not known to be in the cache, the
+  command runs the same loop uncompiled (same results, slower) and starts one detached,
+  low-priority process that compiles it into the cache (:func:`build_in_background`); once
+  that finishes, later commands load the compiled loop.
+* ``foreground``: compile in the command itself (the wait is paid once per machine).
+* ``off``: never compile on the command's own choice (an explicit ``engine="numba"`` still
+  does).
+
+``$COLLSYNTH_JIT`` sets the policy. "Known to be in the cache" is a marker file per loop and
+per (Python, numba, loop source) that :func:`mark_ready` writes once a process has compiled or
+loaded the loop (:func:`ready` checks it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from .errors import CollsynthError
+
+POLICIES = ("background", "foreground", "off")
+#: a build that has not finished after this long is taken for dead (a new one may start)
+STALE_BUILD_S = 900.0
+_STARTED: set[str] = set()  # builds this process started
+
+
+def policy() -> str:
+    """The first-run policy (``$COLLSYNTH_JIT``; default ``background``)."""
+    value = (os.environ.get("COLLSYNTH_JIT") or "background").strip().lower()
+    if value not in POLICIES:
+        raise CollsynthError(f"COLLSYNTH_JIT={value!r} is not one of {', '.join(POLICIES)}")
+    return value
+
+
+def _directory() -> str:
+    base = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "collsynth", "numba"
+    )
+    return os.path.join(base, "collsynth-ready")
+
+
+def _key(name: str, sources: Sequence[str]) -> str:
+    h = hashlib.sha256(name.encode())
+    h.update(sys.version.encode())
+    try:
+        import numba
+
+        h.update(numba.__version__.encode())
+    except ImportError:  # pragma: no cover - numba is a dependency
+        h.update(b"no numba")
+    for path in sources:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return f"{name}-{h.hexdigest()[:16]}"
+
+
+def ready(name: str, sources: Sequence[str]) -> bool:
+    """Whether loop ``name`` (compiled from the files ``sources``) is in numba's cache."""
+    return os.path.exists(os.path.join(_directory(), _key(name, sources)))
+
+
+def mark_ready(name: str, sources: Sequence[str]) -> None:
+    """Record that loop ``name`` is in numba's cache (best effort: a read-only cache directory
+    only means the next process checks again)."""
+    try:
+        os.makedirs(_directory(), exist_ok=True)
+        with open(os.path.join(_directory(), _key(name, sources)), "w", encoding="utf-8") as f:
+            f.write(f"{time.time():.0f}\n")
+    except OSError:
+        pass
+
+
+def build_in_background(name: str, sources: Sequence[str], code: str) -> bool:
+    """Start one detached, low-priority ``python -c code`` that compiles loop ``name`` into
+    the cache, unless one is already running (here or in another process) or the loop is
+    ready; whether one was started. The build is a separate session: it survives the command
+    (a later command profits from it) and never writes to the command's output."""
+    key = _key(name, sources)
+    if key in _STARTED or ready(name, sources):
+        return False
+    lock = os.path.join(_directory(), key + ".building")
+    try:
+        os.makedirs(_directory(), exist_ok=True)
+        if os.path.exists(lock) and time.time() - os.path.getmtime(lock) < STALE_BUILD_S:
+            return False
+        fd = os.open(lock + f".{os.getpid()}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.close(fd)
+        os.replace(lock + f".{os.getpid()}", lock)
+    except OSError:
+        return False
+    script = (
+        "import os\n"
+        "try:\n"
+        "    os.nice(10)\n"
+        "except OSError:\n"
+        "    pass\n"
+        "try:\n"
+        f"    {code}\n"
+        "finally:\n"
+        "    try:\n"
+        f"        os.remove({lock!r})\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    env = dict(os.environ, COLLSYNTH_JIT="foreground")
+    try:
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            env=env,
+        )
+    except OSError:
+        try:
+            os.remove(lock)
+        except OSError:
+            pass
+        return False
+    _STARTED.add(key)
+    return True
+
+
+__all__ = ["POLICIES", "build_in_background", "mark_ready", "policy", "ready"]
