@@ -1289,3 +1289,43 @@ def test_verdict_does_not_depend_on_op_numbering(case):
             assert re.search(rf"\bop {again.error_op}\b", again.error)
 
     prop()
+
+
+WINDOWED = [
+    "test_tree_reducescatter",
+    "test_allreduce_reduce_scatter_then_allgather",
+    "test_reduce_to_root",
+    "test_reduction_by_byte_ranges",
+    "test_reject_duplicate_contribution",
+    "test_reject_duplicate_contribution_through_two_paths",
+    "test_reject_incomplete_reduction",
+    "test_reject_copy_that_overwrites_partial_sum",
+    "test_reject_race_read_while_written",
+    "test_reject_race_write_while_read",
+    "test_reject_race_two_unordered_copies",
+    "test_reject_race_read_hidden_behind_an_ordered_reduce",
+    "test_reject_race_copy_concurrent_with_reduce",
+]
+
+
+@pytest.mark.parametrize("name", WINDOWED)
+def test_reductions_checked_a_window_at_a_time(name, monkeypatch):
+    """Large reducing schedules are executed a window of segments at a time: with one buffer
+    per window (one segment per window) every reduction test gives the same verdict."""
+    import collsynth.verify as v
+
+    monkeypatch.setattr(v, "REDUCE_WINDOW_BUFFERS", 1)
+    globals()[name]()
+
+
+def test_windows_count_the_same_redundant_deliveries(monkeypatch):
+    import collsynth.verify as v
+
+    s = synthesize("ring", load_topology("dgx1"), Collective.make("allreduce", 8, 2))
+    s2 = round_trip_cases()["trees"]()
+    whole = [verify(x) for x in (s, s2)]
+    monkeypatch.setattr(v, "REDUCE_WINDOW_BUFFERS", 8)  # one segment per window
+    windowed = [verify(x) for x in (s, s2)]
+    for a, b in zip(whole, windowed):
+        assert a.ok and b.ok and a.redundant_deliveries == b.redundant_deliveries
+        assert a.checks == b.checks

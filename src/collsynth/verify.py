@@ -39,6 +39,7 @@ import numpy as np
 from .collective import Collective, CollKind
 from .errors import CollsynthError, VerificationError
 from .schedule.ir import OpKind, Schedule
+from .schedule.trees import spread_ranges
 
 #: Relative tolerance for time and capacity comparisons.
 TIME_TOL = 1e-9
@@ -96,6 +97,11 @@ def verify(schedule: Schedule) -> VerifyReport:
     """Verify ``schedule``; raise :class:`VerificationError` at the first violation."""
     v = _Verifier(schedule)
     return v.run()
+
+
+#: the most (rank, segment) buffers a reducing schedule's execution holds at once (a window of
+#: segments at a time beyond it; a buffer holds a bit mask of up to one bit per rank)
+REDUCE_WINDOW_BUFFERS = 1 << 18
 
 
 class _Verifier:
@@ -736,35 +742,69 @@ class _Verifier:
         of copies that deliver a value the receiver already holds."""
         anc = _Ancestry(self.s, self.order, self.pos)
         self._anc = anc
-        value: dict[int, int] = {}
-        redundant = self._execute_reductions(anc, value)
-        self.checks.extend(["data-not-held", "race", "duplicate-contribution"])
-        self._check_reduced(value)
-        self.checks.append("postcondition")
+        # Buffers of different segments never interact, so large schedules run a window of
+        # segments at a time (each window's operations in dependency order), which bounds
+        # the buffers held at once; a schedule that fits one window runs as one.
+        per = max(1, REDUCE_WINDOW_BUFFERS // max(1, self.c.num_ranks))
+        redundant = 0
+        first_w = self.op_seg_lo[self.order] // per
+        last_w = (np.maximum(self.op_seg_hi, self.op_seg_lo + 1)[self.order] - 1) // per
+        grouped = None
+        if per < self.nseg_total and np.array_equal(first_w, last_w):
+            # every operation within one window: each window's operations by one stable sort
+            by_w = np.argsort(first_w, kind="stable")
+            bounds = np.searchsorted(first_w[by_w], np.arange(-(-self.nseg_total // per) + 1))
+            grouped = (self.order[by_w], bounds)
+        for s0 in range(0, max(1, self.nseg_total), per):
+            s1 = min(s0 + per, self.nseg_total)
+            order = self.order
+            if grouped is not None:
+                w = s0 // per
+                order = grouped[0][grouped[1][w] : grouped[1][w + 1]]
+            elif per < self.nseg_total:
+                order = order[(first_w <= (s1 - 1) // per) & (last_w >= s0 // per)]
+            value: dict[int, int] = {}
+            redundant += self._execute_reductions(anc, value, order, s0, s1)
+            self._check_reduced(value, s0, s1)
+        self.checks.extend(["data-not-held", "race", "duplicate-contribution", "postcondition"])
         return redundant
 
-    def _execute_reductions(self, anc: _Ancestry, value: dict[int, int]) -> int:
+    def _execute_reductions(
+        self, anc: _Ancestry, value: dict[int, int], order: np.ndarray, s0: int, s1: int
+    ) -> int:
         """Execute the operations in dependency order on the per-(rank, segment) buffers, keyed
         ``rank * segments + segment``; ``value`` gets the bit mask of the ranks whose
         contributions each buffer holds (absent: the rank's own). An operation reads the
         sender's buffer after every write to it, and writes the receiver's after every read of
         it and, when either overwrites, after every other write; a copy overwrites, a reduce
-        combines (refusing a contribution already there). The number of redundant copies."""
+        combines (refusing a contribution already there). The number of redundant copies.
+        Only the operations ``order`` and the segments ``s0 <= seg < s1`` are executed."""
         s, nseg = self.s, self.nseg_total
         writes: dict[int, list[int]] = {}
         reads: dict[int, list[int]] = {}
-        copy_op = (s.kind == OpKind.COPY).tolist()
-        srcs, dsts = s.src.tolist(), s.dst.tolist()
-        seg_lo, seg_hi = self.op_seg_lo.tolist(), self.op_seg_hi.tolist()
-        posl, depthl = anc.pos.tolist(), anc.depth.tolist()
-        ptrl, idsl = anc.ptr.tolist(), anc.ids.tolist()
+        # per-operation facts of these operations only, as Python values (memory bounded by the
+        # window); the buffers only ever name operations of the window
+        ops = order.tolist()
+        is_copy_op = s.kind[order] == OpKind.COPY
+        copy_op = dict(zip(ops, is_copy_op.tolist()))
+        posl = dict(zip(ops, anc.pos[order].tolist()))
+        depthl = dict(zip(ops, anc.depth[order].tolist()))
+        dep_lo, dep_hi = anc.ptr[order], anc.ptr[order + 1]
+        idsl = anc.ids[spread_ranges(dep_lo, dep_hi - dep_lo)].tolist()
+        dep_at = np.concatenate(([0], np.cumsum(dep_hi - dep_lo))).tolist()
         walk = anc.query
         redundant = 0
-        for op in self.order.tolist():
-            src = srcs[op]
-            dst = dsts[op]
-            is_copy = copy_op[op]
-            direct = set(idsl[ptrl[op] : ptrl[op + 1]])
+        for i, (op, src, dst, is_copy, lo_op, hi_op) in enumerate(
+            zip(
+                ops,
+                s.src[order].tolist(),
+                s.dst[order].tolist(),
+                is_copy_op.tolist(),
+                self.op_seg_lo[order].tolist(),
+                self.op_seg_hi[order].tolist(),
+            )
+        ):
+            direct = set(idsl[dep_at[i] : dep_at[i + 1]])
             p_op, d_op = posl[op], depthl[op]
 
             def is_ancestor(a: int, _x: int) -> bool:
@@ -775,7 +815,7 @@ class _Verifier:
                     return False
                 return walk(a, op)
 
-            for seg in range(seg_lo[op], seg_hi[op]):
+            for seg in range(max(lo_op, s0), min(hi_op, s1)):
                 rk = src * nseg + seg
                 for w in writes.get(rk, ()):
                     if not is_ancestor(w, op):
@@ -845,15 +885,18 @@ class _Verifier:
             op,
         )
 
-    def _check_reduced(self, value: dict[int, int]) -> None:
+    def _check_reduced(self, value: dict[int, int], s0: int, s1: int) -> None:
         """Postcondition of a reduction: every rank ends with every contribution in each
-        segment of the chunks it must hold (``value``: the contributions per buffer)."""
+        segment ``s0 <= seg < s1`` of the chunks it must hold (``value``: the contributions per
+        buffer)."""
         c, t, nseg = self.c, self.t, self.nseg_total
         full = c.full_mask
         post_r, post_c = c.postcondition()
-        for r, ch in zip(post_r.tolist(), post_c.tolist()):
+        lo = self.seg_base[post_c]
+        hit = (lo < s1) & (lo + self.seg_count[post_c] > s0)
+        for r, ch in zip(post_r[hit].tolist(), post_c[hit].tolist()):
             base = int(self.seg_base[ch])
-            for seg in range(base, base + int(self.seg_count[ch])):
+            for seg in range(max(base, s0), min(base + int(self.seg_count[ch]), s1)):
                 v = value.get(r * nseg + seg, 1 << r)
                 if v != full:
                     missing = _bits(full & ~v)

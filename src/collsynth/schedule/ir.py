@@ -359,22 +359,30 @@ class ScheduleBuilder:
         self._flush()
         segs = self._segments
 
+        # Each column is joined and its pieces dropped before the next: the peak is the
+        # operations once plus one column, not twice (schedules of tens of millions of ops).
+        def join(parts, dtype):
+            if not parts:
+                return np.zeros(0, dtype=dtype)
+            if len(parts) == 1:
+                return parts[0].astype(dtype, copy=False)
+            return np.concatenate(parts).astype(dtype, copy=False)
+
         def cat(name, dtype):
             parts = [sg[name] for sg in segs]
-            return (
-                np.concatenate(parts).astype(dtype, copy=False)
-                if parts
-                else np.zeros(0, dtype=dtype)
-            )
+            for sg in segs:
+                sg[name] = None
+            return join(parts, dtype)
 
         def cat_csr(ptr_name, ids_name):
-            ptrs, ids, offset = [np.zeros(1, dtype=np.int64)], [], 0
+            ptrs, offset = [np.zeros(1, dtype=np.int64)], 0
             for sg in segs:
                 ptrs.append(sg[ptr_name][1:] + offset)
-                ids.append(sg[ids_name])
                 offset += int(sg[ptr_name][-1])
-            flat = np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, dtype=np.int64)
-            return np.concatenate(ptrs).astype(np.int64), flat
+                sg[ptr_name] = None
+            ptr = np.concatenate(ptrs).astype(np.int64)
+            del ptrs
+            return ptr, cat(ids_name, np.int64)
 
         def optional(name, fill, dtype, shape=()):
             if not self._any[name]:
@@ -399,7 +407,7 @@ class ScheduleBuilder:
             part = np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
         else:
             part = None
-        return Schedule(
+        sched = Schedule(
             topology=self.topology,
             collective=self.collective,
             src=cat("src", np.int64),
@@ -421,3 +429,25 @@ class ScheduleBuilder:
             meta=dict(self.meta),
             trees=self.trees,
         )
+        # the pieces were dropped as they were joined: the builder now holds the joined
+        # columns as its one segment (shared with the schedule; later additions never write
+        # into them), so it can go on and build again
+        n = sched.num_ops
+        self._segments = [
+            {
+                "src": sched.src,
+                "dst": sched.dst,
+                "chunk": sched.chunk,
+                "kind": sched.kind,
+                "route_ptr": sched.route_ptr,
+                "route_links": sched.route_links,
+                "dep_ptr": sched.dep_ptr,
+                "dep_ids": sched.dep_ids,
+                "start": sched.start,
+                "duration": sched.duration,
+                "step": sched.step,
+                "part": part,
+                "n": n,
+            }
+        ]
+        return sched

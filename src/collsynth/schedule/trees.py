@@ -413,20 +413,7 @@ def lower(
     coll = collective.with_chunks(cpr)
     b = ScheduleBuilder(topology, coll, meta=meta)
     b.trees = form
-    tasks: dict[str, list[_Task]] = {"in": [], "out": []}
     ptr = cols["tree_ptr"].tolist()
-    for direction, roots, plan in (("in", in_roots, plan_in), ("out", out_roots, plan_out)):
-        for r, ts in sorted(roots.items()):
-            for i, t in enumerate(ts):
-                lo, hi = ptr[t], ptr[t + 1]
-                src = cols["edge_from"][lo:hi].tolist()
-                dst = cols["edge_to"][lo:hi].tolist()
-                what = f"{direction}-tree {i} of rank {r}"
-                children = _check_edges(r, src, dst, direction, n, what)
-                chunks = np.array([_chunk_id(coll, r, loc) for loc in plan[t]], np.int64)
-                tasks[direction].append(
-                    _Task.make(b, r, direction, src, dst, cols, lo, children, chunks)
-                )
     # Emit round-robin over trees (chunk 0 of every tree, then chunk 1, ...) and give each
     # operation the step "round * width + depth" (width > every depth): steps are the planned
     # priority on shared links, so older pipeline rounds go first and every tree advances
@@ -434,11 +421,23 @@ def lower(
     # depend on it.
     reduced = _Reduced(coll.num_chunks)  # chunk -> ops that completed its reduction at the root
     step0, base = 0, 0
-    for direction in ("in", "out"):
-        if tasks[direction]:
-            block, step0 = _emit(tasks[direction], direction, reduced, step0, base)
+    for direction, roots, plan in (("in", in_roots, plan_in), ("out", out_roots, plan_out)):
+        tasks = []
+        for r, ts in sorted(roots.items()):
+            for i, t in enumerate(ts):
+                lo, hi = ptr[t], ptr[t + 1]
+                src = cols["edge_from"][lo:hi].tolist()
+                dst = cols["edge_to"][lo:hi].tolist()
+                chunks = np.array([_chunk_id(coll, r, loc) for loc in plan[t]], np.int64)
+                what = f"{direction}-tree {i} of rank {r}"
+                children = _check_edges(r, src, dst, direction, n, what)
+                tasks.append(_Task.make(b, r, direction, src, dst, cols, lo, children, chunks))
+        if tasks:
+            block, step0 = _emit(tasks, direction, reduced, step0, base)
+            del tasks  # one direction's tasks at a time
             b.add_many(**block)
             base += len(block["src"])
+            del block
     return b.build()
 
 
