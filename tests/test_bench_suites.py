@@ -148,7 +148,7 @@ def test_scale_table_rows():
          "x_bound": 0.99, "holds": True},
         {"case": "1024:e2e", "wall_s": 9.5, "peak_bytes": 2**29, "synth_s": 7.0,
          "verify_s": 1.5, "holds": True},
-        {"case": "1024:sim", "planned": sim, "fcfs": sim, "holds": True},
+        {"case": "1024:sim", "plan": sim, "fcfs": sim, "holds": True},
         {"case": "jit", "commands": {"simulate": {"cold_s": 9.0, "warm_s": 2.0, "paid_s": 7.0}},
          "worst_paid_s": 7.0, "holds": True},
         {"case": "wan", "median_s": 0.03, "holds": True},

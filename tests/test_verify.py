@@ -1329,3 +1329,60 @@ def test_windows_count_the_same_redundant_deliveries(monkeypatch):
     for a, b in zip(whole, windowed):
         assert a.ok and b.ok and a.redundant_deliveries == b.redundant_deliveries
         assert a.checks == b.checks
+
+
+@pytest.mark.parametrize("direction", ["out", "in"])
+@pytest.mark.parametrize("seed", range(4))
+def test_tree_templates_at_once_match_one_at_a_time(direction, seed):
+    """The array construction of the lowering's tree templates (all trees at once) gives
+    exactly the per-tree construction's templates, on random routed spanning trees."""
+    from collsynth.schedule import trees as tr
+
+    rng = np.random.default_rng(seed)
+    n = 9
+    t = load_topology(f"full:n={n}")
+    b = ScheduleBuilder(t, Collective.make("allgather", n))
+    forms = []
+    for r in range(n):
+        for _ in range(2):
+            nodes = [r] + [int(x) for x in rng.permutation([v for v in range(n) if v != r])]
+            edges = []
+            for i in range(1, n):
+                p, c = nodes[int(rng.integers(0, i))], nodes[i]
+                a, z = (p, c) if direction == "out" else (c, p)
+                edges.append((a, z, tuple(b.routes.route(a, z))))
+            order = rng.permutation(len(edges))
+            forms.append(Tree(r, tuple(edges[i] for i in order), 1, direction))
+    cols = TreeForm(forms).columns
+    ids = np.arange(len(forms), dtype=np.int64)
+    chunks = [np.array([i]) for i in ids]
+    fast = tr._tasks_at_once(cols, ids, direction, n, chunks)
+    assert fast is not None
+    ptr = cols["tree_ptr"]
+    for i, tree in enumerate(forms):
+        lo, hi = int(ptr[i]), int(ptr[i + 1])
+        src, dst = cols["edge_from"][lo:hi].tolist(), cols["edge_to"][lo:hi].tolist()
+        children = tr._check_edges(tree.root, src, dst, direction, n, "t")
+        slow = tr._Task.make(b, tree.root, direction, src, dst, cols, lo, children, chunks[i])
+        for f in ("src", "dst", "depth", "route_len", "route_flat", "dep_len", "from_root"):
+            assert np.array_equal(getattr(fast[i], f), getattr(slow, f)), (i, f)
+        key = lambda x: sorted(zip(x.dep_owner.tolist(), x.dep_within.tolist(),  # noqa: E731
+                                   x.dep_edge.tolist()))  # fmt: skip
+        assert key(fast[i]) == key(slow), i
+    # a tree that is not a spanning tree: left to the one-at-a-time check
+    bad = list(forms[0].edges)
+    bad[0] = (bad[0][0], bad[0][0], bad[0][2])
+    cols_bad = TreeForm([Tree(0, tuple(bad), 1, direction)]).columns
+    assert tr._tasks_at_once(cols_bad, np.array([0]), direction, n, chunks[:1]) is None
+
+
+def test_lowering_refuses_more_dependencies_than_the_limit(monkeypatch):
+    """An AllReduce's broadcasts from a root each wait for every reduction into it; beyond
+    ``COLLSYNTH_MAX_DEPS`` entries the lowering stops with one line instead of exhausting
+    memory."""
+    monkeypatch.setenv("COLLSYNTH_MAX_DEPS", "10")
+    with pytest.raises(CollsynthError, match=r"dependencies in their (in|out)-tree operations"):
+        round_trip_cases()["trees"]()
+    monkeypatch.setenv("COLLSYNTH_MAX_DEPS", "ten")
+    with pytest.raises(CollsynthError, match="COLLSYNTH_MAX_DEPS='ten' is not a positive"):
+        round_trip_cases()["trees"]()

@@ -47,6 +47,16 @@ def structure_limits() -> tuple[int, int]:
     return _limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH), _limit("COLLSYNTH_MAX_NODES", MAX_NODES)
 
 
+#: Most dependency entries (summed over operations) one lowered schedule may hold.
+MAX_DEPENDENCIES = 300_000_000
+
+
+def dependency_limit() -> int:
+    """The dependency-entry limit in force (``COLLSYNTH_MAX_DEPS`` or
+    :data:`MAX_DEPENDENCIES`)."""
+    return _limit("COLLSYNTH_MAX_DEPS", MAX_DEPENDENCIES)
+
+
 def file_size_limit() -> int:
     """The largest input file read (and the most an archive may expand to), in bytes."""
     return _limit("COLLSYNTH_MAX_FILE_BYTES", MAX_FILE_BYTES)

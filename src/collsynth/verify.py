@@ -804,15 +804,20 @@ class _Verifier:
                 self.op_seg_hi[order].tolist(),
             )
         ):
-            direct = set(idsl[dep_at[i] : dep_at[i + 1]])
             p_op, d_op = posl[op], depthl[op]
+            direct: set[int] | None = None  # made on first need (an AllReduce root's
+            # broadcasts each depend on every delivery into it: long lists)
 
             def is_ancestor(a: int, _x: int) -> bool:
-                # cheap answers first: a direct dependency, or one that cannot reach ``op``
-                if a in direct:
-                    return True
+                # cheap answers first: one that cannot reach ``op`` (a dependency comes
+                # earlier in the order and is shallower), or a direct dependency
+                nonlocal direct
                 if posl[a] >= p_op or depthl[a] >= d_op:
                     return False
+                if direct is None:
+                    direct = set(idsl[dep_at[i] : dep_at[i + 1]])
+                if a in direct:
+                    return True
                 return walk(a, op)
 
             for seg in range(max(lo_op, s0), min(hi_op, s1)):

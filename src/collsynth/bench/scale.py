@@ -180,7 +180,7 @@ from collsynth.schedule.io import load_schedule
 from collsynth.sim import simulate
 s = load_schedule({path!r})
 out = dict(ops=s.num_ops)
-for order in ("planned", "fcfs"):
+for order in ("plan", "fcfs"):
     simulate(s, 1e9, order=order)  # compiled (or loaded from the cache) here
     walls = []
     for _ in range(3):
@@ -195,7 +195,7 @@ print(json.dumps(out))
     )
     r = _child(code)
     if "error" not in r:
-        r["holds"] = bool(min(r[o]["hops_per_s"] for o in ("planned", "fcfs")) >= 5e6)
+        r["holds"] = bool(min(r[o]["hops_per_s"] for o in ("plan", "fcfs")) >= 5e6)
     return r
 
 
@@ -410,7 +410,7 @@ def _cell(row: dict) -> str:
     if c == "1024:sim":
         return ", ".join(
             f"{o}: {row[o]['hops_per_s'] / 1e6:.2f} M hops/s ({row[o]['wall_s']:.2f} s)"
-            for o in ("planned", "fcfs")
+            for o in ("plan", "fcfs")
         )
     if c == "32:forestcoll":
         return (

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
+from ..files import dependency_limit
 from ..topology.model import Topology
 from .ir import OpKind, Schedule, ScheduleBuilder
 
@@ -56,6 +57,16 @@ _COLUMN_NAMES = ("tree_root", "tree_mult", "tree_in", "tree_ptr", "edge_from", "
                  "edge_routed", "edge_route_ptr", "edge_route_links")  # fmt: skip
 
 
+#: per-edge columns held narrow (ranks and link ids fit 32 bits: a topology has at most
+#: 2**23 links, see docs/cli.md): millions of edges take half the memory
+_COLUMN_TYPES = {
+    "edge_from": np.int32,
+    "edge_to": np.int32,
+    "edge_routed": np.int8,
+    "edge_route_links": np.int32,
+}
+
+
 class TreeForm:
     """A set of trees; ``out`` trees broadcast, ``in`` trees reduce.
 
@@ -72,7 +83,10 @@ class TreeForm:
             missing = [c for c in _COLUMN_NAMES if c not in columns]
             if missing:
                 raise CollsynthError(f"tree columns need {missing[0]!r}")
-            self._columns = {c: np.asarray(columns[c], dtype=np.int64) for c in _COLUMN_NAMES}
+            self._columns = {
+                c: np.asarray(columns[c], dtype=_COLUMN_TYPES.get(c, np.int64))
+                for c in _COLUMN_NAMES
+            }
             self._trees = None
         else:
             self._trees = list(trees)
@@ -422,16 +436,24 @@ def lower(
     reduced = _Reduced(coll.num_chunks)  # chunk -> ops that completed its reduction at the root
     step0, base = 0, 0
     for direction, roots, plan in (("in", in_roots, plan_in), ("out", out_roots, plan_out)):
-        tasks = []
-        for r, ts in sorted(roots.items()):
-            for i, t in enumerate(ts):
-                lo, hi = ptr[t], ptr[t + 1]
-                src = cols["edge_from"][lo:hi].tolist()
-                dst = cols["edge_to"][lo:hi].tolist()
-                chunks = np.array([_chunk_id(coll, r, loc) for loc in plan[t]], np.int64)
-                what = f"{direction}-tree {i} of rank {r}"
-                children = _check_edges(r, src, dst, direction, n, what)
-                tasks.append(_Task.make(b, r, direction, src, dst, cols, lo, children, chunks))
+        ids = [t for _, ts in sorted(roots.items()) for t in ts]
+        chunks = [
+            np.array([_chunk_id(coll, r, loc) for loc in plan[t]], np.int64)
+            for r, ts in sorted(roots.items())
+            for t in ts
+        ]
+        tasks = _tasks_at_once(cols, np.array(ids, dtype=np.int64), direction, n, chunks)
+        if tasks is None:  # default routes, or a tree to refuse: one tree at a time
+            tasks = []
+            for r, ts in sorted(roots.items()):
+                for i, t in enumerate(ts):
+                    lo, hi = ptr[t], ptr[t + 1]
+                    src = cols["edge_from"][lo:hi].tolist()
+                    dst = cols["edge_to"][lo:hi].tolist()
+                    what = f"{direction}-tree {i} of rank {r}"
+                    children = _check_edges(r, src, dst, direction, n, what)
+                    ch = chunks[len(tasks)]
+                    tasks.append(_Task.make(b, r, direction, src, dst, cols, lo, children, ch))
         if tasks:
             block, step0 = _emit(tasks, direction, reduced, step0, base)
             del tasks  # one direction's tasks at a time
@@ -444,7 +466,8 @@ def lower(
 @dataclass
 class _Task:
     """One tree with the chunks it carries, as arrays over its edges in emission order: edge
-    ``e`` is ``src[e] -> dst[e]`` at depth (out-trees) or level (in-trees) ``depth[e]``."""
+    ``e`` is ``src[e] -> dst[e]`` at depth (out-trees) or level (in-trees) ``depth[e]``
+    (32-bit: a direction's templates hold every edge of its trees)."""
 
     src: np.ndarray
     dst: np.ndarray
@@ -505,20 +528,159 @@ class _Task:
                 deps.append(arrived.get(u, []))
                 arrived[v] = [e]
             from_root = [e for e, (u, _, _) in enumerate(edges) if u == root]
-        dep_len = np.array([len(d) for d in deps], dtype=np.int64)
+        dep_len = np.array([len(d) for d in deps], dtype=np.int32)
         return cls(
-            src=np.array([e[0] for e in edges], dtype=np.int64),
-            dst=np.array([e[1] for e in edges], dtype=np.int64),
-            depth=np.array([e[2] for e in edges], dtype=np.int64),
-            route_len=route_len,
-            route_flat=route_flat,
+            src=np.array([e[0] for e in edges], dtype=np.int32),
+            dst=np.array([e[1] for e in edges], dtype=np.int32),
+            depth=np.array([e[2] for e in edges], dtype=np.int32),
+            route_len=route_len.astype(np.int32),
+            route_flat=route_flat.astype(np.int32),
             dep_len=dep_len,
-            dep_owner=np.repeat(np.arange(len(edges), dtype=np.int64), dep_len),
-            dep_within=np.array([j for d in deps for j in range(len(d))], dtype=np.int64),
-            dep_edge=np.array([x for d in deps for x in d], dtype=np.int64),
-            from_root=np.array(from_root, dtype=np.int64),
+            dep_owner=np.repeat(np.arange(len(edges), dtype=np.int32), dep_len),
+            dep_within=np.array([j for d in deps for j in range(len(d))], dtype=np.int32),
+            dep_edge=np.array([x for d in deps for x in d], dtype=np.int32),
+            from_root=np.array(from_root, dtype=np.int32),
             chunks=chunks,
         )
+
+
+def _tasks_at_once(
+    cols: dict[str, np.ndarray], ids: np.ndarray, direction: str, n: int, chunks: list
+) -> list[_Task] | None:
+    """:meth:`_Task.make` for the trees ``ids`` (of one direction) at once, with numpy: the
+    same tasks, or None when a tree is not a spanning tree of ranks ``0..n-1`` (the caller
+    then checks the trees one at a time, which names the fault) or an edge has no route.
+
+    Out-trees are ordered breadth first (by depth, then the parent's order, then edge order),
+    level by level; in-trees in post order (children in edge order), from the subtree sizes
+    (bottom-up) and preorder positions (top-down): ``post = pre + size - 1 - depth``."""
+    T = len(ids)
+    if T == 0:
+        return []
+    tp = cols["tree_ptr"]
+    lens = tp[ids + 1] - tp[ids]
+    eidx = spread_ranges(tp[ids], lens)
+    if not np.all(cols["edge_routed"][eidx]):
+        return None
+    M = len(eidx)
+    owner = np.repeat(np.arange(T, dtype=np.int64), lens)
+    a = cols["edge_from"][eidx].astype(np.int64)
+    b = cols["edge_to"][eidx].astype(np.int64)
+    child, par = (b, a) if direction == "out" else (a, b)
+    root = cols["tree_root"][ids]
+    if (
+        np.any(lens != n - 1)
+        or np.any((root < 0) | (root >= n))
+        or np.any((a < 0) | (a >= n) | (b < 0) | (b >= n) | (a == b))
+        or np.any(child == root[owner])
+    ):
+        return None
+    gchild = owner * n + child
+    gpar = owner * n + par
+    if np.any(np.bincount(gchild, minlength=T * n) > 1):
+        return None
+    groot = np.arange(T, dtype=np.int64) * n + root
+    up = np.arange(T * n, dtype=np.int64)
+    up[gchild] = gpar
+    depth = np.zeros(T * n, dtype=np.int64)
+    depth[gchild] = 1
+    for _ in range(max(1, n).bit_length() + 1):
+        nxt = up[up]
+        if np.array_equal(nxt, up):
+            break
+        depth += depth[up]
+        up = nxt
+    if not np.array_equal(up.reshape(T, n), np.repeat(groot[:, None], n, axis=1)):
+        return None  # a cycle: some node does not reach its root
+    dchild = depth[gchild]
+    height = int(dchild.max()) if M else 0
+    by_depth = np.argsort(dchild, kind="stable")
+    level_at = np.searchsorted(dchild[by_depth], np.arange(height + 2))
+    epos = np.arange(M, dtype=np.int64)
+    if direction == "out":
+        rank = np.zeros(T * n, dtype=np.int64)  # position within (tree, depth)
+        for d in range(1, height + 1):
+            sel = by_depth[level_at[d] : level_at[d + 1]]
+            sel = sel[np.lexsort((epos[sel], rank[gpar[sel]], owner[sel]))]
+            first = np.searchsorted(owner[sel], owner[sel])
+            rank[gchild[sel]] = np.arange(len(sel)) - first
+        emit = np.lexsort((rank[gchild], dchild, owner))
+        edge_depth = dchild - 1
+    else:
+        size = np.ones(T * n, dtype=np.int64)
+        lev = np.zeros(T * n, dtype=np.int64)
+        for d in range(height, 0, -1):
+            sel = by_depth[level_at[d] : level_at[d + 1]]
+            np.add.at(size, gpar[sel], size[gchild[sel]])
+            np.maximum.at(lev, gpar[sel], lev[gchild[sel]] + 1)
+        pre = np.zeros(T * n, dtype=np.int64)
+        for d in range(1, height + 1):
+            sel = by_depth[level_at[d] : level_at[d + 1]]
+            sel = sel[np.lexsort((epos[sel], gpar[sel]))]
+            sz = size[gchild[sel]]
+            cs = np.cumsum(sz)
+            first = np.searchsorted(gpar[sel], gpar[sel])
+            before = cs - sz - (cs[first] - sz[first])  # earlier siblings' subtree sizes
+            pre[gchild[sel]] = pre[gpar[sel]] + 1 + before
+        post = pre + size - 1 - depth
+        emit = np.lexsort((post[gchild], owner))
+        edge_depth = lev[gchild]
+    # emission index of every edge within its tree, and of the edge into every node
+    tstart = np.concatenate(([0], np.cumsum(lens)))
+    em = np.empty(M, dtype=np.int64)
+    em[emit] = np.arange(M) - tstart[owner[emit]]
+    em_of = np.full(T * n, -1, dtype=np.int64)
+    em_of[gchild] = em
+    from_root = par == root[owner]
+    if direction == "out":  # edge (u, v) waits for the edge that brought u
+        has = ~from_root
+        d_owner, d_edge, d_tree = em[has], em_of[gpar[has]], owner[has]
+        d_within = np.zeros(len(d_owner), dtype=np.int64)
+    else:  # edge (u, p) waits for the edges from u's children, in emission order
+        has = ~from_root
+        d_owner, d_edge, d_tree = em_of[gpar[has]], em[has], owner[has]
+        o = np.lexsort((d_edge, d_owner, d_tree))
+        d_owner, d_edge, d_tree = d_owner[o], d_edge[o], d_tree[o]
+        key = d_tree * n + d_owner
+        d_within = np.arange(len(key)) - np.searchsorted(key, key)
+    o = np.argsort(d_tree, kind="stable")
+    d_owner, d_edge, d_within, d_tree = d_owner[o], d_edge[o], d_within[o], d_tree[o]
+    d_at = np.searchsorted(d_tree, np.arange(T + 1))
+    d_len = np.bincount(tstart[d_tree] + d_owner, minlength=M)
+    r_edges = np.flatnonzero(from_root)
+    r_edges = r_edges[np.lexsort((em[r_edges], owner[r_edges]))]
+    r_at = np.searchsorted(owner[r_edges], np.arange(T + 1))
+    # columns in emission order
+    e_sorted = eidx[emit]
+    rptr = cols["edge_route_ptr"]
+    rlen = rptr[e_sorted + 1] - rptr[e_sorted]
+    rflat = cols["edge_route_links"][spread_ranges(rptr[e_sorted], rlen)].astype(np.int32)
+    r_off = np.concatenate(([0], np.cumsum(rlen)))
+    src_s, dst_s = par[emit].astype(np.int32), child[emit].astype(np.int32)
+    if direction == "in":  # data flows child -> parent
+        src_s, dst_s = dst_s, src_s
+    dep_s = edge_depth[emit].astype(np.int32)
+    rlen32, dlen32 = rlen.astype(np.int32), d_len.astype(np.int32)
+    tasks = []
+    for t in range(T):
+        lo, hi = int(tstart[t]), int(tstart[t + 1])
+        dl, dh = int(d_at[t]), int(d_at[t + 1])
+        tasks.append(
+            _Task(
+                src=src_s[lo:hi],
+                dst=dst_s[lo:hi],
+                depth=dep_s[lo:hi],
+                route_len=rlen32[lo:hi],
+                route_flat=rflat[r_off[lo] : r_off[hi]],
+                dep_len=dlen32[lo:hi],
+                dep_owner=d_owner[dl:dh].astype(np.int32),
+                dep_within=d_within[dl:dh].astype(np.int32),
+                dep_edge=d_edge[dl:dh].astype(np.int32),
+                from_root=em[r_edges[r_at[t] : r_at[t + 1]]].astype(np.int32),
+                chunks=chunks[t],
+            )
+        )
+    return tasks
 
 
 class _Reduced:
@@ -592,6 +754,15 @@ def _emit(
     np.cumsum(rlen, out=route_ptr[1:])
     dep_ptr = np.zeros(total + 1, dtype=np.int64)
     np.cumsum(dlen, out=dep_ptr[1:])
+    limit = dependency_limit()
+    if int(dep_ptr[-1]) + base > limit:  # (base: at most one per earlier op, in-trees)
+        fan = int(dlen.max()) if total else 0
+        raise CollsynthError(
+            f"these trees need {int(dep_ptr[-1]):,} dependencies in their {direction}-tree "
+            f"operations (up to {fan} per operation: a broadcast from a root waits for every "
+            f"reduction into it), more than the limit of {limit:,} (COLLSYNTH_MAX_DEPS raises "
+            f"it; each takes 8 bytes and more to verify)"
+        )
     route_links = np.empty(int(route_ptr[-1]), dtype=np.int64)
     dep_ids = np.empty(int(dep_ptr[-1]), dtype=np.int64)
     if direction == "in":

@@ -745,10 +745,11 @@ def _images(trees: list[dict], P: np.ndarray, L: np.ndarray, rank) -> TreeForm:
     n_edges = np.array([len(t["edges"]) for t in reps], dtype=np.int64)
     n_links = np.array([sum(len(r) for _, _, r in t["edges"]) for t in reps], dtype=np.int64)
     # every representative's images, flattened element-major: (G, E_j) and (G, R_j) blocks
-    frm = np.concatenate([rank_arr[P[:, [a for a, _, _ in t["edges"]]]].ravel() for t in reps])
-    to = np.concatenate([rank_arr[P[:, [b for _, b, _ in t["edges"]]]].ravel() for t in reps])
+    rank32 = rank_arr.astype(np.int32)
+    frm = np.concatenate([rank32[P[:, [a for a, _, _ in t["edges"]]]].ravel() for t in reps])
+    to = np.concatenate([rank32[P[:, [b for _, b, _ in t["edges"]]]].ravel() for t in reps])
     lnk = np.concatenate(
-        [L[:, [l for _, _, r in t["edges"] for l in r]].astype(np.int64).ravel() for t in reps]
+        [L[:, [l for _, _, r in t["edges"] for l in r]].astype(np.int32).ravel() for t in reps]
     )
     rlen = np.concatenate(
         [np.tile([len(r) for _, _, r in t["edges"]], G).astype(np.int64) for t in reps]
@@ -765,7 +766,7 @@ def _images(trees: list[dict], P: np.ndarray, L: np.ndarray, rank) -> TreeForm:
         "tree_ptr": np.concatenate([[0], np.cumsum(n_edges[sel_j])]).astype(np.int64),
         "edge_from": frm[e_sel],
         "edge_to": to[e_sel],
-        "edge_routed": np.ones(len(e_sel), dtype=np.int64),
+        "edge_routed": np.ones(len(e_sel), dtype=np.int8),
         "edge_route_ptr": np.concatenate([[0], np.cumsum(edge_rlen)]).astype(np.int64),
         "edge_route_links": lnk[l_sel],
     }
