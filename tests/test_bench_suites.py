@@ -155,10 +155,19 @@ def test_scale_table_rows():
         {"case": "32:forestcoll", "error": "exit 1: boom"},
     ]  # fmt: skip
     md = scale.to_markdown(
-        {"machine": {"cpus": 2, "python": "3.11"}, "rows": rows,
-         "sweep": {"cases": 100, "serial_wall_s": 100.0, "dask_1_wall_s": 110.0,
-                   "dask_wall_s": 70.0, "speedup_1": 0.91, "speedup": 1.43,
-                   "same_results": True}}  # fmt: skip
+        {
+            "machine": {"cpus": 2, "python": "3.11"},
+            "rows": rows,
+            "sweep": {
+                "cases": 100,
+                "serial_wall_s": 100.0,
+                "dask_1_wall_s": 110.0,
+                "dask_wall_s": 70.0,
+                "speedup_1": 0.91,
+                "speedup": 1.43,
+                "same_results": True,
+            },
+        }  # fmt: skip
     )
     lines = [ln for ln in md.splitlines() if ln.startswith("| ") and "---" not in ln]
     assert len(lines) == 1 + len(rows) + 1 + 1 + 1  # header, rows, sweep, jit header + row

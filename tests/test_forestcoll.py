@@ -712,3 +712,26 @@ def test_tight_sets_are_exactly_tight():
     routed, info = symmetric_trees(topo, opt, group, tight=True)
     cong = tree_congestion(topo, opt, routed)
     assert cong["ok"] and cong["inv_x"] == opt.inv_x
+
+
+@pytest.mark.parametrize("spec", ["dgx_a100:nodes=4", "mi250:chassis=4,inter=teccl"])
+def test_compiled_and_plain_tree_search_agree(spec, monkeypatch):
+    """The greedy search runs compiled (numba) on large fabrics and as plain Python on arrays
+    below ``COMPILE_MIN_RANKS``: the same trees either way."""
+    from collsynth.synth.forestcoll import symmetry
+
+    topo = load_topology(spec)
+    compiled = forestcoll_trees(topo, 1, symmetry=True)[0]
+    monkeypatch.setattr(symmetry, "COMPILE_MIN_RANKS", 10**9)
+    plain = forestcoll_trees(topo, 1, symmetry=True)[0]
+    assert compiled == plain and len(plain) == topo.num_ranks
+
+
+def test_enter_once_sets_beyond_one_word():
+    """ "Enter once" bit sets of more than 63 sets are split into 63-bit words."""
+    from collsynth.synth.forestcoll.symmetry import _words
+
+    masks = [0, 1, (1 << 63) | 5, (1 << 130) - 1]
+    w = _words(masks, 3)
+    back = [sum(int(x) << (63 * i) for i, x in enumerate(row)) for row in w.tolist()]
+    assert back == masks

@@ -4,14 +4,16 @@ A JSON schedule spells out every operation; at a million operations that is tens
 of text that takes many seconds to write and read. The binary form keeps the same content in a
 zip archive (readable with ``numpy.load``):
 
-* ``header.json``: the JSON file's top-level object without ``ops`` and ``link_order``
+* ``header.json``: the JSON file's top-level object without ``ops``, ``link_order`` and ``trees``
   (``format`` is ``collsynth-schedule-npz``, version 1; ``count`` gives the number of
   operations);
 * one ``.npy`` array per operation column, the IR's own layout: ``src``, ``dst``, ``chunk``
   (integers), ``kind`` (0 copy, 1 reduce), routes as ``route_ptr`` (count + 1 offsets) and
   ``route_links``, dependencies as ``dep_ptr`` and ``dep_ids``; optional ``start`` and
   ``duration`` (float seconds, NaN unplanned), ``step`` (-1 none), ``part_lo``, ``part_hi``,
-  ``part_den``; planned link orders as ``order_links``, ``order_ptr`` and ``order_ops``.
+  ``part_den``; planned link orders as ``order_links``, ``order_ptr`` and ``order_ops``; the
+  tree form, if any, as ``tree_*`` and ``edge_*`` columns (:meth:`TreeForm.to_columns
+  <collsynth.schedule.trees.TreeForm.to_columns>`; JSON files keep it in ``trees``).
 
 Integers are stored in the narrowest of int8/int16/int32/int64 that holds them and read back
 as int64. Entries carry a fixed timestamp, so the same schedule gives the same bytes. Reading

@@ -301,8 +301,8 @@ def _bfs(
 
 _COMPILED_BFS: list = []
 #: fabrics with at least this many ranks (all that use symmetry by default) search with the
-#: compiled :func:`_bfs` (compiling
-#: costs a few seconds once per machine, then numba's on-disk cache loads it)
+#: compiled :func:`_bfs` (compiling costs a few seconds once per machine, then numba's
+#: on-disk cache loads it)
 COMPILE_MIN_RANKS = 32
 
 
