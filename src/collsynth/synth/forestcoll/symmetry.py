@@ -242,8 +242,15 @@ def _bfs(
     words = entered.shape[0]
     keep = 0
     tail = 0
-    for i in range(n_live):
-        x = live[i]
+    head = 0
+    i = 0
+    while i < n_live or head < tail:
+        from_member = i < n_live  # the members first, then the nodes they reach
+        if from_member:
+            x = live[i]
+        else:
+            x = queue[head]
+            head += 1
         alive = False
         for p in range(out_ptr[x], out_ptr[x + 1]):
             l = out_lid[p]
@@ -264,38 +271,18 @@ def _bfs(
             seen[y] = stamp
             prev[y] = l
             if is_comp[y]:
-                for j in range(i, n_live):
-                    live[keep] = live[j]
-                    keep += 1
+                if from_member:  # the members not yet looked at stay
+                    for j in range(i, n_live):
+                        live[keep] = live[j]
+                        keep += 1
                 return y, keep
             queue[tail] = y
             tail += 1
-        if alive:
-            live[keep] = x
-            keep += 1
-    head = 0
-    while head < tail:
-        x = queue[head]
-        head += 1
-        for p in range(out_ptr[x], out_ptr[x + 1]):
-            l = out_lid[p]
-            if oload[orbit[l]] + inc[l] > caps[l]:
-                continue
-            blocked = False
-            for w in range(words):
-                if enter_w[l, w] & entered[w]:
-                    blocked = True
-            if blocked:
-                continue
-            y = dst[l]
-            if member[y] or seen[y] == stamp:
-                continue
-            seen[y] = stamp
-            prev[y] = l
-            if is_comp[y]:
-                return y, keep
-            queue[tail] = y
-            tail += 1
+        if from_member:
+            if alive:
+                live[keep] = x
+                keep += 1
+            i += 1
     return -1, keep
 
 
