@@ -384,7 +384,7 @@ def _cheapest(
     t: dict[str, Any],
     out_links: list[list[int]],
     orbit: list[int],
-    oload: np.ndarray,
+    oload: list[int],
     inc: list[int],
     caps: list[int],
     dst: list[int],
@@ -500,7 +500,9 @@ def _grow(
     reps, k, n, topo = g.reps, g.k, g.n, g.topo
     out_links, orbit, inc, caps, ocap = g.out_links, g.orbit, g.inc, g.caps, g.ocap
     dst, is_comp = g.dst, g.is_comp
-    oload = np.zeros(len(g.osize), dtype=np.int64)
+    # the load per link orbit: an array the compiled search reads, or a list (faster from
+    # Python) for the weighted search
+    oload: Any = np.zeros(len(g.osize), dtype=np.int64) if weight is None else [0] * len(g.osize)
     search = _Search(g, oload, node_mask, enter_mask) if weight is None else None
     trees: list[dict[str, Any]] = [
         {
