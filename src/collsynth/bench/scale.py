@@ -384,7 +384,7 @@ def run_suite(
 def _brief(row: dict) -> str:
     if "error" in row:
         return f"error: {row['error']}"
-    return f"holds: {row.get('holds')}"
+    return f"holds: {row.get('holds')}; {_cell(row)}"
 
 
 def _gb(x: float | None) -> str:
