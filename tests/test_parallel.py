@@ -219,7 +219,8 @@ def test_ctrl_c_cancels_the_cases(cluster, tmp_path):
         assert processing() > 0
         p.send_signal(signal.SIGINT)
         t0 = time.monotonic()
-        assert p.wait(timeout=20) == 130 and time.monotonic() - t0 < 15
+        # generous for a loaded 2-core machine: the point is that it ends, not how fast
+        assert p.wait(timeout=60) == 130 and time.monotonic() - t0 < 45
         assert "interrupted" in p.stdout.read()
         # the scheduler forgot every case: none waits, none is held for the client
         end = time.monotonic() + 20
