@@ -234,9 +234,9 @@ JIT_COMMANDS = {
     "simulate": ["simulate", "SCHED", "--size", "1GB"],
     "simulate --order fair": ["simulate", "SCHED", "--size", "1GB", "--order", "fair"],
     "verify (large)": ["verify", "BIG"],
-    "synth -a scale (8 subchunks)": [
+    "synth -a scale (16 subchunks)": [
         "synth", "-t", "wan:dcs=3,gpus=8", "-c", "allgather", "-a", "scale",
-        "--opt", "subchunks=8", "-o", "WAN",
+        "--opt", "subchunks=16", "-o", "WAN",
     ],
 }  # fmt: skip
 
@@ -293,16 +293,15 @@ def _engine(path: str) -> str | None:
 
 
 def _wait_build(cache: str, limit: float = 600.0) -> float | None:
-    """Seconds until the background build's lock file is gone (None: it never appeared or
-    did not finish within ``limit``)."""
+    """Seconds until the background build the command started has finished (its lock file
+    gone); None when the command started none, or it did not finish within ``limit``."""
     folder = os.path.join(cache, "collsynth-ready")
     t0 = time.perf_counter()
-    seen = False
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    if not any(f.endswith(".building") for f in names):
+        return None
     while time.perf_counter() - t0 < limit:
-        locks = [f for f in os.listdir(folder)] if os.path.isdir(folder) else []
-        building = any(f.endswith(".building") for f in locks)
-        seen = seen or building
-        if not building and (seen or any(not f.endswith(".building") for f in locks)):
+        if not any(f.endswith(".building") for f in os.listdir(folder)):
             return time.perf_counter() - t0
         time.sleep(0.5)
     return None
@@ -476,7 +475,7 @@ def to_markdown(data: dict) -> str:
             note = ""
             if "cold_engine" in r:
                 bb = r.get("background_build_s")
-                built = f"finished after {bb:.0f} s" if bb is not None else "did not finish"
+                built = f"finished after {bb:.0f} s" if bb is not None else "none finished"
                 note = (
                     f"first run {r['cold_engine']}, background build {built}, "
                     f"then {r.get('warm_engine')}"
