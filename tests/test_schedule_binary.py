@@ -129,6 +129,10 @@ def test_trees_are_columns(tmp_path):
     links_ptr[0] = 0
     bad_cases = {
         "mult 0": ({"tree_mult.npy": np.zeros_like(cols["tree_mult"])}, "multiplicities >= 1"),
+        "huge rank": (
+            {"edge_from.npy": np.full(len(cols["edge_from"]), 2**40, dtype=np.int64)},
+            "holds a value beyond",
+        ),
         "direction 2": ({"tree_in.npy": np.full_like(cols["tree_in"], 2)}, "0 or 1"),
         "short ptr": ({"tree_ptr.npy": cols["tree_ptr"][:-1]}, "'tree_ptr' must hold"),
         "short to": ({"edge_to.npy": cols["edge_to"][:-1]}, "values for"),

@@ -59,7 +59,7 @@ _COLUMN_NAMES = ("tree_root", "tree_mult", "tree_in", "tree_ptr", "edge_from", "
 
 #: per-edge columns held narrow (ranks and link ids fit 32 bits: a topology has at most
 #: 2**23 links, see docs/cli.md): millions of edges take half the memory
-_COLUMN_TYPES = {
+_COLUMN_TYPES: dict[str, Any] = {
     "edge_from": np.int32,
     "edge_to": np.int32,
     "edge_routed": np.int8,
@@ -83,10 +83,7 @@ class TreeForm:
             missing = [c for c in _COLUMN_NAMES if c not in columns]
             if missing:
                 raise CollsynthError(f"tree columns need {missing[0]!r}")
-            self._columns = {
-                c: np.asarray(columns[c], dtype=_COLUMN_TYPES.get(c, np.int64))
-                for c in _COLUMN_NAMES
-            }
+            self._columns = _typed(columns)
             self._trees = None
         else:
             self._trees = list(trees)
@@ -104,7 +101,7 @@ class TreeForm:
     def columns(self) -> dict[str, np.ndarray]:
         """The trees as columns (see :meth:`to_columns`; made on first use, do not modify)."""
         if self._columns is None:
-            self._columns = _columns_of(self.trees)
+            self._columns = _typed(_columns_of(self.trees))
         return self._columns
 
     def __len__(self) -> int:
@@ -238,6 +235,22 @@ class TreeForm:
                 parsed.append((int(e[0]), int(e[1]), tuple(route) if route is not None else None))
             trees.append(Tree(int(root), tuple(parsed), int(mult), direction))
         return cls(trees)
+
+
+def _typed(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Tree columns in their held types; a value that does not fit its type is refused (a
+    rank or link id of 2**31 or more is no rank or link of any topology)."""
+    out = {}
+    for c in _COLUMN_NAMES:
+        a = np.asarray(columns[c])
+        t = _COLUMN_TYPES.get(c, np.int64)
+        if t is not np.int64 and a.size and a.dtype != t:
+            info = np.iinfo(t)
+            lo, hi = info.min, info.max
+            if int(a.min()) < lo or int(a.max()) > hi:
+                raise CollsynthError(f"tree column {c!r} holds a value beyond {hi}")
+        out[c] = a.astype(t, copy=False)
+    return out
 
 
 def _columns_of(trees: Sequence[Tree]) -> dict[str, np.ndarray]:
