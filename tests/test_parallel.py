@@ -189,8 +189,11 @@ def test_ctrl_c_cancels_the_cases(cluster, tmp_path):
     script = tmp_path / "sweep.py"
     script.write_text(
         textwrap.dedent(f"""
-        import sys, time
+        import signal, sys, time
         sys.path.insert(0, {HERE!r})
+        # a job started in the background (``cmd &``) inherits SIGINT ignored; a user's
+        # command in a terminal has Python's handler, which this test is about
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from collsynth.parallel import Pool, run_cases
         def nap(x):
             time.sleep(x)
@@ -219,8 +222,7 @@ def test_ctrl_c_cancels_the_cases(cluster, tmp_path):
         assert processing() > 0
         p.send_signal(signal.SIGINT)
         t0 = time.monotonic()
-        # generous for a loaded 2-core machine: the point is that it ends, not how fast
-        assert p.wait(timeout=60) == 130 and time.monotonic() - t0 < 45
+        assert p.wait(timeout=30) == 130 and time.monotonic() - t0 < 20
         assert "interrupted" in p.stdout.read()
         # the scheduler forgot every case: none waits, none is held for the client
         end = time.monotonic() + 20
