@@ -557,6 +557,29 @@ class _Task:
         )
 
 
+@dataclass
+class _Forest:
+    """One direction's trees as arrays over their edges (tree ``owner[e]``, in ``ids`` order)
+    and over the nodes of every tree (``g = tree * n + rank``)."""
+
+    n: int
+    owner: np.ndarray  # per edge: its tree (0..T-1)
+    eidx: np.ndarray  # per edge: its index in the tree columns
+    child: np.ndarray  # per edge: the rank it leads to from the root's side
+    par: np.ndarray  # per edge: the rank on the root's side
+    root: np.ndarray  # per tree
+    lens: np.ndarray  # per tree: its edge count
+    depth: np.ndarray  # per node g: its depth below its root
+
+    @property
+    def gchild(self) -> np.ndarray:
+        return self.owner * self.n + self.child
+
+    @property
+    def gpar(self) -> np.ndarray:
+        return self.owner * self.n + self.par
+
+
 def _tasks_at_once(
     cols: dict[str, np.ndarray], ids: np.ndarray, direction: str, n: int, chunks: list
 ) -> list[_Task] | None:
@@ -567,15 +590,31 @@ def _tasks_at_once(
     Out-trees are ordered breadth first (by depth, then the parent's order, then edge order),
     level by level; in-trees in post order (children in edge order), from the subtree sizes
     (bottom-up) and preorder positions (top-down): ``post = pre + size - 1 - depth``."""
-    T = len(ids)
-    if T == 0:
+    if len(ids) == 0:
         return []
+    f = _spanning_forest(cols, ids, direction, n)
+    if f is None:
+        return None
+    emit, edge_depth = (_bfs_order if direction == "out" else _post_order)(f)
+    M = len(f.eidx)
+    tstart = np.concatenate(([0], np.cumsum(f.lens)))
+    em = np.empty(M, dtype=np.int64)  # emission index of every edge within its tree
+    em[emit] = np.arange(M) - tstart[f.owner[emit]]
+    deps = _tree_dependencies(f, em, direction)
+    return _make_tasks(cols, f, emit, edge_depth, em, tstart, deps, direction, chunks)
+
+
+def _spanning_forest(
+    cols: dict[str, np.ndarray], ids: np.ndarray, direction: str, n: int
+) -> _Forest | None:
+    """The trees ``ids`` as a :class:`_Forest` with node depths (pointer jumping), or None
+    when an edge has no route or a tree is not a spanning tree of ranks ``0..n-1``."""
+    T = len(ids)
     tp = cols["tree_ptr"]
     lens = tp[ids + 1] - tp[ids]
     eidx = spread_ranges(tp[ids], lens)
     if not np.all(cols["edge_routed"][eidx]):
         return None
-    M = len(eidx)
     owner = np.repeat(np.arange(T, dtype=np.int64), lens)
     a = cols["edge_from"][eidx].astype(np.int64)
     b = cols["edge_to"][eidx].astype(np.int64)
@@ -588,8 +627,7 @@ def _tasks_at_once(
         or np.any(child == root[owner])
     ):
         return None
-    gchild = owner * n + child
-    gpar = owner * n + par
+    gchild, gpar = owner * n + child, owner * n + par
     if np.any(np.bincount(gchild, minlength=T * n) > 1):
         return None
     groot = np.arange(T, dtype=np.int64) * n + root
@@ -605,71 +643,107 @@ def _tasks_at_once(
         up = nxt
     if not np.array_equal(up.reshape(T, n), np.repeat(groot[:, None], n, axis=1)):
         return None  # a cycle: some node does not reach its root
-    dchild = depth[gchild]
-    height = int(dchild.max()) if M else 0
+    return _Forest(n, owner, eidx, child, par, root, lens, depth)
+
+
+def _levels(f: _Forest) -> tuple[np.ndarray, np.ndarray, int]:
+    """Edges by the depth of their child (``by_depth``), where each depth starts in it
+    (``level_at[d]``), and the greatest depth."""
+    dchild = f.depth[f.gchild]
+    height = int(dchild.max()) if len(dchild) else 0
     by_depth = np.argsort(dchild, kind="stable")
     level_at = np.searchsorted(dchild[by_depth], np.arange(height + 2))
-    epos = np.arange(M, dtype=np.int64)
-    if direction == "out":
-        rank = np.zeros(T * n, dtype=np.int64)  # position within (tree, depth)
-        for d in range(1, height + 1):
-            sel = by_depth[level_at[d] : level_at[d + 1]]
-            sel = sel[np.lexsort((epos[sel], rank[gpar[sel]], owner[sel]))]
-            first = np.searchsorted(owner[sel], owner[sel])
-            rank[gchild[sel]] = np.arange(len(sel)) - first
-        emit = np.lexsort((rank[gchild], dchild, owner))
-        edge_depth = dchild - 1
-    else:
-        size = np.ones(T * n, dtype=np.int64)
-        lev = np.zeros(T * n, dtype=np.int64)
-        for d in range(height, 0, -1):
-            sel = by_depth[level_at[d] : level_at[d + 1]]
-            np.add.at(size, gpar[sel], size[gchild[sel]])
-            np.maximum.at(lev, gpar[sel], lev[gchild[sel]] + 1)
-        pre = np.zeros(T * n, dtype=np.int64)
-        for d in range(1, height + 1):
-            sel = by_depth[level_at[d] : level_at[d + 1]]
-            sel = sel[np.lexsort((epos[sel], gpar[sel]))]
-            sz = size[gchild[sel]]
-            cs = np.cumsum(sz)
-            first = np.searchsorted(gpar[sel], gpar[sel])
-            before = cs - sz - (cs[first] - sz[first])  # earlier siblings' subtree sizes
-            pre[gchild[sel]] = pre[gpar[sel]] + 1 + before
-        post = pre + size - 1 - depth
-        emit = np.lexsort((post[gchild], owner))
-        edge_depth = lev[gchild]
-    # emission index of every edge within its tree, and of the edge into every node
-    tstart = np.concatenate(([0], np.cumsum(lens)))
-    em = np.empty(M, dtype=np.int64)
-    em[emit] = np.arange(M) - tstart[owner[emit]]
-    em_of = np.full(T * n, -1, dtype=np.int64)
+    return by_depth, level_at, height
+
+
+def _bfs_order(f: _Forest) -> tuple[np.ndarray, np.ndarray]:
+    """Out-trees: the edges in breadth-first order per tree, and each edge's depth (of its
+    parent)."""
+    by_depth, level_at, height = _levels(f)
+    gchild, gpar, owner = f.gchild, f.gpar, f.owner
+    epos = np.arange(len(owner), dtype=np.int64)
+    rank = np.zeros(len(f.depth), dtype=np.int64)  # position within (tree, depth)
+    for d in range(1, height + 1):
+        sel = by_depth[level_at[d] : level_at[d + 1]]
+        sel = sel[np.lexsort((epos[sel], rank[gpar[sel]], owner[sel]))]
+        first = np.searchsorted(owner[sel], owner[sel])
+        rank[gchild[sel]] = np.arange(len(sel)) - first
+    dchild = f.depth[gchild]
+    return np.lexsort((rank[gchild], dchild, owner)), dchild - 1
+
+
+def _post_order(f: _Forest) -> tuple[np.ndarray, np.ndarray]:
+    """In-trees: the edges in post order per tree (children in edge order), and each edge's
+    level (the height of the subtree it leaves)."""
+    by_depth, level_at, height = _levels(f)
+    gchild, gpar = f.gchild, f.gpar
+    epos = np.arange(len(gchild), dtype=np.int64)
+    size = np.ones(len(f.depth), dtype=np.int64)
+    lev = np.zeros(len(f.depth), dtype=np.int64)
+    for d in range(height, 0, -1):
+        sel = by_depth[level_at[d] : level_at[d + 1]]
+        np.add.at(size, gpar[sel], size[gchild[sel]])
+        np.maximum.at(lev, gpar[sel], lev[gchild[sel]] + 1)
+    pre = np.zeros(len(f.depth), dtype=np.int64)
+    for d in range(1, height + 1):
+        sel = by_depth[level_at[d] : level_at[d + 1]]
+        sel = sel[np.lexsort((epos[sel], gpar[sel]))]
+        sz = size[gchild[sel]]
+        cs = np.cumsum(sz)
+        first = np.searchsorted(gpar[sel], gpar[sel])
+        before = cs - sz - (cs[first] - sz[first])  # earlier siblings' subtree sizes
+        pre[gchild[sel]] = pre[gpar[sel]] + 1 + before
+    post = pre + size - 1 - f.depth
+    return np.lexsort((post[gchild], f.owner)), lev[gchild]
+
+
+def _tree_dependencies(f: _Forest, em: np.ndarray, direction: str) -> tuple:
+    """The intra-tree dependencies as ``(owner edge, position, awaited edge, tree)`` arrays
+    (emission indices, sorted by tree), and the edges at the root (``from_root``, a mask)."""
+    gchild, gpar, owner = f.gchild, f.gpar, f.owner
+    em_of = np.full(len(f.depth), -1, dtype=np.int64)  # the emission index of each node's edge
     em_of[gchild] = em
-    from_root = par == root[owner]
+    from_root = f.par == f.root[owner]
+    has = ~from_root
     if direction == "out":  # edge (u, v) waits for the edge that brought u
-        has = ~from_root
         d_owner, d_edge, d_tree = em[has], em_of[gpar[has]], owner[has]
         d_within = np.zeros(len(d_owner), dtype=np.int64)
     else:  # edge (u, p) waits for the edges from u's children, in emission order
-        has = ~from_root
         d_owner, d_edge, d_tree = em_of[gpar[has]], em[has], owner[has]
         o = np.lexsort((d_edge, d_owner, d_tree))
         d_owner, d_edge, d_tree = d_owner[o], d_edge[o], d_tree[o]
-        key = d_tree * n + d_owner
+        key = d_tree * f.n + d_owner
         d_within = np.arange(len(key)) - np.searchsorted(key, key)
     o = np.argsort(d_tree, kind="stable")
-    d_owner, d_edge, d_within, d_tree = d_owner[o], d_edge[o], d_within[o], d_tree[o]
+    return d_owner[o], d_within[o], d_edge[o], d_tree[o], from_root
+
+
+def _make_tasks(
+    cols: dict[str, np.ndarray],
+    f: _Forest,
+    emit: np.ndarray,
+    edge_depth: np.ndarray,
+    em: np.ndarray,
+    tstart: np.ndarray,
+    deps: tuple,
+    direction: str,
+    chunks: list,
+) -> list[_Task]:
+    """One :class:`_Task` per tree: views of the direction's columns in emission order."""
+    d_owner, d_within, d_edge, d_tree, from_root = deps
+    T = len(f.lens)
+    owner = f.owner
     d_at = np.searchsorted(d_tree, np.arange(T + 1))
-    d_len = np.bincount(tstart[d_tree] + d_owner, minlength=M)
+    d_len = np.bincount(tstart[d_tree] + d_owner, minlength=len(em))
     r_edges = np.flatnonzero(from_root)
     r_edges = r_edges[np.lexsort((em[r_edges], owner[r_edges]))]
     r_at = np.searchsorted(owner[r_edges], np.arange(T + 1))
-    # columns in emission order
-    e_sorted = eidx[emit]
+    e_sorted = f.eidx[emit]
     rptr = cols["edge_route_ptr"]
     rlen = rptr[e_sorted + 1] - rptr[e_sorted]
     rflat = cols["edge_route_links"][spread_ranges(rptr[e_sorted], rlen)].astype(np.int32)
     r_off = np.concatenate(([0], np.cumsum(rlen)))
-    src_s, dst_s = par[emit].astype(np.int32), child[emit].astype(np.int32)
+    src_s, dst_s = f.par[emit].astype(np.int32), f.child[emit].astype(np.int32)
     if direction == "in":  # data flows child -> parent
         src_s, dst_s = dst_s, src_s
     dep_s = edge_depth[emit].astype(np.int32)
