@@ -118,13 +118,6 @@ class TreeForm:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def by_root(self, direction: str) -> dict[int, list[Tree]]:
-        out: dict[int, list[Tree]] = defaultdict(list)
-        for t in self.trees:
-            if t.direction == direction:
-                out[t.root].append(t)
-        return dict(out)
-
     def to_columns(self) -> dict[str, np.ndarray]:
         """The trees as integer columns (the binary schedule file's ``tree_*`` and ``edge_*``
         entries): per tree its root, mult, direction (``tree_in``: 1 for in-trees) and
