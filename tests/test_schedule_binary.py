@@ -79,7 +79,7 @@ def _cases(good: str):
         "short dst": ({"put": {"dst.npy": s.dst[:-1]}}, f"{n - 1} values for {n} operations"),
         "bad offsets": ({"put": {"route_ptr.npy": s.route_ptr[:-1]}}, "offsets from 0"),
         "decreasing": ({"put": {"route_ptr.npy": ptr}}, "must not decrease"),
-        "kind 2": ({"put": {"kind.npy": np.full(n, 2, dtype=np.int8)}}, "0 (copy) or 1"),
+        "kind 3": ({"put": {"kind.npy": np.full(n, 3, dtype=np.int8)}}, "1 (reduce) or 2 (join)"),
         "float src": ({"put": {"src.npy": s.src.astype(float)}}, "64-bit integers"),
         "2-D": ({"put": {"chunk.npy": s.chunk.reshape(1, -1)}}, "one-dimensional"),
         "pickled": ({"put": {"chunk.npy": np.array([None] * n, dtype=object)}}, "cannot be"),
@@ -95,7 +95,7 @@ def _cases(good: str):
 
 
 CASE_NAMES = [
-    "no header", "unknown entry", "no src", "short dst", "bad offsets", "decreasing", "kind 2",
+    "no header", "unknown entry", "no src", "short dst", "bad offsets", "decreasing", "kind 3",
     "float src", "2-D", "pickled", "step -2", "infinite start", "part alone", "format",
     "version", "header key", "not json", "not utf-8",
 ]  # fmt: skip

@@ -27,6 +27,17 @@ GB = 1e9
 US = 1e-6
 
 
+@pytest.fixture(autouse=True, params=["python", "compiled"])
+def reduction_executor(request, monkeypatch):
+    """Every test twice: reductions executed by the Python executor, and by the compiled one
+    (which must accept and refuse exactly the same schedules; on a refusal the Python one names
+    the violation)."""
+    import collsynth.verify as v
+
+    monkeypatch.setattr(v, "COMPILED_REDUCE_MIN_OPS", 0 if request.param == "compiled" else 1 << 62)
+    return request.param
+
+
 # ------------------------------------------------------------------------------ topologies
 _CACHE: dict[str, Topology] = {}
 

@@ -320,7 +320,10 @@ MAX_REFINE = 64
 
 
 def whole_chunks(s: Schedule) -> Schedule:
-    """``s`` itself where every operation carries whole chunks, else :func:`refine_parts`."""
+    """``s`` itself where every operation carries whole chunks, else :func:`refine_parts`; joins
+    expanded first (:meth:`~collsynth.schedule.ir.Schedule.expand_joins`: the formats name
+    each dependency of a step themselves)."""
+    s = s.expand_joins()
     if s.part_den is not None:
         whole = (s.part_lo == 0) & (s.part_hi == s.part_den)
         if not bool(np.all(whole)):

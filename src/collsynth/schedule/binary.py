@@ -8,7 +8,7 @@ zip archive (readable with ``numpy.load``):
   (``format`` is ``collsynth-schedule-npz``, version 1; ``count`` gives the number of
   operations);
 * one ``.npy`` array per operation column, the IR's own layout: ``src``, ``dst``, ``chunk``
-  (integers), ``kind`` (0 copy, 1 reduce), routes as ``route_ptr`` (count + 1 offsets) and
+  (integers), ``kind`` (0 copy, 1 reduce, 2 join), routes as ``route_ptr`` (count + 1 offsets) and
   ``route_links``, dependencies as ``dep_ptr`` and ``dep_ids``; optional ``start`` and
   ``duration`` (float seconds, NaN unplanned), ``step`` (-1 none), ``part_lo``, ``part_hi``,
   ``part_den``; planned link orders as ``order_links``, ``order_ptr`` and ``order_ops``; the
@@ -249,8 +249,8 @@ def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
             raise CollsynthError(
                 f"{where}: column {name!r} has {len(cols[name])} values for {count} operations"
             )
-    if np.any((cols["kind"] != 0) & (cols["kind"] != 1)):
-        raise CollsynthError(f"{where}: column 'kind' must hold 0 (copy) or 1 (reduce)")
+    if np.any((cols["kind"] < 0) | (cols["kind"] > 2)):
+        raise CollsynthError(f"{where}: column 'kind' must hold 0 (copy), 1 (reduce) or 2 (join)")
     _check_offsets(cols["route_ptr"], len(cols["route_links"]), count, "route", where)
     _check_offsets(cols["dep_ptr"], len(cols["dep_ids"]), count, "dep", where)
     if "step" in cols and np.any(cols["step"] < -1):

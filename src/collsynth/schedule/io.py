@@ -104,7 +104,8 @@ def schedule_to_dict(s: Schedule, *, timing: bool = True) -> dict:
         "chunk": s.chunk.tolist(),
     }
     if np.any(s.kind != OpKind.COPY):
-        ops["kind"] = ["reduce" if k == OpKind.REDUCE else "copy" for k in s.kind.tolist()]
+        names = [k.name.lower() for k in OpKind]
+        ops["kind"] = [names[k] for k in s.kind.tolist()]
     ops["routes"] = [
         s.route_links[a:b].tolist()
         for a, b in zip(s.route_ptr[:-1].tolist(), s.route_ptr[1:].tolist())
@@ -402,7 +403,9 @@ def _kind_column(ops: dict, count: int, where: str) -> np.ndarray:
         try:
             kinds.append(int(OpKind.parse(k)))
         except CollsynthError:
-            raise CollsynthError(f"{where}: ops.kind[{i}] = {k!r} is not copy or reduce") from None
+            raise CollsynthError(
+                f"{where}: ops.kind[{i}] = {k!r} is not copy, reduce or join"
+            ) from None
     return np.array(kinds, dtype=np.int8) if count else np.zeros(0, dtype=np.int8)
 
 

@@ -12,6 +12,13 @@ A :class:`Schedule` belongs to one topology and one collective. Operation ``i`` 
   dependencies alone: an operation may send only what the sender held initially or received
   from an operation it (transitively) depends on.
 
+An operation of kind ``join`` moves nothing: it has ``src == dst``, an empty route, and completes
+as soon as its dependencies have. Operations that wait for the same many operations depend on one
+join instead (MSCCL's ``nop``): an AllReduce root's broadcasts of a chunk each wait for every
+reduction into it, fan-in times fan-out dependencies without a join, fan-in plus fan-out with one.
+:meth:`Schedule.expand_joins` gives the equivalent schedule without joins, for consumers that
+want plain dependencies.
+
 Optional per-operation plan fields, for time-slotted and timed methods:
 
 * ``start[i]`` — planned start time in seconds (NaN where none) for the schedule's ``size``;
@@ -40,6 +47,7 @@ from ..topology.model import Topology
 class OpKind(IntEnum):
     COPY = 0
     REDUCE = 1
+    JOIN = 2
 
     @classmethod
     def parse(cls, value: Any) -> OpKind:
@@ -53,10 +61,17 @@ class OpKind(IntEnum):
         elif (
             isinstance(value, (int, np.integer))
             and not isinstance(value, bool)
-            and int(value) in (0, 1)
+            and int(value) in (0, 1, 2)
         ):
             return cls(int(value))
-        raise CollsynthError(f"operation kind {value!r} is not copy or reduce")
+        raise CollsynthError(f"operation kind {value!r} is not copy, reduce or join")
+
+
+def spread_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, s + l)`` over ``zip(starts, lens)``."""
+    total = int(lens.sum())
+    offsets = np.cumsum(lens) - lens
+    return np.repeat(starts - offsets, lens) + np.arange(total, dtype=np.int64)
 
 
 def _csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -130,9 +145,15 @@ class Schedule:
         """Bytes each operation carries when the collective moves ``size`` bytes."""
         return self.op_fraction() * self.collective.chunk_bytes(size)
 
+    @property
+    def has_joins(self) -> bool:
+        return bool(np.any(self.kind == OpKind.JOIN))
+
     def describe_op(self, op: int) -> str:
         t = self.topology
-        k = "reduce" if self.kind[op] == OpKind.REDUCE else "copy"
+        k = OpKind(int(self.kind[op])).name.lower()
+        if self.kind[op] == OpKind.JOIN:
+            return f"op {op} (join chunk {int(self.chunk[op])} at {t.rank_name(int(self.src[op]))})"
         part = ""
         lo, hi, dens = self.part_lo, self.part_hi, self.part_den
         if (
@@ -153,12 +174,93 @@ class Schedule:
 
         return replace(self, meta={**self.meta, **meta})
 
+    def expand_joins(self) -> Schedule:
+        """The same schedule without join operations: every dependency on a join is replaced
+        by the join's own (transitively), duplicates dropped; the other operations keep their
+        order and are renumbered. ``self`` when there is no join. The dependency lists grow to
+        fan-in times fan-out entries, so this is for small schedules (exporters, executors)."""
+        is_join = self.kind == OpKind.JOIN
+        if not is_join.any():
+            return self
+        from dataclasses import replace
+
+        n = self.num_ops
+        # each operation's stand-ins: itself, or for a join the non-join operations it awaits
+        resolved: dict[int, list[int]] = {}
+
+        def resolve(j: int) -> list[int]:
+            if j not in resolved:
+                out: dict[int, None] = {}
+                stack = [j]
+                seen = {j}
+                while stack:
+                    for d in self.deps(stack.pop()).tolist():
+                        if not is_join[d]:
+                            out[d] = None
+                        elif d in resolved:
+                            out.update(dict.fromkeys(resolved[d]))
+                        elif d not in seen:
+                            seen.add(d)
+                            stack.append(d)
+                resolved[j] = sorted(out)
+            return resolved[j]
+
+        lens = np.ones(n, dtype=np.int64)
+        joins = np.flatnonzero(is_join).tolist()
+        lists = [resolve(j) for j in joins]
+        lens[joins] = [len(x) for x in lists]
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        ids = np.arange(n, dtype=np.int64).repeat(lens)
+        for j, x in zip(joins, lists):
+            ids[ptr[j] : ptr[j + 1]] = x
+        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
+        sel = ~is_join[owner]
+        owner, dep = owner[sel], self.dep_ids[sel]
+        new_owner = np.repeat(owner, lens[dep])
+        new_dep = ids[spread_ranges(ptr[dep], lens[dep])]
+        key = np.unique(new_owner * n + new_dep)  # sorted per owner, duplicates dropped
+        keep = ~is_join
+        renum = np.cumsum(keep) - 1
+        m = int(keep.sum())
+        dep_ids = renum[key % n]
+        dep_ptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(np.bincount(renum[key // n], minlength=m), out=dep_ptr[1:])
+        rlen = np.diff(self.route_ptr)[keep]
+        route_ptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(rlen, out=route_ptr[1:])
+
+        def cut(col: np.ndarray | None) -> np.ndarray | None:
+            return None if col is None else col[keep]
+
+        return replace(
+            self,
+            src=self.src[keep],
+            dst=self.dst[keep],
+            chunk=self.chunk[keep],
+            kind=self.kind[keep],
+            route_ptr=route_ptr,
+            route_links=self.route_links,  # joins have no links
+            dep_ptr=dep_ptr,
+            dep_ids=dep_ids,
+            start=cut(self.start),
+            duration=cut(self.duration),
+            step=cut(self.step),
+            part_lo=cut(self.part_lo),
+            part_hi=cut(self.part_hi),
+            part_den=cut(self.part_den),
+            link_order=(
+                {k: renum[v] for k, v in self.link_order.items()} if self.link_order else None
+            ),
+        )
+
     def stats(self) -> dict:
         routes = np.diff(self.route_ptr)
         return {
             "ops": self.num_ops,
             "copy_ops": int(np.count_nonzero(self.kind == OpKind.COPY)),
             "reduce_ops": int(np.count_nonzero(self.kind == OpKind.REDUCE)),
+            "join_ops": int(np.count_nonzero(self.kind == OpKind.JOIN)),
             "link_hops": int(routes.sum()),
             "max_route_links": int(routes.max()) if self.num_ops else 0,
             "deps": int(len(self.dep_ids)),
@@ -236,7 +338,9 @@ class ScheduleBuilder:
         step: int | None = None,
         part: tuple[int, int, int] | None = None,
     ) -> int:
-        """Append one operation and return its id."""
+        """Append one operation and return its id (a join: ``src == dst``, no route)."""
+        if route is None and OpKind.parse(kind) == OpKind.JOIN:
+            route = ()
         if route is None:
             route = self.routes.route(src, dst)
         op = len(self)

@@ -16,7 +16,9 @@ link ids (or ``None`` for the default shortest route through switches).
 ``k * pipeline`` chunks; tree ``i`` carries ``mult_i * pipeline`` of them; each chunk travels
 every edge of its tree with a dependency on the operation that brought it to the edge's tail
 (out-trees) or on the operations that brought the children's partial sums (in-trees). AllReduce
-is ReduceScatter over the in-trees followed by AllGather over the out-trees. Operations are
+is ReduceScatter over the in-trees followed by AllGather over the out-trees; a chunk's broadcasts
+from its root wait for its reductions into the root through one join operation where that makes
+fewer dependencies (fan-in plus fan-out instead of fan-in times fan-out). Operations are
 emitted round-robin over the trees (every tree's first chunk, then every tree's second chunk,
 ...), so that equally ready transfers are served in pipeline order.
 """
@@ -34,7 +36,7 @@ from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..files import dependency_limit
 from ..topology.model import Topology
-from .ir import OpKind, Schedule, ScheduleBuilder
+from .ir import OpKind, Schedule, ScheduleBuilder, spread_ranges
 
 
 @dataclass(frozen=True)
@@ -460,6 +462,12 @@ def lower(
                     children = _check_edges(r, src, dst, direction, n, what)
                     ch = chunks[len(tasks)]
                     tasks.append(_Task.make(b, r, direction, src, dst, cols, lo, children, ch))
+        if direction == "out" and tasks and reduced.ptr is not None:
+            joins = _joins(tasks, reduced, coll, step0, base)
+            if joins is not None:
+                b.add_many(**joins)
+                base += len(joins["src"])
+                step0 += 1
         if tasks:
             block, step0 = _emit(tasks, direction, reduced, step0, base)
             del tasks  # one direction's tasks at a time
@@ -783,13 +791,60 @@ class _Reduced:
         self.ids = np.zeros(int(self.ptr[-1]), dtype=np.int64)
         for chunks, ops in self.parts:
             self.ids[self.ptr[chunks][:, None] + np.arange(ops.shape[1])] = ops
+        self.parts = []
+
+    def replace(self, chunks: np.ndarray, ops: np.ndarray) -> None:
+        """The reduction of each of ``chunks`` is now complete at the one operation ``ops[i]``
+        (a join), instead of its list."""
+        assert self.ptr is not None
+        lens = self.len.copy()
+        lens[chunks] = 1
+        ptr = np.zeros(self.num_chunks + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        keep = np.ones(self.num_chunks, dtype=bool)
+        keep[chunks] = False
+        kept = np.flatnonzero(keep)
+        ids = np.empty(int(ptr[-1]), dtype=np.int64)
+        ids[spread_ranges(ptr[kept], lens[kept])] = self.ids[
+            spread_ranges(self.ptr[kept], self.len[kept])
+        ]
+        ids[ptr[chunks]] = ops
+        self.len, self.ptr, self.ids = lens, ptr, ids
 
 
-def spread_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(s, s + l)`` over ``zip(starts, lens)``."""
-    total = int(lens.sum())
-    offsets = np.cumsum(lens) - lens
-    return np.repeat(starts - offsets, lens) + np.arange(total, dtype=np.int64)
+def _joins(
+    tasks: list[_Task], reduced: _Reduced, coll: Collective, step: int, base: int
+) -> dict | None:
+    """AllReduce: a join at the root of every chunk whose broadcasts would otherwise each
+    wait for every reduction into the root, where that saves dependencies (fan-in times
+    fan-out above fan-in plus fan-out), as :meth:`ScheduleBuilder.add_many` columns (op ids
+    from ``base``, all at ``step``); ``reduced`` then names the join for those chunks. None
+    where no chunk gains."""
+    fan_out = np.zeros(coll.num_chunks, dtype=np.int64)
+    for t in tasks:
+        fan_out[t.chunks] = len(t.from_root)
+    fan_in = reduced.len
+    chunks = np.flatnonzero(fan_in * fan_out > fan_in + fan_out)
+    if not len(chunks):
+        return None
+    assert reduced.ptr is not None  # frozen after the in-trees
+    lens = fan_in[chunks]
+    dep_ptr = np.zeros(len(chunks) + 1, dtype=np.int64)
+    np.cumsum(lens, out=dep_ptr[1:])
+    dep_ids = reduced.ids[spread_ranges(reduced.ptr[chunks], lens)]
+    root = chunks // coll.chunks_per_rank  # AllReduce: chunk r * per rank + i belongs to r
+    reduced.replace(chunks, base + np.arange(len(chunks), dtype=np.int64))
+    return {
+        "src": root,
+        "dst": root,
+        "chunk": chunks,
+        "route_ptr": np.zeros(len(chunks) + 1, dtype=np.int64),
+        "route_links": np.zeros(0, dtype=np.int64),
+        "dep_ptr": dep_ptr,
+        "dep_ids": dep_ids,
+        "kind": int(OpKind.JOIN),
+        "step": np.full(len(chunks), step, dtype=np.int64),
+    }
 
 
 def _emit(
@@ -839,9 +894,8 @@ def _emit(
         fan = int(dlen.max()) if total else 0
         raise CollsynthError(
             f"these trees need {int(dep_ptr[-1]):,} dependencies in their {direction}-tree "
-            f"operations (up to {fan} per operation: a broadcast from a root waits for every "
-            f"reduction into it), more than the limit of {limit:,} (COLLSYNTH_MAX_DEPS raises "
-            f"it; each takes 8 bytes and more to verify)"
+            f"operations (up to {fan} per operation), more than the limit of {limit:,} "
+            f"(COLLSYNTH_MAX_DEPS raises it; each takes 8 bytes and more to verify)"
         )
     route_links = np.empty(int(route_ptr[-1]), dtype=np.int64)
     dep_ids = np.empty(int(dep_ptr[-1]), dtype=np.int64)

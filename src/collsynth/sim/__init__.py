@@ -178,43 +178,53 @@ def _hop_arrays(
     return hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes
 
 
-def _with_sender_hops(
-    s: Schedule,
-    op_cost: float,
-    hop_link: np.ndarray,
-    hop_op: np.ndarray,
-    hop_tx: np.ndarray,
-    hop_alpha: np.ndarray,
-    hop_alpha_tail: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The hop arrays with one virtual hop in front of every operation's route: the link
-    ``n_links + sender`` held for ``op_cost`` seconds, whose head reaches the first real link
-    ``op_cost`` after it starts (its latency; it adds nothing to the arrival itself, the real
-    hops after it do). Also returns the route pointers of the extended routes."""
-    n_links = len(s.topology.links)
-    n_ops = s.num_ops
-    lengths = np.diff(s.route_ptr)
+def _prepend_hops(
+    route_ptr: np.ndarray, which: np.ndarray, arrays: tuple, virtual: tuple
+) -> tuple[tuple, np.ndarray]:
+    """The per-hop ``arrays`` with one virtual hop in front of the route of each operation
+    in the boolean mask ``which``, taking the per-operation values ``virtual`` (one array per
+    hop array, indexed by operation); and the route pointers of the extended routes."""
+    n_ops = len(route_ptr) - 1
+    lengths = np.diff(route_ptr)
+    add = which.astype(np.int64)
     ptr = np.zeros(n_ops + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum(lengths + 1)
-    first = ptr[:-1]
+    ptr[1:] = np.cumsum(lengths + add)
+    first = ptr[:-1][which]
     real = np.ones(int(ptr[-1]), dtype=bool)
     real[first] = False
 
-    def spread(values: np.ndarray, virtual: np.ndarray) -> np.ndarray:
-        out = np.empty(len(real), dtype=np.result_type(values, virtual))
+    def spread(values: np.ndarray, v: np.ndarray) -> np.ndarray:
+        out = np.empty(len(real), dtype=np.result_type(values, v))
         out[real] = values
-        out[first] = virtual
+        out[first] = v[which]
         return out
 
+    return tuple(spread(a, v) for a, v in zip(arrays, virtual)), ptr
+
+
+def _virtual_hops(
+    s: Schedule, op_cost: float, hops: tuple, route_ptr: np.ndarray, n_all: int
+) -> tuple[tuple, np.ndarray, int]:
+    """Virtual hops, on links after the topology's: with ``op_cost``, one in front of every
+    transfer on the link ``n_links + sender``, held for ``op_cost`` seconds, whose head reaches
+    the first real link ``op_cost`` after it starts (its latency; it adds nothing to the
+    arrival itself, the real hops after it do); and for every join, one hop of no time on a
+    link of its own kind (a join finishes as soon as it is ready). The hop arrays (link, op,
+    transmission, alpha, alpha to the route's end), route pointers and number of links."""
+    n_ops = s.num_ops
     ops = np.arange(n_ops, dtype=np.int64)
-    return (
-        spread(hop_link, n_links + s.src.astype(np.int64)),
-        spread(hop_op, ops),
-        spread(hop_tx, np.full(n_ops, float(op_cost))),
-        spread(hop_alpha, np.full(n_ops, float(op_cost))),
-        spread(hop_alpha_tail, np.zeros(n_ops)),
-        ptr,
-    )
+    join = s.kind == OpKind.JOIN
+    if op_cost > 0:
+        cost = np.full(n_ops, float(op_cost))
+        virtual = (n_all + s.src.astype(np.int64), ops, cost, cost, np.zeros(n_ops))
+        hops, route_ptr = _prepend_hops(route_ptr, ~join, hops, virtual)
+        n_all += s.topology.num_ranks
+    if join.any():
+        zero = np.zeros(n_ops)
+        virtual = (np.full(n_ops, n_all, dtype=np.int64), ops, zero, zero, zero)
+        hops, route_ptr = _prepend_hops(route_ptr, join, hops, virtual)
+        n_all += 1
+    return hops, route_ptr, n_all
 
 
 def _op_delays(
@@ -300,12 +310,9 @@ def simulate(
     n_links = len(t.links)
     hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes = _hop_arrays(s, size)
     route_ptr = s.route_ptr.astype(np.int64)
-    n_all = n_links
-    if op_cost_s > 0:
-        hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, route_ptr = _with_sender_hops(
-            s, op_cost_s, hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail
-        )
-        n_all = n_links + t.num_ranks
+    (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail), route_ptr, n_all = _virtual_hops(
+        s, op_cost_s, (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail), route_ptr, n_links
+    )
     op_first = route_ptr[:-1]
     op_last = route_ptr[1:] - 1
     extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
@@ -337,13 +344,15 @@ def simulate(
             f"never started (dependency cycle or planned link order that "
             f"deadlocks; verify the schedule)"
         )
+    op_start = hop_start[op_first] if n_ops else np.zeros(0)
     if n_all > n_links:  # drop the virtual hops: the outputs speak of real links only
         keep = hop_link < n_links
         hop_link, hop_op = hop_link[keep], hop_op[keep]
         hop_start, hop_end, busy = hop_start[keep], hop_end[keep], busy[:n_links]
-        op_first = s.route_ptr[:-1].astype(np.int64)
-        used += f", {fmt_time(op_cost_s)} per operation at its sender"
-    op_start = hop_start[op_first] if n_ops else np.zeros(0)
+        if op_cost_s > 0:
+            used += f", {fmt_time(op_cost_s)} per operation at its sender"
+            real_first = s.route_ptr[:-1][s.kind != OpKind.JOIN]
+            op_start[s.kind != OpKind.JOIN] = hop_start[real_first]
     total = float(op_finish.max()) if n_ops else 0.0
     per_rank = (compiled_rank_times() if compiled else rank_times)(
         s.src, s.dst, op_finish, t.num_ranks

@@ -56,7 +56,8 @@ from typing import Any
 
 import numpy as np
 
-from ...schedule.trees import TreeForm, spread_ranges
+from ...schedule.ir import spread_ranges
+from ...schedule.trees import TreeForm
 from ...topology.model import Topology
 
 

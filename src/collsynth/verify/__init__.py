@@ -36,10 +36,10 @@ from typing import NoReturn
 
 import numpy as np
 
-from .collective import Collective, CollKind
-from .errors import CollsynthError, VerificationError
-from .schedule.ir import OpKind, Schedule
-from .schedule.trees import spread_ranges
+from ..collective import Collective, CollKind
+from ..errors import CollsynthError, VerificationError
+from ..schedule.ir import OpKind, Schedule, spread_ranges
+from .kernel import PASS, compiled_run_window
 
 #: Relative tolerance for time and capacity comparisons.
 TIME_TOL = 1e-9
@@ -98,6 +98,10 @@ def verify(schedule: Schedule) -> VerifyReport:
     v = _Verifier(schedule)
     return v.run()
 
+
+#: reducing schedules with at least this many operations run each window through the
+#: compiled executor (``verify.kernel``) first, and the Python one only on a failure
+COMPILED_REDUCE_MIN_OPS = 20_000
 
 #: the most (rank, segment) buffers a reducing schedule's execution holds at once (a window of
 #: segments at a time beyond it; a buffer holds a bit mask of up to one bit per rank)
@@ -175,9 +179,18 @@ class _Verifier:
         bad = first_bad((s.dst < 0) | (s.dst >= nr))
         if bad is not None:
             _fail("structure", f"op {bad}: destination rank {int(s.dst[bad])} does not exist", bad)
-        bad = first_bad(s.src == s.dst)
+        join = s.kind == OpKind.JOIN
+        bad = first_bad((s.src == s.dst) & ~join)
         if bad is not None:
             _fail("structure", f"op {bad}: sends from rank {int(s.src[bad])} to itself", bad)
+        bad = first_bad((s.src != s.dst) & join)
+        if bad is not None:
+            _fail(
+                "structure",
+                f"op {bad}: a join names two ranks ({int(s.src[bad])} and {int(s.dst[bad])}); "
+                f"it waits at one rank",
+                bad,
+            )
         bad = first_bad((s.chunk < 0) | (s.chunk >= c.num_chunks))
         if bad is not None:
             _fail(
@@ -186,7 +199,7 @@ class _Verifier:
                 f"({c.describe()} has {c.num_chunks})",
                 bad,
             )
-        bad = first_bad((s.kind != OpKind.COPY) & (s.kind != OpKind.REDUCE))
+        bad = first_bad((s.kind < OpKind.COPY) | (s.kind > OpKind.JOIN))
         if bad is not None:
             _fail("structure", f"op {bad}: unknown kind {int(s.kind[bad])}", bad)
         if not c.reduces:
@@ -234,10 +247,15 @@ class _Verifier:
     def check_routes(self) -> None:
         s, t, n = self.s, self.t, self.n_ops
         lengths = np.diff(s.route_ptr)
-        empty = np.flatnonzero(lengths == 0)
+        join = s.kind == OpKind.JOIN
+        empty = np.flatnonzero((lengths == 0) & ~join)
         if len(empty):
             op = int(empty[0])
             _fail("route", f"{s.describe_op(op)} has an empty route", op)
+        routed = np.flatnonzero((lengths > 0) & join)
+        if len(routed):
+            op = int(routed[0])
+            _fail("route", f"{s.describe_op(op)} has a route (a join moves no data)", op)
         links = s.route_links
         owner = np.repeat(np.arange(n), lengths)
         bad = np.flatnonzero((links < 0) | (links >= len(t.links)))
@@ -246,13 +264,14 @@ class _Verifier:
             _fail("route", f"{s.describe_op(op)}: link {int(links[bad[0]])} does not exist", op)
         lsrc = t.link_src[links]
         ldst = t.link_dst[links]
-        first = s.route_ptr[:-1]
-        last = s.route_ptr[1:] - 1
-        src_nodes = t.compute_nodes[s.src]
-        dst_nodes = t.compute_nodes[s.dst]
+        moving = np.flatnonzero(~join)  # operations with a route
+        first = s.route_ptr[:-1][moving]
+        last = s.route_ptr[1:][moving] - 1
+        src_nodes = t.compute_nodes[s.src[moving]]
+        dst_nodes = t.compute_nodes[s.dst[moving]]
         bad = np.flatnonzero(lsrc[first] != src_nodes)
         if len(bad):
-            op = int(bad[0])
+            op = int(moving[bad[0]])
             _fail(
                 "route",
                 f"{s.describe_op(op)}: route starts with "
@@ -261,7 +280,7 @@ class _Verifier:
             )
         bad = np.flatnonzero(ldst[last] != dst_nodes)
         if len(bad):
-            op = int(bad[0])
+            op = int(moving[bad[0]])
             _fail(
                 "route",
                 f"{s.describe_op(op)}: route ends with "
@@ -429,13 +448,13 @@ class _Verifier:
         bw = t.link_bw[links]
         alpha = t.link_alpha[links]
         nbytes = s.op_bytes(s.size)
-        bottleneck = np.minimum.reduceat(bw, s.route_ptr[:-1]) if n else np.zeros(0)
-        dur = self._planned_durations(nbytes / bottleneck)
+        bottleneck = _per_route(np.minimum, bw, s.route_ptr, np.inf)
+        dur = self._planned_durations(nbytes / bottleneck)  # joins: 0
         # alpha before each hop (cut-through: hop i starts after the alphas of hops < i)
         cum_alpha = np.cumsum(alpha)
         route_start_cum = np.concatenate(([0.0], cum_alpha))[s.route_ptr[:-1]]
         before = cum_alpha - alpha - route_start_cum[owner]
-        total_alpha = np.add.reduceat(alpha, s.route_ptr[:-1]) if n else np.zeros(0)
+        total_alpha = _per_route(np.add, alpha, s.route_ptr, 0.0)
         finish = start + total_alpha + dur
         scale = max(1e-12, float(finish.max()) if n else 0.0)
         self._check_causality(start, finish, scale)
@@ -579,7 +598,7 @@ class _Verifier:
                 return False
 
             n_idle = 0
-        moved = set(np.unique(s.chunk).tolist())
+        moved = set(np.unique(s.chunk[s.kind != OpKind.JOIN]).tolist())
         if c.num_chunks - n_idle <= len(moved):
             return
         ch = 0
@@ -652,19 +671,21 @@ class _Verifier:
         initial_holder = src_of_chunk[seg_chunk]  # per segment
         # fast path: ops whose sender holds the data initially, or that directly depend on an
         # op delivering exactly the segments they send to their sender
-        ok = src_of_chunk[s.chunk] == s.src
+        join = s.kind == OpKind.JOIN
+        ok = (src_of_chunk[s.chunk] == s.src) | join  # (a join sends nothing)
         if len(s.dep_ids):
             owner = np.repeat(np.arange(n), np.diff(s.dep_ptr))
             d = s.dep_ids
             match = (
                 (s.dst[d] == s.src[owner])
+                & ~join[d]
                 & (self.op_seg_lo[d] <= self.op_seg_lo[owner])
                 & (self.op_seg_hi[d] >= self.op_seg_hi[owner])
             )
             if match.any():
                 ok[owner[match]] = True
         # who writes each (rank, segment): sorted keys for the slow path and the postcondition
-        seg_len = self.op_seg_hi - self.op_seg_lo
+        seg_len = np.where(join, 0, self.op_seg_hi - self.op_seg_lo)
         w_op = np.repeat(np.arange(n), seg_len)
         w_seg = np.repeat(self.op_seg_lo, seg_len) + _ragged_arange(seg_len)
         w_key = s.dst[w_op] * nseg + w_seg
@@ -755,6 +776,7 @@ class _Verifier:
             by_w = np.argsort(first_w, kind="stable")
             bounds = np.searchsorted(first_w[by_w], np.arange(-(-self.nseg_total // per) + 1))
             grouped = (self.order[by_w], bounds)
+        kernel = _WindowKernel(self, anc) if self.n_ops >= COMPILED_REDUCE_MIN_OPS else None
         for s0 in range(0, max(1, self.nseg_total), per):
             s1 = min(s0 + per, self.nseg_total)
             order = self.order
@@ -763,9 +785,19 @@ class _Verifier:
                 order = grouped[0][grouped[1][w] : grouped[1][w + 1]]
             elif per < self.nseg_total:
                 order = order[(first_w <= (s1 - 1) // per) & (last_w >= s0 // per)]
-            value: dict[int, int] = {}
+            if kernel is not None:
+                status, extra = kernel.run(order, s0, s1)
+                if status == PASS:
+                    redundant += extra
+                    continue
+            value: dict[int, int] = {}  # the Python executor: names the violation
             redundant += self._execute_reductions(anc, value, order, s0, s1)
             self._check_reduced(value, s0, s1)
+            if kernel is not None:
+                raise CollsynthError(
+                    f"internal error: the compiled reduction executor refused segments "
+                    f"{s0}..{s1 - 1} of {self.c.describe()}, which the Python executor accepts"
+                )
         self.checks.extend(["data-not-held", "race", "duplicate-contribution", "postcondition"])
         return redundant
 
@@ -784,6 +816,7 @@ class _Verifier:
         reads: dict[int, list[int]] = {}
         # per-operation facts of these operations only, as Python values (memory bounded by the
         # window); the buffers only ever name operations of the window
+        order = order[s.kind[order] != OpKind.JOIN]  # joins read and write nothing
         ops = order.tolist()
         is_copy_op = s.kind[order] == OpKind.COPY
         copy_op = dict(zip(ops, is_copy_op.tolist()))
@@ -914,6 +947,48 @@ class _Verifier:
 
 
 # ---------------------------------------------------------------------- helpers
+class _WindowKernel:
+    """The compiled reduction executor (:mod:`collsynth.verify.kernel`) bound to one
+    verification: the operation columns, the ancestry arrays and the postcondition sorted by
+    chunk, so each window finds its part by bisection."""
+
+    def __init__(self, v: _Verifier, anc: _Ancestry):
+        s, c = v.s, v.c
+        self.v = v
+        self.anc = anc
+        self.src = np.ascontiguousarray(s.src, dtype=np.int64)
+        self.dst = np.ascontiguousarray(s.dst, dtype=np.int64)
+        self.kind = np.ascontiguousarray(s.kind, dtype=np.int8)
+        self.dmark = np.zeros(s.num_ops, dtype=np.int64)
+        self.seg_lo = np.ascontiguousarray(v.op_seg_lo, dtype=np.int64)
+        self.seg_hi = np.ascontiguousarray(v.op_seg_hi, dtype=np.int64)
+        post_r, post_c = c.postcondition()
+        by_chunk = np.argsort(post_c, kind="stable")
+        self.post_r = np.ascontiguousarray(post_r[by_chunk], dtype=np.int64)
+        self.post_c = np.ascontiguousarray(post_c[by_chunk], dtype=np.int64)
+        self.chunk_end = v.seg_base + v.seg_count  # each chunk's segments end here
+        self.stamp = np.zeros(2, dtype=np.int64)
+        self.fn = compiled_run_window()
+
+    def run(self, order: np.ndarray, s0: int, s1: int) -> tuple[int, int]:
+        v, a = self.v, self.anc
+        c_lo = int(np.searchsorted(self.chunk_end, s0, side="right"))
+        c_hi = int(np.searchsorted(v.seg_base, s1, side="left"))
+        i0 = int(np.searchsorted(self.post_c, c_lo, side="left"))
+        i1 = int(np.searchsorted(self.post_c, c_hi, side="left"))
+        chunks = self.post_c[i0:i1]
+        base = v.seg_base[chunks]
+        self.stamp[0] = a.stamp  # the walk's visit marks go on from the Python queries
+        status, redundant = self.fn(
+            np.ascontiguousarray(order, dtype=np.int64), self.src, self.dst, self.kind,
+            self.seg_lo, self.seg_hi, s0, s1, v.c.num_ranks, self.post_r[i0:i1], base,
+            base + v.seg_count[chunks], a.pos, a.depth, a.ptr, a.ids, a.mark, a.stack, self.stamp,
+            self.dmark,
+        )  # fmt: skip
+        a.stamp = int(self.stamp[0])
+        return int(status), int(redundant)
+
+
 class _Ancestry:
     """Reachability queries on the dependency DAG: is ``a`` a (transitive) dependency of ``x``?
 
@@ -1000,6 +1075,17 @@ def _ancestry_kernels():
                 njit(cache=True, nogil=True)(_dep_depth),
             )
     return _KERNELS
+
+
+def _per_route(ufunc: np.ufunc, values: np.ndarray, ptr: np.ndarray, empty: float) -> np.ndarray:
+    """``ufunc`` reduced over each route's entries of ``values`` (one per route link);
+    ``empty`` for a route without links (a join)."""
+    lengths = np.diff(ptr)
+    out = np.full(len(lengths), empty, dtype=np.float64)
+    has = lengths > 0
+    if has.any():
+        out[has] = ufunc.reduceat(values, ptr[:-1][has])
+    return out
 
 
 def _index(sorted_list: list[int], value: int) -> int:
