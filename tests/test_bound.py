@@ -180,3 +180,63 @@ def test_allreduce_cut_bound_is_the_global_min_cut(seed):
     res = bound(topo, Collective.make("allreduce", n_gpu), 1e9, providers=["cut"])
     cut = res.bounds[0]
     assert cut.detail["cut_bw"] == pytest.approx(_brute_min_cut(topo))
+
+
+def test_allreduce_transmission_bound_by_hand():
+    """ring:n=8 (100 GB/s out of and into every GPU): 2 * 7 transmissions of every byte over
+    8 * 100 GB/s, plus the nearest pair's alpha; it binds, and on this symmetric ring it is
+    exactly the ReduceScatter bound plus the AllGather bound."""
+    topo = load_topology("ring:n=8")
+    res = bound(topo, Collective.make("allreduce", 8), 1e9)
+    tx = next(b for b in res.bounds if b.kind == "transmissions")
+    alpha = alpha_distances(topo)[0, 1]
+    assert tx.time_s == pytest.approx(14e9 / 800e9 + alpha, rel=1e-12)
+    assert res.kind == "transmissions" and tx.detail["transmissions_per_byte"] == 14
+    halves = [
+        bound(topo, Collective.make(k, 8), 1e9, providers=["cut"]).time_s
+        for k in ("reducescatter", "allgather")
+    ]
+    assert sum(halves) == pytest.approx(tx.time_s, rel=1e-3)  # (alphas apart)
+
+
+def test_allreduce_transmission_bound_uses_the_scarcer_direction():
+    """Two GPUs, 10 GB/s from g0 to g1 and 30 GB/s back: 2 transmissions of every byte over
+    40 GB/s of egress (= ingress) in all."""
+    from collsynth.topology import TopologyBuilder
+
+    b = TopologyBuilder("pair")
+    g0, g1 = b.compute("g0"), b.compute("g1")
+    b.link(g0, g1, 10e9, 1e-6)
+    b.link(g1, g0, 30e9, 1e-6)
+    topo = b.build()
+    tx = bound(topo, Collective.make("allreduce", 2), 1e9, providers=["transmissions"]).bounds[0]
+    assert tx.time_s == pytest.approx(2e9 / 40e9 + 1e-6, rel=1e-12)
+    for kind in ("allgather", "broadcast"):  # AllReduce only
+        other = bound(topo, Collective.make(kind, 2), 1e9, providers=["transmissions"])
+        assert other.kind == "trivial"
+
+
+def test_allreduce_transmission_bound_between_chassis():
+    """Three chassis of two GPUs in a ring (100 GB/s each way inside, 10 GB/s each way between
+    neighbours): between the 3 chassis every byte crosses 4 times, over 60 GB/s of chassis
+    egress in all, which binds ahead of the per-rank count (10 crossings over 660 GB/s) and of
+    the cut (a chassis: one crossing each way over 20 GB/s)."""
+    from collsynth.topology import TopologyBuilder
+
+    b = TopologyBuilder("three-chassis")
+    g = [b.compute(f"c{i // 2}.gpu{i % 2}", chassis=i // 2) for i in range(6)]
+    for c in range(3):
+        b.bilink(g[2 * c], g[2 * c + 1], 100e9, 1e-6, "nvlink")
+        b.bilink(g[2 * c + 1], g[(2 * c + 2) % 6], 10e9, 5e-6, "ib")
+    topo = b.build()
+    coll = Collective.make("allreduce", 6)
+    res = bound(topo, coll, 1e9)
+    tx = next(x for x in res.bounds if x.kind == "transmissions")
+    assert res.kind == "transmissions" and tx.witness == "every chassis's egress"
+    assert tx.detail["groups"] == 3 and tx.detail["transmissions_per_byte"] == 4
+    assert tx.time_s == pytest.approx(4e9 / 60e9 + 1e-6, rel=1e-12)
+    cut = next(x for x in res.bounds if x.kind == "cut")
+    assert cut.time_s == pytest.approx(1e9 / 20e9 + 5e-6, rel=1e-9)
+    for algo in ("ring", "forestcoll"):
+        s = synthesize(algo, topo, coll, size=1e9)
+        assert simulate(s, 1e9).time_s >= tx.time_s

@@ -17,6 +17,24 @@ Simple certified bounds (this module):
   travels at least the alpha-shortest path:
   ``T >= B(s, t) / min(out_bw(s), in_bw(t)) + d_alpha(s, t)``.
 
+* ``transmissions`` (AllReduce) — every byte of the result must be transmitted rank to rank at
+  least ``2(N-1)`` times: once the first rank holds the complete sum, each of the other ``N-1``
+  ranks has sent (its contribution had to leave it before) and each still has to receive after
+  (nobody held the complete value before), two disjoint sets of ``N-1`` transmissions. This is
+  the directed gossip bound (Harary and Schwenk, "The communication problem on graphs and
+  digraphs", J. Franklin Inst. 1974), which gives Patarasuk and Yuan's bandwidth bound for
+  AllReduce ("Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC
+  2009) when every rank has the same bandwidth ``b``: ``2(N-1) M / (N b)``. In general, all
+  ranks together send (and receive) ``2(N-1) M`` bytes, so ``T`` is at least the larger of
+  ``2(N-1) M / Σ_r out_bw(r)`` and ``2(N-1) M / Σ_r in_bw(r)``, plus the smallest alpha between
+  two ranks (the last byte still travels). The same holds between groups (chassis, servers,
+  datacenters): a group merges its members' partial sums for free, so every byte crosses
+  between ``m`` groups ``2(m-1)`` times, over the groups' outside links. It holds because
+  switches only forward: a switch
+  that reduces or multicasts (SHARP, NVLS) would need its own bound. On symmetric fabrics it
+  equals the ReduceScatter bound plus the AllGather bound, so there ReduceScatter followed by
+  AllGather is optimal.
+
 ``B_in``/``B_out``/``B`` per collective (``M`` = size, ``n`` ranks) are in :func:`demands`.
 More providers register with :func:`register` from modules named by ``collsynth.bounds`` entry
 points (:mod:`collsynth.plugins`): collsynth's own exact cut bounds (:mod:`.cut`) and any
@@ -215,6 +233,72 @@ def simple_bounds(topology: Topology, collective: Collective, size: float) -> li
             )
         )
     return out
+
+
+@register("transmissions")
+def transmission_bounds(topology: Topology, collective: Collective, size: float) -> list[Bound]:
+    """AllReduce: ``2(m-1)`` transmissions of every byte between ``m`` groups over all the
+    groups' egress (and ingress) bandwidth together, plus the smallest alpha between two ranks:
+    for groups of one rank each, and for the chassis/dc/pod/server groups of the topology's
+    node attributes (a group merges its members' partial sums for free, so the gossip argument
+    holds between groups). The tightest one."""
+    from ..collective import CollKind
+
+    t = topology
+    n = t.num_ranks
+    if collective.kind is not CollKind.ALLREDUCE or n < 2:
+        return []
+    d = alpha_distances(t)
+    alpha = float(d[~np.eye(n, dtype=bool)].min())
+    best: Bound | None = None
+    for attr, regions in _groupings(t):
+        m = len(regions)
+        out_bw = sum(_region_bw(t, r, leaving=True) for r in regions)
+        in_bw = sum(_region_bw(t, r, leaving=False) for r in regions)
+        bw, side = (out_bw, "egress") if out_bw <= in_bw else (in_bw, "ingress")
+        if bw <= 0:
+            continue
+        total = 2.0 * (m - 1) * size
+        what = "every rank's" if attr == "rank" else f"every {attr}'s"
+        b = Bound(
+            "transmissions",
+            total / bw + alpha,
+            f"{what} {side}",
+            {"bytes": total, "bw": float(bw), "groups": m, "transmissions_per_byte": 2 * (m - 1)},
+        )
+        if best is None or b.time_s > best.time_s:
+            best = b
+    return [best] if best is not None else []
+
+
+def _groupings(t: Topology) -> list[tuple[str, list[set[int]]]]:
+    """Disjoint node sets to count transmissions between: one per rank, and per value of each
+    grouping attribute that every compute node has (a set: the compute nodes and switches with
+    that value)."""
+    out: list[tuple[str, list[set[int]]]] = [("rank", [{int(v)} for v in t.compute_nodes])]
+    for attr in ("chassis", "server", "pod", "dc", "group"):
+        if not all(attr in t.nodes[int(v)].attrs for v in t.compute_nodes):
+            continue
+        groups: dict[str, set[int]] = {}
+        for v in range(t.num_nodes):
+            a = t.nodes[v].attrs.get(attr)
+            if a is not None:
+                groups.setdefault(repr(a), set()).add(v)
+        if len(groups) >= 2:
+            out.append((attr, list(groups.values())))
+    return out
+
+
+def _region_bw(t: Topology, region: set[int], leaving: bool) -> float:
+    """Bandwidth of the links leaving (or entering) ``region``."""
+    inside = np.zeros(t.num_nodes, dtype=bool)
+    inside[list(region)] = True
+    cross = (
+        inside[t.link_src] & ~inside[t.link_dst]
+        if leaving
+        else (~inside[t.link_src] & inside[t.link_dst])
+    )
+    return float(t.link_bw[cross].sum())
 
 
 def bound(
