@@ -143,14 +143,16 @@ def demands(collective: Collective, size: float) -> tuple[np.ndarray, np.ndarray
         pair[:] = per_rank[None, :]
         np.fill_diagonal(pair, 0.0)
         b_in = per_rank.copy()
-        # s must send its contribution for every chunk some other rank ends with
-        needed_elsewhere = np.zeros(n)
-        chunk_owners: dict[int, set[int]] = {}
-        for r, c in zip(post_r.tolist(), post_c.tolist()):
-            chunk_owners.setdefault(c, set()).add(r)
-        for s in range(n):
-            needed_elsewhere[s] = sum(1 for owners in chunk_owners.values() if owners - {s}) * cb
-        b_out = needed_elsewhere
+        # s must send its contribution for every chunk some other rank ends with: every
+        # chunk two or more ranks end with, and every chunk one rank other than s ends with
+        key = np.sort(post_c.astype(np.int64) * n + post_r)
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]  # (np.unique hashes: slow)
+        chunk_of, rank_of = key // n, key % n
+        owners = np.bincount(chunk_of, minlength=collective.num_chunks)
+        single = owners[chunk_of] == 1
+        shared = int(np.count_nonzero(owners >= 2))
+        mine = np.bincount(rank_of[single], minlength=n)
+        b_out = (shared + int(np.count_nonzero(owners == 1)) - mine).astype(np.float64) * cb
         return b_in, b_out, pair
     src = collective.chunk_source
     mask = src[post_c] != post_r
@@ -179,9 +181,7 @@ def simple_bounds(topology: Topology, collective: Collective, size: float) -> li
         if b_in[r] <= 0:
             continue
         srcs = (
-            np.flatnonzero(senders[:, r])
-            if not collective.reduces
-            else np.array([s for s in range(n) if s != r])
+            np.flatnonzero(senders[:, r]) if not collective.reduces else np.delete(np.arange(n), r)
         )
         first = float(d[srcs, r].min()) if len(srcs) else 0.0
         val = first + b_in[r] / in_bw[r]
@@ -201,9 +201,7 @@ def simple_bounds(topology: Topology, collective: Collective, size: float) -> li
         if b_out[s] <= 0:
             continue
         dsts = (
-            np.flatnonzero(senders[s, :])
-            if not collective.reduces
-            else np.array([x for x in range(n) if x != s])
+            np.flatnonzero(senders[s, :]) if not collective.reduces else np.delete(np.arange(n), s)
         )
         last = float(d[s, dsts].min()) if len(dsts) else 0.0
         val = b_out[s] / out_bw[s] + last

@@ -144,18 +144,17 @@ def windowed_cut_time(topology: Topology, side: set[int], nbytes: float) -> floa
     d_from = dijkstra(graph, directed=True, indices=ranks_in).min(axis=0)  # to each node
     d_head = dict(zip(heads, dijkstra(graph, directed=True, indices=heads)))
     bw = t.link_bw[cross]
+    head_at = {h: i for i, h in enumerate(heads)}
+    dist_on = np.array([d_head[h] for h in heads])[
+        [head_at[int(h)] for h in t.link_dst[cross]]
+    ]  # (cut link, node): alpha distance from the link's head
+    base = d_from[t.link_src[cross]] + t.link_alpha[cross]
+    offsets = base[None, :] + dist_on[:, ranks_out].T  # (rank outside, cut link)
     best = 0.0
-    for r in ranks_out:
-        offsets = np.array(
-            [
-                d_from[t.link_src[l]] + t.link_alpha[l] + d_head[int(t.link_dst[l])][r]
-                for l in cross.tolist()
-            ]
-        )
-        ok = np.isfinite(offsets)
-        if not ok.any():
-            continue
-        best = max(best, _fill_time(offsets[ok], bw[ok], nbytes))
+    for row in np.unique(offsets, axis=0):  # symmetric fabrics: a few distinct rows
+        ok = np.isfinite(row)
+        if ok.any():
+            best = max(best, _fill_time(row[ok], bw[ok], nbytes))
     return best
 
 
@@ -225,15 +224,28 @@ def demand_cut_bounds(topology: Topology, collective: Collective, size: float) -
     groups (for every collective, AllToAll included)."""
     t = topology
     best = None
+    # the built-in collectives are symmetric: what must cross depends only on how many ranks
+    # are inside (and whether the root is), so equal groups cost one count
+    need_of: dict[tuple, float] = {}
     for side in _group_cuts(t):
         ranks = {int(t.rank_of_node[v]) for v in side if t.is_compute(v)}
-        need = crossing_bytes(collective, size, ranks)
+        key = (
+            (len(ranks), collective.root in ranks)
+            if collective.kind is not CollKind.CUSTOM
+            else tuple(sorted(ranks))
+        )
+        if key not in need_of:
+            need_of[key] = crossing_bytes(collective, size, ranks)
+        need = need_of[key]
         if need <= 0:
             continue
-        out_bw = sum(l.bw for l in t.links if l.src in side and l.dst not in side)
+        inside = np.zeros(t.num_nodes, dtype=bool)
+        inside[list(side)] = True
+        leaving = inside[t.link_src] & ~inside[t.link_dst]
+        out_bw = float(t.link_bw[leaving].sum())
         if out_bw <= 0:
             continue
-        val = need / out_bw + _alpha_min_out(t, side)
+        val = need / out_bw + float(t.link_alpha[leaving].min())
         if best is None or val > best[0]:
             best = (val, side, need, out_bw)
     if best is None:
