@@ -244,8 +244,8 @@ def transmission_bounds(topology: Topology, collective: Collective, size: float)
 
     t = topology
     n = t.num_ranks
-    if collective.kind is not CollKind.ALLREDUCE or n < 2:
-        return []
+    if collective.kind is not CollKind.ALLREDUCE or n < 2 or t.in_network:
+        return []  # (a switch that reduces or copies carries one stream for many)
     d = alpha_distances(t)
     alpha = float(d[~np.eye(n, dtype=bool)].min())
     best: Bound | None = None

@@ -275,6 +275,7 @@ def _prepare(
 ) -> Schedule:
     """Reject what cannot be exported, refine byte ranges into chunks and verify the result."""
     _layout(schedule.collective, inplace)  # early "unsupported" errors
+    refuse_groups(schedule, "MSCCL XML")
     schedule = whole_chunks(schedule)
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL XML")
@@ -317,6 +318,20 @@ def _channel_candidates(
 
 #: Most sub-chunks one chunk may be cut into when byte ranges are refined for export.
 MAX_REFINE = 64
+
+
+def refuse_groups(s: Schedule, fmt: str) -> None:
+    """A format whose steps are point-to-point sends cannot say that a switch copies or
+    reduces: refuse a schedule with in-network groups in one line."""
+    if s.has_groups:
+        assert s.group is not None
+        op = int(np.flatnonzero(s.group >= 0)[0])
+        what = "multicast" if s.kind[op] == 0 else "in-switch reduction"
+        raise CollsynthError(
+            f"{fmt} cannot express a switch that copies or reduces ({s.describe_op(op)} is in "
+            f"{what} group {int(s.group[op])}); export schedule.expand_groups() to send each "
+            f"copy itself"
+        )
 
 
 def whole_chunks(s: Schedule) -> Schedule:

@@ -63,7 +63,7 @@ import numpy as np
 from ..collective import CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
-from .msccl import _layout, _linear_order, whole_chunks
+from .msccl import _layout, _linear_order, refuse_groups, whole_chunks
 
 #: what MSCCL++'s executor allows (execution_common.hpp)
 MAX_OPS_PER_TB = 64
@@ -206,6 +206,7 @@ def _prepare(schedule: Schedule, inplace: bool, verify: bool) -> Schedule:
             f"(supported: {', '.join(k.value for k in _NAMES)})"
         )
     _layout(coll, inplace)  # the MSCCL layout's own refusals (in-place alltoall)
+    refuse_groups(schedule, "the MSCCL++ export")
     schedule = whole_chunks(schedule)
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL++")

@@ -163,7 +163,7 @@ def run_on_backend(
     ``alpha`` of its route before it is posted (the testbed passes 1/scale, so latency is
     dilated like bandwidth).
     """
-    sched = sched.expand_joins()  # the plan waits on transfers only
+    sched = sched.expand_joins().expand_groups()  # point-to-point transfers only
     inject = inject or Inject()
     prog = progress or Progress(None, backend.rank)
     coll = sched.collective

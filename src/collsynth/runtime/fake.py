@@ -113,7 +113,7 @@ def run_in_process(
 
     Raises :class:`CollsynthError` naming the stuck operations when the run cannot finish.
     """
-    sched = sched.expand_joins()  # the plan waits on transfers only
+    sched = sched.expand_joins().expand_groups()  # point-to-point transfers only
     coll = sched.collective
     n = coll.num_ranks
     et = element_dtype(coll, np.dtype(dtype))

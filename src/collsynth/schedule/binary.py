@@ -10,7 +10,8 @@ zip archive (readable with ``numpy.load``):
 * one ``.npy`` array per operation column, the IR's own layout: ``src``, ``dst``, ``chunk``
   (integers), ``kind`` (0 copy, 1 reduce, 2 join), routes as ``route_ptr`` (count + 1 offsets) and
   ``route_links``, dependencies as ``dep_ptr`` and ``dep_ids``; optional ``start`` and
-  ``duration`` (float seconds, NaN unplanned), ``step`` (-1 none), ``part_lo``, ``part_hi``,
+  ``duration`` (float seconds, NaN unplanned), ``step`` (-1 none), ``group`` (multicast or
+  in-switch reduction, -1 none), ``part_lo``, ``part_hi``,
   ``part_den``; planned link orders as ``order_links``, ``order_ptr`` and ``order_ops``; the
   tree form, if any, as ``tree_*`` and ``edge_*`` columns (:meth:`TreeForm.to_columns
   <collsynth.schedule.trees.TreeForm.to_columns>`; JSON files keep it in ``trees``).
@@ -55,6 +56,7 @@ _COLUMNS = {
     "start": False,
     "duration": False,
     "step": False,
+    "group": False,
     "part_lo": False,
     "part_hi": False,
     "part_den": False,
@@ -101,7 +103,7 @@ def schedule_to_npz(s: Schedule, header: dict) -> bytes:
         "dep_ptr": s.dep_ptr,
         "dep_ids": s.dep_ids,
     }
-    for name in ("start", "duration", "step", "part_lo", "part_hi", "part_den"):
+    for name in ("start", "duration", "step", "group", "part_lo", "part_hi", "part_den"):
         value = getattr(s, name)
         if value is not None:
             cols[name] = value
@@ -242,7 +244,7 @@ def _array(z: zipfile.ZipFile, entry: str, name: str, where: str) -> np.ndarray:
 
 def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
     """Lengths, offsets and value ranges that the IR relies on (the rest is the verifier's)."""
-    per_op = [n for n in ("src", "dst", "chunk", "kind", "start", "duration", "step",
+    per_op = [n for n in ("src", "dst", "chunk", "kind", "start", "duration", "step", "group",
                           "part_lo", "part_hi", "part_den") if n in cols]  # fmt: skip
     for name in per_op:
         if len(cols[name]) != count:
@@ -255,6 +257,8 @@ def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
     _check_offsets(cols["dep_ptr"], len(cols["dep_ids"]), count, "dep", where)
     if "step" in cols and np.any(cols["step"] < -1):
         raise CollsynthError(f"{where}: column 'step' must hold step numbers or -1 (none)")
+    if "group" in cols and np.any(cols["group"] < -1):
+        raise CollsynthError(f"{where}: column 'group' must hold group ids or -1 (none)")
     if "part_den" in cols:
         lo, hi, den = cols["part_lo"], cols["part_hi"], cols["part_den"]
         if np.any(den < 1) or np.any(lo < 0) or np.any(lo >= hi) or np.any(hi > den):

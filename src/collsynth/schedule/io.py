@@ -22,6 +22,7 @@ A schedule file is self-contained: it embeds the topology it was made for::
         "start": [0.0, 0.0, 1e-6],         # optional (seconds, null = unplanned)
         "duration": [...],                 # optional (seconds, null = natural)
         "step":  [0, 0, 1],                # optional (-1 or null = none)
+        "group": [-1, -1, -1],             # optional: multicast / in-switch reduction id
         "part":  [[0, 1, 2], ...]          # optional byte range [lo, hi, den] of the chunk
       },
       "link_order": {"7": [2, 5]},         # optional planned order per link id
@@ -72,6 +73,7 @@ _OP_KEYS = {
     "duration",
     "step",
     "part",
+    "group",
 }
 
 
@@ -120,6 +122,8 @@ def schedule_to_dict(s: Schedule, *, timing: bool = True) -> dict:
         ops["duration"] = _nan_to_none(s.duration)
     if s.step is not None:
         ops["step"] = s.step.tolist()
+    if s.group is not None:
+        ops["group"] = s.group.tolist()
     if s.part_den is not None:
         assert s.part_lo is not None and s.part_hi is not None  # the part columns come together
         ops["part"] = np.stack([s.part_lo, s.part_hi, s.part_den], axis=1).tolist()
@@ -218,6 +222,7 @@ def schedule_from_npz(data: bytes, path: str, topology: Topology | None = None) 
         size,
         meta,
         trees,
+        cols.get("group"),
     )
 
 
@@ -301,6 +306,7 @@ def schedule_from_dict(
     start = _float_column(ops, "start", count, where) if "start" in ops else None
     duration = _float_column(ops, "duration", count, where) if "duration" in ops else None
     step = _step_column(ops, count, where)
+    group = _step_column(ops, count, where, "group", "a group id")
     part_lo, part_hi, part_den = _part_columns(ops, count, where)
     link_order = _link_order(data, where)
     return Schedule(
@@ -324,6 +330,7 @@ def schedule_from_dict(
         size,
         meta,
         trees,
+        group,
     )
 
 
@@ -409,13 +416,15 @@ def _kind_column(ops: dict, count: int, where: str) -> np.ndarray:
     return np.array(kinds, dtype=np.int8) if count else np.zeros(0, dtype=np.int8)
 
 
-def _step_column(ops: dict, count: int, where: str) -> np.ndarray | None:
-    """``ops.step`` (null: -1), or None when absent."""
-    if "step" not in ops:
+def _step_column(
+    ops: dict, count: int, where: str, name: str = "step", what: str = "a step number"
+) -> np.ndarray | None:
+    """``ops.step`` (or another column of integers >= -1; null: -1), or None when absent."""
+    if name not in ops:
         return None
-    raw = ops["step"]
+    raw = ops[name]
     if not isinstance(raw, list) or len(raw) != count:
-        raise CollsynthError(f"{where}: ops.step must be a list of {count} integers")
+        raise CollsynthError(f"{where}: ops.{name} must be a list of {count} integers")
     vals = []
     for i, x in enumerate(raw):
         if x is None:
@@ -423,7 +432,7 @@ def _step_column(ops: dict, count: int, where: str) -> np.ndarray | None:
         elif _is_int(x) and x >= -1:
             vals.append(x)
         else:
-            raise CollsynthError(f"{where}: ops.step[{i}] = {x!r} is not a step number")
+            raise CollsynthError(f"{where}: ops.{name}[{i}] = {x!r} is not {what}")
     return np.array(vals, dtype=np.int64) if count else np.zeros(0, dtype=np.int64)
 
 

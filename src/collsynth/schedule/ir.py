@@ -25,7 +25,15 @@ Optional per-operation plan fields, for time-slotted and timed methods:
 * ``duration[i]`` — planned transmission time (NaN: bytes / bottleneck bandwidth of the route);
 * ``step[i]`` — a step or slot number (-1 where none);
 * ``link_order`` — for some links, the planned order (a list of operation ids) in which the
-  link serves its operations.
+  link serves its operations;
+* ``group[i]`` — in-network operations (-1 where none): copies with the same group id are one
+  **multicast**: one stream leaves their common sender, and a switch with the ``multicast``
+  capability copies it where their routes part (they share sender, chunk, byte range and
+  dependencies; each still delivers to its own receiver); reduces with the same group id are
+  one **in-switch reduction**: their streams are combined by a switch with the ``reduce``
+  capability where their routes meet and go on as one to their common receiver. Both mean
+  exactly what the same operations mean one by one (the verifier checks them so); what changes
+  is that a link their routes share carries the data once.
 
 Build schedules with :class:`ScheduleBuilder`; a :class:`Schedule` itself is immutable.
 """
@@ -104,6 +112,7 @@ class Schedule:
     size: float | None = None
     meta: dict = field(default_factory=dict)
     trees: Any = None  # a collsynth.schedule.trees.TreeForm when the schedule came from trees
+    group: np.ndarray | None = None  # multicast / in-switch reduction of each op (-1: none)
 
     # ------------------------------------------------------------------ access
     @property
@@ -144,6 +153,19 @@ class Schedule:
     def op_bytes(self, size: float) -> np.ndarray:
         """Bytes each operation carries when the collective moves ``size`` bytes."""
         return self.op_fraction() * self.collective.chunk_bytes(size)
+
+    @property
+    def has_groups(self) -> bool:
+        return self.group is not None and bool(np.any(self.group >= 0))
+
+    def expand_groups(self) -> Schedule:
+        """The same operations one by one (every link carries every copy): what a format or
+        executor without switch multicast or reduction can run. ``self`` when no group."""
+        if self.group is None:
+            return self
+        from dataclasses import replace
+
+        return replace(self, group=None)
 
     @property
     def has_joins(self) -> bool:
@@ -249,6 +271,7 @@ class Schedule:
             part_lo=cut(self.part_lo),
             part_hi=cut(self.part_hi),
             part_den=cut(self.part_den),
+            group=cut(self.group),
             link_order=(
                 {k: renum[v] for k, v in self.link_order.items()} if self.link_order else None
             ),
@@ -281,7 +304,7 @@ class ScheduleBuilder:
     are consecutive in the order of addition.
     """
 
-    _COLUMNS = ("src", "dst", "chunk", "kind", "start", "duration", "step", "part")
+    _COLUMNS = ("src", "dst", "chunk", "kind", "start", "duration", "step", "part", "group")
 
     def __init__(self, topology: Topology, collective: Collective, meta: dict | None = None):
         if collective.num_ranks != topology.num_ranks:
@@ -295,7 +318,13 @@ class ScheduleBuilder:
         self._segments: list[dict] = []  # frozen blocks of operations (numpy columns)
         self._frozen = 0  # number of operations in self._segments
         self._reset_pending()
-        self._any = {"start": False, "duration": False, "step": False, "part": False}
+        self._any = {
+            "start": False,
+            "duration": False,
+            "step": False,
+            "part": False,
+            "group": False,
+        }
         self.link_order: dict[int, list[int]] = {}
         self.size: float | None = None
         self.trees: Any = None
@@ -312,6 +341,7 @@ class ScheduleBuilder:
         self._duration: list[float] = []
         self._step: list[int] = []
         self._part: list[tuple[int, int, int]] = []
+        self._group: list[int] = []
 
     def __len__(self) -> int:
         return self._frozen + len(self._src)
@@ -337,8 +367,10 @@ class ScheduleBuilder:
         duration: float | None = None,
         step: int | None = None,
         part: tuple[int, int, int] | None = None,
+        group: int | None = None,
     ) -> int:
-        """Append one operation and return its id (a join: ``src == dst``, no route)."""
+        """Append one operation and return its id (a join: ``src == dst``, no route; ``group``:
+        a multicast or in-switch reduction it belongs to, see :class:`Schedule`)."""
         if route is None and OpKind.parse(kind) == OpKind.JOIN:
             route = ()
         if route is None:
@@ -354,6 +386,8 @@ class ScheduleBuilder:
         self._duration.append(float("nan") if duration is None else float(duration))
         self._step.append(-1 if step is None else int(step))
         self._part.append(part if part is not None else (0, 1, 1))
+        self._group.append(-1 if group is None else int(group))
+        self._any["group"] |= group is not None
         self._any["start"] |= start is not None
         self._any["duration"] |= duration is not None
         self._any["step"] |= step is not None
@@ -373,6 +407,7 @@ class ScheduleBuilder:
         kind: np.ndarray | int = OpKind.COPY,
         step: np.ndarray | None = None,
         part: np.ndarray | tuple[int, int, int] | None = None,
+        group: np.ndarray | None = None,
     ) -> np.ndarray:
         """Append operations from arrays and return their ids.
 
@@ -402,6 +437,7 @@ class ScheduleBuilder:
                 else np.asarray(dep_ids, dtype=np.int64)
             ),
             "step": None if step is None else np.asarray(step, dtype=np.int64),
+            "group": None if group is None else np.asarray(group, dtype=np.int64),
             "start": None,
             "duration": None,
             "part": None,
@@ -425,6 +461,7 @@ class ScheduleBuilder:
             raise CollsynthError("add_many: route_ptr and dep_ptr need one entry per op plus one")
         self._any["step"] |= step is not None
         self._any["part"] |= part is not None
+        self._any["group"] |= group is not None
         self._segments.append(seg)
         self._frozen += k
         return np.arange(base, base + k, dtype=np.int64)
@@ -450,6 +487,7 @@ class ScheduleBuilder:
                 "duration": np.array(self._duration, dtype=np.float64),
                 "step": np.array(self._step, dtype=np.int64),
                 "part": np.array(self._part, dtype=np.int64).reshape(n, 3),
+                "group": np.array(self._group, dtype=np.int64),
                 "n": n,
             }
         )
@@ -525,6 +563,7 @@ class ScheduleBuilder:
             start=optional("start", np.nan, np.float64),
             duration=optional("duration", np.nan, np.float64),
             step=optional("step", -1, np.int64),
+            group=optional("group", -1, np.int64),
             part_lo=part[:, 0].copy() if part is not None else None,
             part_hi=part[:, 1].copy() if part is not None else None,
             part_den=part[:, 2].copy() if part is not None else None,
@@ -550,6 +589,7 @@ class ScheduleBuilder:
                 "start": sched.start,
                 "duration": sched.duration,
                 "step": sched.step,
+                "group": sched.group,
                 "part": part,
                 "n": n,
             }

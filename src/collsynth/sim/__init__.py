@@ -143,6 +143,101 @@ def _order_arrays(
     return pos, ptr, hops, prio, used
 
 
+@dataclass
+class _GroupPlan:
+    """Multicasts and in-switch reductions in the simulator: each link of a group's tree is one
+    hop, owned by the first member whose route uses it. Per operation, the links of its route
+    it owns (a multicast branch owns the links after the point where it parts from earlier
+    members; a reduction member those before it meets one); hops named ``(op, i)``: the
+    ``i``-th link the operation owns."""
+
+    own_ptr: np.ndarray  # per op: its owned links, CSR over route_links' kind of ids
+    own_links: np.ndarray
+    forked: np.ndarray  # per op: its first hop is requested where it parts (multicast)
+    fork_from: list[tuple[int, int]]  # hop -> ...
+    fork_to: list[tuple[int, int]]  # ... a hop requested alpha after it starts
+    user_hop: list[tuple[int, int]]  # hop -> ...
+    user_op: list[int]  # ... an operation whose arrival waits for it ...
+    user_tail: list[float]  # ... with these alphas still ahead on that operation's path
+
+
+def _group_plan(s: Schedule) -> _GroupPlan:
+    """The owned links, branches, merges and arrivals of every in-network group (the other
+    operations own their whole routes and wait for their own hops)."""
+    t = s.topology
+    g = s.group
+    assert g is not None
+    n = s.num_ops
+    own: list[list[int]] = [s.route(o).tolist() for o in range(n)]
+    forked = np.zeros(n, dtype=bool)
+    fork_from: list[tuple[int, int]] = []
+    fork_to: list[tuple[int, int]] = []
+    user_hop: list[tuple[int, int]] = []
+    user_op: list[int] = []
+    user_tail: list[float] = []
+    members = np.flatnonzero(g >= 0)
+    order = members[np.argsort(g[members], kind="stable")]
+    in_group = np.zeros(n, dtype=bool)
+    in_group[members] = True
+    for block in np.split(order, np.flatnonzero(np.diff(g[order])) + 1):
+        ops = sorted(int(o) for o in block)
+        multicast = s.kind[ops[0]] == OpKind.COPY
+        owner: dict[tuple, tuple[int, int]] = {}  # path from the shared end -> hop
+        hops_of_group: dict[tuple[int, int], float] = {}
+        for o in ops:
+            route = own[o] if multicast else own[o][::-1]
+            alphas = t.link_alpha[own[o]]
+            path: tuple = ()
+            shared = 0
+            for link in route:
+                path = path + (link,)
+                if path in owner:
+                    shared += 1
+                else:
+                    break
+            if multicast:
+                own[o] = route[shared:]
+                if shared:
+                    forked[o] = True
+                    fork_from.append(owner[tuple(route[:shared])])
+                    fork_to.append((o, 0))
+                for i in range(len(route)):  # every hop of its path, each to be waited for
+                    hop = owner.get(tuple(route[: i + 1]), (o, i - shared))
+                    user_hop.append(hop)
+                    user_op.append(o)
+                    user_tail.append(float(alphas[i:].sum()))
+                for i in range(shared, len(route)):
+                    owner[tuple(route[: i + 1])] = (o, i - shared)
+            else:
+                mine = len(route) - shared  # the links before it meets an earlier member
+                own[o] = own[o][:mine]
+                if shared:
+                    fork_from.append((o, mine - 1))
+                    fork_to.append(owner[tuple(route[:shared])])
+                for i in range(len(route)):  # (reversed: position i from the receiver)
+                    hop = owner.get(tuple(route[: i + 1]), (o, len(route) - 1 - i))
+                    hops_of_group[hop] = float(alphas[len(route) - 1 - i :].sum())
+                for i in range(shared, len(route)):
+                    owner[tuple(route[: i + 1])] = (o, len(route) - 1 - i)
+        if not multicast:  # every member's result arrives with the combined stream
+            for hop, tail in hops_of_group.items():
+                for o in ops:
+                    user_hop.append(hop)
+                    user_op.append(o)
+                    user_tail.append(tail)
+    for o in np.flatnonzero(~in_group).tolist():
+        alphas = t.link_alpha[own[o]]
+        for i in range(len(own[o])):
+            user_hop.append((o, i))
+            user_op.append(o)
+            user_tail.append(float(alphas[i:].sum()))
+    lens = np.array([len(x) for x in own], dtype=np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    links = np.array([lk for x in own for lk in x], dtype=np.int64)
+    return _GroupPlan(ptr, links, forked, fork_from, fork_to, user_hop, user_op, user_tail)
+
+
 def _check_args(size: float, order: str, reduce_bw: float | None, op_cost: float = 0.0) -> None:
     """Refuse an unknown order policy, a size that is not a positive number of bytes, a
     reduction bandwidth that is not positive and a per-operation cost that is negative (in that
@@ -158,21 +253,22 @@ def _check_args(size: float, order: str, reduce_bw: float | None, op_cost: float
 
 
 def _hop_arrays(
-    s: Schedule, size: float
+    s: Schedule, size: float, route_ptr: np.ndarray, route_links: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One entry per hop (an operation's use of one link), in route order: (link, operation,
     transmission time, alpha, alpha from the hop to the end of its route inclusive), and the
-    bytes of each operation."""
+    bytes of each operation. ``route_ptr``/``route_links``: the schedule's routes, or the
+    links each operation owns in its in-network group."""
     t = s.topology
-    lengths = np.diff(s.route_ptr)
-    hop_link = s.route_links.astype(np.int64)
+    lengths = np.diff(route_ptr)
+    hop_link = route_links.astype(np.int64)
     hop_op = np.repeat(np.arange(s.num_ops, dtype=np.int64), lengths)
     nbytes = s.op_bytes(size)
     hop_tx = nbytes[hop_op] / t.link_bw[hop_link]
     hop_alpha = t.link_alpha[hop_link]
     # alpha from this hop to the end of its route (inclusive)
     csum = np.cumsum(hop_alpha[::-1])[::-1] if len(hop_alpha) else hop_alpha
-    route_end = s.route_ptr[1:]
+    route_end = route_ptr[1:]
     after_route = np.concatenate((csum, [0.0]))[route_end]  # sum of alphas after the route
     hop_alpha_tail = csum - np.repeat(after_route, lengths)
     return hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes
@@ -203,13 +299,19 @@ def _prepend_hops(
 
 
 def _virtual_hops(
-    s: Schedule, op_cost: float, hops: tuple, route_ptr: np.ndarray, n_all: int
+    s: Schedule,
+    op_cost: float,
+    hops: tuple,
+    route_ptr: np.ndarray,
+    n_all: int,
+    forked: np.ndarray | None = None,
 ) -> tuple[tuple, np.ndarray, int]:
     """Virtual hops, on links after the topology's: with ``op_cost``, one in front of every
     transfer on the link ``n_links + sender``, held for ``op_cost`` seconds, whose head reaches
     the first real link ``op_cost`` after it starts (its latency; it adds nothing to the
     arrival itself, the real hops after it do); and for every join, one hop of no time on a
-    link of its own kind (a join finishes as soon as it is ready). The hop arrays (link, op,
+    link of its own kind (a join finishes as soon as it is ready). A multicast's branches
+    (``forked``) pay no issue cost: one stream leaves the sender. The hop arrays (link, op,
     transmission, alpha, alpha to the route's end), route pointers and number of links."""
     n_ops = s.num_ops
     ops = np.arange(n_ops, dtype=np.int64)
@@ -217,7 +319,8 @@ def _virtual_hops(
     if op_cost > 0:
         cost = np.full(n_ops, float(op_cost))
         virtual = (n_all + s.src.astype(np.int64), ops, cost, cost, np.zeros(n_ops))
-        hops, route_ptr = _prepend_hops(route_ptr, ~join, hops, virtual)
+        issued = ~join if forked is None else ~join & ~forked
+        hops, route_ptr = _prepend_hops(route_ptr, issued, hops, virtual)
         n_all += s.topology.num_ranks
     if join.any():
         zero = np.zeros(n_ops)
@@ -225,6 +328,50 @@ def _virtual_hops(
         hops, route_ptr = _prepend_hops(route_ptr, join, hops, virtual)
         n_all += 1
     return hops, route_ptr, n_all
+
+
+def _group_arrays(
+    plan: _GroupPlan | None, own_ptr: np.ndarray, route_ptr: np.ndarray
+) -> tuple[tuple, np.ndarray, np.ndarray]:
+    """The engine's view of in-network groups over the final hops (``route_ptr``: each
+    operation's hops, virtual ones first, over ``own_ptr``'s owned links): ``(flags, hops into
+    each hop, branch pointers, branch hops, user pointers, user operations, user tails)``,
+    the hops each operation's arrival waits for, and each operation's first hop (-1 for a
+    branch, requested where it parts). Without groups: empty arrays the engine ignores."""
+    n_ops = len(route_ptr) - 1
+    first = route_ptr[:-1].copy()
+    if plan is None:
+        i1, f1 = np.zeros(1, dtype=np.int64), np.zeros(1)
+        empty = (np.zeros(1, dtype=np.bool_), i1, i1, i1, i1, i1, f1)
+        return empty, np.diff(route_ptr).astype(np.int64), first
+    n_hops = int(route_ptr[-1])
+    virtual = np.diff(route_ptr) - np.diff(own_ptr)  # 0 or 1 per operation, in front
+
+    def hop_ids(pairs: list[tuple[int, int]]) -> np.ndarray:
+        if not pairs:
+            return np.zeros(0, dtype=np.int64)
+        arr = np.array(pairs, dtype=np.int64)
+        return route_ptr[arr[:, 0]] + virtual[arr[:, 0]] + arr[:, 1]
+
+    ops = np.arange(n_ops, dtype=np.int64)
+    v_ops = ops[virtual > 0]  # each virtual hop: waited for by its own operation, no alpha
+    u_hop = np.concatenate((hop_ids(plan.user_hop), route_ptr[v_ops]))
+    u_op = np.concatenate((np.array(plan.user_op, dtype=np.int64), v_ops))
+    u_tail = np.concatenate((np.array(plan.user_tail, dtype=np.float64), np.zeros(len(v_ops))))
+    by = np.argsort(u_hop, kind="stable")
+    user_ptr = np.zeros(n_hops + 1, dtype=np.int64)
+    np.cumsum(np.bincount(u_hop, minlength=n_hops), out=user_ptr[1:])
+    f_from, f_to = hop_ids(plan.fork_from), hop_ids(plan.fork_to)
+    by_f = np.argsort(f_from, kind="stable")
+    fork_ptr = np.zeros(n_hops + 1, dtype=np.int64)
+    np.cumsum(np.bincount(f_from, minlength=n_hops), out=fork_ptr[1:])
+    need = np.ones(n_hops, dtype=np.int64)  # the hop before it on its operation's route ...
+    need[route_ptr[:-1]] = 0  # ... none for a first hop, requested when the operation is ready
+    np.add.at(need, f_to, 1)  # ... and every hop that branches or merges into it
+    first[plan.forked] = -1
+    groups = (np.ones(1, dtype=np.bool_), need, fork_ptr, f_to[by_f], user_ptr, u_op[by],
+              u_tail[by])  # fmt: skip
+    return groups, np.bincount(u_op, minlength=n_ops).astype(np.int64), first
 
 
 def _op_delays(
@@ -308,12 +455,16 @@ def simulate(
     t = s.topology
     n_ops = s.num_ops
     n_links = len(t.links)
-    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes = _hop_arrays(s, size)
-    route_ptr = s.route_ptr.astype(np.int64)
-    (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail), route_ptr, n_all = _virtual_hops(
-        s, op_cost_s, (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail), route_ptr, n_links
+    plan = _group_plan(s) if s.has_groups else None
+    own_ptr, own_links = (plan.own_ptr, plan.own_links) if plan else (s.route_ptr, s.route_links)
+    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes = _hop_arrays(
+        s, size, own_ptr, own_links
     )
-    op_first = route_ptr[:-1]
+    (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail), route_ptr, n_all = _virtual_hops(
+        s, op_cost_s, (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail),
+        own_ptr.astype(np.int64), n_links, plan.forked if plan else None,
+    )  # fmt: skip
+    groups, op_hops, op_first = _group_arrays(plan, own_ptr, route_ptr)
     op_last = route_ptr[1:] - 1
     extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
     succ_ptr, succ_ids, indeg = _successors(s)
@@ -327,7 +478,7 @@ def simulate(
         kernel = compiled_run_events_fair() if compiled else run_events_fair
         hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
             hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, release_t,
-            extra, succ_ptr, succ_ids, indeg, n_all, hop_class, class_ptr, shared,
+            extra, succ_ptr, succ_ids, indeg, n_all, hop_class, class_ptr, shared, op_hops, groups,
         )  # fmt: skip
     else:
         kernel = compiled_run_events() if compiled else run_events
@@ -337,6 +488,7 @@ def simulate(
         hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
             hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio,
             release_t, extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_all, reserve,
+            op_hops, groups,
         )  # fmt: skip
     if done != n_ops:
         raise CollsynthError(
@@ -344,14 +496,14 @@ def simulate(
             f"never started (dependency cycle or planned link order that "
             f"deadlocks; verify the schedule)"
         )
-    op_start = hop_start[op_first] if n_ops else np.zeros(0)
+    op_start = hop_start[route_ptr[:-1]] if n_ops else np.zeros(0)
     if n_all > n_links:  # drop the virtual hops: the outputs speak of real links only
         keep = hop_link < n_links
         hop_link, hop_op = hop_link[keep], hop_op[keep]
         hop_start, hop_end, busy = hop_start[keep], hop_end[keep], busy[:n_links]
         if op_cost_s > 0:
             used += f", {fmt_time(op_cost_s)} per operation at its sender"
-            real_first = s.route_ptr[:-1][s.kind != OpKind.JOIN]
+            real_first = own_ptr[:-1][s.kind != OpKind.JOIN]
             op_start[s.kind != OpKind.JOIN] = hop_start[real_first]
     total = float(op_finish.max()) if n_ops else 0.0
     per_rank = (compiled_rank_times() if compiled else rank_times)(

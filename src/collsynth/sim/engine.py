@@ -134,8 +134,9 @@ def _release(op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_pr
         remaining[s] -= 1
         if remaining[s] == 0:
             h0 = op_first_hop[s]
-            hop_req[h0] = op_ready[s]
-            esize = _push(et, ep, eid, 0, esize, op_ready[s], op_prio[s], h0)
+            if h0 >= 0:  # (-1: a multicast branch, requested where it parts instead)
+                hop_req[h0] = op_ready[s]
+                esize = _push(et, ep, eid, 0, esize, op_ready[s], op_prio[s], h0)
     return esize
 
 
@@ -149,7 +150,7 @@ def _initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio,
     eid = np.empty(cap, dtype=np.int64)
     esize = 0
     for op in range(op_first_hop.shape[0]):
-        if remaining[op] == 0:
+        if remaining[op] == 0 and op_first_hop[op] >= 0:
             h0 = op_first_hop[op]
             hop_req[h0] = op_ready[op]
             esize = _push(et, ep, eid, 0, esize, op_ready[op], op_prio[op], h0)
@@ -261,6 +262,8 @@ def run_events(
     link_order_hops,
     n_links,
     reserve,
+    op_hops,
+    groups,
 ):
     """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
 
@@ -270,7 +273,9 @@ def run_events(
     order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
     (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
     which is exactly first-ready-first-served, without queues or link-free events. The event
-    keys are in the module's docstring.
+    keys are in the module's docstring. ``op_hops``: the hops whose end an operation's
+    arrival waits for; ``groups``: multicasts and in-switch reductions (see :func:`_next_hop`),
+    ``groups[0][0]`` false where there are none.
     """
     n_hops = hop_link.shape[0]
     busy, free_pending, link_free_at, next_pos = _link_state(n_links)
@@ -282,6 +287,8 @@ def run_events(
     )
     heap = (et, ep, eid)
     succ = (succ_ptr, succ_ids)
+    grouped = groups[0][0]
+    opst = (op_acc, op_hops.copy(), op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio)
     done_ops = 0
     while esize > 0:
         t, p, x, esize = _pop(et, ep, eid, 0, esize)
@@ -320,14 +327,20 @@ def run_events(
             free_pending[link] = True
             esize = _push(et, ep, eid, 0, esize, end, np.inf, n_hops + link)
         op = hop_op[h]
-        tail = end + hop_alpha_tail[h]
-        if tail > op_acc[op]:
-            op_acc[op] = tail
         pos = hop_order_pos[h]
         if pos >= 0:
             nh = _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked)
             if nh >= 0:
                 esize = _push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
+        if grouped:
+            esize = _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
+                              heap, esize)  # fmt: skip
+            esize, done_ops = _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups,
+                                        hop_req, heap, esize, done_ops)  # fmt: skip
+            continue
+        tail = end + hop_alpha_tail[h]
+        if tail > op_acc[op]:
+            op_acc[op] = tail
         if h < op_last_hop[op]:
             nt = t + hop_alpha[h]
             hop_req[h + 1] = nt
@@ -359,6 +372,8 @@ def run_events_fair(
     hop_class,
     class_ptr,
     link_shared,
+    op_hops,
+    groups,
 ):
     """The event loop with shared links (``order="fair"``): ``link_shared[l]`` links are
     shared by their connections (``hop_class[h]``: the connection of a hop on one, whose
@@ -373,7 +388,7 @@ def run_events_fair(
     hop_start, hop_end, hop_req, _ = _hop_state(n_hops)
     op_prio = np.zeros(op_first_hop.shape[0])
     op_ready, op_finish, op_acc, remaining = _op_state(op_release, indeg)
-    hops_left = op_last_hop - op_first_hop + 1
+    hops_left = op_hops.copy()
     qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, False)
     vt, vlast, active, cbusy, csize, cq_t, cq_z, cq_h = _share_state(n_links, class_ptr)
     et, ep, eid, esize = _initial_events(
@@ -397,7 +412,7 @@ def run_events_fair(
                 active[link] -= 1
                 hop_end[h] = t
                 esize, done_ops = _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ,
-                                            hop_req, heap, esize, done_ops)  # fmt: skip
+                                            groups, hop_req, heap, esize, done_ops)  # fmt: skip
                 c = hop_class[h]
                 if csize[c] > 0:  # the connection's next transfer goes on
                     _, _, h2, csize[c] = _pop(cq_t, cq_z, cq_h, class_ptr[c], csize[c])
@@ -407,7 +422,9 @@ def run_events_fair(
                     active[link] += 1
                     busy[link] += hop_tx[h2]
                     hop_start[h2] = t
-                    esize = _next_hop(h2, t, hop_op, hop_alpha, hop_req, op_last_hop, heap, esize)
+                    esize = _next_hop(
+                        h2, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, heap, esize
+                    )
                 else:
                     cbusy[c] = False
             esize = _share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
@@ -428,7 +445,8 @@ def run_events_fair(
             hop_start[h] = t
             esize = _share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
                                     heap, esize, n_hops + link)  # fmt: skip
-            esize = _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, heap, esize)
+            esize = _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
+                              heap, esize)  # fmt: skip
             continue
         # a first-served link (an issue slot): booked at once
         if link_free_at[link] > t:
@@ -437,31 +455,68 @@ def run_events_fair(
         busy[link] += hop_tx[h]
         hop_start[h] = t
         hop_end[h] = t + hop_tx[h]
-        esize = _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, heap, esize)
-        esize, done_ops = _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, hop_req,
-                                    heap, esize, done_ops)  # fmt: skip
+        esize = _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
+                          heap, esize)  # fmt: skip
+        esize, done_ops = _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups,
+                                    hop_req, heap, esize, done_ops)  # fmt: skip
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
-def _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, heap, esize):
+def _next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, heap, esize):
     """Hop ``h`` started at ``t``: the head of the data reaches the route's next link
-    ``alpha`` later (requested then). The new event-heap size."""
+    ``alpha`` later (requested then). With in-network groups (``groups``: flags, hops each
+    hop waits for, branch pointers and hops, users pointers, operations and tails), also the
+    branches that part from ``h`` (multicast), and a hop where routes meet (in-switch
+    reduction) is requested only when every hop into it has started, at the latest head.
+    The new event-heap size."""
     op = hop_op[h]
+    nt = t + hop_alpha[h]
+    et, ep, eid = heap
+    flags, need, fork_ptr, fork_ids = groups[0], groups[1], groups[2], groups[3]
+    if not flags[0]:
+        if h < op_last_hop[op]:
+            hop_req[h + 1] = nt
+            esize = _push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
+        return esize
     if h < op_last_hop[op]:
-        nt = t + hop_alpha[h]
-        hop_req[h + 1] = nt
-        et, ep, eid = heap
-        esize = _push(et, ep, eid, 0, esize, nt, 0.0, h + 1)
+        esize = _request(h + 1, nt, hop_op, hop_req, need, op_prio, heap, esize)
+    for k in range(fork_ptr[h], fork_ptr[h + 1]):
+        esize = _request(fork_ids[k], nt, hop_op, hop_req, need, op_prio, heap, esize)
     return esize
 
 
-def _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, hop_req, heap, esize, done_ops):
-    """Hop ``h``'s end is known: its operation's arrival so far; when that was the last of its
-    hops, the operation is done and its successors may go. The new event-heap size and count
-    of operations done."""
+def _request(s, nt, hop_op, hop_req, need, op_prio, heap, esize):
+    """One hop into ``s`` has its head at ``s`` at ``nt``; ``s`` is requested when the last
+    one has (the new event-heap size)."""
+    if nt > hop_req[s]:
+        hop_req[s] = nt
+    need[s] -= 1
+    if need[s] == 0:
+        et, ep, eid = heap
+        esize = _push(et, ep, eid, 0, esize, hop_req[s], op_prio[hop_op[s]], s)
+    return esize
+
+
+def _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups, hop_req, heap, esize,
+              done_ops):  # fmt: skip
+    """Hop ``h``'s end is known: the arrival so far of each operation that waits for it (its
+    own; with in-network groups, every one whose data it carries, with the alphas still ahead
+    on that operation's path); an operation whose last such hop this was is done and its
+    successors may go. The new event-heap size and count of operations done."""
     op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = opst
-    op = hop_op[h]
-    tail = hop_end[h] + hop_alpha_tail[h]
+    if groups[0][0]:
+        user_ptr, user_op, user_tail = groups[4], groups[5], groups[6]
+        for k in range(user_ptr[h], user_ptr[h + 1]):
+            esize, done_ops = _arrive(user_op[k], hop_end[h] + user_tail[k], opst, succ,
+                                      hop_req, heap, esize, done_ops)  # fmt: skip
+        return esize, done_ops
+    return _arrive(hop_op[h], hop_end[h] + hop_alpha_tail[h], opst, succ, hop_req, heap, esize,
+                   done_ops)  # fmt: skip
+
+
+def _arrive(op, tail, opst, succ, hop_req, heap, esize, done_ops):
+    """One of ``op``'s hops ended, its data at the receiver by ``tail``."""
+    op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = opst
     if tail > op_acc[op]:
         op_acc[op] = tail
     hops_left[op] -= 1
@@ -533,7 +588,9 @@ def _compiled_steps() -> dict | None:
         steps["_share_state"] = njit(cache=True)(_rebind(_share_state, steps))
         steps["_share_advance"] = njit(cache=True, inline="always")(_share_advance)
         steps["_share_schedule"] = njit(cache=True)(_rebind(_share_schedule, steps))
+        steps["_request"] = njit(cache=True)(_rebind(_request, steps))
         steps["_next_hop"] = njit(cache=True)(_rebind(_next_hop, steps))
+        steps["_arrive"] = njit(cache=True)(_rebind(_arrive, steps))
         steps["_hop_done"] = njit(cache=True)(_rebind(_hop_done, steps))
         _steps = steps
     return _steps

@@ -105,6 +105,31 @@ class Topology:
             inn[l.dst].append(l.id)
         self.out_links: tuple[tuple[int, ...], ...] = tuple(tuple(x) for x in out)
         self.in_links: tuple[tuple[int, ...], ...] = tuple(tuple(x) for x in inn)
+        self.multicast_nodes = self._capability("multicast")
+        self.reduce_nodes = self._capability("reduce")
+
+    def _capability(self, attr: str) -> np.ndarray:
+        """Which nodes have the switch capability ``attr`` (``multicast``: copy one incoming
+        stream to several out-links, as NVLink SHARP and InfiniBand SHARP do; ``reduce``:
+        combine several incoming streams into one). Only switches can; the value is a bool."""
+        has = np.zeros(len(self.nodes), dtype=bool)
+        for i, nd in enumerate(self.nodes):
+            if attr not in nd.attrs:
+                continue
+            value = nd.attrs[attr]
+            if not isinstance(value, bool):
+                raise CollsynthError(f"node {nd.name!r}: attribute {attr!r} must be true or false")
+            if value and nd.kind is not NodeKind.SWITCH:
+                raise CollsynthError(
+                    f"node {nd.name!r}: only a switch can have the {attr!r} capability"
+                )
+            has[i] = value
+        return has
+
+    @property
+    def in_network(self) -> bool:
+        """Some switch multicasts or reduces in flight."""
+        return bool(self.multicast_nodes.any() or self.reduce_nodes.any())
 
     # ------------------------------------------------------------------ basic queries
     def __repr__(self) -> str:
@@ -197,13 +222,17 @@ class Topology:
 
     @cached_property
     def fingerprint(self) -> str:
-        """Short content hash of nodes and links (names, kinds, bandwidths, alphas, classes)."""
-        payload = {
+        """Short content hash of nodes and links (names, kinds, bandwidths, alphas, classes) and
+        of the switches' multicast and reduce capabilities, where any switch has one."""
+        payload: dict[str, Any] = {
             "nodes": [[n.name, n.kind.value] for n in self.nodes],
             "links": [
                 [l.src, l.dst, repr(l.bw), repr(l.alpha), l.cls, l.lanes] for l in self.links
             ],
         }
+        if self.in_network:
+            payload["multicast"] = np.flatnonzero(self.multicast_nodes).tolist()
+            payload["reduce"] = np.flatnonzero(self.reduce_nodes).tolist()
         blob = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

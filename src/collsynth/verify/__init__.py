@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -122,6 +122,9 @@ class _Verifier:
         s = self.s
         self.check_structure()
         self.check_routes()
+        if s.group is not None:
+            check_groups(s)
+            self.checks.append("group")
         self.order = self.topological_order()
         self.pos = np.empty(self.n_ops, dtype=np.int64)
         self.pos[self.order] = np.arange(self.n_ops)
@@ -944,6 +947,115 @@ class _Verifier:
                         f"missing the contribution of rank(s) {_fmt_ranks(missing)} "
                         f"({c.describe()})",
                     )
+
+
+# ---------------------------------------------------------------------- in-network groups
+def check_groups(s: Schedule) -> None:
+    """Multicasts and in-switch reductions (``Schedule.group``): a group's members are all
+    copies from one sender, of one chunk and byte range, after the same dependencies, to
+    distinct receivers, whose routes part only at switches that can multicast; or all reduces
+    of one chunk and byte range from distinct senders to one receiver, whose routes meet only
+    at switches that can reduce (a route that leaves another and comes back to it, a tree that
+    is not one, is refused). Their meaning is that of the same operations one by one, which
+    the rest of the verifier checks."""
+    t = s.topology
+    g = s.group
+    assert g is not None
+    if len(g) != s.num_ops:
+        _fail("structure", f"operation column 'group' has {len(g)} entries for {s.num_ops}")
+    bad = np.flatnonzero(g < -1)
+    if len(bad):
+        op = int(bad[0])
+        _fail("group", f"{s.describe_op(op)}: group {int(g[op])} is not a group id or -1", op)
+    members = np.flatnonzero(g >= 0)
+    if not len(members):
+        return
+    order = members[np.argsort(g[members], kind="stable")]
+    cuts = np.flatnonzero(np.diff(g[order])) + 1
+    for ops in np.split(order, cuts):
+        _check_group(s, t, [int(o) for o in ops])
+
+
+def _check_group(s: Schedule, t: Any, ops: list[int]) -> None:
+    first = ops[0]
+    gid = int(s.group[first])  # type: ignore[index]
+    kind = int(s.kind[first])
+    what = "multicast" if kind == OpKind.COPY else "in-switch reduction"
+    if kind == OpKind.JOIN:
+        _fail("group", f"{s.describe_op(first)}: a join cannot be in group {gid}", first)
+
+    def same(col: np.ndarray | None, label: str) -> None:
+        if col is None:
+            return
+        for o in ops[1:]:
+            if col[o] != col[first]:
+                _fail(
+                    "group",
+                    f"{s.describe_op(o)} and op {first} of {what} group {gid} differ in {label}",
+                    o,
+                )
+
+    same(s.kind, "kind")
+    same(s.chunk, "chunk")
+    for col in (s.part_lo, s.part_hi, s.part_den):
+        same(col, "byte range")
+    ends = s.src if kind == OpKind.COPY else s.dst
+    same(ends, "sender" if kind == OpKind.COPY else "receiver")
+    others = (s.dst if kind == OpKind.COPY else s.src)[ops].tolist()
+    if len(set(others)) != len(others):
+        dup = next(o for o, r in zip(ops, others) if others.count(r) > 1)
+        side = "receiver" if kind == OpKind.COPY else "sender"
+        _fail(
+            "group", f"{s.describe_op(dup)}: two members of {what} group {gid} share a {side}", dup
+        )
+    if kind == OpKind.COPY:
+        deps0 = sorted(set(s.deps(first).tolist()))
+        for o in ops[1:]:
+            if sorted(set(s.deps(o).tolist())) != deps0:
+                _fail(
+                    "group",
+                    f"{s.describe_op(o)} and op {first} of multicast group {gid} wait for "
+                    f"different operations (one stream leaves the sender)",
+                    o,
+                )
+    # the routes as a tree: where two part (multicast) or meet (reduction), a capable switch
+    routes = {o: s.route(o).tolist() for o in ops}
+    if kind != OpKind.COPY:
+        routes = {o: r[::-1] for o, r in routes.items()}
+    able = t.multicast_nodes if kind == OpKind.COPY else t.reduce_nodes
+    verb = "multicast" if kind == OpKind.COPY else "reduce"
+    children: dict[tuple, set[int]] = {}
+    owner: dict[tuple, int] = {}
+    for o in ops:
+        prefix: tuple = ()
+        for link in routes[o]:
+            children.setdefault(prefix, set()).add(link)
+            prefix = prefix + (link,)
+            owner.setdefault(prefix, o)
+    used: dict[int, tuple] = {}
+    for prefix, links in children.items():
+        for link in links:
+            path = prefix + (link,)
+            if used.setdefault(link, path) != path:
+                o = owner[path]
+                _fail(
+                    "group",
+                    f"{s.describe_op(o)}: the routes of {what} group {gid} cross "
+                    f"{t.link_label(link)} on two branches (not a tree)",
+                    o,
+                )
+        if len(links) < 2 or not prefix:
+            continue  # one branch, or the branches start at the rank itself
+        node = int(t.link_dst[prefix[-1]] if kind == OpKind.COPY else t.link_src[prefix[-1]])
+        if not able[node]:
+            o = owner[prefix + (sorted(links)[1],)]
+            _fail(
+                "group",
+                f"{s.describe_op(o)}: the routes of {what} group {gid} "
+                f"{'part' if kind == OpKind.COPY else 'meet'} at {t.nodes[node].name}, "
+                f"which cannot {verb}",
+                o,
+            )
 
 
 # ---------------------------------------------------------------------- helpers

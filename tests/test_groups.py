@@ -1,0 +1,174 @@
+"""In-network groups: multicast (a switch copies one stream to several ports) and in-switch
+reduction (a switch combines streams into one), in the topology, the IR and its files, the
+verifier (with planted defects) and the simulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collsynth.bound import bound
+from collsynth.collective import Collective
+from collsynth.errors import CollsynthError
+from collsynth.schedule.io import load_schedule, save_schedule
+from collsynth.schedule.ir import Schedule, ScheduleBuilder
+from collsynth.sim import simulate
+from collsynth.topology import TopologyBuilder
+from collsynth.topology.model import Topology
+from collsynth.verify import verify
+from test_verify import rejects
+
+BW, ALPHA = 10e9, 1e-6
+
+
+def star(multicast: bool = True, reduce: bool = True, n: int = 4) -> Topology:
+    """``n`` GPUs, each linked both ways to one switch with the given capabilities."""
+    b = TopologyBuilder("star")
+    gs = [b.compute(f"g{i}") for i in range(n)]
+    sw = b.switch("sw", multicast=multicast, reduce=reduce)
+    for g in gs:
+        b.bilink(g, sw, BW, ALPHA, "nvswitch")
+    return b.build()
+
+
+def up(t: Topology, r: int) -> int:
+    return t.links_between(t.node_of_rank(r), t.index("sw"))[0]
+
+
+def down(t: Topology, r: int) -> int:
+    return t.links_between(t.index("sw"), t.node_of_rank(r))[0]
+
+
+def broadcast(t: Topology, grouped: bool = True, deps_differ: bool = False) -> Schedule:
+    b = ScheduleBuilder(t, Collective.make("broadcast", t.num_ranks, root=0))
+    first = None
+    for r in range(1, t.num_ranks):
+        deps = [first] if deps_differ and first is not None else []
+        op = b.add(0, r, 0, route=[up(t, 0), down(t, r)], group=7 if grouped else None, deps=deps)
+        first = op if first is None else first
+    return b.build()
+
+
+def reduce_to_root(t: Topology, grouped: bool = True) -> Schedule:
+    b = ScheduleBuilder(t, Collective.make("reduce", t.num_ranks, root=0))
+    for r in range(1, t.num_ranks):
+        b.add(r, 0, 0, route=[up(t, r), down(t, 0)], kind="reduce", group=3 if grouped else None)
+    return b.build()
+
+
+def test_switch_capabilities_are_read_and_checked():
+    t = star(multicast=True, reduce=False)
+    sw = t.index("sw")
+    assert t.multicast_nodes[sw] and not t.reduce_nodes[sw] and t.in_network
+    assert not star(False, False).in_network
+    assert star().fingerprint != star(False, False).fingerprint
+    b = TopologyBuilder("bad")
+    b.compute("g0", multicast=True)
+    b.compute("g1")
+    with pytest.raises(CollsynthError, match="only a switch"):
+        b.build()
+    b = TopologyBuilder("bad")
+    b.switch("sw", reduce="yes")
+    with pytest.raises(CollsynthError, match="must be true or false"):
+        b.build()
+
+
+def test_multicast_verifies_and_crosses_the_uplink_once():
+    t = star()
+    s = broadcast(t)
+    assert verify(s).ok and s.has_groups
+    size = 1e6
+    grouped, plain = simulate(s, size), simulate(s.expand_groups(), size)
+    # one stream up, three copies down in parallel: bytes/bw + two alphas
+    assert grouped.time_s == pytest.approx(size / BW + 2 * ALPHA, rel=1e-12)
+    assert plain.time_s == pytest.approx(3 * size / BW + 2 * ALPHA, rel=1e-12)
+    assert grouped.hops == 4 and plain.hops == 6
+    assert grouped.link_busy_s[up(t, 0)] == pytest.approx(size / BW)
+    assert np.allclose(grouped.op_finish_s, grouped.time_s)
+
+
+def test_in_switch_reduction_verifies_and_crosses_the_downlink_once():
+    t = star()
+    s = reduce_to_root(t)
+    assert verify(s).ok
+    size = 1e6
+    grouped, plain = simulate(s, size), simulate(s.expand_groups(), size)
+    assert grouped.time_s == pytest.approx(size / BW + 2 * ALPHA, rel=1e-12)
+    assert plain.time_s == pytest.approx(3 * size / BW + 2 * ALPHA, rel=1e-12)
+    assert grouped.link_busy_s[down(t, 0)] == pytest.approx(size / BW)
+    # every member's contribution is at the root when the combined stream is
+    assert np.all(grouped.op_finish_s == grouped.time_s)
+
+
+@pytest.mark.parametrize(
+    "kw", [{"order": "fcfs"}, {"order": "fair"}, {"op_cost_s": 3e-6}, {"reduce_bw": 5e9}]
+)
+@pytest.mark.parametrize("make", [broadcast, reduce_to_root])
+def test_groups_compiled_and_plain_agree(make, kw):
+    s = make(star())
+    a, b = simulate(s, 1e6, **kw), simulate(s, 1e6, compiled=False, **kw)
+    assert a.time_s == b.time_s and np.array_equal(a.op_finish_s, b.op_finish_s)
+    assert simulate(s.expand_groups(), 1e6, **kw).time_s >= a.time_s
+
+
+def test_planted_multicast_at_a_switch_that_cannot():
+    rejects(broadcast(star(multicast=False)), "group", match="part at sw, which cannot multicast")
+
+
+def test_planted_reduction_at_a_switch_that_cannot():
+    rejects(reduce_to_root(star(reduce=False)), "group", match="meet at sw, which cannot reduce")
+
+
+def test_planted_multicast_members_waiting_for_different_operations():
+    rejects(broadcast(star(), deps_differ=True), "group", match="different operations")
+
+
+def test_planted_multicast_to_a_port_the_switch_lacks():
+    """A branch that leaves the switch by a link the switch does not have (g2's uplink)."""
+    t = star()
+    b = ScheduleBuilder(t, Collective.make("broadcast", 4, root=0))
+    b.add(0, 1, 0, route=[up(t, 0), down(t, 1)], group=1)
+    b.add(0, 2, 0, route=[up(t, 0), up(t, 2)], group=1)
+    b.add(0, 3, 0, route=[up(t, 0), down(t, 3)], group=1)
+    rejects(b.build(), "route", op=1)
+
+
+def test_planted_group_mixing_senders_or_chunks():
+    t = star()
+    b = ScheduleBuilder(t, Collective.make("allgather", 4))
+    b.add(0, 1, 0, route=[up(t, 0), down(t, 1)], group=1)
+    b.add(2, 3, 2, route=[up(t, 2), down(t, 3)], group=1)
+    rejects(b.build(), "group", match="differ in chunk")
+
+
+@pytest.mark.parametrize("ext", ["json", "npz"])
+def test_groups_survive_files(tmp_path, ext):
+    s = broadcast(star())
+    path = str(tmp_path / f"s.{ext}")
+    save_schedule(s, path)
+    back = load_schedule(path)
+    assert np.array_equal(back.group, s.group)
+    assert simulate(back, 1e6).time_s == simulate(s, 1e6).time_s
+
+
+def test_transmission_bound_stays_off_where_switches_reduce():
+    coll = Collective.make("allreduce", 4)
+    assert any(b.kind == "transmissions" for b in bound(star(False, False), coll, 1e6).bounds)
+    assert not any(b.kind == "transmissions" for b in bound(star(), coll, 1e6).bounds)
+
+
+def test_exporters_refuse_and_the_executor_sends_each_copy():
+    from collsynth.export import to_msccl_xml, to_mscclpp_plan
+    from collsynth.runtime.check import compare, element_dtype
+    from collsynth.runtime.fake import run_in_process
+    from collsynth.runtime.plan import size_quantum
+
+    s = broadcast(star())
+    for export in (to_msccl_xml, to_mscclpp_plan):
+        with pytest.raises(CollsynthError, match="cannot express a switch that copies"):
+            export(s)
+    res = run_in_process(s, 4 * size_quantum(s, 4), net_seed=2)
+    dt = element_dtype(s.collective, np.dtype(np.float32))
+    for r in range(4):
+        got, want = res["outputs"][r], res["expected"][r]
+        assert compare(s.collective, r, res["chunk_bytes"], dt, got, want) is None
