@@ -189,9 +189,17 @@ def dgx2_ib_target(c: int, gpu: int, chassis: int) -> tuple[int, int]:
     nvswitch_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link"),
     ib=Param("bw", 12.5 * GB, "bandwidth of each inter-chassis IB link"),
     ib_alpha=Param("time", 2.6 * US, "latency of each inter-chassis IB link"),
+    switch_copy=Param(
+        "bool", False, "the NVSwitch copies one incoming stream to several GPUs (TE-CCL's model)"
+    ),
 )
 def dgx2(
-    chassis: int, nvswitch: float, nvswitch_alpha: float, ib: float, ib_alpha: float
+    chassis: int,
+    nvswitch: float,
+    nvswitch_alpha: float,
+    ib: float,
+    ib_alpha: float,
+    switch_copy: bool = False,
 ) -> Topology:
     """NVIDIA DGX-2: C chassis of 16 GPUs on an NVSwitch, odd GPUs sending IB to even GPUs (TE-CCL).
 
@@ -208,6 +216,9 @@ def dgx2(
     these are spread as evenly as possible over the C-1 other chassis (exactly evenly when C-1
     divides 8; for C>9 some chassis pairs have no direct link). C=2 reduces to TE-CCL's wiring;
     C=1 has no IB at all. Nodes: ``c{c}.gpu{j}``, switch ``c{c}.nvswitch`` (role ``nvswitch``).
+    ``switch_copy=1`` gives the NVSwitch the ``multicast`` capability: TE-CCL's switch model
+    (its published DGX-2 figures copy chunks in the switch); the V100-era NVSwitch itself has
+    no multicast, so it is off by default.
     """
     b = TopologyBuilder(
         f"dgx2x{chassis}",
@@ -219,7 +230,7 @@ def dgx2(
     gpus: list[list[int]] = []
     for c in range(chassis):
         g = [b.compute(f"c{c}.gpu{j}", chassis=c, local=j) for j in range(16)]
-        sw = b.switch(f"c{c}.nvswitch", role="nvswitch", chassis=c)
+        sw = b.switch(f"c{c}.nvswitch", role="nvswitch", chassis=c, multicast=bool(switch_copy))
         for x in g:
             b.bilink(x, sw, nvswitch, nvswitch_alpha, "nvswitch")
         gpus.append(g)
@@ -417,6 +428,66 @@ def dgx_a100(
                 nic = b.switch(f"c{n}.nic{i}", role="nic", chassis=n, local=i, plane=i % 2)
                 b.bilink(gpus[n][i], nic, pcie, pcie_alpha, "pcie")
                 b.bilink(nic, planes[i % 2], ib, ib_alpha, "ib")
+    return b.build()
+
+
+# --------------------------------------------------------------------------------------------
+# NVIDIA DGX H100 (NVLink SHARP)
+# --------------------------------------------------------------------------------------------
+
+
+@zoo(
+    "dgx_h100",
+    nodes=Param("int", 1, "number of DGX H100 nodes (8 GPUs each)", min=1, max=1024),
+    nvlink=Param("bw", 450 * GB, "bandwidth of each GPU <-> NVSwitch link, per direction"),
+    nvlink_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NVSwitch link (assumption)"),
+    nvls=Param("bool", True, "the NVSwitch multicasts and reduces (NVLink SHARP)"),
+    pcie=Param("bw", 64 * GB, "bandwidth of each GPU <-> NIC link, per direction"),
+    pcie_alpha=Param("time", 0.35 * US, "latency of each GPU <-> NIC link (assumption)"),
+    ib=Param("bw", 50 * GB, "bandwidth of each NIC <-> rail switch link (400 Gb/s)"),
+    ib_alpha=Param("time", 0.65 * US, "latency of each NIC <-> rail switch link (assumption)"),
+)
+def dgx_h100(
+    nodes: int,
+    nvlink: float,
+    nvlink_alpha: float,
+    nvls: bool,
+    pcie: float,
+    pcie_alpha: float,
+    ib: float,
+    ib_alpha: float,
+) -> Topology:
+    """NVIDIA DGX H100: N nodes of 8 GPUs on NVSwitch with NVLink SHARP, 8 rails of 400 Gb/s IB.
+
+    Per node the four third-generation NVSwitch chips are one switch node ``c{n}.nvswitch``
+    (role ``nvswitch``): 18 NVLink 4 links per GPU, 450 GB/s each way (NVIDIA's DGX H100
+    figures), alpha 0.35 us per hop (an assumption, as for the DGX A100). With ``nvls`` the
+    switch has the ``multicast`` and ``reduce`` capabilities (NVLink SHARP: the switch
+    copies a store to many GPUs and reduces loads from many). With N>1, GPU b <-> NIC
+    ``c{n}.nic{b}`` (PCIe Gen5 x16, 64 GB/s) <-> rail switch ``rail{b}`` (400 Gb/s, 50 GB/s):
+    a rail-optimised fabric, one rail per local GPU index; the rail switches do no in-network
+    reduction (no InfiniBand SHARP modelled).
+    """
+    b = TopologyBuilder(
+        f"dgx_h100x{nodes}",
+        meta={"source": "NVIDIA DGX H100 figures (NVLink 4, NVLink SHARP, 8x 400 Gb/s rails)"},
+    )
+    gpus: list[list[int]] = []
+    for n in range(nodes):
+        g = [b.compute(f"c{n}.gpu{i}", chassis=n, local=i) for i in range(8)]
+        sw = b.switch(
+            f"c{n}.nvswitch", role="nvswitch", chassis=n, multicast=bool(nvls), reduce=bool(nvls)
+        )
+        for x in g:
+            b.bilink(x, sw, nvlink, nvlink_alpha, "nvlink")
+        gpus.append(g)
+    if nodes > 1:
+        rails = [b.switch(f"rail{i}", role="ib", rail=i) for i in range(8)]
+        for n in range(nodes):
+            for i in range(8):
+                nic = b.switch(f"c{n}.nic{i}", role="nic", chassis=n, local=i)
+                b.bilink(gpus[n][i], nic, pcie, pcie_alpha, "pcie")
+                b.bilink(nic, rails[i], ib, ib_alpha, "ib")
     return b.build()
 
 

@@ -15,12 +15,14 @@ algorithm      what                                                 module
 ``direct``     direct sends; AllToAll, AllGather, Gather, Scatter   :mod:`.alltoall`
 ``bruck``      Bruck's log n AllToAll                               :mod:`.alltoall`
 ``sph``        SCALE-CCL's shortest-path heuristic                  :mod:`.sph`
+``nvls``       in-switch reduction + multicast (NVLink SHARP); AR, RS, AG  :mod:`.nvls`
 =============  ==================================================  =============================
 """
 
 from . import (
     alltoall,  # noqa: F401
     hier_ring,  # noqa: F401
+    nvls,  # noqa: F401
     rd,  # noqa: F401
     ring,  # noqa: F401
     sph,  # noqa: F401
