@@ -211,3 +211,32 @@ def test_nvls_needs_a_capable_switch():
 
     with pytest.raises(CollsynthError, match="nvls needs one switch that reduces"):
         synthesize("nvls", load_topology("dgx_h100:nvls=0"), Collective.make("allreduce", 8))
+
+
+def timed_broadcast(t: Topology, late: float = 0.0) -> Schedule:
+    """The multicast broadcast with a plan: every member starts at 0 (one late by ``late``),
+    lasting one chunk over the uplink; the uplink's planned order names its carrier only."""
+    size = 1e6
+    b = ScheduleBuilder(t, Collective.make("broadcast", 4, root=0))
+    b.size = size
+    ops = [
+        b.add(0, r, 0, route=[up(t, 0), down(t, r)], group=1, start=late if r == 3 else 0.0)
+        for r in range(1, 4)
+    ]
+    b.set_link_order(up(t, 0), ops[:1])
+    return b.build()
+
+
+def test_timed_multicast_counts_the_shared_link_once():
+    t = star()
+    s = timed_broadcast(t)
+    assert not s.carried_hops()[2] and s.carried_hops()[0]  # op 1's uplink hop rides on op 0's
+    rep = verify(s)
+    assert rep.ok and "capacity" in rep.checks and "link-order" in rep.checks
+    assert simulate(s, 1e6).time_s == pytest.approx(1e6 / BW + 2 * ALPHA, rel=1e-12)
+    # one by one, the uplink carries three copies, and its planned order names only one
+    rejects(s.expand_groups(), "link-order")
+
+
+def test_planted_timed_multicast_members_starting_apart():
+    rejects(timed_broadcast(star(), late=1e-6), "causality", op=2, match="one stream leaves")

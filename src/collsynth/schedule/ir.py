@@ -167,6 +167,31 @@ class Schedule:
 
         return replace(self, group=None)
 
+    def carried_hops(self) -> np.ndarray:
+        """Per entry of ``route_links``: False where an earlier member of the operation's
+        in-network group already carries the data over that link (a multicast's shared
+        prefix, an in-switch reduction's shared suffix: the same path from the common sender
+        or to the common receiver), True elsewhere. The link's planned order and its capacity
+        name the carrying member only."""
+        out = np.ones(len(self.route_links), dtype=bool)
+        if not self.has_groups:
+            return out
+        g = self.group
+        assert g is not None
+        seen: set[tuple] = set()
+        for o in np.flatnonzero(g >= 0).tolist():
+            lo, hi = int(self.route_ptr[o]), int(self.route_ptr[o + 1])
+            route = self.route_links[lo:hi].tolist()
+            copy = self.kind[o] == OpKind.COPY
+            for i in range(len(route)):
+                path = tuple(route[: i + 1]) if copy else tuple(route[i:])
+                key = (int(g[o]), path)
+                if key in seen:
+                    out[lo + i] = False
+                else:
+                    seen.add(key)
+        return out
+
     @property
     def has_joins(self) -> bool:
         return bool(np.any(self.kind == OpKind.JOIN))

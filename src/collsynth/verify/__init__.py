@@ -352,7 +352,7 @@ class _Verifier:
         users: dict[int, set[int]] = {}
         for lid in link_order:
             users[int(lid)] = set()
-        sel = np.isin(s.route_links, np.array(list(users), dtype=np.int64))
+        sel = np.isin(s.route_links, np.array(list(users), dtype=np.int64)) & s.carried_hops()
         for lid, op in zip(s.route_links[sel].tolist(), owner[sel].tolist()):
             users[lid].add(op)
         extra_ptr = [0]
@@ -449,6 +449,8 @@ class _Verifier:
         owner = np.repeat(np.arange(n), lengths)
         links = s.route_links
         bw = t.link_bw[links]
+        if s.has_groups:
+            self._check_group_starts(start)
         alpha = t.link_alpha[links]
         nbytes = s.op_bytes(s.size)
         bottleneck = _per_route(np.minimum, bw, s.route_ptr, np.inf)
@@ -461,9 +463,28 @@ class _Verifier:
         finish = start + total_alpha + dur
         scale = max(1e-12, float(finish.max()) if n else 0.0)
         self._check_causality(start, finish, scale)
-        self._check_capacity(start[owner] + before, dur[owner], nbytes[owner], owner, scale)
+        c = s.carried_hops()  # a group's shared link carries its data once
+        self._check_capacity(
+            (start[owner] + before)[c], dur[owner][c], nbytes[owner][c], owner[c], scale, c
+        )
         self.checks.extend(["causality", "capacity"])
         return float(finish.max()) if n else 0.0
+
+    def _check_group_starts(self, start: np.ndarray) -> None:
+        """Timed multicasts: one stream leaves the sender, so every member starts together."""
+        s = self.s
+        g = s.group
+        assert g is not None
+        first: dict[int, int] = {}
+        for o in np.flatnonzero((g >= 0) & (s.kind == OpKind.COPY)).tolist():
+            f = first.setdefault(int(g[o]), o)
+            if start[o] != start[f]:
+                _fail(
+                    "causality",
+                    f"{s.describe_op(o)} starts at {start[o]:.9g}s, op {f} of its multicast "
+                    f"group {int(g[o])} at {start[f]:.9g}s (one stream leaves the sender)",
+                    o,
+                )
 
     def _check_start_times(self, start: np.ndarray) -> bool:
         """Every operation has a start time, or none has (then False: the schedule is not
@@ -533,12 +554,14 @@ class _Verifier:
         nbytes: np.ndarray,
         owner: np.ndarray,
         scale: float,
+        carried: np.ndarray,
     ) -> None:
-        """Sweep the fluid rates on every link: per hop, its start ``t0``, its operation's
-        duration and bytes, and the operation ``owner``; at no instant may the hops on a link
-        need more than its bandwidth (time tolerance relative to ``scale``)."""
+        """Sweep the fluid rates on every link: per hop that carries its data (``carried``),
+        its start ``t0``, its operation's duration and bytes, and the operation ``owner``; at
+        no instant may the hops on a link need more than its bandwidth (time tolerance
+        relative to ``scale``)."""
         s, t = self.s, self.t
-        links = s.route_links
+        links = s.route_links[carried]
         t1 = t0 + dur
         rate = np.where(dur > 0, nbytes / np.where(dur > 0, dur, 1), 0.0)
         m = len(links)
