@@ -215,3 +215,17 @@ def test_both_executors_give_the_same_verdicts_on_broken_reductions(tree_allredu
             assert verdicts[0] == verdicts[1]
             refused += not verdicts[0][0]
     assert refused >= 12  # most dropped dependencies break something
+
+
+def test_visit_marks_wrap_around(tree_allreduce, monkeypatch):
+    """The 32-bit visit marks are cleared and numbered again when they run out: with a tiny
+    limit both executors still accept the tree AllReduce and refuse a broken one alike."""
+    import collsynth.verify as v
+
+    monkeypatch.setattr(v, "STAMP_WRAP", 3)
+    first_copy = int(np.flatnonzero(tree_allreduce.kind == OpKind.COPY)[0])
+    broken = _drop_dependency(tree_allreduce, int(tree_allreduce.dep_ptr[first_copy]))
+    for threshold in (1 << 62, 0):
+        monkeypatch.setattr(v, "COMPILED_REDUCE_MIN_OPS", threshold)
+        assert v.verify(tree_allreduce).ok
+        assert v.check_schedule(broken).error_check == "race"

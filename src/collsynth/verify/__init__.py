@@ -103,6 +103,12 @@ def verify(schedule: Schedule) -> VerifyReport:
 #: compiled executor (``verify.kernel``) first, and the Python one only on a failure
 COMPILED_REDUCE_MIN_OPS = 20_000
 
+#: visit marks are 32-bit: they are cleared and numbered again from here
+STAMP_WRAP = 2**31 - 2
+
+#: routes are checked this many operations at a time (the per-hop arrays of one block)
+ROUTE_BLOCK_OPS = 1 << 22
+
 #: the most (rank, segment) buffers a reducing schedule's execution holds at once (a window of
 #: segments at a time beyond it; a buffer holds a bit mask of up to one bit per rank)
 REDUCE_WINDOW_BUFFERS = 1 << 18
@@ -260,67 +266,87 @@ class _Verifier:
             op = int(routed[0])
             _fail("route", f"{s.describe_op(op)} has a route (a join moves no data)", op)
         links = s.route_links
-        owner = np.repeat(np.arange(n), lengths)
         bad = np.flatnonzero((links < 0) | (links >= len(t.links)))
         if len(bad):
-            op = int(owner[bad[0]])
+            op = self._hop_owner(int(bad[0]))
             _fail("route", f"{s.describe_op(op)}: link {int(links[bad[0]])} does not exist", op)
+        # the per-hop arrays a block of operations at a time (bounded memory at scale)
+        for a in range(0, n, ROUTE_BLOCK_OPS):
+            self._check_route_block(a, min(n, a + ROUTE_BLOCK_OPS), lengths, join)
+        self.checks.append("route")
+
+    def _hop_owner(self, hop: int) -> int:
+        """The operation whose route holds entry ``hop`` of ``route_links``."""
+        return int(np.searchsorted(self.s.route_ptr, hop, side="right") - 1)
+
+    def _check_route_block(self, a: int, b: int, lengths: np.ndarray, join: np.ndarray) -> None:
+        """Operations ``a <= op < b``: routes leave the sender, reach the receiver, chain
+        through switches and routers only, and visit no node twice."""
+        s, t = self.s, self.t
+        h0 = int(s.route_ptr[a])
+        links = s.route_links[h0 : int(s.route_ptr[b])]
         lsrc = t.link_src[links]
         ldst = t.link_dst[links]
-        moving = np.flatnonzero(~join)  # operations with a route
-        first = s.route_ptr[:-1][moving]
-        last = s.route_ptr[1:][moving] - 1
-        src_nodes = t.compute_nodes[s.src[moving]]
-        dst_nodes = t.compute_nodes[s.dst[moving]]
-        bad = np.flatnonzero(lsrc[first] != src_nodes)
+        moving = a + np.flatnonzero(~join[a:b])  # operations with a route
+        first = s.route_ptr[moving] - h0
+        last = s.route_ptr[moving + 1] - 1 - h0
+        bad = np.flatnonzero(lsrc[first] != t.compute_nodes[s.src[moving]])
         if len(bad):
             op = int(moving[bad[0]])
             _fail(
                 "route",
                 f"{s.describe_op(op)}: route starts with "
-                f"{t.link_label(int(links[first[op]]))}, not at the sender",
+                f"{t.link_label(int(links[first[bad[0]]]))}, not at the sender",
                 op,
             )
-        bad = np.flatnonzero(ldst[last] != dst_nodes)
+        bad = np.flatnonzero(ldst[last] != t.compute_nodes[s.dst[moving]])
         if len(bad):
             op = int(moving[bad[0]])
             _fail(
                 "route",
                 f"{s.describe_op(op)}: route ends with "
-                f"{t.link_label(int(links[last[op]]))}, not at the receiver",
+                f"{t.link_label(int(links[last[bad[0]]]))}, not at the receiver",
                 op,
             )
-        if len(links) > n:
-            # consecutive links inside one route must chain, through non-compute nodes
-            inner = np.ones(len(links), dtype=bool)
-            inner[last] = False  # positions followed by another link of the same route
-            pos = np.flatnonzero(inner)
-            broken = pos[ldst[pos] != lsrc[pos + 1]]
-            if len(broken):
-                op = int(owner[broken[0]])
-                _fail(
-                    "route",
-                    f"{s.describe_op(op)}: {t.link_label(int(links[broken[0]]))} "
-                    f"is not followed by a link leaving its end node "
-                    f"({t.link_label(int(links[broken[0] + 1]))})",
-                    op,
-                )
-            through = pos[t.kind_codes[ldst[pos]] == 0]
-            if len(through):
-                op = int(owner[through[0]])
-                node = t.nodes[int(ldst[through[0]])].name
-                _fail(
-                    "route",
-                    f"{s.describe_op(op)}: route passes through compute node "
-                    f"{node!r} (relays through a GPU must be separate operations)",
-                    op,
-                )
-            for op_id in np.flatnonzero(lengths >= 3):
-                op = int(op_id)
-                mids = ldst[s.route_ptr[op] : s.route_ptr[op + 1] - 1]
-                if len(set(mids.tolist())) != len(mids):
-                    _fail("route", f"{s.describe_op(op)}: route visits a node twice", op)
-        self.checks.append("route")
+        if len(links) == len(moving):
+            return  # every route one link long
+        # consecutive links inside one route must chain, through non-compute nodes
+        inner = np.ones(len(links), dtype=bool)
+        inner[last] = False  # positions followed by another link of the same route
+        pos = np.flatnonzero(inner)
+        broken = pos[ldst[pos] != lsrc[pos + 1]]
+        if len(broken):
+            op = self._hop_owner(h0 + int(broken[0]))
+            _fail(
+                "route",
+                f"{s.describe_op(op)}: {t.link_label(int(links[broken[0]]))} "
+                f"is not followed by a link leaving its end node "
+                f"({t.link_label(int(links[broken[0] + 1]))})",
+                op,
+            )
+        through = pos[t.kind_codes[ldst[pos]] == 0]
+        if len(through):
+            op = self._hop_owner(h0 + int(through[0]))
+            node = t.nodes[int(ldst[through[0]])].name
+            _fail(
+                "route",
+                f"{s.describe_op(op)}: route passes through compute node "
+                f"{node!r} (relays through a GPU must be separate operations)",
+                op,
+            )
+        # no node twice: the intermediate nodes of each route, routes of one length together
+        blk = lengths[a:b]
+        twice: list[int] = []
+        for length in np.unique(blk[blk >= 3]).tolist():
+            ops = a + np.flatnonzero(blk == length)
+            at = (s.route_ptr[ops] - h0)[:, None] + np.arange(length - 1)
+            mids = np.sort(ldst[at], axis=1)
+            again = np.flatnonzero((mids[:, 1:] == mids[:, :-1]).any(axis=1))
+            if len(again):
+                twice.append(int(ops[again[0]]))
+        if twice:
+            op = min(twice)
+            _fail("route", f"{s.describe_op(op)}: route visits a node twice", op)
 
     # ------------------------------------------------------------------ dependencies
     def topological_order(self) -> np.ndarray:
@@ -795,7 +821,10 @@ class _Verifier:
         per = max(1, REDUCE_WINDOW_BUFFERS // max(1, self.c.num_ranks))
         redundant = 0
         first_w = self.op_seg_lo[self.order] // per
-        last_w = (np.maximum(self.op_seg_hi, self.op_seg_lo + 1)[self.order] - 1) // per
+        if self.s.part_den is None:  # one segment per operation (memory at scale)
+            last_w = first_w
+        else:
+            last_w = (np.maximum(self.op_seg_hi, self.op_seg_lo + 1)[self.order] - 1) // per
         grouped = None
         if per < self.nseg_total and np.array_equal(first_w, last_w):
             # every operation within one window: each window's operations by one stable sort
@@ -1094,7 +1123,7 @@ class _WindowKernel:
         self.src = np.ascontiguousarray(s.src, dtype=np.int64)
         self.dst = np.ascontiguousarray(s.dst, dtype=np.int64)
         self.kind = np.ascontiguousarray(s.kind, dtype=np.int8)
-        self.dmark = np.zeros(s.num_ops, dtype=np.int64)
+        self.dmark = np.zeros(s.num_ops, dtype=np.int32)  # (stamps wrap before 2**31)
         self.seg_lo = np.ascontiguousarray(v.op_seg_lo, dtype=np.int64)
         self.seg_hi = np.ascontiguousarray(v.op_seg_hi, dtype=np.int64)
         post_r, post_c = c.postcondition()
@@ -1102,7 +1131,7 @@ class _WindowKernel:
         self.post_r = np.ascontiguousarray(post_r[by_chunk], dtype=np.int64)
         self.post_c = np.ascontiguousarray(post_c[by_chunk], dtype=np.int64)
         self.chunk_end = v.seg_base + v.seg_count  # each chunk's segments end here
-        self.stamp = np.zeros(2, dtype=np.int64)
+        self.stamp = np.zeros(3, dtype=np.int64)  # walk and operation numbers, the wrap
         self.fn = compiled_run_window()
 
     def run(self, order: np.ndarray, s0: int, s1: int) -> tuple[int, int]:
@@ -1114,6 +1143,7 @@ class _WindowKernel:
         chunks = self.post_c[i0:i1]
         base = v.seg_base[chunks]
         self.stamp[0] = a.stamp  # the walk's visit marks go on from the Python queries
+        self.stamp[2] = STAMP_WRAP
         status, redundant = self.fn(
             np.ascontiguousarray(order, dtype=np.int64), self.src, self.dst, self.kind,
             self.seg_lo, self.seg_hi, s0, s1, v.c.num_ranks, self.post_r[i0:i1], base,
@@ -1142,12 +1172,16 @@ class _Ancestry:
         self.pos = np.ascontiguousarray(pos, dtype=np.int64)
         walk, depth_of = _ancestry_kernels()
         self.depth = depth_of(np.ascontiguousarray(order, dtype=np.int64), self.ptr, self.ids)
-        self.mark = np.zeros(n, dtype=np.int64)
-        self.stack = np.empty(max(n, 1), dtype=np.int64)
+        # int32: memory at tens of millions of operations (stamps wrap before 2**31)
+        self.mark = np.zeros(n, dtype=np.int32)
+        self.stack = np.empty(max(n, 1), dtype=np.int32 if n < 2**31 else np.int64)
         self.stamp = 0
         self._walk = walk
 
     def query(self, a: int, x: int) -> bool:
+        if self.stamp >= STAMP_WRAP:
+            self.mark[:] = 0
+            self.stamp = 0
         self.stamp += 1
         return bool(
             self._walk(
@@ -1181,7 +1215,7 @@ def _ancestry_walk(a, x, pos, depth, ptr, ids, mark, stack, stamp):
 
 def _dep_depth(order, ptr, ids):
     n = len(order)
-    depth = np.zeros(n, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)  # (a depth is below the number of operations)
     for i in range(n):
         x = order[i]
         best = 0

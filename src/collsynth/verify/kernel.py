@@ -23,6 +23,9 @@ def _ancestor(a, x, pos, depth, ptr, ids, mark, stack, stamp):
     """Is operation ``a`` a transitive dependency of ``x``? (the verifier's pruned walk)"""
     if pos[a] >= pos[x] or depth[a] >= depth[x]:
         return False
+    if stamp[0] >= stamp[2]:  # 32-bit marks: clear them and number again
+        mark[:] = 0
+        stamp[0] = 0
     stamp[0] += 1  # (stamp[1] numbers the operations, for ``dmark``)
     st = stamp[0]
     pa = pos[a]
@@ -105,6 +108,9 @@ def run_window(
     redundant = 0
     for i in range(order.shape[0]):
         op = order[i]
+        if stamp[1] >= stamp[2]:  # 32-bit marks: clear them and number again
+            dmark[:] = 0
+            stamp[1] = 0
         stamp[1] += 1
         cur = stamp[1]
         for j in range(ptr[op], ptr[op + 1]):
