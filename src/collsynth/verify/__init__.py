@@ -39,7 +39,7 @@ import numpy as np
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError, VerificationError
 from ..schedule.ir import OpKind, Schedule, spread_ranges
-from .kernel import PASS, compiled_run_window
+from .kernel import PASS, ancestor, compiled_run_window
 
 #: Relative tolerance for time and capacity comparisons.
 TIME_TOL = 1e-9
@@ -1131,7 +1131,6 @@ class _WindowKernel:
         self.post_r = np.ascontiguousarray(post_r[by_chunk], dtype=np.int64)
         self.post_c = np.ascontiguousarray(post_c[by_chunk], dtype=np.int64)
         self.chunk_end = v.seg_base + v.seg_count  # each chunk's segments end here
-        self.stamp = np.zeros(3, dtype=np.int64)  # walk and operation numbers, the wrap
         self.fn = compiled_run_window()
 
     def run(self, order: np.ndarray, s0: int, s1: int) -> tuple[int, int]:
@@ -1142,15 +1141,13 @@ class _WindowKernel:
         i1 = int(np.searchsorted(self.post_c, c_hi, side="left"))
         chunks = self.post_c[i0:i1]
         base = v.seg_base[chunks]
-        self.stamp[0] = a.stamp  # the walk's visit marks go on from the Python queries
-        self.stamp[2] = STAMP_WRAP
+        a.stamps[2] = STAMP_WRAP
         status, redundant = self.fn(
             np.ascontiguousarray(order, dtype=np.int64), self.src, self.dst, self.kind,
             self.seg_lo, self.seg_hi, s0, s1, v.c.num_ranks, self.post_r[i0:i1], base,
-            base + v.seg_count[chunks], a.pos, a.depth, a.ptr, a.ids, a.mark, a.stack, self.stamp,
+            base + v.seg_count[chunks], a.pos, a.depth, a.ptr, a.ids, a.mark, a.stack, a.stamps,
             self.dmark,
         )  # fmt: skip
-        a.stamp = int(self.stamp[0])
         return int(status), int(redundant)
 
 
@@ -1175,42 +1172,17 @@ class _Ancestry:
         # int32: memory at tens of millions of operations (stamps wrap before 2**31)
         self.mark = np.zeros(n, dtype=np.int32)
         self.stack = np.empty(max(n, 1), dtype=np.int32 if n < 2**31 else np.int64)
-        self.stamp = 0
+        # the walk's number, the compiled executor's operation number, where both wrap
+        self.stamps = np.array([0, 0, STAMP_WRAP], dtype=np.int64)
         self._walk = walk
 
     def query(self, a: int, x: int) -> bool:
-        if self.stamp >= STAMP_WRAP:
-            self.mark[:] = 0
-            self.stamp = 0
-        self.stamp += 1
+        self.stamps[2] = STAMP_WRAP
         return bool(
             self._walk(
-                a, x, self.pos, self.depth, self.ptr, self.ids, self.mark, self.stack, self.stamp
+                a, x, self.pos, self.depth, self.ptr, self.ids, self.mark, self.stack, self.stamps
             )
         )
-
-
-def _ancestry_walk(a, x, pos, depth, ptr, ids, mark, stack, stamp):
-    if pos[a] >= pos[x] or depth[a] >= depth[x]:
-        return False
-    pa = pos[a]
-    da = depth[a]
-    top = 0
-    stack[0] = x
-    top = 1
-    mark[x] = stamp
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        for j in range(ptr[u], ptr[u + 1]):
-            d = ids[j]
-            if d == a:
-                return True
-            if mark[d] != stamp and pos[d] > pa and depth[d] > da:
-                mark[d] = stamp
-                stack[top] = d
-                top += 1
-    return False
 
 
 def _dep_depth(order, ptr, ids):
@@ -1237,10 +1209,10 @@ def _ancestry_kernels():
         try:
             from numba import njit
         except ImportError:  # pragma: no cover - numba is a dependency
-            _KERNELS = (_ancestry_walk, _dep_depth)
+            _KERNELS = (ancestor, _dep_depth)
         else:
             _KERNELS = (
-                njit(cache=True, nogil=True)(_ancestry_walk),
+                njit(cache=True, nogil=True)(ancestor),
                 njit(cache=True, nogil=True)(_dep_depth),
             )
     return _KERNELS

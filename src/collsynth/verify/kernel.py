@@ -19,8 +19,11 @@ import numpy as np
 PASS, FAIL = 0, 1
 
 
-def _ancestor(a, x, pos, depth, ptr, ids, mark, stack, stamp):
-    """Is operation ``a`` a transitive dependency of ``x``? (the verifier's pruned walk)"""
+def ancestor(a, x, pos, depth, ptr, ids, mark, stack, stamp):
+    """Is operation ``a`` a transitive dependency of ``x``? A backwards walk from ``x`` that
+    never enters an operation placed before ``a`` in the topological order (``pos``) or no
+    deeper than ``a`` (``depth``); visits are marked with the walk's number ``stamp[0]``
+    (marks cleared and numbering restarted at ``stamp[2]``)."""
     if pos[a] >= pos[x] or depth[a] >= depth[x]:
         return False
     if stamp[0] >= stamp[2]:  # 32-bit marks: clear them and number again
@@ -50,7 +53,7 @@ def _ancestor(a, x, pos, depth, ptr, ids, mark, stack, stamp):
 def _before(a, x, cur, dmark, pos, depth, ptr, ids, mark, stack, stamp):
     """``a`` precedes ``x``: a direct dependency (``dmark[a] == cur``, marked when ``x``
     began) or a transitive one."""
-    return dmark[a] == cur or _ancestor(a, x, pos, depth, ptr, ids, mark, stack, stamp)
+    return dmark[a] == cur or ancestor(a, x, pos, depth, ptr, ids, mark, stack, stamp)
 
 
 def run_window(
@@ -218,7 +221,7 @@ def compiled_run_window():
         else:
             # the window's loop calls the compiled walk: a copy of it whose globals say so
             jit = njit(cache=True, nogil=True)
-            glb = dict(_before.__globals__, _ancestor=jit(_ancestor))
+            glb = dict(_before.__globals__, ancestor=jit(ancestor))
             before = jit(types.FunctionType(_before.__code__, glb, _before.__name__))
             glb = dict(run_window.__globals__, _before=before)
             _KERNEL = jit(types.FunctionType(run_window.__code__, glb, run_window.__name__))
