@@ -15,7 +15,8 @@ Suites:
   verification and simulation time and quality.
 * ``quality`` — ForestColl on every zoo fabric (defaults, plus mi250:chassis=2), AllGather,
   ReduceScatter and AllReduce at 1KB, 1MB, 1GB: time against the bound, the chosen k and
-  pipeline depth, tree height.
+  pipeline depth, tree height; and NVLS AllReduce on a DGX H100 beside ForestColl on the same
+  machine without NVLink SHARP, and MTEG on 10 NDv2 chassis with 1 and 4 chunks per rank.
 * ``sim`` — simulator throughput (transfer-hops simulated per second) and the 1024-GPU ring
   AllGather with 8 chunks per rank.
 """
@@ -129,10 +130,17 @@ QUALITY_TOPOLOGIES = (
 
 
 def _cases_quality() -> list[Case]:
-    return [
+    forest = [
         Case(topo, coll, "forestcoll", (1 * KB, 1 * MB, 1 * GB))
         for coll in ("allgather", "reducescatter", "allreduce")
         for topo in QUALITY_TOPOLOGIES
+    ]
+    # issue 20: in-switch reduction against the best without it, MTEG on 10 NDv2 chassis
+    return forest + [
+        Case("dgx_h100", "allreduce", "nvls", (1 * MB, 1 * GB)),
+        Case("dgx_h100:nvls=0", "allreduce", "forestcoll", (1 * MB, 1 * GB)),
+        Case("ndv2:chassis=10", "allgather", "mteg", (2**20,)),
+        Case("ndv2:chassis=10", "allgather", "mteg", (2**20,), chunks=4),
     ]
 
 
@@ -176,6 +184,7 @@ def run_case(case: Case, repeat: int) -> list[dict]:
                         "topology": case.topology,
                         "collective": case.collective,
                         "algo": case.algo,
+                        "chunks": case.chunks,
                         "status": "skipped",
                         "reason": str(e),
                     }
@@ -191,6 +200,7 @@ def run_case(case: Case, repeat: int) -> list[dict]:
                 "gpus": topo.num_ranks,
                 "collective": case.collective,
                 "algo": case.algo,
+                "chunks": case.chunks,
                 "status": "ok",
                 "size_bytes": size,
                 "chunks_per_rank": sched.collective.chunks_per_rank,
@@ -258,6 +268,12 @@ def _algo_info(sched) -> dict:
     return {"k": fc.get("k"), "pipeline": fc.get("pipeline"), "tree_height": fc.get("tree_height")}
 
 
+def _algo_label(row: dict) -> str:
+    """The algorithm, with the chunks per rank the case asked for where not one."""
+    chunks = row.get("chunks") or 1
+    return row["algo"] + (f" ({chunks} chunks/rank)" if chunks != 1 else "")
+
+
 def _markdown(suite: str, rows: list[dict]) -> str:
     ok = [r for r in rows if r.get("status") == "ok"]
     lines = [
@@ -280,7 +296,7 @@ def _markdown(suite: str, rows: list[dict]) -> str:
     for r in ok:
         mh = r["sim_hops_per_s"] / 1e6 if r["sim_hops_per_s"] else float("nan")
         line = (
-            f"| {r['topology']} | {r['gpus']} | {r['collective']} | {r['algo']} | "
+            f"| {r['topology']} | {r['gpus']} | {r['collective']} | {_algo_label(r)} | "
             f"{fmt_size(r['size_bytes'])} | {fmt_time(r['time_s'])} | "
             f"{r['algbw_Bps'] / 1e9:.4g} | {r['ratio_to_bound']:.4g} | "
             f"{r['synth_time_s']:.3g} | {r['verify_time_s']:.3g} | "
@@ -311,7 +327,7 @@ def _markdown(suite: str, rows: list[dict]) -> str:
 
 def _case_key(row_or_case) -> tuple:
     get = row_or_case.get if isinstance(row_or_case, dict) else (lambda k: getattr(row_or_case, k))
-    return (get("topology"), get("collective"), get("algo"))
+    return (get("topology"), get("collective"), get("algo"), get("chunks") or 1)
 
 
 def _merge(
