@@ -246,10 +246,8 @@ def test_compare_takes_a_sweep(capsys):
     "size_aware", sorted(n for n, a in load_all().items() if a.size_aware and n != "teccl")
 )
 def test_one_default_size(size_aware):
-    topo = (
-        load_topology("ring:n=4")
-        if size_aware != "syccl"
-        else load_topology("h800_rails:servers=2")
+    topo = load_topology(
+        {"syccl": "h800_rails:servers=2", "nvls": "dgx_h100"}.get(size_aware, "ring:n=4")
     )
     coll = Collective.make("allgather", topo.num_ranks, 1)
     a = synthesize(size_aware, topo, coll)

@@ -31,7 +31,7 @@ from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import OpKind, Schedule, ScheduleBuilder
 from ...topology.model import Topology
-from .. import register
+from .. import DEFAULT_SIZE, register
 from ..options import Option
 
 #: bytes per pipeline piece when ``pipeline=auto`` (up to MAX_PIECES pieces)
@@ -96,7 +96,7 @@ def synthesize(
     gathers = kind in (CollKind.ALLREDUCE, CollKind.ALLGATHER)
     _, up, down = _switch(t, reduces, gathers)
     if pipeline in (None, "auto"):
-        share = (size or 0.0) / n
+        share = (DEFAULT_SIZE if size is None else size) / n
         pipeline = max(1, min(MAX_PIECES, math.ceil(share / PIECE_BYTES)))
     pieces = int(pipeline) * collective.chunks_per_rank
     coll = collective.with_chunks(pieces)
