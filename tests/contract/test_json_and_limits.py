@@ -16,7 +16,7 @@ from collsynth.cli import main
 from collsynth.synth import load_all
 
 # A topology each algorithm can run on (AllGather).
-TOPO_FOR = {"syccl": "h800_rails:servers=2", "hier_ring": "dgx_a100:nodes=2"}
+TOPO_FOR = {"syccl": "h800_rails:servers=2", "hier_ring": "dgx_a100:nodes=2", "nvls": "dgx_h100"}
 
 
 def run_fd(capfd, *argv):
