@@ -240,3 +240,21 @@ def test_timed_multicast_counts_the_shared_link_once():
 
 def test_planted_timed_multicast_members_starting_apart():
     rejects(timed_broadcast(star(), late=1e-6), "causality", op=2, match="one stream leaves")
+
+
+def test_teccl_switch_copies_become_multicasts_where_the_switch_can():
+    """TE-CCL's switch copying (``switch_copy``): on a switch that multicasts, the copies of a
+    broadcast are one group (the root's uplink once: 1 MB / 10 GB/s + two alphas, the bound);
+    on one that cannot, separate transfers as before."""
+    from collsynth.synth import synthesize
+
+    coll = Collective.make("broadcast", 4, root=0)
+    plain = synthesize("teccl", star(), coll, size=1e6, time_limit=20)
+    copy = synthesize("teccl", star(), coll, size=1e6, switch_copy=True, time_limit=20)
+    assert copy.has_groups and not plain.has_groups and verify(copy).ok
+    assert simulate(copy, 1e6).time_s == pytest.approx(1e6 / BW + 2 * ALPHA, rel=1e-9)
+    assert simulate(plain, 1e6).time_s == pytest.approx(2e6 / BW + 4 * ALPHA, rel=1e-9)
+    assert copy.meta["teccl"]["plan_s"] == pytest.approx(simulate(copy, 1e6).time_s, rel=1e-9)
+    no_mc = synthesize("teccl", star(multicast=False), coll, size=1e6, switch_copy=True,
+                       time_limit=20)  # fmt: skip
+    assert not no_mc.has_groups and verify(no_mc).ok

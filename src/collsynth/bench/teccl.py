@@ -42,6 +42,8 @@ SYSTEMS = [
     ("NDv2 4ch", "ndv2:chassis=4", "allgather", "slow"),
     ("NDv2 4ch", "ndv2:chassis=4", "alltoall", "slow"),
     ("DGX-2 2ch", "dgx2:chassis=2", "allgather", "slow"),
+    # TE-CCL's own DGX-2 model: the NVSwitch copies (switch_copy: multicast groups in the IR)
+    ("DGX-2 2ch copy", "dgx2:chassis=2,switch_copy=1", "allgather", "slow"),
     ("MI250 1ch", "mi250", "allgather", "fast"),
 ]
 SIZES = ("1KB", "1MB", "1GB")
@@ -136,6 +138,7 @@ def run_one(
         gap=1e-4,
         alpha_ratio_max=4,
         epoch_multiplier=multiplier,
+        switch_copy=bool(topo.multicast_nodes.any()),  # where a switch can multicast
     )
     synth_s = time.perf_counter() - t0
     ensure_verified(sched)

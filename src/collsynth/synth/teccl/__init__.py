@@ -27,9 +27,10 @@ Where it departs from TE-CCL (details in ``docs/teccl.md``):
   ``f <= buffer`` per out-link).
 * **Switches**: cut-through with no buffer, TE-CCL's default traversal model (a switch forwards
   in the epoch a chunk reaches it; the switch-to-GPU hop adds only its alpha epochs).
-  Switch copying is an option (``switch_copy``), **off** by default, because the IR has no
-  multicast inside switches (with it on, each copy becomes its own transfer over the shared
-  uplink and the plan is slower than the MILP's estimate).
+  Switch copying is an option (``switch_copy``), **off** by default. With it on, the copies a
+  switch with the ``multicast`` capability makes become one multicast group in the IR (one
+  stream up to where they part: the plan keeps the MILP's estimate); through a switch without
+  it each copy is its own transfer over the shared uplink, slower than the estimate.
 * **Objective**: ``makespan`` (default) minimises the completion epoch first (TE-CCL's
   ``BINARY_USED_EPOCHS``) and then rewards early deliveries (TE-CCL's ``PAPER`` term);
   ``paper`` is TE-CCL's default objective alone. TE-CCL's ``TOTAL_DEMAND`` and ``ASTAR`` are
@@ -150,7 +151,13 @@ OPTIONS = (
         choices=MODES,
         help="auto (LP for alltoall, MILP otherwise), milp or lp",
     ),
-    Option("switch_copy", "bool", False, help="allow switches to replicate chunks"),
+    Option(
+        "switch_copy",
+        "bool",
+        False,
+        help="allow switches to replicate chunks (a multicast group where the switch has the "
+        "multicast capability, separate transfers elsewhere)",
+    ),
     Option(
         "alpha_threshold",
         "float",

@@ -36,6 +36,7 @@ class EpochOp:
     arrive: int  # epoch from which the receiver may use it
     dep: int = -1  # index of the EpochOp that delivered the data to src
     part: tuple[int, int, int] | None = None
+    group: int = -1  # a multicast: transfers a switch copies from one stream (-1: none)
 
 
 @dataclass

@@ -90,6 +90,8 @@ def _list_schedule(
         np.add.at(load, links[pend], np.where(links[pend] < L, dur[pend][:, None], 0.0))
         load[L] = 0.0
         for _ in range(len(pend)):
+            if not alive.any():
+                break  # (a multicast places all its members at once)
             idx = np.flatnonzero(alive)
             cand = pend[idx]
             est = np.maximum(base[idx], np.max(free[links[cand]] - before[cand], axis=1))
@@ -99,15 +101,21 @@ def _list_schedule(
             first = np.flatnonzero(est <= est.min() + 1e-12 * max(1.0, abs(est.min())))
             crit = np.max(load[links[cand[first]]], axis=1)
             j = int(idx[int(first[int(np.argmax(crit))])])
-            i = int(pend[j])
-            alive[j] = False
-            load[links[i]] -= np.where(links[i] < L, dur[i], 0.0)
-            st = max(base[j], float(np.max(free[links[i]] - before[i])))
-            start[i] = st
-            finish[i] = st + tot_alpha[i] + dur[i]
-            r = links[i][links[i] < L]
-            free[r] = st + before[i, : len(r)] + dur[i]
-            order.append(i)
+            g = ops[int(pend[j])].group
+            # a multicast starts as one stream: its members together, when all can
+            unit = [j] if g < 0 else [x for x in np.flatnonzero(alive) if ops[pend[x]].group == g]
+            st = max(
+                max(base[x], float(np.max(free[links[pend[x]]] - before[pend[x]]))) for x in unit
+            )
+            for x in unit:
+                i = int(pend[x])
+                alive[x] = False
+                load[links[i]] -= np.where(links[i] < L, dur[i], 0.0)
+                start[i] = st
+                finish[i] = st + tot_alpha[i] + dur[i]
+                r = links[i][links[i] < L]  # (a shared link is booked alike by every member)
+                free[r] = st + before[i, : len(r)] + dur[i]
+                order.append(i)
     return start, finish, order
 
 
@@ -133,6 +141,7 @@ def _timed_ir(
     b = ScheduleBuilder(t, collective, meta=meta)
     b.size = float(size)
     per_link: dict[int, list[int]] = {}
+    carried: set[tuple] = set()
     up = np.zeros(m)
     down = np.zeros(m)
     for new, i in enumerate(order):
@@ -156,8 +165,14 @@ def _timed_ir(
             start=float(start[i]),
             step=o.k0,
             part=o.part,
+            group=o.group if o.group >= 0 else None,
         )
-        for l in o.route:
+        for pos, l in enumerate(o.route):
+            if o.group >= 0:  # a link a multicast's members share: its first member only
+                key = (o.group, tuple(o.route[: pos + 1]))
+                if key in carried:
+                    continue
+                carried.add(key)
             per_link.setdefault(l, []).append(new)
     for l in sorted(per_link):
         b.set_link_order(l, per_link[l])
@@ -332,16 +347,32 @@ def compact_epochs(
     order = sorted(range(len(ops)), key=lambda i: (ops[i].k0, i))
     arrive = np.zeros(len(ops), dtype=np.int64)
     out: list[EpochOp | None] = [None] * len(ops)
+    members: dict[int, list[int]] = {}
+    for i, o in enumerate(ops):
+        if o.group >= 0:
+            members.setdefault(o.group, []).append(i)
     for i in order:
+        if out[i] is not None:
+            continue  # moved with its multicast group
         o = ops[i]
-        route = list(o.route)
-        offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
+        unit = members.get(o.group, [i]) if o.group >= 0 else [i]
+        # a multicast moves as one: its links (a shared one once) in one window
+        hops: dict[tuple[int, int], None] = {}
+        for j in unit:
+            route = list(ops[j].route)
+            offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
+            hops.update(dict.fromkeys(zip(route, offs)))
+        links, offsets = [h[0] for h in hops], [h[1] for h in hops]
         k = int(arrive[o.dep]) if o.dep >= 0 else 0
-        while not use.fits(route, k, offs):
+        while not use.fits(links, k, offsets):
             k += 1
-        use.add(route, k, offs)
-        arrive[i] = k + offs[-1] + int(d[route[-1]])
-        out[i] = EpochOp(o.chunk, o.src, o.dst, o.route, k, int(arrive[i]), o.dep, o.part)
+        use.add(links, k, offsets)
+        for j in unit:
+            oj = ops[j]
+            route = list(oj.route)
+            arrive[j] = k + int(d[route].sum())
+            out[j] = EpochOp(oj.chunk, oj.src, oj.dst, oj.route, k, int(arrive[j]), oj.dep,
+                             oj.part, oj.group)  # fmt: skip
     placed = [o for o in out if o is not None]
     assert len(placed) == len(ops)  # ``order`` visits every op once
     return placed, int(arrive.max()) if len(ops) else 0

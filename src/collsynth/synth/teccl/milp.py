@@ -388,13 +388,15 @@ def decode(
             outs.setdefault((q, int(t.link_src[l]), k), []).append(l)
     for waiting in outs.values():
         waiting.sort()
-    raw: list[tuple[int, int, int, tuple[int, ...], int, int]] = []  # q, u, v, route, k0, arrive
+    raw: list[tuple[int, int, int, tuple[int, ...], int, int, int]] = []  # q u v route k0 arrive g
     starts = [
         (q, l, k)
         for q, l, k in zip(fq.tolist(), fl.tolist(), fk.tolist())
         if kinds[t.link_src[l]] == 0
     ]
     starts.sort(key=lambda z: (z[2], z[0], z[1]))
+
+    copied_by_incapable = [False]
 
     def extend(
         q: int, route: tuple[int, ...], k: int, node: int
@@ -405,6 +407,8 @@ def decode(
         if not avail:
             return []
         take = list(avail) if switch_copy else [avail.pop(0)]
+        if len(take) > 1 and not t.multicast_nodes[node]:
+            copied_by_incapable[0] = True
         res: list[tuple[tuple[int, ...], int]] = []
         for l2 in take:
             k2 = k + int(d[l2])
@@ -416,20 +420,26 @@ def decode(
                 res.extend(extend(q, r2, k2, nxt))
         return res
 
+    group = 0
     for q, l, k in starts:
         u = int(t.rank_of_node[t.link_src[l]])
         nxt = int(t.link_dst[l])
         paths: list[tuple[tuple[int, ...], int]]
+        copied_by_incapable[0] = False
         if kinds[nxt] == 0:
             paths = [((l,), k + int(d[l]))]
         else:
             paths = extend(q, (l,), k + int(d[l]), nxt)
+        # copies made by switches that can multicast are one stream up to where they part
+        g = group if len(paths) > 1 and not copied_by_incapable[0] else -1
+        group += g >= 0
         for route, arrive in paths:
-            route = _drop_loops(t, route)
+            if g < 0:
+                route = _drop_loops(t, route)
             v = int(t.rank_of_node[t.link_dst[route[-1]]])
             if v == u:
                 continue
-            raw.append((q, u, v, route, k, arrive))
+            raw.append((q, u, v, route, k, arrive, g))
     return _link_and_prune(raw, com, t)
 
 
@@ -454,7 +464,7 @@ def _link_and_prune(raw, com: Commodities, t: Topology) -> tuple[list[EpochOp], 
     raw.sort(key=lambda z: (z[4], z[0], z[1], z[2], z[3]))
     first: dict[tuple[int, int], int] = {}
     ops: list[EpochOp] = []
-    for q, u, v, route, k0, arrive in raw:
+    for q, u, v, route, k0, arrive, group in raw:
         chunk = int(com.chunk[q])
         if (q, v) in first or v == int(com.src[q]):
             continue  # a second arrival (or back to the source) is useless
@@ -462,7 +472,7 @@ def _link_and_prune(raw, com: Commodities, t: Topology) -> tuple[list[EpochOp], 
         if dep == -2:
             continue  # sender never received it (cannot happen in a feasible solution)
         first[(q, v)] = len(ops)
-        ops.append(EpochOp(chunk, u, v, route, k0, arrive, dep))
+        ops.append(EpochOp(chunk, u, v, route, k0, arrive, dep, group=group))
     need = np.zeros(len(ops), dtype=bool)
     dests = {q: set(ds.tolist()) for q, ds in enumerate(com.dests)}
     qof = {int(c): q for q, c in enumerate(com.chunk.tolist())}
