@@ -56,28 +56,8 @@ def _before(a, x, cur, dmark, pos, depth, ptr, ids, mark, stack, stamp):
     return dmark[a] == cur or ancestor(a, x, pos, depth, ptr, ids, mark, stack, stamp)
 
 
-def run_window(
-    order,
-    src,
-    dst,
-    kind,
-    seg_lo,
-    seg_hi,
-    s0,
-    s1,
-    n_ranks,
-    post_rank,
-    post_seg_lo,
-    post_seg_hi,
-    pos,
-    depth,
-    ptr,
-    ids,
-    mark,
-    stack,
-    stamp,
-    dmark,
-):
+def run_window(order, src, dst, kind, seg_lo, seg_hi, s0, s1, n_ranks, post_rank, post_seg_lo,
+               post_seg_hi, pos, depth, ptr, ids, mark, stack, stamp, dmark):  # fmt: skip
     """Execute the operations ``order`` (in dependency order; ``kind``: 0 copy, 1 reduce,
     2 join) on the segments ``s0 <= seg < s1`` and check the postcondition ``post_*`` (rank
     ``post_rank[i]`` must end with every contribution in segments ``post_seg_lo[i] <= seg <
@@ -90,15 +70,8 @@ def run_window(
     width = s1 - s0
     n_buf = n_ranks * width
     words = (n_ranks + 63) // 64
-    value = np.zeros((n_buf, words), dtype=np.uint64)
-    for b in range(n_buf):  # every buffer starts with its own rank's contribution
-        r = b // width
-        value[b, r // 64] = np.uint64(1) << np.uint64(r % 64)
-    cap = 1
-    for i in range(order.shape[0]):
-        op = order[i]
-        if kind[op] != 2:
-            cap += 2 * max(0, min(seg_hi[op], s1) - max(seg_lo[op], s0))
+    value = _own_contributions(n_ranks, width)
+    cap = _pool_size(order, kind, seg_lo, seg_hi, s0, s1)
     node_op = np.empty(cap, dtype=np.int64)
     node_next = np.empty(cap, dtype=np.int64)
     used = 0
@@ -108,6 +81,7 @@ def run_window(
     cover = np.full(n_buf, -1, dtype=np.int64)  # a join after every write so far, or -1
     cover_at = np.zeros(n_buf, dtype=np.int64)  # ... as of this many writes
     v = np.empty(words, dtype=np.uint64)
+    anc = (dmark, pos, depth, ptr, ids, mark, stack, stamp)
     redundant = 0
     for i in range(order.shape[0]):
         op = order[i]
@@ -121,13 +95,7 @@ def run_window(
         if kind[op] == 2:
             for seg in range(max(seg_lo[op], s0), min(seg_hi[op], s1)):
                 b = src[op] * width + (seg - s0)
-                w = w_head[b]
-                while w != -1:
-                    if not _before(node_op[w], op, cur, dmark, pos, depth, ptr, ids, mark, stack,
-                                   stamp):  # fmt: skip
-                        break
-                    w = node_next[w]
-                if w == -1:
+                if _all_before(w_head[b], node_op, node_next, op, cur, anc):
                     cover[b] = op
                     cover_at[b] = writes[b]
             continue
@@ -141,13 +109,9 @@ def run_window(
                 c >= 0
                 and cover_at[rk] == writes[rk]
                 and _before(c, op, cur, dmark, pos, depth, ptr, ids, mark, stack, stamp)
-            ):
-                w = w_head[rk]
-                while w != -1:  # the sender's buffer: every write to it comes first
-                    if not _before(node_op[w], op, cur, dmark, pos, depth, ptr, ids, mark, stack,
-                                   stamp):  # fmt: skip
-                        return FAIL, 0
-                    w = node_next[w]
+            ):  # the sender's buffer: every write to it comes first
+                if not _all_before(w_head[rk], node_op, node_next, op, cur, anc):
+                    return FAIL, 0
             for k in range(words):
                 v[k] = value[rk, k]
             node_op[used] = op
@@ -155,12 +119,9 @@ def run_window(
             r_head[rk] = used
             used += 1
             wk = b_rank * width + (seg - s0)
-            r = r_head[wk]
-            while r != -1:  # the receiver's buffer: every read of it comes first
-                if not _before(node_op[r], op, cur, dmark, pos, depth, ptr, ids, mark, stack,
-                               stamp):  # fmt: skip
-                    return FAIL, 0
-                r = node_next[r]
+            # the receiver's buffer: every read of it comes first
+            if not _all_before(r_head[wk], node_op, node_next, op, cur, anc):
+                return FAIL, 0
             head = -1  # the writes to keep: unordered ones, and ordered copies before a reduce
             w = w_head[wk]
             while w != -1:
@@ -195,6 +156,46 @@ def run_window(
             writes[wk] += 1
             if cp:
                 r_head[wk] = -1
+    if not _complete(value, n_ranks, width, s0, s1, post_rank, post_seg_lo, post_seg_hi):
+        return FAIL, 0
+    return PASS, redundant
+
+
+def _all_before(node, node_op, node_next, op, cur, anc):
+    """Every operation of the list from ``node`` precedes ``op`` (``anc``: the marks and
+    arrays of :func:`_before`)."""
+    dmark, pos, depth, ptr, ids, mark, stack, stamp = anc
+    while node != -1:
+        if not _before(node_op[node], op, cur, dmark, pos, depth, ptr, ids, mark, stack, stamp):
+            return False
+        node = node_next[node]
+    return True
+
+
+def _own_contributions(n_ranks, width):
+    """The buffers of ``n_ranks`` ranks times ``width`` segments, each holding its own rank's
+    contribution (bit sets of 64-bit words)."""
+    words = (n_ranks + 63) // 64
+    value = np.zeros((n_ranks * width, words), dtype=np.uint64)
+    for b in range(n_ranks * width):
+        r = b // width
+        value[b, r // 64] = np.uint64(1) << np.uint64(r % 64)
+    return value
+
+
+def _pool_size(order, kind, seg_lo, seg_hi, s0, s1):
+    """List nodes the window needs: a read and a write per operation and segment."""
+    cap = 1
+    for i in range(order.shape[0]):
+        op = order[i]
+        if kind[op] != 2:
+            cap += 2 * max(0, min(seg_hi[op], s1) - max(seg_lo[op], s0))
+    return cap
+
+
+def _complete(value, n_ranks, width, s0, s1, post_rank, post_seg_lo, post_seg_hi):
+    """Every buffer the postcondition names holds every rank's contribution."""
+    words = value.shape[1]
     full = np.zeros(words, dtype=np.uint64)
     for r in range(n_ranks):
         full[r // 64] |= np.uint64(1) << np.uint64(r % 64)
@@ -203,8 +204,8 @@ def run_window(
             b = post_rank[i] * width + (seg - s0)
             for k in range(words):
                 if value[b, k] != full[k]:
-                    return FAIL, 0
-    return PASS, redundant
+                    return False
+    return True
 
 
 _KERNEL = None
@@ -219,10 +220,20 @@ def compiled_run_window():
         except ImportError:  # pragma: no cover - numba is a dependency
             _KERNEL = run_window
         else:
-            # the window's loop calls the compiled walk: a copy of it whose globals say so
+            # the window's loop calls compiled helpers: copies of them whose globals say so
             jit = njit(cache=True, nogil=True)
-            glb = dict(_before.__globals__, ancestor=jit(ancestor))
-            before = jit(types.FunctionType(_before.__code__, glb, _before.__name__))
-            glb = dict(run_window.__globals__, _before=before)
-            _KERNEL = jit(types.FunctionType(run_window.__code__, glb, run_window.__name__))
+
+            def rebind(func, **compiled):
+                glb = dict(func.__globals__, **compiled)
+                return jit(types.FunctionType(func.__code__, glb, func.__name__))
+
+            before = rebind(_before, ancestor=jit(ancestor))
+            helpers = {
+                "_before": before,
+                "_all_before": rebind(_all_before, _before=before),
+                "_own_contributions": jit(_own_contributions),
+                "_pool_size": jit(_pool_size),
+                "_complete": jit(_complete),
+            }
+            _KERNEL = rebind(run_window, **helpers)
     return _KERNEL
