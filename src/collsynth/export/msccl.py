@@ -329,8 +329,8 @@ def refuse_groups(s: Schedule, fmt: str) -> None:
         what = "multicast" if s.kind[op] == 0 else "in-switch reduction"
         raise CollsynthError(
             f"{fmt} cannot express a switch that copies or reduces ({s.describe_op(op)} is in "
-            f"{what} group {int(s.group[op])}); export schedule.expand_groups() to send each "
-            f"copy itself"
+            f"{what} group {int(s.group[op])}): its steps are point-to-point sends (the same "
+            f"operations one by one, Schedule.expand_groups(), can be exported)"
         )
 
 
