@@ -1319,18 +1319,7 @@ WINDOWED = [
 ]
 
 
-@pytest.mark.parametrize("name", WINDOWED)
-def test_reductions_checked_a_window_at_a_time(name, monkeypatch):
-    """Large reducing schedules are executed a window of segments at a time: with one buffer
-    per window (one segment per window) every reduction test gives the same verdict."""
-    import collsynth.verify as v
-
-    monkeypatch.setattr(v, "REDUCE_WINDOW_BUFFERS", 1)
-    globals()[name]()
-
-
 ROUTE_TESTS = [
-    "test_reject_bad_routes_on_ring",
     "test_reject_route_through_compute_node",
     "test_reject_non_contiguous_route",
     "test_reject_route_visiting_a_node_twice",
@@ -1340,23 +1329,28 @@ ROUTE_TESTS = [
 ]
 
 
-@pytest.mark.parametrize("name", ROUTE_TESTS)
-def test_routes_checked_a_block_at_a_time(name, monkeypatch):
-    """Routes are checked a block of operations at a time: with one operation per block
-    (the ring's defect sits in the second) every route test gives the same verdict."""
+@pytest.mark.parametrize(
+    "setting, name",
+    [("REDUCE_WINDOW_BUFFERS", n) for n in WINDOWED]
+    + [("ROUTE_BLOCK_OPS", n) for n in ROUTE_TESTS + ["bad routes on ring"]],
+)
+def test_verdicts_hold_a_piece_at_a_time(setting, name, monkeypatch):
+    """Large schedules are checked a piece at a time: reductions a window of segments at a
+    time (``REDUCE_WINDOW_BUFFERS``), routes a block of operations at a time
+    (``ROUTE_BLOCK_OPS``). With the smallest pieces (one segment per window, one operation per
+    block: the ring's defect sits in the second) every such test gives the same verdict."""
     import collsynth.verify as v
 
-    monkeypatch.setattr(v, "ROUTE_BLOCK_OPS", 1)
-    test = globals()[name]
-    if name == "test_reject_bad_routes_on_ring":
-        for make_route, match in [
-            (lambda t: [999], "link 999 does not exist"),
-            (lambda t: [RL(t, 1, 2)], "not at the sender"),
-            (lambda t: [RL(t, 0, 3)], "not at the receiver"),
-        ]:
-            test(make_route, match)
-    else:
-        test()
+    monkeypatch.setattr(v, setting, 1)
+    if name != "bad routes on ring":
+        globals()[name]()
+        return
+    for make_route, match in [
+        (lambda t: [999], "link 999 does not exist"),
+        (lambda t: [RL(t, 1, 2)], "not at the sender"),
+        (lambda t: [RL(t, 0, 3)], "not at the receiver"),
+    ]:
+        test_reject_bad_routes_on_ring(make_route, match)
 
 
 def test_windows_count_the_same_redundant_deliveries(monkeypatch):
