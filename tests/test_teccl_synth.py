@@ -172,6 +172,27 @@ def test_time_limit_returns_best_found():
     assert m["epochs_required"] == m["heuristic"]["epochs"]
 
 
+def test_solver_overrunning_its_limit_is_killed(monkeypatch):
+    # HiGHS may check its limit too rarely on a large model; the helper process is then killed
+    # at the hard limit (here: no grace at all, so even starting the helper overruns it)
+    from collsynth.synth.teccl import common
+
+    monkeypatch.setattr(common, "HARD_GRACE_FACTOR", 0.0)
+    monkeypatch.setattr(common, "HARD_GRACE_S", 0.0)
+    common._stop_worker()
+    sched, m, sim = run_teccl(
+        "ndv2:chassis=2", "allgather", 16e6, time_limit=0.5, max_nonzeros=0
+    )
+    h = m["horizons"][-1]
+    assert h["killed"] is True and h["status"] == "time_limit"
+    assert m["status"] == "time_limit_heuristic" and sched.meta["status"] == "time_limit"
+    assert m["epochs_required"] == m["heuristic"]["epochs"]
+    assert common._WORKER is None  # killed, not left running
+    monkeypatch.undo()
+    _, m2, _ = run_teccl("ring:n=4,alpha=0", "allgather", 4 * GB)  # a fresh helper serves
+    assert m2["status"] == "optimal" and "killed" not in m2["horizons"][-1]
+
+
 def test_switch_copy_option_runs():
     sched, m, sim = run_teccl("star:n=4,alpha=0", "allgather", 4 * GB, switch_copy="true")
     assert m["switch_copy"] is True and m["epochs_required"] <= 3

@@ -57,6 +57,8 @@ Where it departs from TE-CCL (details in ``docs/teccl.md``):
   model starts at an epoch boundary may run anywhere within it — plus alpha rounding.
 * **Large models**: a model with more than ``max_nonzeros`` nonzeros per second of time
   limit is not solved (HiGHS' presolve alone would not finish); the heuristic is returned.
+  A solve that passes this test but overruns its limit anyway is killed shortly after it
+  (:func:`.common.hard_limit`), and the best schedule found before it is returned.
 """
 
 from __future__ import annotations
@@ -473,6 +475,8 @@ def _milp_horizons(
             "warm_start": res.warm_start,
             "wall_s": res.wall_s,
         }
+        if res.extra.get("killed"):
+            entry["killed"] = True  # HiGHS overran its limit (see common.hard_limit)
         info["horizons"].append(entry)
         if res.has_solution:
             assert res.x is not None  # a solution comes with its column values
@@ -657,6 +661,7 @@ class _LpProbe:
                 "columns": layout.model.num_cols,
                 "rows": layout.model.num_rows,
                 "wall_s": res.wall_s,
+                **({"killed": True} if res.extra.get("killed") else {}),
             }
         )
         if res.status == "optimal":

@@ -213,10 +213,14 @@ def solve(
 ) -> SolveInfo:
     """Solve ``model`` with HiGHS (one thread, fixed seed: deterministic for the same input).
 
-    OR-Tools (imported by ForestColl's max-flow) ships its own ``libhighs.so.1``; once it is
-    loaded, highspy's extension cannot load in the same process (same library name, different
-    version). Then the solve runs in a helper process (``python -m
-    collsynth.synth.teccl._worker``, started once and reused) that imports highspy first.
+    The solve runs in a helper process (``python -m collsynth.synth.teccl._worker``, started
+    once and reused), for two reasons. The time limit is kept: HiGHS checks its own limit
+    rarely while it presolves a large model (minutes past a 60 s limit on 2 M nonzeros), so a
+    solve still running :func:`hard_limit` seconds after it started is killed and reported as
+    ``time_limit`` without a solution (the caller keeps its heuristic). And OR-Tools (imported
+    by ForestColl's max-flow) ships its own ``libhighs.so.1``; once it is loaded, highspy's
+    extension cannot load in the same process (same library name, different version), so the
+    helper imports highspy first.
     """
     kwargs: dict[str, Any] = dict(
         model=model,
@@ -227,34 +231,29 @@ def solve(
         highs_options=highs_options,
         log=log,
     )
-    if _highspy_in_process():
-        return _solve_local(**kwargs)
-    return _worker_call(kwargs)
+    return _worker_call(kwargs, hard_limit(kwargs["time_limit"]))
 
 
-_HIGHSPY_OK: bool | None = None
+#: A solve is killed this long after its own limit: ``HARD_GRACE_FACTOR * limit + HARD_GRACE_S``.
+HARD_GRACE_FACTOR = 0.1
+HARD_GRACE_S = 2.0
+
 _WORKER: subprocess.Popen[bytes] | None = None
 
 
-def _highspy_in_process() -> bool:
-    global _HIGHSPY_OK
-    if _HIGHSPY_OK is None:
-        try:
-            import highspy  # noqa: F401
-
-            _HIGHSPY_OK = True
-        except ImportError:
-            _HIGHSPY_OK = False
-    return _HIGHSPY_OK
+def hard_limit(time_limit: float) -> float:
+    """Seconds after which a solve with HiGHS limit ``time_limit`` is killed."""
+    return time_limit * (1.0 + HARD_GRACE_FACTOR) + HARD_GRACE_S
 
 
-def _worker_call(kwargs: dict) -> SolveInfo:
+def _worker_call(kwargs: dict, hard: float) -> SolveInfo:
     import atexit
     import pickle
+    import select
     import subprocess
-    import sys
 
     global _WORKER
+    t0 = time.perf_counter()
     if _WORKER is None or _WORKER.poll() is not None:
         _WORKER = subprocess.Popen(
             [sys.executable, "-m", "collsynth.synth.teccl._worker"],
@@ -267,6 +266,12 @@ def _worker_call(kwargs: dict) -> SolveInfo:
     try:
         pickle.dump(kwargs, w.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         w.stdin.flush()
+        wait = hard - (time.perf_counter() - t0)
+        ready, _, _ = select.select([w.stdout.fileno()], [], [], max(wait, 0.0))
+        if not ready:  # HiGHS overran its limit: stop it, report no solution
+            _stop_worker(kill=True)
+            wall = time.perf_counter() - t0
+            return SolveInfo("time_limit", False, None, wall_s=wall, extra={"killed": True})
         kind, value = pickle.load(w.stdout)
     except deadline.TimeLimitError:
         _stop_worker(kill=True)  # it is mid-solve: its answer would be read by the next call
