@@ -249,7 +249,7 @@ def transmission_bounds(topology: Topology, collective: Collective, size: float)
     d = alpha_distances(t)
     alpha = float(d[~np.eye(n, dtype=bool)].min())
     best: Bound | None = None
-    for attr, regions in _groupings(t):
+    for attr, regions in groupings(t):
         m = len(regions)
         out_bw = sum(_region_bw(t, r, leaving=True) for r in regions)
         in_bw = sum(_region_bw(t, r, leaving=False) for r in regions)
@@ -269,7 +269,7 @@ def transmission_bounds(topology: Topology, collective: Collective, size: float)
     return [best] if best is not None else []
 
 
-def _groupings(t: Topology) -> list[tuple[str, list[set[int]]]]:
+def groupings(t: Topology) -> list[tuple[str, list[set[int]]]]:
     """Disjoint node sets to count transmissions between: one per rank, and per value of each
     grouping attribute that every compute node has (a set: the compute nodes and switches with
     that value)."""

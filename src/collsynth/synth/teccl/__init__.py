@@ -78,10 +78,12 @@ from .. import register
 from ..options import Option, plan_size
 from . import lp as _lp
 from . import milp as _milp
+from . import symmetry as _symmetry
 from .common import (
     INF,
     Commodities,
     check_supported,
+    epoch_cut_bound,
     epoch_distances,
     solve,
     to_gpu_distance,
@@ -182,6 +184,13 @@ OPTIONS = (
         help="LP: byte-range denominator for rounding fractional flows",
     ),
     Option("warm_start", "bool", True, help="pass the heuristic solution to HiGHS"),
+    Option(
+        "symmetry",
+        "bool",
+        True,
+        help="MILP: when the fabric has automorphisms that permute the chunks, solve for one "
+        "chunk per orbit and map the rest (symmetric schedules only; far smaller models)",
+    ),
     Option("seed", "int", 0, minimum=0, help="HiGHS random seed"),
     Option(
         "highs",
@@ -259,6 +268,7 @@ def teccl(
     alpha_ratio_max: float = 200.0,
     parts: int = 8,
     warm_start: bool = True,
+    symmetry: bool = True,
     seed: int = 0,
     highs: Any = "",
     max_nonzeros: float = 1e5,
@@ -297,11 +307,11 @@ def teccl(
         "alpha_threshold": at,
         "alpha_ratio_max": arm,
         "seed": sd,
+        "symmetry": bool(symmetry),
     }
     if mode_v == "milp":
-        ops, info = _run_milp(
-            topology, collective, grid, size, k_user, obj, sc, gap_v, tl, ws, sd, highs_options, mnz
-        )
+        solver = _Solver(tl, gap_v, sd, highs_options, mnz, ws, bool(symmetry))
+        ops, info = _run_milp(topology, collective, grid, size, k_user, obj, sc, solver)
     else:
         ops, info = _run_lp(
             topology, collective, grid, size, k_user, den, tl, sd, highs_options, mnz
@@ -338,22 +348,11 @@ class _Solver:
     highs_options: dict
     max_nnz: float
     warm_start: bool = False
+    symmetry: bool = False
 
 
 def _run_milp(
-    topology,
-    collective,
-    grid: EpochGrid,
-    size,
-    k_user,
-    obj,
-    switch_copy,
-    gap,
-    tl,
-    ws,
-    seed,
-    highs_options,
-    max_nnz,
+    topology, collective, grid: EpochGrid, size, k_user, obj, switch_copy, solver: _Solver
 ):
     """The multicast MILP from the heuristic's horizon (see the module doc): the best epoch
     ops found and the run's facts."""
@@ -363,26 +362,40 @@ def _run_milp(
         raise CollsynthError(f"{collective.describe()} moves no data")
     dist = epoch_distances(t, grid.delay)
     to_gpu = to_gpu_distance(t, grid.delay)
-    k_lb = _fewest_epochs(t, com, dist)
+    k_path = _fewest_epochs(t, com, dist)
     h_ops, k_h, heuristic = _milp_heuristic(t, grid, collective, size)
-    info: dict[str, Any] = {"heuristic": heuristic, "lower_bound_epochs": k_lb, "horizons": []}
+    k_lb = epoch_cut_bound(t, grid, com, dist, to_gpu, k_path, k_h)
+    info: dict[str, Any] = {
+        "heuristic": heuristic,
+        "lower_bound_epochs": k_lb,
+        "fewest_epochs": k_path,
+        "horizons": [],
+    }
     K = k_user if k_user is not None else k_h
-    solver = _Solver(tl, gap, seed, highs_options, max_nnz, ws)
+    sym = _symmetry.find(t, com, grid) if solver.symmetry else None
+    if sym is not None:
+        info["symmetric_model"] = sym.to_dict(com)
     best_ops, best_done, status, gap_out, K = _milp_horizons(
-        t, grid, com, dist, to_gpu, K, (h_ops, k_h), switch_copy, obj, solver, info
+        t, grid, com, dist, to_gpu, K, (h_ops, k_h), switch_copy, obj, solver, info, sym
     )
     if best_done > k_h:  # the heuristic beats what the solver found in time
         best_ops, best_done = h_ops, k_h
         status = f"{status}_heuristic" if not status.endswith("heuristic") else status
     lb = info["lower_bound_epochs"]
+    mk_gap = max(0.0, (best_done - lb) / best_done) if best_done else 0.0
+    if sym is not None:
+        # HiGHS's gap holds among symmetric schedules only: report the completion epoch's
+        # gap to the bound valid for every schedule instead (an upper bound on the true gap)
+        info["mip_gap_symmetric"] = float(gap_out)
+        gap_out = mk_gap
+        if status == "optimal" and best_done > lb:
+            status = "optimal_symmetric"
     info.update(
         status=status,
-        gap=float(gap_out)
-        if np.isfinite(gap_out)
-        else (max(0.0, (best_done - lb) / best_done) if best_done else 0.0),
+        gap=float(gap_out) if np.isfinite(gap_out) else mk_gap,
         epochs_required=best_done,
         horizon=K,
-        makespan_gap=max(0.0, (best_done - lb) / best_done) if best_done else 0.0,
+        makespan_gap=mk_gap,
         proven_optimal=bool(best_done <= lb),
     )
     return best_ops, info
@@ -432,32 +445,37 @@ def _milp_horizons(
     obj: str,
     solver: _Solver,
     info: dict,
+    sym: _symmetry.Symmetry | None = None,
 ):
-    """Solve at horizon ``K``, grown while below the fewest epochs or infeasible, until a
+    """Solve at horizon ``K``, grown while below the epoch lower bound or infeasible, until a
     solution, the time limit or a model too large: ``(ops, completion epoch, status, MIP gap,
-    last K)`` (the heuristic ``heur`` while nothing better is found)."""
+    last K)`` (the heuristic ``heur`` while nothing better is found). With ``sym`` the model
+    has one commodity per orbit (:mod:`.symmetry`)."""
     h_ops, k_h = heur
     k_lb = info["lower_bound_epochs"]
-    q_of = {int(c): q for q, c in enumerate(com.chunk.tolist())}
+    mcom = com if sym is None else sym.representatives(com)
+    q_of = {int(c): q for q, c in enumerate(mcom.chunk.tolist())}
+    classes = (None, None) if sym is None else (sym.link_class, sym.weight)
     t0 = time.perf_counter()
     best_ops, best_done, status, gap_out = h_ops, k_h, "heuristic", float("nan")
     while True:
         remaining = solver.time_limit - (time.perf_counter() - t0)
         if K < k_lb:
-            info["horizons"].append({"K": K, "status": "infeasible (below the fewest epochs)"})
+            info["horizons"].append({"K": K, "status": "infeasible (below the lower bound)"})
             K = min(max(K + 1, math.ceil(1.5 * K)), max(k_h, k_lb))
             continue
         if remaining <= 0.01:
             info["horizons"].append({"K": K, "status": "not solved (time limit)"})
             status = "time_limit_heuristic"
             break
-        layout = _milp.build(t, grid, com, K, dist, to_gpu, switch_copy, obj)
+        layout = _milp.build(t, grid, mcom, K, dist, to_gpu, switch_copy, obj, *classes)
         if _too_large(layout, K, remaining, solver.max_nnz, info):
             status = "skipped_heuristic"
             break
         start = None
         if solver.warm_start and K >= k_h:
-            start = _milp.warm_vector(layout, t, com, grid, h_ops, q_of)
+            mine = [o for o in h_ops if o.chunk in q_of]  # (the representatives')
+            start = _milp.warm_vector(layout, t, mcom, grid, mine, q_of)
         res = solve(
             layout.model,
             time_limit=remaining,
@@ -480,12 +498,13 @@ def _milp_horizons(
         info["horizons"].append(entry)
         if res.has_solution:
             assert res.x is not None  # a solution comes with its column values
-            ops, done = _milp_ops(layout, t, com, grid, res.x, switch_copy, entry)
+            ops, done = _milp_ops(layout, t, mcom, grid, res.x, switch_copy, entry, sym, com)
             if done <= best_done or status == "heuristic":
                 best_ops, best_done = ops, done
                 status = res.status
                 gap_out = res.gap
-            if obj == "makespan" and np.isfinite(res.dual_bound):
+            if obj == "makespan" and np.isfinite(res.dual_bound) and sym is None:
+                # (a symmetric model's bound holds only for symmetric schedules)
                 # objective = W * epochs - (early-delivery reward in [0, W)): epochs >= dual / W
                 lb = math.ceil(res.dual_bound / layout.W - 1e-9)
                 info["lower_bound_epochs"] = max(info["lower_bound_epochs"], lb)
@@ -527,10 +546,14 @@ def _milp_ops(
     x: np.ndarray,
     switch_copy: bool,
     entry: dict,
+    sym: _symmetry.Symmetry | None = None,
+    full: Commodities | None = None,
 ):
-    """Epoch ops of a MILP solution, compacted when that finishes no later: ``(ops,
-    completion epoch)``."""
+    """Epoch ops of a MILP solution (mapped to every commodity of ``full`` by ``sym`` for a
+    symmetric model), compacted when that finishes no later: ``(ops, completion epoch)``."""
     ops, done = _milp.decode(layout, t, com, grid, x, switch_copy)
+    if sym is not None and full is not None:
+        ops = _symmetry.expand(sym, full, ops)
     entry["epochs_required"] = done
     c_ops, c_done = compact_epochs(t, grid, ops)
     if c_done <= done:

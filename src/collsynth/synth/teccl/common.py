@@ -120,6 +120,54 @@ def to_gpu_distance(topology: Topology, delay: np.ndarray) -> np.ndarray:
     return r
 
 
+def epoch_cut_bound(
+    topology: Topology,
+    grid: Any,
+    com: Commodities,
+    dist: np.ndarray,
+    to_gpu: np.ndarray,
+    k_lo: int,
+    k_hi: int,
+) -> int:
+    """The fewest epochs any solution of the epoch model needs by a cut argument (at least
+    ``k_lo``; ``k_hi`` when no smaller horizon passes): for every rank and every chassis,
+    server, pod, dc or group region ``S`` (:func:`collsynth.bound.groupings`), each chunk
+    from outside with a destination inside must cross a link into ``S``; link ``l`` starts at
+    most ``per_window[l]`` crossings in any ``window[l]`` epochs, no earlier than the fewest
+    epochs from a source to its tail and late enough to reach a GPU by the horizon.
+    Valid for every schedule of the model, symmetric or not."""
+    from ...bound import groupings
+
+    t = topology
+    src_nodes = t.compute_nodes[com.src]
+    lo_link = dist[src_nodes][:, t.link_src].min(axis=0) if len(com) else np.zeros(0)
+    tail_len = grid.delay + np.where(to_gpu[t.link_dst] >= INF, INF // 2, to_gpu[t.link_dst])
+    sets: list[tuple[np.ndarray, int]] = []  # (links entering S, chunks that must enter)
+    for _, regions in groupings(t):
+        for region in regions:
+            inside = np.zeros(t.num_nodes, dtype=bool)
+            inside[list(region)] = True
+            enter = np.flatnonzero(~inside[t.link_src] & inside[t.link_dst])
+            need = sum(
+                1
+                for q, ds in enumerate(com.dests)
+                if not inside[src_nodes[q]] and inside[t.compute_nodes[ds]].any()
+            )
+            if need:
+                sets.append((enter, need))
+    for K in range(max(k_lo, 0), k_hi):
+        ok = True
+        for enter, need in sets:
+            n = np.maximum(0, K - tail_len[enter] - np.minimum(lo_link[enter], K) + 1)
+            cap = (grid.per_window[enter] * -(-n // grid.window[enter])).sum()
+            if cap < need:
+                ok = False
+                break
+        if ok:
+            return K
+    return max(k_lo, k_hi)
+
+
 def ragged_arange(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(lo[i], lo[i] + counts[i])``."""
     total = int(counts.sum())

@@ -64,8 +64,12 @@ def build(
     to_gpu: np.ndarray,
     switch_copy: bool = False,
     objective: str = "makespan",
+    link_class: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
 ) -> MilpLayout:
-    """The MILP at horizon ``K`` (columns and rows: see the module doc)."""
+    """The MILP at horizon ``K`` (columns and rows: see the module doc). With ``link_class``
+    and ``weight`` (the symmetric model, :mod:`.symmetry`), capacity rows are per link class
+    and a flow on link ``l`` counts ``weight[l]`` times."""
     t = topology
     c = _columns(t, grid, com, K, dist, to_gpu, objective)
     cost, lower, upper, integer, f_upper = _bounds_and_cost(t, grid, com, c, dist, objective)
@@ -73,7 +77,7 @@ def build(
     _buffer_rows(blocks, t, grid, c)
     _send_rows(blocks, t, com, c, f_upper)
     _switch_rows(blocks, t, grid, c, switch_copy)
-    _capacity_rows(blocks, grid, c)
+    _capacity_rows(blocks, grid, c, link_class, weight)
     if objective == "makespan" and K > 0:
         _makespan_rows(blocks, c)
     model = blocks.model(cost, lower, upper, integer)
@@ -289,23 +293,36 @@ def _switch_rows(
         )
 
 
-def _capacity_rows(blocks: RowBlocks, grid: EpochGrid, c: _Columns) -> None:
-    """Sliding-window capacity: flows on a link in its last ``window`` epochs <= per window."""
+def _capacity_rows(
+    blocks: RowBlocks,
+    grid: EpochGrid,
+    c: _Columns,
+    link_class: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
+) -> None:
+    """Sliding-window capacity: flows on a link (class) in its last ``window`` epochs, each
+    counted ``weight`` times, <= per window."""
     K, nf = c.K, c.nf
+    L = len(grid.window)
+    cls = np.arange(L, dtype=np.int64) if link_class is None else link_class
+    wt = np.ones(L) if weight is None else weight
     w = grid.window[c.fl]
     reps = np.repeat(np.arange(nf), w)
     offs = ragged_arange(np.zeros(nf, dtype=np.int64), w)
     tk = c.fk[reps] + offs
     keep = tk <= K  # a cut-through switch-to-GPU hop may use epoch K itself
     reps, tk = reps[keep], tk[keep]
-    ckey = c.fl[reps] * (K + 1) + tk
+    ckey = cls[c.fl[reps]] * (K + 1) + tk
     keys, inv = np.unique(ckey, return_inverse=True)
+    # a member link of each class (they share their capacity figures)
+    member = np.zeros(int(cls.max()) + 1 if L else 0, dtype=np.int64)
+    member[cls[::-1]] = np.arange(L - 1, -1, -1)
     blocks.add(
         inv,
         reps,
-        np.ones(len(reps)),
+        wt[c.fl[reps]],
         -np.inf,
-        grid.per_window[keys // (K + 1)].astype(float),
+        grid.per_window[member[keys // (K + 1)]].astype(float),
         len(keys),
     )
 

@@ -1,0 +1,157 @@
+"""Symmetry aggregation of the multicast MILP: one commodity per orbit.
+
+TE-CCL's MILP has a flow column per chunk, link and epoch, so a 32-GPU AllGather with fast
+epochs has hundreds of thousands of columns. Fabrics such as ``dgx2:chassis=2`` have a group
+``G`` of automorphisms (permutations of nodes that map links onto links with the same
+bandwidth and alpha, :func:`collsynth.synth.forestcoll.symmetry.automorphisms`) acting freely
+on the ranks. When the collective's chunks are also permuted by ``G`` (AllGather: chunk ``j``
+of rank ``s`` goes to chunk ``j`` of rank ``g(s)``), the model keeps only one commodity per
+orbit and assumes every other one does the same thing mapped by its group element: the
+*symmetric* schedules, ``f[g q, g l, k] = f[q, l, k]``.
+
+* The per-commodity rows (buffers, sends, switches) of a representative are those of the full
+  model; the images' rows follow by symmetry.
+* Capacity is shared: on link ``l`` the images of every representative flow on links of
+  ``l``'s orbit ``O`` land ``|G| / |O|`` times each, so one row per link *orbit* and epoch
+  window bounds ``(|G| / |O|) x`` (representative flows on ``O``) by the link's capacity.
+
+Columns and rows shrink by about ``|G|`` (16 on ``dgx2:chassis=2``). The restriction is
+exact for the LP relaxation (averaging any solution over ``G`` gives a symmetric one with
+the same objective) but not for integer solutions: the MIP gap HiGHS reports is within
+symmetric schedules, so the caller measures the final makespan against bounds valid for
+every schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...topology.model import Topology
+from .common import Commodities, EpochOp
+from .epochs import EpochGrid
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """A group acting on the MILP: ``G`` permutations of nodes, links and ranks (identity
+    first), the representative commodities and where each lands under each element."""
+
+    node_perm: np.ndarray  # (G, nodes)
+    link_perm: np.ndarray  # (G, links)
+    rank_perm: np.ndarray  # (G, ranks)
+    reps: np.ndarray  # indices of the representative commodities (into the full set)
+    image: np.ndarray  # (reps, G): full commodity index of g(rep)
+    link_class: np.ndarray  # (links,) orbit id of each link
+    weight: np.ndarray  # (links,) |G| / |orbit|: images landing on each link of the orbit
+
+    @property
+    def order(self) -> int:
+        return len(self.node_perm)
+
+    def representatives(self, com: Commodities) -> Commodities:
+        """The commodities the aggregated model keeps."""
+        r = self.reps.tolist()
+        return Commodities(com.chunk[self.reps], com.src[self.reps], [com.dests[q] for q in r])
+
+    def to_dict(self, com: Commodities) -> dict:
+        return {
+            "group_order": self.order,
+            "commodities": len(self.reps),
+            "of": len(com),
+            "link_orbits": int(self.link_class.max()) + 1 if len(self.link_class) else 0,
+        }
+
+
+def find(topology: Topology, com: Commodities, grid: EpochGrid) -> Symmetry | None:
+    """The symmetry of ``(topology, commodities, epoch grid)``, or None when the fabric has
+    no usable automorphism group or the chunks are not permuted by it."""
+    from ..forestcoll.symmetry import automorphisms
+
+    t = topology
+    got = automorphisms(t)
+    if got is None:
+        return None
+    P, Lp = (np.asarray(a, dtype=np.int64) for a in got)
+    # the grid derives from bandwidth and alpha, which the group keeps; check it anyway
+    for arr in (grid.delay, grid.window, grid.per_window, grid.alpha_ep):
+        if not np.array_equal(arr[Lp], np.broadcast_to(arr, Lp.shape)):
+            return None
+    if not np.array_equal(t.kind_codes[P], np.broadcast_to(t.kind_codes, P.shape)):
+        return None
+    R = t.rank_of_node[P[:, t.compute_nodes]]  # (G, ranks)
+    image = _commodity_images(com, R)
+    if image is None:
+        return None
+    reps: list[int] = []
+    first = np.full(len(com), -1, dtype=np.int64)
+    for q in range(len(com)):
+        if first[q] < 0:
+            first[image[q]] = len(reps)
+            reps.append(q)
+    reps_a = np.array(reps, dtype=np.int64)
+    link_class, weight = _link_orbits(Lp)
+    return Symmetry(P, Lp, R, reps_a, image[reps_a], link_class, weight)
+
+
+def _commodity_images(com: Commodities, R: np.ndarray) -> np.ndarray | None:
+    """``image[q, g]``: the commodity with source ``g(src q)`` and destinations ``g(dests q)``
+    (the i-th such commodity for the i-th; None if some has no image)."""
+    by_key: dict[tuple, list[int]] = {}
+    pos = np.zeros(len(com), dtype=np.int64)
+    for q in range(len(com)):
+        key = (int(com.src[q]), tuple(sorted(com.dests[q].tolist())))
+        lst = by_key.setdefault(key, [])
+        pos[q] = len(lst)
+        lst.append(q)
+    image = np.empty((len(com), len(R)), dtype=np.int64)
+    for q in range(len(com)):
+        for g in range(len(R)):
+            key = (int(R[g, com.src[q]]), tuple(sorted(R[g, com.dests[q]].tolist())))
+            got = by_key.get(key)
+            if got is None or len(got) <= pos[q]:
+                return None
+            image[q, g] = got[pos[q]]
+    return image
+
+
+def _link_orbits(Lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orbit id of every link (numbered by smallest member) and ``|G| / |orbit|``."""
+    L = Lp.shape[1]
+    cls = np.full(L, -1, dtype=np.int64)
+    size: list[int] = []
+    for l in range(L):
+        if cls[l] < 0:
+            members = np.unique(Lp[:, l])
+            cls[members] = len(size)
+            size.append(len(members))
+    weight = Lp.shape[0] / np.array(size, dtype=np.float64)[cls]
+    return cls, weight
+
+
+def expand(sym: Symmetry, com: Commodities, ops: list[EpochOp]) -> list[EpochOp]:
+    """The full schedule: the representatives' epoch ops mapped by every group element
+    (element by element; dependencies and multicast groups renumbered per image)."""
+    rep_of_chunk = {int(com.chunk[q]): i for i, q in enumerate(sym.reps.tolist())}
+    n = len(ops)
+    ngroups = max((o.group for o in ops), default=-1) + 1
+    out: list[EpochOp] = []
+    for g in range(sym.order):
+        rk, lk = sym.rank_perm[g], sym.link_perm[g]
+        for o in ops:
+            q = int(sym.image[rep_of_chunk[o.chunk], g])
+            out.append(
+                EpochOp(
+                    int(com.chunk[q]),
+                    int(rk[o.src]),
+                    int(rk[o.dst]),
+                    tuple(int(lk[l]) for l in o.route),
+                    o.k0,
+                    o.arrive,
+                    o.dep + g * n if o.dep >= 0 else -1,
+                    o.part,
+                    o.group + g * ngroups if o.group >= 0 else -1,
+                )
+            )
+    return out
