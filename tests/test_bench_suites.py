@@ -60,9 +60,21 @@ def test_merge_rows_keeps_other_cases_in_case_order():
 
 
 def _fake_row(
-    label, topo, kind, size, epoch, time_limit, extra=None, chunks=1, multiplier=1.0, progress=None
+    label,
+    topo,
+    kind,
+    size,
+    epoch,
+    time_limit,
+    extra=None,
+    chunks=1,
+    multiplier=1.0,
+    progress=None,
+    compare=False,
 ):
+    more = {"best_other": "ring", "best_other_s": 2e-6, "ratio_to_best": 0.5} if compare else {}
     return {
+        **more,
         "system": label,
         "topology": topo.name,
         "collective": kind,
@@ -83,6 +95,7 @@ def _fake_row(
         "spt_ratio_to_bound": 1.0,
         "solver_time_s": time_limit,
         "columns": 1,
+        "synth_wall_s": 1.0,
         **(extra or {}),
     }
 
@@ -101,6 +114,23 @@ def test_teccl_only_reruns_matching_cases_and_keeps_the_rest(tmp_path, monkeypat
     assert rows[3:] == first["rows"]
     assert res["summary"]["only"] == {"pattern": "MI250", "cases_run": 1}
     assert res["summary"]["rows"] == 6
+
+
+def test_teccl_target_rows_get_their_own_table(tmp_path, monkeypatch):
+    seen = []
+
+    def fake(*a, **k):
+        seen.append((a[0], a[5], k["compare"]))
+        return _fake_row(*a, **k)
+
+    monkeypatch.setattr(teccl, "run_one", fake)
+    res = teccl.run_suite(str(tmp_path), only="target")
+    assert len(res["rows"]) == 2 * len(teccl.TARGETS)
+    assert {x[1:] for x in seen} == {(teccl.TARGET_TIME_LIMIT, True)}
+    md = (tmp_path / "teccl.md").read_text()
+    head, _, table = md.partition("## Large cases")
+    assert table.count("| ring 2us | 0.5 |") == len(res["rows"])
+    assert "mesh 8x5" not in head
 
 
 def test_module_suites_refuse_a_cluster(tmp_path):
