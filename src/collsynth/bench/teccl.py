@@ -133,7 +133,7 @@ def cases(sizes: tuple[float, ...]) -> list[TecclCase]:
 
 
 #: Issue 20's large cases: (system, spec, alpha seed or None, sizes).
-TARGETS = [
+TARGETS: list[tuple[str, str, int | None, tuple[float, ...]]] = [
     ("DGX-2 2ch", "dgx2:chassis=2", None, (1e6, 1e9)),
     ("NDv2 4ch", "ndv2:chassis=4", None, (1e6, 1e9)),
     ("mesh 8x5", "mesh2d:w=8,h=5", 1, (1e6, 1e9)),
