@@ -205,8 +205,9 @@ def test_solver_overrunning_its_limit_is_killed(monkeypatch):
 )
 def test_symmetric_model_matches_full_model(spec, size, order):
     # one commodity per orbit: the same optimum as the full model, far fewer columns
-    s_sym, m_sym, sim_sym = run_teccl(spec, "allgather", size)
-    s_full, m_full, sim_full = run_teccl(spec, "allgather", size, symmetry=False)
+    # (epochs=1: solve even where the heuristic already meets the lower bound)
+    s_sym, m_sym, sim_sym = run_teccl(spec, "allgather", size, epochs=1)
+    s_full, m_full, sim_full = run_teccl(spec, "allgather", size, symmetry=False, epochs=1)
     sm = m_sym["symmetric_model"]
     assert sm["group_order"] == order and sm["commodities"] * order == sm["of"]
     assert "symmetric_model" not in m_full and m_full["symmetry"] is False
@@ -221,14 +222,19 @@ def test_symmetric_model_matches_full_model(spec, size, order):
 def test_symmetric_model_on_dgx2_and_switch_capacity():
     # 32 GPUs, |G| = 16: two commodities; the switch links of an orbit share capacity, so the
     # mapped schedule passes the verifier's timed capacity check (run_teccl verifies it)
-    sched, m, sim = run_teccl("dgx2:chassis=2", "allgather", 32e6, epoch="slow")
+    sched, m, sim = run_teccl("dgx2:chassis=2", "allgather", 32e6, epoch="slow", epochs=1)
     assert m["symmetric_model"]["commodities"] == 2
     assert m["epochs_required"] >= m["lower_bound_epochs"]
     assert sched.num_ops == 32 * 31
     assert_agrees(m, sim)
     # switch copies become multicast groups, renumbered per image
     sched, m, sim = run_teccl(
-        "dgx2:chassis=2,switch_copy=1", "allgather", 1 * GB, epoch="slow", switch_copy=True
+        "dgx2:chassis=2,switch_copy=1",
+        "allgather",
+        1 * GB,
+        epoch="slow",
+        switch_copy=True,
+        epochs=1,
     )
     assert m["symmetric_model"]["group_order"] == 16 and m["epochs_required"] == 4
     assert sim == pytest.approx(7.753e-3, rel=1e-3)
@@ -256,7 +262,10 @@ def test_epoch_cut_bound():
     assert k == 3
     _, m, _ = run_teccl(t, "allgather", 4 * GB)
     assert m["lower_bound_epochs"] == 3 and m["fewest_epochs"] < 3
-    assert m["epochs_required"] == 3 and m["proven_optimal"]
+    assert m["epochs_required"] == 3 and m["proven_optimal"] and m["gap"] == 0
+    # the warm start already meets the bound: returned as optimal without a solve
+    assert [h["status"] for h in m["horizons"]] == ["optimal (the heuristic meets the bound)"]
+    assert m["status"] == "optimal" and m["heuristic"]["epochs"] == 3
 
 
 def test_switch_copy_option_runs():

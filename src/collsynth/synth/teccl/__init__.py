@@ -372,6 +372,14 @@ def _run_milp(
         "horizons": [],
     }
     K = k_user if k_user is not None else k_h
+    if k_h <= k_lb and k_user is None:
+        # the heuristic meets the lower bound: proven optimal in epochs, nothing to solve
+        info["horizons"].append({"K": k_h, "status": "optimal (the heuristic meets the bound)"})
+        info.update(
+            status="optimal", gap=0.0, epochs_required=k_h, horizon=k_h, makespan_gap=0.0,
+            proven_optimal=True, mip_gap=0.0,
+        )  # fmt: skip
+        return h_ops, info
     sym = _symmetry.find(t, com, grid) if solver.symmetry else None
     if sym is not None:
         info["symmetric_model"] = sym.to_dict(com)
