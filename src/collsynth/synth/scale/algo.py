@@ -59,7 +59,10 @@ EVENT_NAMES = {
 }
 
 #: Events within EPS (seconds; relative beyond 1 s) of a round's time belong to the round.
-EPS = 1e-12
+#: At most the verifier's own causality slack (1e-15 s absolute): with per-link random alphas,
+#: events 0.5 ps apart are distinct, and a stream started with its input 0.5 ps later failed
+#: verification at 1 ps.
+EPS = 1e-15
 #: A link busy for less than this fraction of the current time past a stream's start is
 #: float rounding of equal times (a few hundred ulps at most), not a wait.
 NOISE = 1e-13

@@ -24,7 +24,7 @@ Representation:
 * completion events (transmission and reception completion) are a binary heap ordered by
   ``(time, type, seq)``; start events (transmission and reception start) change no state and
   are counted when scheduled, but they still make rounds, so their times are a second heap;
-* a round takes every event within ``eps`` of the earliest pending one (1 ps, relative beyond
+* a round takes every event within ``eps`` of the earliest pending one (1 fs, relative beyond
   1 s), applies the completions, then lets the GPU links they touched decide, in link order;
 * the router Dijkstra orders its entries ``(cost, node, arrival, chain, free)``
   lexicographically (chains compared link by link) and memoises its last result until a
