@@ -164,9 +164,10 @@ def test_exporters_refuse_and_the_executor_sends_each_copy():
     from collsynth.runtime.plan import size_quantum
 
     s = broadcast(star())
-    for export in (to_msccl_xml, to_mscclpp_plan):
-        with pytest.raises(CollsynthError, match="cannot express a switch that copies"):
-            export(s)
+    with pytest.raises(CollsynthError, match="cannot express a switch that copies"):
+        to_msccl_xml(s)
+    with pytest.raises(CollsynthError, match="only to glres .* this is a broadcast schedule"):
+        to_mscclpp_plan(s)
     res = run_in_process(s, 4 * size_quantum(s, 4), net_seed=2)
     dt = element_dtype(s.collective, np.dtype(np.float32))
     for r in range(4):
@@ -258,3 +259,103 @@ def test_teccl_switch_copies_become_multicasts_where_the_switch_can():
     no_mc = synthesize("teccl", star(multicast=False), coll, size=1e6, switch_copy=True,
                        time_limit=20)  # fmt: skip
     assert not no_mc.has_groups and verify(no_mc).ok
+
+
+# ---------------------------------------------------------------- MSCCL++ switch channels
+def nvls_plan(inplace: bool = False) -> dict:
+    import json
+
+    from collsynth.export import to_mscclpp_plan
+    from collsynth.synth import synthesize
+    from collsynth.topology import load_topology
+
+    s = synthesize("nvls", load_topology("dgx_h100"), Collective.make("allreduce", 8), size=64e6)
+    return json.loads(to_mscclpp_plan(s, inplace=inplace))
+
+
+def check_plan(doc: dict):
+    import json
+
+    from collsynth.export.mscclpp_check import check_mscclpp_plan
+
+    return check_mscclpp_plan(json.dumps(doc))
+
+
+def ops_of(doc: dict, r: int) -> list:
+    return doc["gpus"][r]["threadblocks"][0]["ops"]
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_nvls_allreduce_exports_to_glres_and_checks(inplace):
+    doc = nvls_plan(inplace)
+    rep = check_plan(doc)
+    assert rep.ok and rep.ngpus == 8 and rep.inplace is inplace
+    for r, g in enumerate(doc["gpus"]):
+        sw = [c for c in g["channels"] if c["channel_type"] == "switch"]
+        assert sw == [{"channel_type": "switch", "buffer_type": "i" if inplace else "o",
+                       "rank_groups": [{"size": 8, "ranks": list(range(8))}]}]  # fmt: skip
+        gl = [op for op in ops_of(doc, r) if op["name"] == "glres"]
+        # each rank reduces and multicasts its own share (its P pipeline pieces) in one run
+        P = g["input_chunks"] // 8
+        assert P == 2  # 64 MB: 8 MB per rank in 4 MB pieces
+        assert [(op["src_buff"][0]["index"], op["src_buff"][0]["size"]) for op in gl] == [
+            (r * P, P)
+        ]
+
+
+def test_planted_nvls_plan_defects_are_caught():
+    from collsynth.export.mscclpp_check import PlanCheckError
+
+    def broken(edit, match):
+        doc = nvls_plan()
+        edit(doc)
+        with pytest.raises(PlanCheckError, match=match):
+            check_plan(doc)
+
+    def no_first_wait(doc):  # rank 3 reads others' outputs before their copies are published
+        ops = ops_of(doc, 3)
+        i = next(k for k, op in enumerate(ops) if op["name"] == "wait")
+        del ops[i]
+
+    def twice(doc):  # rank 1 reduces rank 0's share again at the end: counted twice
+        ops_of(doc, 1).append(dict(next(o for o in ops_of(doc, 0) if o["name"] == "glres")))
+
+    def unordered(doc):  # ... or before the last barrier: it races with rank 0's own glres
+        ops_of(doc, 1).insert(-1, dict(next(o for o in ops_of(doc, 0) if o["name"] == "glres")))
+
+    def missing(doc):  # rank 5 does not reduce its share
+        doc["gpus"][5]["threadblocks"][0]["ops"] = [
+            op for op in ops_of(doc, 5) if op["name"] != "glres"
+        ]
+
+    def undeclared(doc):  # rank 6 leaves the multicast group
+        g = doc["gpus"][6]
+        g["channels"] = [c for c in g["channels"] if c["channel_type"] != "switch"]
+
+    def over_memory(doc):
+        next(o for o in ops_of(doc, 2) if o["name"] == "glres")["channel_type"] = "memory"
+
+    def bad_id(doc):
+        next(o for o in ops_of(doc, 2) if o["name"] == "glres")["src_buff"][0][
+            "switch_channel_id"
+        ] = 3
+
+    broken(no_first_wait, "race: .*reads rank")
+    broken(twice, "counts rank")
+    broken(unordered, "race: .*reads rank 0's o.0. while gpus.0.")
+    broken(missing, "postcondition: rank 0 ends with")
+    broken(undeclared, "switch channel .* not declared by rank 6|switch channel 0 is not")
+    broken(over_memory, "glres runs over a switch channel")
+    broken(bad_id, "switch channel 3 is not in the block's list")
+
+
+def test_mscclpp_refuses_groups_that_glres_cannot_express():
+    from collsynth.export import to_mscclpp_plan
+    from collsynth.synth import synthesize
+    from collsynth.topology import load_topology
+
+    t = load_topology("dgx_h100")
+    for kind in ("reducescatter", "allgather"):
+        s = synthesize("nvls", t, Collective.make(kind, 8), size=64e6)
+        with pytest.raises(CollsynthError, match=f"only to glres .* {kind} schedule"):
+            to_mscclpp_plan(s)

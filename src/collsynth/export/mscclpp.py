@@ -50,6 +50,10 @@ signals (at ``a``) and the waits (at ``g``) follow ``L``.
 
 **Channels.** A transfer whose route crosses a network link (``ib``, ``eth``, ``wan``, ...)
 uses a port channel, any other (NVLink, NVSwitch, xGMI, PCIe) a memory channel.
+
+**In-network groups** (multicast, in-switch reduction) become a switch channel and ``glres``
+where the pattern fits (an AllReduce reduced in and multicast from the switch chunk by chunk:
+:mod:`.mscclpp_nvls`); any other use of groups is refused in one line.
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ import numpy as np
 from ..collective import CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
-from .msccl import _layout, _linear_order, refuse_groups, whole_chunks
+from .msccl import _layout, _linear_order, whole_chunks
+from .mscclpp_nvls import nvls_gpus
 
 #: what MSCCL++'s executor allows (execution_common.hpp)
 MAX_OPS_PER_TB = 64
@@ -173,8 +178,12 @@ def to_mscclpp_plan(
     hi = MAX_MESSAGE if max_bytes is None else int(max_bytes)
     if not 0 <= int(min_bytes) <= hi <= MAX_MESSAGE:
         raise CollsynthError(f"message size range {min_bytes}..{hi} is not valid")
-    s = _prepare(schedule, inplace, verify)
-    plan = _Lowering(s, inplace, channel).emit(max_tbs)
+    if schedule.has_groups:  # in-network: switch channels (glres) where the pattern fits
+        s = _prepare_groups(schedule, inplace, verify)
+        plan = nvls_gpus(s, inplace)
+    else:
+        s = _prepare(schedule, inplace, verify)
+        plan = _Lowering(s, inplace, channel).emit(max_tbs)
     coll = s.collective
     doc = {
         "name": name or _default_name(s, inplace),
@@ -206,7 +215,6 @@ def _prepare(schedule: Schedule, inplace: bool, verify: bool) -> Schedule:
             f"(supported: {', '.join(k.value for k in _NAMES)})"
         )
     _layout(coll, inplace)  # the MSCCL layout's own refusals (in-place alltoall)
-    refuse_groups(schedule, "the MSCCL++ export")
     schedule = whole_chunks(schedule)
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL++")
@@ -215,6 +223,23 @@ def _prepare(schedule: Schedule, inplace: bool, verify: bool) -> Schedule:
 
         ensure_verified(schedule)
     return schedule
+
+
+def _prepare_groups(schedule: Schedule, inplace: bool, verify: bool) -> Schedule:
+    """A schedule with in-network groups, for :func:`.mscclpp_nvls.nvls_gpus`: joins expanded,
+    whole chunks, verified."""
+    s = schedule.expand_joins()
+    if s.part_den is not None and not bool(np.all((s.part_lo == 0) & (s.part_hi == s.part_den))):
+        raise CollsynthError(
+            "the MSCCL++ export of in-network groups needs whole chunks (this schedule moves "
+            "byte ranges)"
+        )
+    _layout(s.collective, inplace)
+    if verify:
+        from ..verify import ensure_verified
+
+        ensure_verified(s)
+    return s
 
 
 class _Lowering:

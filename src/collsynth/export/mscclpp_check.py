@@ -30,8 +30,12 @@ and checks, failing at the first violation with one line that names the rule and
    operations since the latest ``nop``, so a plan should put a ``nop`` before them.
 
 Operations understood: ``nop``, ``put``, ``pws``, ``pwsf``, ``signal``, ``wait``, ``flush``,
-``copy``, ``re``. Other operations (packets, ``get``, ``rre``, NVLS, semaphores across blocks,
-``barrier``, ``pipeline``) are refused by name: this checker cannot vouch for them.
+``copy``, ``re`` and, over a switch channel (NVLS: a multicast object bound to one buffer of
+every rank of a rank group, which every member must declare alike), ``glres``: it reads the
+chunks at every member (each read must be ordered after that member's last write, as for a
+local read) and writes their sum to every member. Other operations (packets, ``get``,
+``rre``, semaphores across blocks, ``barrier``, ``pipeline``) are refused by name: this
+checker cannot vouch for them.
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ MAX_OPS = 64
 MAX_CHANNELS = 16
 MAX_BUFFERS = 16
 MAX_OP_REFS = 8
-KNOWN_OPS = frozenset({"nop", "put", "pws", "pwsf", "signal", "wait", "flush", "copy", "re"})
+KNOWN_OPS = frozenset(
+    {"nop", "put", "pws", "pwsf", "signal", "wait", "flush", "copy", "re", "glres"}
+)
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast")
 CHANNEL_TYPES = ("memory", "port")
 
@@ -121,6 +127,7 @@ class _Gpu:
     channels: dict  # ctype -> [_Chan] in GPU-level order
     buffers: list  # [(rank, type, access types)]
     tbs: list
+    switches: list = field(default_factory=list)  # [(buffer type, ranks)] GPU-level order
 
 
 @dataclass
@@ -170,6 +177,7 @@ def check_mscclpp_plan(text: str, *, root: int = 0) -> PlanCheckReport:
     if coll == "broadcast" and not 0 <= root < n:
         _fail("structure", f"broadcast root {root} is not a rank of the {n} GPUs")
     _pair_channels(gpus)
+    _pair_switches(gpus)
     tbs = [tb for g in gpus for tb in g.tbs]
     for tb in tbs:
         _check_refs(tb, gpus)
@@ -200,11 +208,16 @@ def _parse_gpu(g: Any, i: int, n: int) -> _Gpu:
         "s": _nat(g, "scratch_chunks", where),
     }
     channels: dict[str, list[_Chan]] = {t: [] for t in CHANNEL_TYPES}
+    switches: list[tuple[str, tuple[int, ...]]] = []
     for k, ch in enumerate(_get(g, "channels", list, where)):
         cw = f"{where}.channels[{k}]"
         t = _get(ch, "channel_type", str, cw)
+        if t == "switch":
+            switches.extend(_parse_switch(ch, cw, i, n))
+            continue
         if t not in CHANNEL_TYPES:
-            _fail("structure", f"{cw}: channel type {t!r} is not supported (memory, port)")
+            _fail("structure", f"{cw}: channel type {t!r} is not supported (memory, port, "
+                  "switch)")  # fmt: skip
         for p in _get(ch, "connected_to", list, cw):
             if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < n or p == i:
                 _fail("structure", f"{cw}: peer {p!r} is not another rank of the plan")
@@ -245,8 +258,9 @@ def _parse_gpu(g: Any, i: int, n: int) -> _Gpu:
         for ct, ids in chans.items():
             if len(ids) > MAX_CHANNELS:
                 _fail("limits", f"{tw} uses {len(ids)} {ct} channels, more than {MAX_CHANNELS}")
+            have = len(switches) if ct == "switch" else len(channels.get(ct, []))
             for x in ids:
-                if not isinstance(x, int) or not 0 <= x < len(channels.get(ct, [])):
+                if not isinstance(x, int) or not 0 <= x < have:
                     _fail("references", f"{tw}: {ct} channel {x!r} is not declared by the GPU")
         for ct, ids in bufs.items():
             if len(ids) > MAX_BUFFERS:
@@ -259,7 +273,37 @@ def _parse_gpu(g: Any, i: int, n: int) -> _Gpu:
                     _fail("references", f"{tw}: remote buffer {x} may not be accessed over "
                           f"{ct} channels")  # fmt: skip
         tbs.append(_Tb(i, k, ops, chans, bufs))
-    return _Gpu(i, chunks, channels, buffers, tbs)
+    return _Gpu(i, chunks, channels, buffers, tbs, switches)
+
+
+def _parse_switch(ch: dict, cw: str, i: int, n: int) -> list[tuple[str, tuple[int, ...]]]:
+    """A switch channel declaration: one GPU-level switch channel per rank group."""
+    bt = _get(ch, "buffer_type", str, cw)
+    if bt not in ("i", "o", "s"):
+        _fail("structure", f"{cw}: buffer type {bt!r} is not i, o or s")
+    out = []
+    for k, grp in enumerate(_get(ch, "rank_groups", list, cw)):
+        gw = f"{cw}.rank_groups[{k}]"
+        ranks = _get(grp, "ranks", list, gw)
+        if any(not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < n for r in ranks):
+            _fail("structure", f"{gw}: ranks {ranks!r} are not ranks of the plan")
+        if len(set(ranks)) != len(ranks) or i not in ranks:
+            _fail("structure", f"{gw}: ranks {ranks!r} repeat a rank or leave out rank {i}")
+        if _nat(grp, "size", gw) != len(ranks):
+            _fail("structure", f"{gw}: size is not the number of ranks")
+        out.append((bt, tuple(ranks)))
+    return out
+
+
+def _pair_switches(gpus: list[_Gpu]) -> None:
+    """Every member of a switch channel's rank group declares the same channel (the multicast
+    object is made by all of them together)."""
+    for g in gpus:
+        for bt, ranks in g.switches:
+            for m in ranks:
+                if (bt, ranks) not in gpus[m].switches:
+                    _fail("channels", f"gpus[{g.id}]: switch channel over ranks {list(ranks)} "
+                          f"(buffer {bt}) is not declared by rank {m}")  # fmt: skip
 
 
 def _chunks_per_rank(coll: str, gpus: list[_Gpu], n: int) -> int:
@@ -435,6 +479,9 @@ class _Execution:
             (dst,) = self._locals(tb, op, "dst_buff", where, 1)
             self._reduce(tb, srcs, dst, op, where)
             return True, 0
+        if name == "glres":
+            self._glres(tb, op, where)
+            return True, 1
         # put / pws / pwsf
         self._put(tb, op, where)
         if name in ("pws", "pwsf"):
@@ -517,22 +564,61 @@ class _Execution:
             self._write(tb, d, val, where)
 
     def _reduce(self, tb: _Tb, srcs, dst, op: dict, where: str) -> None:
+        self._reduction(op, where)
+        for j in range(dst[3]):
+            val = self._sum(tb, [(s[0], s[1], s[2] + j) for s in srcs], where)
+            self._write(tb, (dst[0], dst[1], dst[2] + j), val, where)
+
+    def _reduction(self, op: dict, where: str) -> None:
         if op.get("reduce_op", "sum") != "sum":
             _fail("operations", f"{where}: reduce_op {op.get('reduce_op')!r} (sum only)")
         if not self.reduces:
             _fail("operations", f"{where}: a reduction in a {self.coll} plan")
-        for j in range(dst[3]):
-            vals = [self._read(tb, (s[0], s[1], s[2] + j), where) for s in srcs]
-            chunk = vals[0][1]
-            seen: frozenset = frozenset()
-            for v in vals:
-                if v[1] != chunk:
-                    _fail("values", f"{where}: adds chunk {v[1]} to chunk {chunk}")
-                if seen & v[2]:
-                    _fail("values", f"{where}: counts rank(s) {sorted(seen & v[2])} twice in "
-                          f"chunk {chunk}")  # fmt: skip
-                seen = seen | v[2]
-            self._write(tb, (dst[0], dst[1], dst[2] + j), ("sum", chunk, seen), where)
+
+    def _sum(self, tb: _Tb, locs: list, where: str) -> tuple:
+        vals = [self._read(tb, loc, where) for loc in locs]
+        chunk = vals[0][1]
+        seen: frozenset = frozenset()
+        for v in vals:
+            if v[0] != "sum" or v[1] != chunk:
+                _fail("values", f"{where}: adds {_show(v)} to chunk {chunk}")
+            if seen & v[2]:
+                _fail("values", f"{where}: counts rank(s) {sorted(seen & v[2])} twice in "
+                      f"chunk {chunk}")  # fmt: skip
+            seen = seen | v[2]
+        return ("sum", chunk, seen)
+
+    def _glres(self, tb: _Tb, op: dict, where: str) -> None:
+        """Multimem load-reduce-store: the sum over the group's ranks, stored at every one."""
+        if _get(op, "channel_type", str, where) != "switch":
+            _fail("operations", f"{where}: glres runs over a switch channel")
+        self._reduction(op, where)
+        (src,) = self._switch_refs(tb, op, "src_buff", where)
+        (dst,) = self._switch_refs(tb, op, "dst_buff", where)
+        if src[3] != dst[3] or src[4] != dst[4]:
+            _fail("operations", f"{where}: source and destination differ in size or ranks")
+        for j in range(src[3]):
+            val = self._sum(tb, [(m, src[0], src[2] + j) for m in src[4]], where)
+            for m in dst[4]:
+                self._write(tb, (m, dst[0], dst[2] + j), val, where)
+
+    def _switch_refs(self, tb: _Tb, op: dict, key: str, where: str) -> list[tuple]:
+        """``(buffer type, -, first chunk, size, ranks)`` of each switch buffer reference."""
+        refs = _get(op, key, list, where)
+        if len(refs) != 1:
+            _fail("operations", f"{where}: {key} must hold 1 reference(s)")
+        out = []
+        local = tb.channels.get("switch", [])
+        for k, ref in enumerate(refs):
+            rw = f"{where}.{key}[{k}]"
+            x = _nat(ref, "switch_channel_id", rw)
+            if not 0 <= x < len(local):
+                _fail("references", f"{rw}: switch channel {x} is not in the block's list")
+            bt, ranks = self.gpus[tb.gpu].switches[local[x]]
+            for m in ranks:  # the same chunks of every member's buffer
+                self._slot(m, (m, bt, ref), rw, local=False)
+            out.append((bt, -1, _nat(ref, "index", rw), _nat(ref, "size", rw), ranks))
+        return out
 
     # -- happens-before
     def _before(self, tb: _Tb, ev: tuple[tuple[int, int], int, str]) -> bool:
