@@ -278,6 +278,7 @@ def test_registered_and_size_aware():
         "nearest",
         "negotiate",
         "price",
+        "switch_copy",
     }
     t = load_topology("ring:n=4")
     s = synthesize("mteg", t, Collective.make("allgather", 4))  # default size 1 MiB
@@ -620,3 +621,60 @@ def test_mi250_1mb_within_five_percent_of_teccl_milp():
     finally:
         A.NEGOTIATE_PHASES = old
     assert last_hop.asap > 1.1 * 7.725e-6
+
+
+# ---------------------------------------------------------------- switch multicast
+def test_switch_copy_makes_multicast_groups_on_a_copying_nvswitch():
+    """DGX-2 x2 with NVSwitches that copy (TE-CCL's model), AllGather 1 GB: a stream to the
+    switch continues to every GPU whose downlink is free at the same departure, so each
+    shard crosses a GPU's uplink once; the plan meets the ingress bound (7.75 ms, TE-CCL's
+    published 7.75 ms) where copies one by one take 9.5 ms."""
+    from collsynth.bound import bound
+    from collsynth.export import to_msccl_xml
+    from collsynth.verify import verify
+
+    t = load_topology("dgx2:chassis=2,switch_copy=1")
+    coll = Collective.make("allgather", 32)
+    plain = synthesize("mteg", t, coll, size=1e9)
+    s = synthesize("mteg", t, coll, size=1e9, switch_copy=True)
+    assert verify(s).ok and s.has_groups and not plain.has_groups
+    m = s.meta["mteg"]
+    assert m["switch_copy"] is True and m["multicast_groups"] > 0
+    sim, b = simulate(s, 1e9).time_s, bound(t, coll, 1e9).time_s
+    assert sim <= b * (1 + 1e-6) and sim < 0.85 * simulate(plain, 1e9).time_s
+    # members start together from one sender; the same input gives the same schedule
+    g = s.group
+    for gid in np.unique(g[g >= 0]).tolist():
+        members = np.flatnonzero(g == gid)
+        assert len(set(s.start[members].tolist())) == 1
+        assert len(set(s.src[members].tolist())) == 1
+    again = synthesize("mteg", t, coll, size=1e9, switch_copy=True)
+    assert np.array_equal(again.group, s.group) and np.array_equal(again.start, s.start)
+    with pytest.raises(CollsynthError, match="cannot express a switch that copies"):
+        to_msccl_xml(s)
+
+
+def test_switch_copy_needs_a_switch_that_can():
+    # DGX-2's default NVSwitches do not copy: the option changes nothing
+    t = load_topology("dgx2:chassis=2")
+    coll = Collective.make("allgather", 32)
+    s = synthesize("mteg", t, coll, size=1e6, switch_copy=True)
+    assert not s.has_groups and s.meta["mteg"]["switch_copy"] is False
+    assert simulate(s, 1e6).time_s == simulate(synthesize("mteg", t, coll, size=1e6), 1e6).time_s
+
+
+@pytest.mark.parametrize(
+    "trees,nearest",
+    [("sequential", "arrival"), ("sequential", "cost"), ("concurrent", "arrival"),
+     ("concurrent", "cost")],
+)  # fmt: skip
+def test_switch_copy_in_every_tree_variant(trees, nearest):
+    # every variant offers branches; the as-soon-as-possible estimate follows the lead's stream
+    from collsynth.verify import verify
+
+    t = load_topology("dgx_h100:nodes=2")
+    coll = Collective.make("allgather", 16)
+    s = synthesize("mteg", t, coll, size=16e6, switch_copy=True, trees=trees,
+                   nearest=nearest, negotiate=0, price=0)  # fmt: skip
+    assert verify(s).ok and s.has_groups
+    assert simulate(s, 16e6).time_s <= s.meta["mteg"]["asap_s"] * (1 + 1e-9) + 1e-12

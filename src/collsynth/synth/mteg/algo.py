@@ -140,13 +140,23 @@ def asap_seconds(graph: SlotGraph, planner: Planner) -> float:
     hops = graph.e_hops
     free = [0.0] * len(graph.topology.links)
     op_edge, op_parent = planner.op_edge, planner.op_parent
+    lead, shared = planner.op_lead, planner.op_shared
     done = [0.0] * len(op_edge)
+    # per transfer, when each hop is requested (a multicast branch goes on from its lead's
+    # request of the first hop it does not share: the switch forwards the lead's stream)
+    reqs: list[list[float]] = [[] for _ in op_edge]
     finish = 0.0
     for i in sorted(range(len(op_edge)), key=planner.op_slot.__getitem__):
         par = op_parent[i]
         req = done[par] if par >= 0 else 0.0
         comp = 0.0
-        for l, a, tx, tail in hops[op_edge[i]]:
+        k0 = shared[i]
+        mine: list[float] = []
+        if k0:
+            req = reqs[lead[i]][k0]
+            mine = reqs[lead[i]][:k0]
+        for l, a, tx, tail in hops[op_edge[i]][k0:]:
+            mine.append(req)
             f = free[l]
             st = req if req > f else f
             end = st + tx
@@ -154,6 +164,8 @@ def asap_seconds(graph: SlotGraph, planner: Planner) -> float:
             if end + tail > comp:
                 comp = end + tail
             req = st + a
+        mine.append(req)
+        reqs[i] = mine
         done[i] = comp
         if comp > finish:
             finish = comp
@@ -213,8 +225,10 @@ def plan(
     nearest: Any = None,
     negotiate: Any = None,
     price: Any = None,
+    switch_copy: bool = False,
 ) -> Plan:
-    """Run MTEGCCA's planning (no IR): the slot plan for ``size`` bytes."""
+    """Run MTEGCCA's planning (no IR): the slot plan for ``size`` bytes (``switch_copy``:
+    switches with the ``multicast`` capability may copy a stream to several out-links)."""
     if collective.num_ranks != topology.num_ranks:
         raise CollsynthError(
             f"collective has {collective.num_ranks} ranks but topology "
@@ -237,7 +251,7 @@ def plan(
     if lam is None:
         lam = 0.0
     cb = collective.chunk_bytes(nbytes)
-    graph = SlotGraph(topology, cb, tau, exact=mode == "exact")
+    graph = SlotGraph(topology, cb, tau, exact=mode == "exact", multicast=bool(switch_copy))
     tasks = decompose(collective, cb, spread_order(topology))
     planner = _route_all(graph, tasks, h0, near, grow, None, lam)
     p = Plan(graph, planner, tasks, nbytes, collective, grow, near, lam)
@@ -448,7 +462,7 @@ def _add_penalties(
     for i in range(n_ops):
         e, t = pl.op_edge[i], pl.op_slot[i]
         hold[(pl.op_chunk[i], g.e_dst[e])] = arrival[i]
-        for l, a, w in e_occ[e]:
+        for l, a, w in pl.op_occ[i]:  # (a multicast branch: the hops it books)
             windows.setdefault(l, []).append((t + a, t + a + w, i))
     added = False
     # the last arrivals and, with ``chain``, every transfer on the way to them (their chunk's
@@ -504,8 +518,9 @@ def lower(p: Plan) -> Schedule:
             deps=(parent,) if parent >= 0 else (),
             start=slot * tau,
             step=slot,
+            group=pl.op_group[op] if pl.op_group[op] >= 0 else None,
         )
-        for l, a, _w in edge.occ:
+        for l, a, _w in pl.op_occ[op]:  # a multicast's shared hops: its carrier's order only
             on_link.setdefault(l, []).append((slot + a, op))
     # A planned order per link: the order of its busy windows. The verifier (and the simulator)
     # need the orders of all links to fit one global order of operations; with routes through
@@ -537,6 +552,8 @@ def lower(p: Plan) -> Schedule:
                 "horizon_slots": pl.horizon,
                 "initial_horizon_slots": pl.initial_horizon,
                 "horizon_growths": pl.growths,
+                "switch_copy": g.multicast,
+                "multicast_groups": pl.groups,
                 "tasks": len(coll_tasks),
                 "transmission_edges": len(edges),
                 "max_rounding_s": float(max(rounding)) if rounding else 0.0,
@@ -633,6 +650,14 @@ def lower(p: Plan) -> Schedule:
             "on small problems also 1, 2 and 4 with nearest=arrival; the plan "
             "that finishes first)",
         ),
+        Option(
+            "switch_copy",
+            "bool",
+            False,
+            help="switches with the multicast capability copy a stream to several "
+            "out-links (a multicast group in the IR: one stream up to where the routes part); "
+            "full broadcasts only",
+        ),
     ),
     size_aware=True,
     reference="Liu Fei, Wang Peng, Ma Han, Li Ye, Li Hongyan, 'Collective communication "
@@ -651,6 +676,7 @@ def synthesize(
     nearest: Any = None,
     negotiate: Any = None,
     price: Any = None,
+    switch_copy: bool = False,
 ) -> Schedule:
     """MTEGCCA: Steiner trees on a multicast time-expanded graph (Liu Fei et al., Journal on
     Communications 2026).
@@ -665,7 +691,17 @@ def synthesize(
     """
     return lower(
         best_plan(
-            topology, collective, size, slot, horizon, occupancy, trees, nearest, negotiate, price
+            topology,
+            collective,
+            size,
+            slot,
+            horizon,
+            occupancy,
+            trees,
+            nearest,
+            negotiate,
+            price,
+            bool(switch_copy),
         )
     )
 
@@ -681,6 +717,7 @@ def best_plan(
     nearest: Any = None,
     negotiate: Any = None,
     price: Any = None,
+    switch_copy: bool = False,
 ) -> Plan:
     """:func:`plan` for every variant ``auto`` stands for; the earliest-finishing plan.
 
@@ -732,7 +769,9 @@ def best_plan(
     best: Plan | None = None
     for tau in taus:
         for g, n, x in cands:
-            p = plan(topology, collective, size, tau, horizon, occupancy, g, n, rounds, x)
+            p = plan(
+                topology, collective, size, tau, horizon, occupancy, g, n, rounds, x, switch_copy
+            )
             if best is None or p.better_than(best):
                 best = p
     assert best is not None  # at least one slot length and one candidate

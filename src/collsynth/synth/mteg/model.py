@@ -76,7 +76,12 @@ class SlotGraph:
     """
 
     def __init__(
-        self, topology: Topology, chunk_bytes: float, tau: float | None = None, exact: bool = True
+        self,
+        topology: Topology,
+        chunk_bytes: float,
+        tau: float | None = None,
+        exact: bool = True,
+        multicast: bool = False,
     ):
         t = topology
         if not (math.isfinite(chunk_bytes) and chunk_bytes > 0):
@@ -129,6 +134,34 @@ class SlotGraph:
                 if w < widths[l]:
                     widths[l] = w
         self.min_width = [w if math.isfinite(w) else 0.0 for w in widths]
+        self.multicast = bool(multicast) and bool(t.multicast_nodes.any())
+        self._branch_tables()
+
+    def _branch_tables(self) -> None:
+        """Where a transfer may part at a switch that multicasts (``multicast`` graphs only):
+        ``e_branch[e]`` lists ``(hops shared, prefix id)`` for every such switch edge ``e``'s
+        route enters before its last link, and ``prefix_edges[id]`` the edges sharing that
+        prefix (same sender, same links, same busy windows up to the switch): a stream over the
+        prefix at slot ``t`` reaches each of their destinations by booking only the rest."""
+        t = self.topology
+        ids: dict[tuple, int] = {}
+        members: list[list[int]] = []
+        per_edge: list[tuple[tuple[int, int], ...]] = []
+        mc = t.multicast_nodes
+        for e in self.edges:
+            pts = []
+            if self.multicast:
+                for k in range(len(e.route) - 1):
+                    if mc[int(t.link_dst[e.route[k]])]:
+                        key = (e.src, e.route[: k + 1], e.occ[: k + 1])
+                        pid = ids.setdefault(key, len(ids))
+                        if pid == len(members):
+                            members.append([])
+                        members[pid].append(e.id)
+                        pts.append((k + 1, pid))
+            per_edge.append(tuple(pts))
+        self.e_branch = per_edge
+        self.prefix_edges = [tuple(m) for m in members]
 
     @property
     def e_hops(self) -> list[tuple[tuple[int, float, float, float], ...]]:
@@ -246,6 +279,10 @@ class Occupancy:
                     t = int(math.ceil(s - a - EPS))
                     moved = True
         return t
+
+    def free_at(self, occ: tuple[tuple[int, float, float], ...], t: int) -> bool:
+        """Whether every hop of ``occ`` is free when leaving at slot ``t`` exactly."""
+        return all(self.fit(l, t + a, w) <= t + a + EPS for l, a, w in occ)
 
     def book(self, occ: tuple[tuple[int, float, float], ...], t: int) -> None:
         for l, a, w in occ:

@@ -76,6 +76,13 @@ class Planner:
         self.op_edge: list[int] = []
         self.op_slot: list[int] = []
         self.op_parent: list[int] = []
+        # switch multicast (``graph.multicast``): the group's first member (-1: none), the
+        # route hops an op shares with it (booked by it), the windows the op itself booked
+        self.op_lead: list[int] = []
+        self.op_shared: list[int] = []
+        self.op_occ: list[tuple] = []
+        self.op_group: list[int] = []
+        self.groups = 0
         self.finish = 0  # latest arrival slot
 
     # ------------------------------------------------------------------ helpers
@@ -87,15 +94,57 @@ class Planner:
             self.horizon *= 2
             self.growths += 1
 
-    def _record(self, chunk: int, edge: int, slot: int, parent: int, arrival: int) -> int:
-        self.occ.book(self.g.e_occ[edge], slot)
+    def _record(
+        self,
+        chunk: int,
+        edge: int,
+        slot: int,
+        parent: int,
+        arrival: int,
+        lead: int = -1,
+        shared: int = 0,
+    ) -> int:
+        """Book and record a transfer; with ``lead``, a branch of transfer ``lead``'s stream at
+        a switch that multicasts, sharing (and not booking) its first ``shared`` hops, in its
+        multicast group."""
+        occ = self.g.e_occ[edge][shared:]
+        self.occ.book(occ, slot)
+        group = -1
+        if lead >= 0:
+            if self.op_group[lead] < 0:
+                self.op_group[lead] = self.groups
+                self.groups += 1
+            group = self.op_group[lead]
         self.op_chunk.append(chunk)
         self.op_edge.append(edge)
         self.op_slot.append(slot)
         self.op_parent.append(parent)
+        self.op_lead.append(lead)
+        self.op_shared.append(shared)
+        self.op_occ.append(occ)
+        self.op_group.append(group)
         if arrival > self.finish:
             self.finish = arrival
         return len(self.op_chunk) - 1
+
+    def _branches(self, op: int, unreached) -> list[tuple[int, int, int, int, int, int]]:
+        """Where op's stream may continue from a switch that multicasts, to a rank
+        ``unreached(v)``: ``(arrival, v, edge, departure, lead, shared)`` (same departure, the
+        rest of the route must be free then; checked again when taken)."""
+        g = self.g
+        e = self.op_edge[op]
+        if not g.e_branch[e]:
+            return []
+        t = self.op_slot[op]
+        out = []
+        for shared, pid in g.e_branch[e]:
+            if self.op_lead[op] >= 0 and shared <= self.op_shared[op]:
+                continue  # (its lead offered these when it was booked)
+            for e2 in g.prefix_edges[pid]:
+                v = g.e_dst[e2]
+                if e2 != e and unreached(v) and self.occ.free_at(g.e_occ[e2][shared:], t):
+                    out.append((t + g.e_len[e2], v, e2, t, op, shared))
+        return out
 
     def _extra(self, chunk: int):
         """The key added to edge ``e`` in chunk ``chunk``'s broadcast tree (link-time price
@@ -140,7 +189,7 @@ class Planner:
         hold = [-1] * g.n
         via = [-1] * g.n
         hold[src] = 0
-        heap: list[tuple[float, int, int, int, int]] = []
+        heap: list[tuple[float, int, int, int, int, int, int]] = []
         push = heapq.heappush
         pop = heapq.heappop
         pget = self._extra(chunk)
@@ -152,28 +201,38 @@ class Planner:
                 if hold[v] < 0:
                     t = earliest(e_occ[e], h)
                     k = t + e_len[e]
-                    push(heap, (k if pget is None else k + pget(e), v, u, e, t))
+                    push(heap, (k if pget is None else k + pget(e), v, u, e, t, -1, 0))
+
+        def unreached(v: int) -> bool:
+            return hold[v] < 0
 
         expand(src)
         left = g.n - 1
         while left:
             if not heap:
                 raise self._unreachable(chunk, src, [r for r in range(g.n) if hold[r] < 0])
-            _k, v, u, e, t = pop(heap)
+            _k, v, u, e, t, lead, shared = pop(heap)
             if hold[v] >= 0:
                 continue
-            t2 = earliest(e_occ[e], hold[u])
-            if t2 != t:  # its slots were taken meanwhile: re-queue
-                k = t2 + e_len[e]
-                push(heap, (k if pget is None else k + pget(e), v, u, e, t2))
-                continue
+            if lead >= 0:  # a branch of a stream: now or never
+                if not occ.free_at(e_occ[e][shared:], t):
+                    continue
+            else:
+                t2 = earliest(e_occ[e], hold[u])
+                if t2 != t:  # its slots were taken meanwhile: re-queue
+                    k = t2 + e_len[e]
+                    push(heap, (k if pget is None else k + pget(e), v, u, e, t2, -1, 0))
+                    continue
             arr = t + e_len[e]
             if arr > self.horizon:
                 self._grow(arr)
-            via[v] = self._record(chunk, e, t, via[u], arr)
+            op = self._record(chunk, e, t, via[u], arr, lead, shared)
+            via[v] = op
             hold[v] = arr
             left -= 1
             expand(v)
+            for a, w, e2, t3, ld, sh in self._branches(op, unreached):
+                push(heap, (a, w, u, e2, t3, ld, sh))
 
     def _broadcast_cost(self, chunk: int, src: int) -> None:
         """:meth:`_broadcast` with the paper's TEG edge cost as the distance (``nearest=cost``).
@@ -192,7 +251,7 @@ class Planner:
         last = [-1] * g.n
         via = [-1] * g.n
         hold[src] = last[src] = 0
-        heap: list[tuple[float, int, int, int, int, int]] = []
+        heap: list[tuple[float, int, int, int, int, int, int, int]] = []
         push = heapq.heappush
         pop = heapq.heappop
         extra = self._extra(chunk)
@@ -205,31 +264,42 @@ class Planner:
                 if hold[v] < 0:
                     t = earliest(e_occ[e], h)
                     ln = e_len[e]
-                    push(heap, (ln + (t - lu if t > lu else 0) + pget(e), t + ln, v, u, e, t))
+                    c = ln + (t - lu if t > lu else 0) + pget(e)
+                    push(heap, (c, t + ln, v, u, e, t, -1, 0))
+
+        def unreached(v: int) -> bool:
+            return hold[v] < 0
 
         expand(src)
         left = g.n - 1
         while left:
             if not heap:
                 raise self._unreachable(chunk, src, [r for r in range(g.n) if hold[r] < 0])
-            c, arr, v, u, e, t = pop(heap)
+            c, arr, v, u, e, t, lead, shared = pop(heap)
             if hold[v] >= 0:
                 continue
-            t2 = earliest(e_occ[e], hold[u])
-            ln = e_len[e]
-            c2 = ln + (t2 - last[u] if t2 > last[u] else 0) + pget(e)
-            if (c2, t2) != (c, t):
-                push(heap, (c2, t2 + ln, v, u, e, t2))
-                continue
+            if lead >= 0:  # a branch of a stream: now or never (it adds only its own hops)
+                if not occ.free_at(e_occ[e][shared:], t):
+                    continue
+            else:
+                t2 = earliest(e_occ[e], hold[u])
+                ln = e_len[e]
+                c2 = ln + (t2 - last[u] if t2 > last[u] else 0) + pget(e)
+                if (c2, t2) != (c, t):
+                    push(heap, (c2, t2 + ln, v, u, e, t2, -1, 0))
+                    continue
             if arr > self.horizon:
                 self._grow(arr)
-            via[v] = self._record(chunk, e, t, via[u], arr)
+            op = self._record(chunk, e, t, via[u], arr, lead, shared)
+            via[v] = op
             hold[v] = last[v] = arr
             left -= 1
             if t > last[u]:
                 last[u] = t
                 expand(u)
             expand(v)
+            for a, w, e2, t3, ld, sh in self._branches(op, unreached):
+                push(heap, (e_len[e2], a, w, u, e2, t3, ld, sh))
 
     def route_concurrent(self, tasks) -> None:
         """Grow the trees of several full broadcasts together (option ``trees=concurrent``).
@@ -248,7 +318,7 @@ class Planner:
         hold = [[-1] * n for _ in tasks]
         last = [[-1] * n for _ in tasks]
         via = [[-1] * n for _ in tasks]
-        heap: list[tuple[float, int, int, int, int, int, int]] = []
+        heap: list[tuple[float, int, int, int, int, int, int, int, int]] = []
         push = heapq.heappush
         pop = heapq.heappop
 
@@ -270,7 +340,7 @@ class Planner:
                 v = e_dst[e]
                 if hk[v] < 0:
                     t = earliest(e_occ[e], h)
-                    push(heap, (key(k, u, e, t), t + e_len[e], k, v, u, e, t))
+                    push(heap, (key(k, u, e, t), t + e_len[e], k, v, u, e, t, -1, 0))
 
         for k, (_chunk, src) in enumerate(tasks):
             hold[k][src] = last[k][src] = 0
@@ -282,24 +352,31 @@ class Planner:
                 raise self._unreachable(
                     tasks[k][0], tasks[k][1], [r for r in range(n) if hold[k][r] < 0]
                 )
-            c, arr, k, v, u, e, t = pop(heap)
+            c, arr, k, v, u, e, t, lead, shared = pop(heap)
             hk = hold[k]
             if hk[v] >= 0:
                 continue
-            t2 = earliest(e_occ[e], hk[u])
-            c2 = key(k, u, e, t2)
-            if (c2, t2) != (c, t):
-                push(heap, (c2, t2 + e_len[e], k, v, u, e, t2))
-                continue
+            if lead >= 0:  # a branch of a stream: now or never
+                if not occ.free_at(e_occ[e][shared:], t):
+                    continue
+            else:
+                t2 = earliest(e_occ[e], hk[u])
+                c2 = key(k, u, e, t2)
+                if (c2, t2) != (c, t):
+                    push(heap, (c2, t2 + e_len[e], k, v, u, e, t2, -1, 0))
+                    continue
             if arr > self.horizon:
                 self._grow(arr)
-            via[k][v] = self._record(tasks[k][0], e, t, via[k][u], arr)
+            op = self._record(tasks[k][0], e, t, via[k][u], arr, lead, shared)
+            via[k][v] = op
             hk[v] = last[k][v] = arr
             left -= 1
             if cost and t > last[k][u]:
                 last[k][u] = t
                 expand(k, u)
             expand(k, v)
+            for a, w, e2, t3, ld, sh in self._branches(op, lambda x: hk[x] < 0):
+                push(heap, (e_len[e2] if cost else a, a, k, w, u, e2, t3, ld, sh))
 
     def _multicast(self, chunk: int, src: int, dests: list[int]) -> None:
         hold = {src: 0}
