@@ -16,7 +16,9 @@ Suites:
 * ``quality`` — ForestColl on every zoo fabric (defaults, plus mi250:chassis=2), AllGather,
   ReduceScatter and AllReduce at 1KB, 1MB, 1GB: time against the bound, the chosen k and
   pipeline depth, tree height; and NVLS AllReduce on a DGX H100 beside ForestColl on the same
-  machine without NVLink SHARP, and MTEG on 10 NDv2 chassis with 1 and 4 chunks per rank.
+  machine without NVLink SHARP, MTEG on 10 NDv2 chassis with 1 and 4 chunks per rank, and
+  MTEG on DGX-2 x2 with copying NVSwitches, with and without switch multicast
+  (``switch_copy=1``).
 * ``sim`` — simulator throughput (transfer-hops simulated per second) and the 1024-GPU ring
   AllGather with 8 chunks per rank.
 """
@@ -62,6 +64,10 @@ class Case:
     algo: str
     sizes: tuple[float, ...]
     chunks: int = 1
+    opts: str = ""  # algorithm options, key=value,key=value
+
+    def kwargs(self) -> dict:
+        return dict(item.split("=", 1) for item in self.opts.split(",") if item)
 
 
 def _cases_quick() -> list[Case]:
@@ -141,6 +147,15 @@ def _cases_quality() -> list[Case]:
         Case("dgx_h100:nvls=0", "allreduce", "forestcoll", (1 * MB, 1 * GB)),
         Case("ndv2:chassis=10", "allgather", "mteg", (2**20,)),
         Case("ndv2:chassis=10", "allgather", "mteg", (2**20,), chunks=4),
+        # switch multicast in MTEG (TE-CCL's copying NVSwitch), against copies one by one
+        Case("dgx2:chassis=2,switch_copy=1", "allgather", "mteg", (1 * MB, 1 * GB)),
+        Case(
+            "dgx2:chassis=2,switch_copy=1",
+            "allgather",
+            "mteg",
+            (1 * MB, 1 * GB),
+            opts="switch_copy=1",
+        ),
     ]
 
 
@@ -176,7 +191,8 @@ def run_case(case: Case, repeat: int) -> list[dict]:
         if key not in cache:
             try:
                 synth_s, sched = _median_time(
-                    lambda: synthesize(case.algo, topo, coll, size=key), repeat
+                    lambda: synthesize(case.algo, topo, coll, size=key, **case.kwargs()),
+                    repeat,
                 )
             except CollsynthError as e:
                 return rows + [
@@ -201,6 +217,7 @@ def run_case(case: Case, repeat: int) -> list[dict]:
                 "collective": case.collective,
                 "algo": case.algo,
                 "chunks": case.chunks,
+                **({"opts": case.opts} if case.opts else {}),
                 "status": "ok",
                 "size_bytes": size,
                 "chunks_per_rank": sched.collective.chunks_per_rank,
@@ -271,7 +288,8 @@ def _algo_info(sched) -> dict:
 def _algo_label(row: dict) -> str:
     """The algorithm, with the chunks per rank the case asked for where not one."""
     chunks = row.get("chunks") or 1
-    return row["algo"] + (f" ({chunks} chunks/rank)" if chunks != 1 else "")
+    opts = f" {row['opts']}" if row.get("opts") else ""
+    return row["algo"] + opts + (f" ({chunks} chunks/rank)" if chunks != 1 else "")
 
 
 def _markdown(suite: str, rows: list[dict]) -> str:
@@ -327,7 +345,7 @@ def _markdown(suite: str, rows: list[dict]) -> str:
 
 def _case_key(row_or_case) -> tuple:
     get = row_or_case.get if isinstance(row_or_case, dict) else (lambda k: getattr(row_or_case, k))
-    return (get("topology"), get("collective"), get("algo"), get("chunks") or 1)
+    return (get("topology"), get("collective"), get("algo"), get("chunks") or 1, get("opts") or "")
 
 
 def _merge(
@@ -368,7 +386,7 @@ def run_suite(
     all_cases = SUITES[suite]()
     cases = all_cases
     if only is not None:
-        cases = [c for c in all_cases if only in f"{c.algo} {c.collective} {c.topology}"]
+        cases = [c for c in all_cases if only in f"{c.algo} {c.opts} {c.collective} {c.topology}"]
         if not cases:
             raise CollsynthError(f"no case of bench suite {suite!r} matches --only {only!r}")
     t0 = time.perf_counter()
