@@ -241,6 +241,40 @@ def test_symmetric_model_on_dgx2_and_switch_capacity():
     assert len(np.unique(sched.group[sched.group >= 0])) >= 16
 
 
+@pytest.mark.parametrize("spec", ["ndv2:chassis=4", "dgx2:chassis=2"])
+def test_symmetric_warm_start_is_feasible_in_the_symmetric_model(spec):
+    # the spt schedule placed with all its images: a point of the symmetric model (every row
+    # and bound holds), and mapped to every chunk a schedule the verifier accepts
+    from scipy.sparse import csr_matrix
+
+    from collsynth.synth.teccl import _spt, common, milp
+    from collsynth.synth.teccl import symmetry as sy
+    from collsynth.synth.teccl.lower import to_schedule
+
+    t = load_topology(spec)
+    coll = Collective.make("allgather", t.num_ranks, 1)
+    grid = make_grid(t, coll.chunk_bytes(1e9), "slow", 1.0, 0.1, 200.0)
+    com = common.Commodities.of(coll)
+    sym = sy.find(t, com, grid)
+    assert sym is not None
+    ops, k = sy.greedy_epochs(t, grid, _spt(t, coll), sym, com)
+    dist = common.epoch_distances(t, grid.delay)
+    to_gpu = common.to_gpu_distance(t, grid.delay)
+    rep = sym.representatives(com)
+    lay = milp.build(t, grid, rep, k, dist, to_gpu, False, "makespan", sym.link_class,
+                     sym.weight)  # fmt: skip
+    q_of = {int(c): q for q, c in enumerate(rep.chunk.tolist())}
+    x = milp.warm_vector(lay, t, rep, grid, ops, q_of)
+    assert x is not None
+    m = lay.model
+    act = csr_matrix((m.vals, (m.rows, m.cols)), shape=(m.num_rows, m.num_cols)) @ x
+    assert np.all(act >= m.row_lower - 1e-9) and np.all(act <= m.row_upper + 1e-9)
+    assert np.all(x >= m.lower - 1e-9) and np.all(x <= m.upper + 1e-9)
+    full = sy.expand(sym, com, ops)
+    sched, _ = to_schedule(t, coll, full, grid.tau, 1e9, {}, grid.alpha_ep)
+    ensure_verified(sched)
+
+
 def test_no_symmetry_when_chunks_are_not_permuted():
     # a broadcast's root is fixed by no free automorphism: the full model is solved
     _, m, _ = run_teccl("ring:n=4,alpha=0", "broadcast", 4e6)

@@ -141,6 +141,7 @@ TARGETS: list[tuple[str, str, int | None, float, int, str]] = [
     ("DGX-2 2ch", "dgx2:chassis=2", None, 1e9, 1, "fast"),
     ("NDv2 4ch", "ndv2:chassis=4", None, 1e6, 1, "fast"),
     ("NDv2 4ch", "ndv2:chassis=4", None, 1e9, 1, "slow"),
+    ("NDv2 4ch", "ndv2:chassis=4", None, 1e9, 2, "slow"),
     ("NDv2 4ch", "ndv2:chassis=4", None, 1e9, 4, "slow"),
     ("mesh 8x5", "mesh2d:w=8,h=5", 1, 1e6, 1, "fast"),
     ("mesh 8x5", "mesh2d:w=8,h=5", 1, 1e9, 1, "fast"),

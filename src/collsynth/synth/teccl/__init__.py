@@ -381,10 +381,17 @@ def _run_milp(
         )  # fmt: skip
         return h_ops, info
     sym = _symmetry.find(t, com, grid) if solver.symmetry else None
+    warm = (h_ops, k_h)
     if sym is not None:
         info["symmetric_model"] = sym.to_dict(com)
+        # a symmetric warm start (the heuristic's own is not symmetric, so infeasible there)
+        got = _symmetry.greedy_epochs(t, grid, _spt(t, collective), sym, com)
+        if got is not None:
+            info["symmetric_model"]["warm_start_epochs"] = got[1]
+            if got[1] <= k_h:  # (a longer one would only make the model larger)
+                warm = (_symmetry.expand(sym, com, got[0]), k_h)
     best_ops, best_done, status, gap_out, K = _milp_horizons(
-        t, grid, com, dist, to_gpu, K, (h_ops, k_h), switch_copy, obj, solver, info, sym
+        t, grid, com, dist, to_gpu, K, warm, switch_copy, obj, solver, info, sym
     )
     if best_done > k_h:  # the heuristic beats what the solver found in time
         best_ops, best_done = h_ops, k_h
@@ -426,13 +433,19 @@ def _fewest_epochs(t: Topology, com: Commodities, dist: np.ndarray) -> int:
     return k_lb
 
 
+def _spt(t: Topology, collective: Collective) -> Schedule:
+    """The ``spt`` schedule (fewest-transfer trees): the heuristics' starting point."""
+    from .. import synthesize
+
+    return synthesize("spt", t, collective)
+
+
 def _milp_heuristic(t: Topology, grid: EpochGrid, collective: Collective, size: float):
     """The warm start and horizon: the spt schedule placed into epochs, or rarest-first
     flooding (AllGather, Broadcast) when it finishes earlier; ``(ops, epochs, facts)``."""
     from ...sim import simulate
-    from .. import synthesize
 
-    heur = synthesize("spt", t, collective)
+    heur = _spt(t, collective)
     heur_sim = simulate(heur, size).time_s
     h_ops, k_h = greedy_epochs(t, grid, heur)
     heuristic = {"algorithm": "spt", "sim_time_s": heur_sim, "epochs": k_h, "spt_epochs": k_h}
@@ -594,9 +607,8 @@ def _run_lp(
     t0 = time.perf_counter()
     k_lb, b_time = _lp_lower_bound(t, collective, size, grid, int(e.max()))
     from ...sim import simulate
-    from .. import synthesize
 
-    heur = synthesize("spt", t, collective)
+    heur = _spt(t, collective)
     h_ops, k_h = greedy_epochs(t, grid, heur)
     info: dict[str, Any] = {
         "lower_bound_epochs": k_lb,
