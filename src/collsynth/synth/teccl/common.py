@@ -132,35 +132,46 @@ def epoch_cut_bound(
     """The fewest epochs any solution of the epoch model needs by a cut argument (at least
     ``k_lo``; ``k_hi`` when no smaller horizon passes): for every rank and every chassis,
     server, pod, dc or group region ``S`` (:func:`collsynth.bound.groupings`), each chunk
-    from outside with a destination inside must cross a link into ``S``; link ``l`` starts at
-    most ``per_window[l]`` crossings in any ``window[l]`` epochs, no earlier than the fewest
-    epochs from a source to its tail and late enough to reach a GPU by the horizon.
-    Valid for every schedule of the model, symmetric or not."""
+    from outside with a destination inside must cross a link into ``S``, no earlier than its
+    *release* ``r_q`` (the fewest epochs from its source to the tail of a link into ``S``);
+    link ``l`` starts at most ``per_window[l]`` crossings in any ``window[l]`` epochs, and
+    late enough to reach a GPU by the horizon. For every release threshold ``r``, the chunks
+    released at ``r`` or later must fit the crossings that start at ``r`` or later. Valid for
+    every schedule of the model, symmetric or not."""
     from ...bound import groupings
 
     t = topology
     src_nodes = t.compute_nodes[com.src]
-    lo_link = dist[src_nodes][:, t.link_src].min(axis=0) if len(com) else np.zeros(0)
+    if not len(com):
+        return max(k_lo, 0)
     tail_len = grid.delay + np.where(to_gpu[t.link_dst] >= INF, INF // 2, to_gpu[t.link_dst])
-    sets: list[tuple[np.ndarray, int]] = []  # (links entering S, chunks that must enter)
+    # (links entering S, their earliest start, release thresholds, chunks released at or after)
+    sets: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for _, regions in groupings(t):
         for region in regions:
             inside = np.zeros(t.num_nodes, dtype=bool)
             inside[list(region)] = True
             enter = np.flatnonzero(~inside[t.link_src] & inside[t.link_dst])
-            need = sum(
-                1
-                for q, ds in enumerate(com.dests)
-                if not inside[src_nodes[q]] and inside[t.compute_nodes[ds]].any()
+            needs = np.array(
+                [
+                    not inside[src_nodes[q]] and bool(inside[t.compute_nodes[ds]].any())
+                    for q, ds in enumerate(com.dests)
+                ]
             )
-            if need:
-                sets.append((enter, need))
+            if not needs.any() or not len(enter):
+                continue
+            d = dist[src_nodes[needs]][:, t.link_src[enter]]  # (chunks, links)
+            release = d.min(axis=1)
+            thresholds = np.unique(release[release < INF])
+            count = np.array([(release >= r).sum() for r in thresholds])
+            sets.append((enter, d.min(axis=0), thresholds, count))
     for K in range(max(k_lo, 0), k_hi):
         ok = True
-        for enter, need in sets:
-            n = np.maximum(0, K - tail_len[enter] - np.minimum(lo_link[enter], K) + 1)
-            cap = (grid.per_window[enter] * -(-n // grid.window[enter])).sum()
-            if cap < need:
+        for enter, lo, thresholds, count in sets:
+            first = np.maximum(thresholds[:, None], np.minimum(lo, K)[None, :])
+            n = np.maximum(0, K - tail_len[enter][None, :] - first + 1)
+            cap = (grid.per_window[enter][None, :] * -(-n // grid.window[enter][None, :])).sum(1)
+            if np.any(cap < count):
                 ok = False
                 break
         if ok:
