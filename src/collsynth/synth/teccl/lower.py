@@ -13,6 +13,8 @@ epoch(s), so the plan never waits beyond them where the epoch model is exact (se
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ...collective import Collective
@@ -223,31 +225,52 @@ class _LinkUsage:
             self.usage = np.pad(self.usage, ((0, 0), (0, grow - self.size)))
             self.size = grow
 
+    def _worst(self, l: int, kk: int) -> int:
+        """The most chunks started on ``l`` in one window of epochs containing ``kk``."""
+        w = int(self.win[l])
+        if w == 1:
+            return int(self.usage[l, kk])
+        lo0 = max(0, kk - w + 1)
+        c = np.concatenate(([0], np.cumsum(self.usage[l, lo0 : kk + w])))
+        return int(max(c[j - lo0 + 1] - c[max(lo0, j - w + 1) - lo0] for j in range(kk, kk + w)))
+
     def fits(self, route, k: int, offs) -> bool:
         self._room(k + max(offs) + int(self.win[list(route)].max()) + 2)
-        for l, off in zip(route, offs):
-            kk = k + off
-            w = int(self.win[l])
-            if w == 1:
-                if self.usage[l, kk] + 1 > self.cap[l]:
-                    return False
-                continue
-            # every window [j-w+1, j] containing kk keeps room for one more chunk
-            lo0 = max(0, kk - w + 1)
-            c = np.concatenate(([0], np.cumsum(self.usage[l, lo0 : kk + w])))
-            worst = max(c[j - lo0 + 1] - c[max(lo0, j - w + 1) - lo0] for j in range(kk, kk + w))
-            if worst + 1 > self.cap[l]:
-                return False
-        return True
+        # every window containing each hop's epoch keeps room for one more chunk
+        return all(self._worst(l, k + off) + 1 <= self.cap[l] for l, off in zip(route, offs))
 
     def add(self, route, k: int, offs) -> None:
         for l, off in zip(route, offs):
             self.usage[l, k + off] += 1
 
+    def place_all(self, routes, k: int, offs) -> bool:
+        """Book every route at epoch ``k`` if they all fit together (routes may share a
+        link), else book nothing."""
+        self._room(k + max(offs) + int(self.win.max()) + 2)
+        for route in routes:
+            self.add(route, k, offs)
+        if all(
+            self._worst(l, k + off) <= self.cap[l]
+            for route in routes
+            for l, off in zip(route, offs)
+        ):
+            return True
+        for route in routes:
+            for l, off in zip(route, offs):
+                self.usage[l, k + off] -= 1
+        return False
+
 
 def _greedy(
-    topology: Topology, grid: EpochGrid, schedule: Schedule, order: np.ndarray
+    topology: Topology,
+    grid: EpochGrid,
+    schedule: Schedule,
+    order: np.ndarray,
+    images: Callable[[list[int]], list[list[int]]] | None = None,
 ) -> tuple[list[EpochOp], int]:
+    """Place the operations of ``order`` (their dependencies among them) each at its earliest
+    epoch; with ``images``, each together with the routes ``images(route)`` (symmetric
+    placement: :func:`.symmetry.greedy_epochs`)."""
     t = topology
     d = grid.delay
     use = _LinkUsage(grid, len(t.links))
@@ -261,9 +284,14 @@ def _greedy(
         ready = int(arrive[deps].max()) if len(deps) else 0
         offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
         k = ready
-        while not use.fits(route, k, offs):
-            k += 1
-        use.add(route, k, offs)
+        if images is None:
+            while not use.fits(route, k, offs):
+                k += 1
+            use.add(route, k, offs)
+        else:
+            routes = images(route)
+            while not use.place_all(routes, k, offs):
+                k += 1
         arr = k + offs[-1] + int(d[route[-1]])
         arrive[i] = arr
         dep = int(pos[deps[0]]) if len(deps) else -1
@@ -278,7 +306,7 @@ def _greedy(
                 dep,
             )
         )
-    return ops, int(arrive.max()) if len(arrive) else 0
+    return ops, int(arrive[order].max()) if len(order) else 0
 
 
 def flood_epochs(

@@ -165,78 +165,26 @@ def greedy_epochs(
     placed with all its images at the earliest epoch where its input has arrived and every
     image fits the window capacities (images may share a link). Two list orders (the
     schedule's, and by tree depth); the representatives' ops of the one that finishes first,
-    with its completion epoch, or None when the schedule does not reach every destination
-    of the representatives."""
-    from .lower import _LinkUsage
+    with its completion epoch, or None when an operation depends on another chunk's."""
+    from .lower import _greedy
 
-    t = topology
-    d = grid.delay
     reps = {int(com.chunk[q]) for q in sym.reps.tolist()}
     mine = [i for i in range(schedule.num_ops) if int(schedule.chunk[i]) in reps]
     depth = np.zeros(schedule.num_ops, dtype=np.int64)
     for i in range(schedule.num_ops):
         deps = schedule.deps(i)
         if len(deps):
+            if any(int(schedule.chunk[x]) != int(schedule.chunk[i]) for x in deps):
+                return None  # (not a copy tree per chunk)
             depth[i] = depth[deps].max() + 1
+    perms = sym.link_perm
+
+    def images(route: list[int]) -> list[list[int]]:
+        return [[int(p[l]) for l in route] for p in perms]
+
     best: tuple[list[EpochOp], int] | None = None
     for order in (mine, sorted(mine, key=lambda i: (int(depth[i]), i))):
-        use = _LinkUsage(grid, len(t.links))
-        arrive: dict[int, int] = {}
-        pos: dict[int, int] = {}
-        ops: list[EpochOp] = []
-        for i in order:
-            route = [int(x) for x in schedule.route(i)]
-            deps = [int(x) for x in schedule.deps(i)]
-            if any(x not in arrive for x in deps):
-                return None  # (a dependency on another chunk: not a copy tree)
-            offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
-            images = [[int(sym.link_perm[g][l]) for l in route] for g in range(sym.order)]
-            k = max((arrive[x] for x in deps), default=0)
-            while not _fits_all(use, images, k, offs):
-                k += 1
-            arr = k + offs[-1] + int(d[route[-1]])
-            arrive[i] = arr
-            pos[i] = len(ops)
-            dep = pos[deps[0]] if deps else -1
-            ops.append(
-                EpochOp(
-                    int(schedule.chunk[i]),
-                    int(schedule.src[i]),
-                    int(schedule.dst[i]),
-                    tuple(route),
-                    k,
-                    arr,
-                    dep,
-                )  # fmt: skip
-            )
-        done = max(arrive.values(), default=0)
-        if best is None or done < best[1]:
-            best = (ops, done)
+        got = _greedy(topology, grid, schedule, np.array(order, dtype=np.int64), images)
+        if best is None or got[1] < best[1]:
+            best = got
     return best
-
-
-def _fits_all(use, images: list[list[int]], k: int, offs: list[int]) -> bool:
-    """Book every image at epoch ``k`` if all fit together (else book nothing)."""
-    use._room(k + max(offs) + int(use.win.max()) + 2)
-    for route in images:
-        use.add(route, k, offs)
-    ok = True
-    for route in images:
-        for l, off in zip(route, offs):
-            kk = k + off
-            w = int(use.win[l])
-            lo = max(0, kk - w + 1)
-            c = np.concatenate(([0], np.cumsum(use.usage[l, lo : kk + w])))
-            if (
-                max(c[j - lo + 1] - c[max(lo, j - w + 1) - lo] for j in range(kk, kk + w))
-                > (use.cap[l])
-            ):
-                ok = False
-                break
-        if not ok:
-            break
-    if not ok:
-        for route in images:
-            for l, off in zip(route, offs):
-                use.usage[l, k + off] -= 1
-    return ok
