@@ -275,6 +275,19 @@ def test_symmetric_warm_start_is_feasible_in_the_symmetric_model(spec):
     ensure_verified(sched)
 
 
+def test_full_model_proves_what_the_symmetric_one_cannot():
+    # DGX-1, fine epochs: the symmetric optimum (18 epochs) is above the epoch cut bound
+    # (16); the full model, warm-started from it in the time left, proves it optimal
+    _, m, sim = run_teccl("dgx1", "allgather", 1e6, epoch_multiplier=0.25, alpha_ratio_max=4)
+    assert [(h.get("model"), h["status"]) for h in m["horizons"]] == [
+        (None, "optimal"),
+        ("full", "optimal"),
+    ]
+    assert m["status"] == "optimal" and m["proven_optimal"] and m["epochs_required"] == 18
+    assert m["schedule_from"] == "solver"
+    assert_agrees(m, sim)
+
+
 def test_no_symmetry_when_chunks_are_not_permuted():
     # a broadcast's root is fixed by no free automorphism: the full model is solved
     _, m, _ = run_teccl("ring:n=4,alpha=0", "broadcast", 4e6)
@@ -297,9 +310,13 @@ def test_epoch_cut_bound():
     _, m, _ = run_teccl(t, "allgather", 4 * GB)
     assert m["lower_bound_epochs"] == 3 and m["fewest_epochs"] < 3
     assert m["epochs_required"] == 3 and m["proven_optimal"] and m["gap"] == 0
-    # the warm start already meets the bound: returned as optimal without a solve
-    assert [h["status"] for h in m["horizons"]] == ["optimal (the heuristic meets the bound)"]
-    assert m["status"] == "optimal" and m["heuristic"]["epochs"] == 3
+    # the warm start already meets the bound: a short solve only for earlier deliveries
+    assert m["heuristic_meets_bound"] and m["heuristic"]["epochs"] == 3
+    assert [h["status"] for h in m["horizons"]] == ["optimal"] and m["status"] == "optimal"
+    # ... skipped where the model is too large for it: still optimal, from the heuristic
+    _, m, _ = run_teccl(t, "allgather", 4 * GB, max_nonzeros=1)
+    assert "skipped" in m["horizons"][0]["status"] and m["status"] == "optimal"
+    assert m["schedule_from"] == "heuristic" and m["proven_optimal"]
 
 
 def test_switch_copy_option_runs():

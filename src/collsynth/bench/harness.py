@@ -18,7 +18,7 @@ Suites:
   pipeline depth, tree height; and NVLS AllReduce on a DGX H100 beside ForestColl on the same
   machine without NVLink SHARP, MTEG on 10 NDv2 chassis with 1 and 4 chunks per rank, and
   MTEG on DGX-2 x2 with copying NVSwitches, with and without switch multicast
-  (``switch_copy=1``), and TE-CCL's MILP with a 50 s limit on DGX-2 x2, NDv2 x4 and an 8x5
+  (``switch_copy=1``), and TE-CCL's MILP with a 45 s limit on DGX-2 x2, NDv2 x4 and an 8x5
   mesh.
 * ``sim`` — simulator throughput (transfer-hops simulated per second) and the 1024-GPU ring
   AllGather with 8 chunks per rank.
@@ -148,10 +148,10 @@ def _cases_quality() -> list[Case]:
         Case("dgx_h100:nvls=0", "allreduce", "forestcoll", (1 * MB, 1 * GB)),
         Case("ndv2:chassis=10", "allgather", "mteg", (2**20,)),
         Case("ndv2:chassis=10", "allgather", "mteg", (2**20,), chunks=4),
-        # TE-CCL's MILP at real sizes (symmetric model, 50 s; bench teccl has the full table)
-        Case("dgx2:chassis=2", "allgather", "teccl", (1 * MB, 1 * GB), opts="time_limit=50"),
-        Case("ndv2:chassis=4", "allgather", "teccl", (1 * GB,), opts="time_limit=50,epoch=slow"),
-        Case("mesh2d:w=8,h=5", "allgather", "teccl", (1 * GB,), chunks=2, opts="time_limit=50"),
+        # TE-CCL's MILP at real sizes (symmetric model, 45 s; bench teccl has the full table)
+        Case("dgx2:chassis=2", "allgather", "teccl", (1 * MB, 1 * GB), opts="time_limit=45"),
+        Case("ndv2:chassis=4", "allgather", "teccl", (1 * GB,), opts="time_limit=45,epoch=slow"),
+        Case("mesh2d:w=8,h=5", "allgather", "teccl", (1 * GB,), chunks=2, opts="time_limit=45"),
         # switch multicast in MTEG (TE-CCL's copying NVSwitch), against copies one by one
         Case("dgx2:chassis=2,switch_copy=1", "allgather", "mteg", (1 * MB, 1 * GB)),
         Case(

@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -372,14 +372,12 @@ def _run_milp(
         "horizons": [],
     }
     K = k_user if k_user is not None else k_h
+    t_run = time.perf_counter()
     if k_h <= k_lb and k_user is None:
-        # the heuristic meets the lower bound: proven optimal in epochs, nothing to solve
-        info["horizons"].append({"K": k_h, "status": "optimal (the heuristic meets the bound)"})
-        info.update(
-            status="optimal", gap=0.0, epochs_required=k_h, horizon=k_h, makespan_gap=0.0,
-            proven_optimal=True, mip_gap=0.0,
-        )  # fmt: skip
-        return h_ops, info
+        # the heuristic meets the lower bound: its completion is optimal; a short solve only
+        # moves deliveries earlier (the reward), where the model is small enough for it
+        info["heuristic_meets_bound"] = True
+        solver = replace(solver, time_limit=min(solver.time_limit, POLISH_S))
     sym = _symmetry.find(t, com, grid) if solver.symmetry else None
     warm = (h_ops, k_h)
     if sym is not None:
@@ -393,9 +391,21 @@ def _run_milp(
     best_ops, best_done, status, gap_out, K = _milp_horizons(
         t, grid, com, dist, to_gpu, K, warm, switch_copy, obj, solver, info, sym
     )
+    left = solver.time_limit - (time.perf_counter() - t_run)
+    if sym is not None and best_done > info["lower_bound_epochs"] and left > 1.0:
+        # the full model from the symmetric solution, in the time left: its dual bound holds
+        # for every schedule (and it may find a non-symmetric improvement)
+        best_ops, best_done, status, gap_out = _full_polish(
+            t, grid, com, dist, to_gpu, (best_ops, best_done, status, gap_out),
+            switch_copy, obj, replace(solver, time_limit=left), info,
+        )  # fmt: skip
+    info["schedule_from"] = (
+        "solver" if best_done < k_h or not status.endswith("heuristic") else "heuristic"
+    )
     if best_done > k_h:  # the heuristic beats what the solver found in time
         best_ops, best_done = h_ops, k_h
         status = f"{status}_heuristic" if not status.endswith("heuristic") else status
+        info["schedule_from"] = "heuristic"
     lb = info["lower_bound_epochs"]
     mk_gap = max(0.0, (best_done - lb) / best_done) if best_done else 0.0
     info["mip_gap"] = float(gap_out)
@@ -406,8 +416,8 @@ def _run_milp(
         # cut bound, fewest epochs, HiGHS's dual bound of a full model): what the user waits
         # for; the MIP gap also counts the early-delivery reward
         gap_out = mk_gap
-        if best_done <= lb and status.startswith("time_limit") and "heuristic" not in status:
-            status = "optimal"  # the completion is proven optimal, the reward was not
+        if best_done <= lb:
+            status = "optimal"  # the completion is proven optimal (the reward may not be)
     elif sym is not None:
         gap_out = mk_gap
     info.update(
@@ -419,6 +429,27 @@ def _run_milp(
         proven_optimal=bool(best_done <= lb),
     )
     return best_ops, info
+
+
+#: Seconds a solve may take when the warm start already meets the lower bound (it can only
+#: move deliveries earlier).
+POLISH_S = 10.0
+
+
+def _full_polish(t, grid, com, dist, to_gpu, found, switch_copy, obj, solver, info):
+    """The full MILP at the symmetric solution's completion epoch, warm-started from it:
+    ``found`` (ops, completion, status, gap) or what the full model improves to. Its
+    horizon is recorded with ``model: full``."""
+    ops, done, status, gap = found
+    n = len(info["horizons"])
+    f_ops, f_done, f_status, f_gap, _ = _milp_horizons(
+        t, grid, com, dist, to_gpu, done, (ops, done), switch_copy, obj, solver, info, None
+    )
+    for h in info["horizons"][n:]:
+        h["model"] = "full"
+    if f_done <= done and not f_status.endswith("heuristic"):
+        return f_ops, f_done, f_status, f_gap
+    return ops, done, status, gap
 
 
 def _fewest_epochs(t: Topology, com: Commodities, dist: np.ndarray) -> int:
