@@ -234,6 +234,8 @@ def run_one(
         "synth_wall_s": synth_s,
         "columns": last.get("columns"),
         **({"symmetric_model": m["symmetric_model"]} if "symmetric_model" in m else {}),
+        "full_after_symmetric": any(h.get("model") == "full" for h in m["horizons"]),
+        "schedule_from": m.get("schedule_from"),
         "rows": last.get("rows"),
         "ops": sched.num_ops,
         "rounding_up_s": m["rounding_up_s"],
@@ -302,7 +304,9 @@ def to_markdown(rows: list[dict], time_limit: float) -> str:
             "10% + 2 s past its own limit is killed). `gap`: "
             "the completion epoch's gap to the epoch lower bound `K lb`, which holds for every "
             "schedule of the epoch model (symmetric or not). `model`: the full MILP or one "
-            "commodity per orbit of a group of order G (1/G). `x best`: sim / the best "
+            "commodity per orbit of a group of order G (1/G), then the full model from its "
+            "solution in the time left (`columns`: the last model solved). `x best`: sim / the "
+            "best "
             "simulated schedule (one chunk per GPU) of "
             f"{', '.join(OTHERS)}. `wall s`: synthesis, all of it.",
             "",
@@ -313,6 +317,8 @@ def to_markdown(rows: list[dict], time_limit: float) -> str:
         for r in targets:
             sm = r.get("symmetric_model")
             model = f"1/{sm['group_order']} (symmetric)" if sm else "full"
+            if sm and r.get("full_after_symmetric"):
+                model = f"1/{sm['group_order']}, then full"
             lines.append(
                 f"| {r['system']}{' ' + r['note'] if r.get('note') else ''} | {r['size']} "
                 f"| {r['status']} | {r['gap']:.3g} | {r['epochs_required']} "

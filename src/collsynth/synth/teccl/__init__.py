@@ -388,8 +388,14 @@ def _run_milp(
             info["symmetric_model"]["warm_start_epochs"] = got[1]
             if got[1] <= k_h:  # (a longer one would only make the model larger)
                 warm = (_symmetry.expand(sym, com, got[0]), k_h)
+    sym_solver = solver
+    if sym is not None:
+        # keep time for the full model after the symmetric one where it would be admitted
+        full_nnz = NNZ_PER_COLUMN * _milp.column_count(t, grid, com, K, dist, to_gpu, obj)
+        if solver.max_nnz and full_nnz <= solver.max_nnz * (1 - SYM_SHARE) * solver.time_limit:
+            sym_solver = replace(solver, time_limit=SYM_SHARE * solver.time_limit)
     best_ops, best_done, status, gap_out, K = _milp_horizons(
-        t, grid, com, dist, to_gpu, K, warm, switch_copy, obj, solver, info, sym
+        t, grid, com, dist, to_gpu, K, warm, switch_copy, obj, sym_solver, info, sym
     )
     left = solver.time_limit - (time.perf_counter() - t_run)
     if sym is not None and best_done > info["lower_bound_epochs"] and left > 1.0:
@@ -434,6 +440,10 @@ def _run_milp(
 #: Seconds a solve may take when the warm start already meets the lower bound (it can only
 #: move deliveries earlier).
 POLISH_S = 10.0
+#: The symmetric model's share of the time limit when the full model (about NNZ_PER_COLUMN
+#: nonzeros per column) would be admitted in the rest; otherwise it gets all of it.
+SYM_SHARE = 0.5
+NNZ_PER_COLUMN = 4
 
 
 def _full_polish(t, grid, com, dist, to_gpu, found, switch_copy, obj, solver, info):

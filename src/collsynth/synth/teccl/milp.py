@@ -84,6 +84,19 @@ def build(
     return MilpLayout(K, c.fq, c.fl, c.fk, c.h_index, c.u0, c.W, c.demand_q, c.demand_d, model)
 
 
+def column_count(
+    topology: Topology,
+    grid: EpochGrid,
+    com: Commodities,
+    K: int,
+    dist: np.ndarray,
+    to_gpu: np.ndarray,
+    objective: str = "makespan",
+) -> int:
+    """Columns the model at horizon ``K`` would have (without building its rows)."""
+    return _columns(topology, grid, com, K, dist, to_gpu, objective).ncol
+
+
 @dataclass
 class _Columns:
     """The column layout: flows ``f`` (commodity, link, epoch), buffers ``H`` and ``u``."""
