@@ -238,7 +238,7 @@ def test_structure_and_limits():
     assert _planted(long).check == "limits"
 
     def unknown(doc):
-        doc["gpus"][0]["threadblocks"][0]["ops"].insert(0, {"name": "glres"})
+        doc["gpus"][0]["threadblocks"][0]["ops"].insert(0, {"name": "rre"})
 
     assert _planted(unknown).check == "operations"
 
@@ -273,7 +273,7 @@ def test_cli_export_and_check(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert rc == 2 and len(err.splitlines()) == 1 and not q.exists()
     # a broken plan: one line naming the rule
-    doc["gpus"][0]["threadblocks"][0]["ops"].insert(0, {"name": "glres"})
+    doc["gpus"][0]["threadblocks"][0]["ops"].insert(0, {"name": "rre"})
     p.write_text(json.dumps(doc))
     rc = main(["check-mscclpp", str(p)])
     out, err = capsys.readouterr()
