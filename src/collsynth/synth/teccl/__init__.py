@@ -392,7 +392,8 @@ def _run_milp(
     if sym is not None:
         # keep time for the full model after the symmetric one where it would be admitted
         full_nnz = NNZ_PER_COLUMN * _milp.column_count(t, grid, com, K, dist, to_gpu, obj)
-        if solver.max_nnz and full_nnz <= solver.max_nnz * (1 - SYM_SHARE) * solver.time_limit:
+        rest = (1 - SYM_SHARE) * solver.time_limit
+        if solver.max_nnz and full_nnz * FULL_MARGIN <= solver.max_nnz * rest:
             sym_solver = replace(solver, time_limit=SYM_SHARE * solver.time_limit)
     best_ops, best_done, status, gap_out, K = _milp_horizons(
         t, grid, com, dist, to_gpu, K, warm, switch_copy, obj, sym_solver, info, sym
@@ -441,9 +442,11 @@ def _run_milp(
 #: move deliveries earlier).
 POLISH_S = 10.0
 #: The symmetric model's share of the time limit when the full model (about NNZ_PER_COLUMN
-#: nonzeros per column) would be admitted in the rest; otherwise it gets all of it.
+#: nonzeros per column) would be admitted in the rest FULL_MARGIN times over (so that it
+#: likely solves there); otherwise the symmetric model gets all of it.
 SYM_SHARE = 0.5
 NNZ_PER_COLUMN = 4
+FULL_MARGIN = 4
 
 
 def _full_polish(t, grid, com, dist, to_gpu, found, switch_copy, obj, solver, info):
