@@ -76,8 +76,9 @@ class Planner:
         self.op_edge: list[int] = []
         self.op_slot: list[int] = []
         self.op_parent: list[int] = []
-        # switch multicast (``graph.multicast``): the group's first member (-1: none), the
-        # route hops an op shares with it (booked by it), the windows the op itself booked
+        # switch multicast (``graph.multicast``): the transfer whose stream an op continues
+        # at a switch (-1: none), the route hops it shares with it (booked by that one), the
+        # windows the op itself booked, and its multicast group (-1: none)
         self.op_lead: list[int] = []
         self.op_shared: list[int] = []
         self.op_occ: list[tuple] = []
