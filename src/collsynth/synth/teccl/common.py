@@ -313,6 +313,10 @@ def _worker_call(kwargs: dict, hard: float) -> SolveInfo:
 
     global _WORKER
     t0 = time.perf_counter()
+    if kwargs.get("log") or (kwargs.get("highs_options") or {}).get("output_flag"):
+        # the log goes to the helper's stderr: a fresh helper writes it where stderr is now
+        # (it may have been redirected since the helper started)
+        _stop_worker()
     if _WORKER is None or _WORKER.poll() is not None:
         _WORKER = subprocess.Popen(
             [sys.executable, "-m", "collsynth.synth.teccl._worker"],
