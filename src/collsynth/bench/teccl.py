@@ -305,14 +305,16 @@ def to_markdown(rows: list[dict], time_limit: float) -> str:
             "the completion epoch's gap to the epoch lower bound `K lb`, which holds for every "
             "schedule of the epoch model (symmetric or not). `model`: the full MILP or one "
             "commodity per orbit of a group of order G (1/G), then the full model from its "
-            "solution in the time left (`columns`: the last model solved). `x best`: sim / the "
+            "solution in the time left (`columns`: the last model solved). `from`: the "
+            "solver's own schedule, or the heuristics' (also when HiGHS returned its warm "
+            "start unimproved). `x best`: sim / the "
             "best "
             "simulated schedule (one chunk per GPU) of "
             f"{', '.join(OTHERS)}. `wall s`: synthesis, all of it.",
             "",
-            "| system | size | status | gap | K | K lb | model | columns | sim | best other "
-            "| x best | x bound | wall s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| system | size | status | from | gap | K | K lb | model | columns | sim "
+            "| best other | x best | x bound | wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in targets:
             sm = r.get("symmetric_model")
@@ -321,7 +323,8 @@ def to_markdown(rows: list[dict], time_limit: float) -> str:
                 model = f"1/{sm['group_order']}, then full"
             lines.append(
                 f"| {r['system']}{' ' + r['note'] if r.get('note') else ''} | {r['size']} "
-                f"| {r['status']} | {r['gap']:.3g} | {r['epochs_required']} "
+                f"| {r['status']} | {r.get('schedule_from') or '-'} | {r['gap']:.3g} "
+                f"| {r['epochs_required']} "
                 f"| {r['lower_bound_epochs']} | {model} | {r['columns']} "
                 f"| {fmt_time(r['sim_s'])} | {r['best_other']} {fmt_time(r['best_other_s'])} "
                 f"| {r['ratio_to_best']:.4g} | {r['ratio_to_bound']:.3g} "

@@ -395,20 +395,20 @@ def _run_milp(
         rest = (1 - SYM_SHARE) * solver.time_limit
         if solver.max_nnz and full_nnz * FULL_MARGIN <= solver.max_nnz * rest:
             sym_solver = replace(solver, time_limit=SYM_SHARE * solver.time_limit)
-    best_ops, best_done, status, gap_out, K = _milp_horizons(
+    best_ops, best_done, status, gap_out, K, kept = _milp_horizons(
         t, grid, com, dist, to_gpu, K, warm, switch_copy, obj, sym_solver, info, sym
     )
     left = solver.time_limit - (time.perf_counter() - t_run)
     if sym is not None and best_done > info["lower_bound_epochs"] and left > 1.0:
         # the full model from the symmetric solution, in the time left: its dual bound holds
         # for every schedule (and it may find a non-symmetric improvement)
-        best_ops, best_done, status, gap_out = _full_polish(
-            t, grid, com, dist, to_gpu, (best_ops, best_done, status, gap_out),
+        best_ops, best_done, status, gap_out, kept = _full_polish(
+            t, grid, com, dist, to_gpu, (best_ops, best_done, status, gap_out, kept),
             switch_copy, obj, replace(solver, time_limit=left), info,
         )  # fmt: skip
-    info["schedule_from"] = (
-        "solver" if best_done < k_h or not status.endswith("heuristic") else "heuristic"
-    )
+    # where the schedule came from: the solver's own, or the heuristics' (HiGHS returning its
+    # warm start unimproved counts as the heuristics')
+    info["schedule_from"] = "heuristic" if kept else "solver"
     if best_done > k_h:  # the heuristic beats what the solver found in time
         best_ops, best_done = h_ops, k_h
         status = f"{status}_heuristic" if not status.endswith("heuristic") else status
@@ -451,18 +451,19 @@ FULL_MARGIN = 4
 
 def _full_polish(t, grid, com, dist, to_gpu, found, switch_copy, obj, solver, info):
     """The full MILP at the symmetric solution's completion epoch, warm-started from it:
-    ``found`` (ops, completion, status, gap) or what the full model improves to. Its
-    horizon is recorded with ``model: full``."""
-    ops, done, status, gap = found
+    ``found`` (ops, completion, status, gap, whether it is the heuristics' warm start) or what
+    the full model improves to. Its horizon is recorded with ``model: full``."""
+    ops, done, status, gap, kept = found
     n = len(info["horizons"])
-    f_ops, f_done, f_status, f_gap, _ = _milp_horizons(
+    f_ops, f_done, f_status, f_gap, _, f_kept = _milp_horizons(
         t, grid, com, dist, to_gpu, done, (ops, done), switch_copy, obj, solver, info, None
     )
     for h in info["horizons"][n:]:
         h["model"] = "full"
     if f_done <= done and not f_status.endswith("heuristic"):
-        return f_ops, f_done, f_status, f_gap
-    return ops, done, status, gap
+        # (the full model keeping the symmetric solution keeps its origin)
+        return f_ops, f_done, f_status, f_gap, kept and f_kept
+    return ops, done, status, gap, kept
 
 
 def _fewest_epochs(t: Topology, com: Commodities, dist: np.ndarray) -> int:
@@ -519,8 +520,9 @@ def _milp_horizons(
 ):
     """Solve at horizon ``K``, grown while below the epoch lower bound or infeasible, until a
     solution, the time limit or a model too large: ``(ops, completion epoch, status, MIP gap,
-    last K)`` (the heuristic ``heur`` while nothing better is found). With ``sym`` the model
-    has one commodity per orbit (:mod:`.symmetry`)."""
+    last K, whether the result is the warm start itself)`` (the heuristic ``heur`` while
+    nothing better is found). With ``sym`` the model has one commodity per orbit
+    (:mod:`.symmetry`)."""
     h_ops, k_h = heur
     k_lb = info["lower_bound_epochs"]
     mcom = com if sym is None else sym.representatives(com)
@@ -528,6 +530,7 @@ def _milp_horizons(
     classes = (None, None) if sym is None else (sym.link_class, sym.weight)
     t0 = time.perf_counter()
     best_ops, best_done, status, gap_out = h_ops, k_h, "heuristic", float("nan")
+    kept = True  # the result is the warm start (or the heuristic) itself
     while True:
         remaining = solver.time_limit - (time.perf_counter() - t0)
         if K < k_lb:
@@ -569,10 +572,16 @@ def _milp_horizons(
         if res.has_solution:
             assert res.x is not None  # a solution comes with its column values
             ops, done = _milp_ops(layout, t, mcom, grid, res.x, switch_copy, entry, sym, com)
+            if start is not None:  # did HiGHS find better than what it was given?
+                w_obj = float(layout.model.cost @ start)
+                entry["improved_warm_start"] = bool(
+                    res.objective < w_obj - 1e-9 * max(1.0, abs(w_obj))
+                )
             if done <= best_done or status == "heuristic":
                 best_ops, best_done = ops, done
                 status = res.status
                 gap_out = res.gap
+                kept = not entry.get("improved_warm_start", True)
             if obj == "makespan" and np.isfinite(res.dual_bound) and sym is None:
                 # (a symmetric model's bound holds only for symmetric schedules)
                 # objective = W * epochs - (early-delivery reward in [0, W)): epochs >= dual / W
@@ -587,7 +596,7 @@ def _milp_horizons(
             continue
         status = f"{res.status}_heuristic"
         break
-    return best_ops, best_done, status, gap_out, K
+    return best_ops, best_done, status, gap_out, K, kept
 
 
 def _too_large(layout, K: int, remaining: float, max_nnz: float, info: dict) -> bool:
