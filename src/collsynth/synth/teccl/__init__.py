@@ -36,9 +36,9 @@ Where it departs from TE-CCL (details in ``docs/teccl.md``):
   ``paper`` is TE-CCL's default objective alone. TE-CCL's ``TOTAL_DEMAND`` and ``ASTAR`` are
   not implemented (an input file asking for them gets ``makespan``, with a note).
 * **K**: TE-CCL probes feasibility with a binary search over the epoch length; here the
-  horizon is the completion of the better of two epoch-model heuristics — the ``spt``
-  schedule placed greedily into epochs, and rarest-first flooding (AllGather/Broadcast) — a
-  feasible MILP solution passed to HiGHS as the warm start; or the user's ``epochs``, grown
+  horizon is the completion of the best epoch-model heuristic — the ``spt`` schedule placed
+  greedily into epochs, and for AllGather/Broadcast rarest-first flooding and the ``mteg``
+  schedule placed into epochs — a feasible MILP solution passed to HiGHS as the warm start; or the user's ``epochs``, grown
   by 1.5x while infeasible. The MILP then minimises the completion epoch within that
   horizon. The AllToAll LP bisects K between a lower bound and that heuristic.
 * **Uplinks into switches** carry integer flows (one copy per destination behind the switch,
@@ -363,7 +363,7 @@ def _run_milp(
     dist = epoch_distances(t, grid.delay)
     to_gpu = to_gpu_distance(t, grid.delay)
     k_path = _fewest_epochs(t, com, dist)
-    h_ops, k_h, heuristic = _milp_heuristic(t, grid, collective, size)
+    h_ops, k_h, heuristic, tried = _milp_heuristic(t, grid, collective, size)
     k_lb = epoch_cut_bound(t, grid, com, dist, to_gpu, k_path, k_h)
     info: dict[str, Any] = {
         "heuristic": heuristic,
@@ -383,7 +383,11 @@ def _run_milp(
     if sym is not None:
         info["symmetric_model"] = sym.to_dict(com)
         # a symmetric warm start (the heuristic's own is not symmetric, so infeasible there)
-        got = _symmetry.greedy_epochs(t, grid, _spt(t, collective), sym, com)
+        got = None
+        for sched in tried:
+            one = _symmetry.greedy_epochs(t, grid, sched, sym, com)
+            if one is not None and (got is None or one[1] < got[1]):
+                got = one
         if got is not None:
             info["symmetric_model"]["warm_start_epochs"] = got[1]
             if got[1] <= k_h:  # (a longer one would only make the model larger)
@@ -485,12 +489,20 @@ def _spt(t: Topology, collective: Collective) -> Schedule:
     return synthesize("spt", t, collective)
 
 
+#: Largest AllGather/Broadcast for which the MTEG schedule is also tried as the warm start.
+MTEG_MAX_RANKS = 128
+
+
 def _milp_heuristic(t: Topology, grid: EpochGrid, collective: Collective, size: float):
-    """The warm start and horizon: the spt schedule placed into epochs, or rarest-first
-    flooding (AllGather, Broadcast) when it finishes earlier; ``(ops, epochs, facts)``."""
+    """The warm start and horizon: the spt schedule placed into epochs, or for AllGather and
+    Broadcast rarest-first flooding or the MTEG schedule placed into epochs (up to
+    ``MTEG_MAX_RANKS`` ranks) when they finish earlier: ``(ops, epochs, facts, the IR
+    schedules tried)``."""
     from ...sim import simulate
+    from .. import synthesize
 
     heur = _spt(t, collective)
+    tried = [heur]
     heur_sim = simulate(heur, size).time_s
     h_ops, k_h = greedy_epochs(t, grid, heur)
     heuristic = {"algorithm": "spt", "sim_time_s": heur_sim, "epochs": k_h, "spt_epochs": k_h}
@@ -501,7 +513,19 @@ def _milp_heuristic(t: Topology, grid: EpochGrid, collective: Collective, size: 
             if flood[1] < k_h:
                 h_ops, k_h = flood
                 heuristic.update(algorithm="flood", epochs=k_h)
-    return h_ops, k_h, heuristic
+        if collective.num_ranks <= MTEG_MAX_RANKS:
+            try:
+                m = synthesize("mteg", t, collective, size=size)
+            except CollsynthError:
+                m = None  # (a fabric MTEG cannot route: the others stand)
+            if m is not None:
+                tried.append(m)
+                m_ops, k_m = greedy_epochs(t, grid, m)
+                heuristic["mteg_epochs"] = k_m
+                if k_m < k_h:
+                    h_ops, k_h = m_ops, k_m
+                    heuristic.update(algorithm="mteg", epochs=k_h)
+    return h_ops, k_h, heuristic, tried
 
 
 def _milp_horizons(
