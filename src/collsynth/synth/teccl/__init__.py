@@ -38,9 +38,10 @@ Where it departs from TE-CCL (details in ``docs/teccl.md``):
 * **K**: TE-CCL probes feasibility with a binary search over the epoch length; here the
   horizon is the completion of the best epoch-model heuristic — the ``spt`` schedule placed
   greedily into epochs, and for AllGather/Broadcast rarest-first flooding and the ``mteg``
-  schedule placed into epochs — a feasible MILP solution passed to HiGHS as the warm start; or the user's ``epochs``, grown
-  by 1.5x while infeasible. The MILP then minimises the completion epoch within that
-  horizon. The AllToAll LP bisects K between a lower bound and that heuristic.
+  schedule placed into epochs — a feasible MILP solution passed to HiGHS as the warm
+  start; or the user's ``epochs``, grown by 1.5x while infeasible. The MILP then minimises
+  the completion epoch within that horizon. The AllToAll LP bisects K between a lower bound
+  and that heuristic.
 * **Uplinks into switches** carry integer flows (one copy per destination behind the switch,
   as switches do not copy by default); TE-CCL's flows are binary everywhere.
 * **Output**: the solution is pruned (transfers feeding no destination are dropped, as
