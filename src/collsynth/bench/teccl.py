@@ -10,8 +10,11 @@ systems (as TE-CCL's own runs), and ``alpha_ratio_max=4`` — the epoch is at le
 the smallest alpha — so that small sizes stay at tens of epochs instead of TE-CCL's hundreds.
 Besides the systems at 1 KB, 1 MB and 1 GB: epoch-granularity rows (label ``grain``) and DGX-1
 with per-link random alphas in [0.3, 3] us (label ``alpha``), the heterogeneous-alpha setting
-of Srinivasan's study of TE-CCL. Each row is one run (``--repeat`` does not apply: the solver
-runs under a time limit).
+of Srinivasan's study of TE-CCL; and issue 20's large cases (label ``target``: DGX-2 x2,
+NDv2 x4 and an 8x5 mesh with random alphas, 45 s per case, fast or slow epochs and 1 to 4
+chunks per GPU) against the best simulated schedule of the other algorithms, in a table of
+their own. Each row is one run (``--repeat`` does not apply: the solver runs under a time
+limit).
 """
 
 from __future__ import annotations
