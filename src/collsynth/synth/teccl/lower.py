@@ -284,14 +284,9 @@ def _greedy(
         ready = int(arrive[deps].max()) if len(deps) else 0
         offs = np.concatenate(([0], np.cumsum(d[route])[:-1])).astype(np.int64).tolist()
         k = ready
-        if images is None:
-            while not use.fits(route, k, offs):
-                k += 1
-            use.add(route, k, offs)
-        else:
-            routes = images(route)
-            while not use.place_all(routes, k, offs):
-                k += 1
+        routes = [route] if images is None else images(route)
+        while not use.place_all(routes, k, offs):
+            k += 1
         arr = k + offs[-1] + int(d[route[-1]])
         arrive[i] = arr
         dep = int(pos[deps[0]]) if len(deps) else -1
@@ -392,9 +387,8 @@ def compact_epochs(
             hops.update(dict.fromkeys(zip(route, offs)))
         links, offsets = [h[0] for h in hops], [h[1] for h in hops]
         k = int(arrive[o.dep]) if o.dep >= 0 else 0
-        while not use.fits(links, k, offsets):
+        while not use.place_all([links], k, offsets):
             k += 1
-        use.add(links, k, offsets)
         for j in unit:
             oj = ops[j]
             route = list(oj.route)
