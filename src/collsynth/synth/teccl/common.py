@@ -133,20 +133,35 @@ def epoch_cut_bound(
     ``k_lo``; ``k_hi`` when no smaller horizon passes): for every rank and every chassis,
     server, pod, dc or group region ``S`` (:func:`collsynth.bound.groupings`), each chunk
     from outside with a destination inside must cross a link into ``S``, no earlier than its
-    *release* ``r_q`` (the fewest epochs from its source to the tail of a link into ``S``);
-    link ``l`` starts at most ``per_window[l]`` crossings in any ``window[l]`` epochs, and
-    late enough to reach a GPU by the horizon. For every release threshold ``r``, the chunks
-    released at ``r`` or later must fit the crossings that start at ``r`` or later. Valid for
-    every schedule of the model, symmetric or not."""
-    from ...bound import groupings
-
+    *release* ``r_q`` (the fewest epochs from its source to the tail of a link into ``S``).
+    Its first crossing must also leave time to reach its farthest destination inside: after
+    it, every destination ``d`` gets the chunk no sooner than the smallest delay of a link
+    into ``S`` plus the fewest epochs from the nearest head of such a link to ``d``; so the
+    first crossing starts by ``K - tail_q`` (the chunk's *tail*). Link ``l`` starts at most
+    ``per_window[l]`` crossings in any ``window[l]`` epochs, and late enough to reach a GPU
+    by the horizon. For every release threshold ``r`` and tail threshold ``e``, the chunks
+    released at ``r`` or later with a tail of ``e`` or more must fit the crossings that start
+    from ``r`` to ``K - e`` (Hall's condition for unit jobs with release dates and
+    deadlines). Valid for every schedule of the model, symmetric or not."""
     t = topology
-    src_nodes = t.compute_nodes[com.src]
     if not len(com):
         return max(k_lo, 0)
     tail_len = grid.delay + np.where(to_gpu[t.link_dst] >= INF, INF // 2, to_gpu[t.link_dst])
-    # (links entering S, their earliest start, release thresholds, chunks released at or after)
-    sets: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    sets = _cut_sets(t, grid, com, dist)
+    for K in range(max(k_lo, 0), k_hi):
+        if all(_cuts_fit(grid, tail_len, K, *one) for one in sets):
+            return K
+    return max(k_lo, k_hi)
+
+
+def _cut_sets(t: Topology, grid: Any, com: Commodities, dist: np.ndarray) -> list[tuple]:
+    """Per region (see :func:`epoch_cut_bound`): ``(links entering it, their earliest
+    start, release thresholds, tail thresholds, chunks with release and tail at or above
+    each pair)``."""
+    from ...bound import groupings
+
+    src_nodes = t.compute_nodes[com.src]
+    sets: list[tuple] = []
     for _, regions in groupings(t):
         for region in regions:
             inside = np.zeros(t.num_nodes, dtype=bool)
@@ -162,21 +177,36 @@ def epoch_cut_bound(
                 continue
             d = dist[src_nodes[needs]][:, t.link_src[enter]]  # (chunks, links)
             release = d.min(axis=1)
-            thresholds = np.unique(release[release < INF])
-            count = np.array([(release >= r).sum() for r in thresholds])
-            sets.append((enter, d.min(axis=0), thresholds, count))
-    for K in range(max(k_lo, 0), k_hi):
-        ok = True
-        for enter, lo, thresholds, count in sets:
-            first = np.maximum(thresholds[:, None], np.minimum(lo, K)[None, :])
-            n = np.maximum(0, K - tail_len[enter][None, :] - first + 1)
-            cap = (grid.per_window[enter][None, :] * -(-n // grid.window[enter][None, :])).sum(1)
-            if np.any(cap < count):
-                ok = False
-                break
-        if ok:
-            return K
-    return max(k_lo, k_hi)
+            # the nearest head of an entering link to every node, then each chunk's farthest
+            # destination inside
+            near = dist[np.unique(t.link_dst[enter])].min(axis=0)
+            far = np.array(
+                [
+                    int(near[t.compute_nodes[ds[inside[t.compute_nodes[ds]]]]].max())
+                    for q, ds in enumerate(com.dests)
+                    if needs[q]
+                ]
+            )
+            tail = np.where(far >= INF, 0, far + int(grid.delay[enter].min()))
+            ok = release < INF
+            r_th = np.unique(release[ok])
+            e_th = np.unique(tail[ok])
+            count = (
+                (release[ok][None, None, :] >= r_th[:, None, None])
+                & (tail[ok][None, None, :] >= e_th[None, :, None])
+            ).sum(axis=2)
+            sets.append((enter, d.min(axis=0), r_th, e_th, count))
+    return sets
+
+
+def _cuts_fit(grid: Any, tail_len: np.ndarray, K: int, enter, lo, r_th, e_th, count) -> bool:
+    """Whether horizon ``K`` passes one region's cut conditions."""
+    first = np.maximum(r_th[:, None], np.minimum(lo, K)[None, :])  # (R, L)
+    last = np.minimum(K - tail_len[enter][None, :], K - e_th[:, None])  # (E, L)
+    n = np.maximum(0, last[None, :, :] - first[:, None, :] + 1)  # (R, E, L)
+    win = grid.window[enter]
+    cap = (grid.per_window[enter] * -(-n // win)).sum(axis=2)
+    return bool(np.all(cap >= count))
 
 
 def ragged_arange(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
