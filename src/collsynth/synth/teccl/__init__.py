@@ -378,7 +378,12 @@ def _run_milp(
         # the heuristic meets the lower bound: its completion is optimal; a short solve only
         # moves deliveries earlier (the reward), where the model is small enough for it
         info["heuristic_meets_bound"] = True
-        solver = replace(solver, time_limit=min(solver.time_limit, POLISH_S))
+        # (admitted only with FULL_MARGIN headroom: a polish killed at its limit is wasted)
+        solver = replace(
+            solver,
+            time_limit=min(solver.time_limit, POLISH_S),
+            max_nnz=solver.max_nnz / FULL_MARGIN,
+        )
     sym = _symmetry.find(t, com, grid) if solver.symmetry else None
     warm = (h_ops, k_h)
     if sym is not None:

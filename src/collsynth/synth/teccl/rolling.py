@@ -36,6 +36,10 @@ from .common import INF, Commodities, EpochOp, solve
 from .epochs import EpochGrid
 
 
+#: Relative MIP gap a window that is not the last stops at (its reward only steers).
+WINDOW_GAP = 0.01
+
+
 @dataclass
 class Flows:
     """Flows committed so far: commodity, link and absolute epoch of each (one per copy)."""
@@ -154,10 +158,11 @@ def rolling_horizon(
     done = Flows.empty()
     tail = Flows.empty()  # the last window's uncommitted flows (relative to the next one)
     k0 = 0
+    extra = 0  # epochs added to the last window while it is infeasible
     while True:
         left = solver.time_limit - (time.perf_counter() - t0)
         final = goal - k0 <= window
-        K = goal - k0 if final else window
+        K = goal - k0 + extra if final else window
         n_left = 1 if final else 2 + math.ceil((goal - k0 - window) / step)
         st = state_at(t, grid, com, done, k0, K, final, *classes)
         layout = _milp.build(
@@ -174,12 +179,15 @@ def rolling_horizon(
         res = solve(
             layout.model,
             time_limit=budget,
-            gap=solver.gap,
+            gap=max(solver.gap, WINDOW_GAP) if not final else solver.gap,
             seed=solver.seed,
             start=start,
             highs_options=solver.highs_options,
         )
         entry.update(status=res.status, wall_s=res.wall_s, warm_start=res.warm_start)
+        if final and res.status == "infeasible" and extra < window:
+            extra = min(window, max(1, 2 * extra))  # too little left: a longer last window
+            continue
         if not res.has_solution:
             return None
         assert res.x is not None  # a solution comes with its column values
