@@ -24,12 +24,6 @@ Rows:
 * destination: ``H[q,d,K] = 1`` for every ``d`` in ``D_q``;
 * makespan: ``u[k] + H[q,d,k] >= 1``.
 
-A model may also start from a :class:`WindowState` instead of the sources (a window of the
-rolling horizon, :mod:`.rolling`): ranks already holding a commodity send freely like its
-source, arrivals already under way (at GPUs and into switches) are constants on the right of
-the buffer and switch rows, capacity already used is taken off the capacity rows, and a
-window that is not the last one has no destination rows.
-
 Objective ``makespan`` (default): minimise ``W * sum u + sum over demands and epochs of
 (1 - H)`` with ``W`` larger than the second sum — the completion epoch first (TE-CCL's
 ``BINARY_USED_EPOCHS``), then every delivery as early as possible (TE-CCL's ``PAPER``
@@ -61,45 +55,6 @@ class MilpLayout:
     model: Model
 
 
-@dataclass
-class WindowState:
-    """Where a model starts, in epochs relative to its first one: from the sources
-    (:func:`start_state`), or from what earlier windows of the rolling horizon committed."""
-
-    holds: np.ndarray  # (Q, ranks) bool: the rank holds the commodity from epoch 0
-    reach: np.ndarray  # (Q, nodes) int64: earliest epoch the node has it (INF: not yet)
-    pending: np.ndarray  # (Q, ranks, K+1): arrivals at GPUs already under way
-    switch_keys: np.ndarray  # sorted (q * nodes + switch) * (K+1) + epoch of arrivals under way
-    switch_count: np.ndarray  # how many arrive with each key
-    used: np.ndarray | None = None  # (link classes, K+1): capacity already used
-    final: bool = True  # every demand must be met by epoch K
-
-
-def start_state(topology: Topology, com: Commodities, K: int) -> WindowState:
-    """The whole problem's start: every commodity at its source only."""
-    t = topology
-    Q = len(com)
-    holds = np.zeros((Q, t.num_ranks), dtype=bool)
-    holds[np.arange(Q), com.src] = True
-    reach = np.full((Q, t.num_nodes), INF, dtype=np.int64)
-    reach[np.arange(Q), t.compute_nodes[com.src]] = 0
-    none = np.zeros(0, dtype=np.int64)
-    return WindowState(holds, reach, np.zeros((Q, t.num_ranks, K + 1)), none, none)
-
-
-def _reach_to(reach: np.ndarray, dist: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """``(Q, len(targets))``: the earliest epoch each commodity can be at each target node
-    (INF where it cannot)."""
-    out = np.full((len(reach), len(targets)), INF, dtype=np.int64)
-    sub = dist[:, targets]
-    for n in np.flatnonzero((reach < INF).any(axis=0)).tolist():
-        r = reach[:, n]
-        have = r < INF
-        cand = np.where(sub[n][None, :] < INF, r[have][:, None] + sub[n][None, :], INF)
-        out[have] = np.minimum(out[have], cand)
-    return out
-
-
 def build(
     topology: Topology,
     grid: EpochGrid,
@@ -111,21 +66,18 @@ def build(
     objective: str = "makespan",
     link_class: np.ndarray | None = None,
     weight: np.ndarray | None = None,
-    state: WindowState | None = None,
 ) -> MilpLayout:
     """The MILP at horizon ``K`` (columns and rows: see the module doc). With ``link_class``
     and ``weight`` (the symmetric model, :mod:`.symmetry`), capacity rows are per link class
-    and a flow on link ``l`` counts ``weight[l]`` times. ``state``: where the model starts
-    (default: the sources)."""
+    and a flow on link ``l`` counts ``weight[l]`` times."""
     t = topology
-    st = start_state(t, com, K) if state is None else state
-    c = _columns(t, grid, com, K, dist, to_gpu, objective, st)
-    cost, lower, upper, integer, f_upper = _bounds_and_cost(t, grid, c, dist, objective, st)
+    c = _columns(t, grid, com, K, dist, to_gpu, objective)
+    cost, lower, upper, integer, f_upper = _bounds_and_cost(t, grid, com, c, dist, objective)
     blocks = RowBlocks()
-    _buffer_rows(blocks, t, grid, c, st)
-    _send_rows(blocks, t, c, f_upper, st)
-    _switch_rows(blocks, t, grid, c, switch_copy, st)
-    _capacity_rows(blocks, grid, c, link_class, weight, st.used)
+    _buffer_rows(blocks, t, grid, c)
+    _send_rows(blocks, t, com, c, f_upper)
+    _switch_rows(blocks, t, grid, c, switch_copy)
+    _capacity_rows(blocks, grid, c, link_class, weight)
     if objective == "makespan" and K > 0:
         _makespan_rows(blocks, c)
     model = blocks.model(cost, lower, upper, integer)
@@ -142,8 +94,7 @@ def column_count(
     objective: str = "makespan",
 ) -> int:
     """Columns the model at horizon ``K`` would have (without building its rows)."""
-    st = start_state(topology, com, K)
-    return _columns(topology, grid, com, K, dist, to_gpu, objective, st).ncol
+    return _columns(topology, grid, com, K, dist, to_gpu, objective).ncol
 
 
 @dataclass
@@ -189,21 +140,18 @@ def _columns(
     dist: np.ndarray,
     to_gpu: np.ndarray,
     objective: str,
-    st: WindowState,
 ) -> _Columns:
-    """Flow columns where they can matter, buffer columns of every GPU that does not hold
-    the commodity yet, demands not met yet and (makespan) the ``u`` columns."""
+    """Flow columns where they can matter, buffer columns of every non-source GPU, demands
+    and (makespan) the ``u`` columns."""
     Q = len(com)
     R = t.num_ranks
+    src_node = t.compute_nodes[com.src]
     tail, head = t.link_src, t.link_dst
     d = grid.delay
     # ---------------------------------------------------------------- flow columns
-    lo = _reach_to(st.reach, dist, tail)  # (Q, L)
+    lo = dist[src_node][:, tail]  # (Q, L)
     hi = K - d - np.where(to_gpu[head] >= INF, K + 1, to_gpu[head])  # (L,)
-    # no flow into a GPU that holds the commodity or already has it on its way
-    blocked = np.zeros((Q, t.num_nodes), dtype=bool)
-    blocked[:, t.compute_nodes] = st.holds | (st.pending.sum(axis=2) > 0)
-    ok = (lo < INF) & ~blocked[:, head]
+    ok = (lo < INF) & (head[None, :] != src_node[:, None])
     counts = np.where(ok, np.maximum(0, hi[None, :] - np.minimum(lo, K) + 1), 0)
     counts = np.where(ok & (lo <= hi[None, :]), counts, 0)
     qq, ll = np.nonzero(counts)
@@ -214,20 +162,19 @@ def _columns(
     nf = len(fq)
     # ---------------------------------------------------------------- buffer columns
     h_index = np.full((Q, R, K + 1), -1, dtype=np.int64)
-    has_h = ~st.holds
+    has_h = np.ones((Q, R), dtype=bool)
+    has_h[np.arange(Q), com.src] = False
     nh = int(has_h.sum()) * (K + 1)
     h_index[has_h] = nf + np.arange(nh, dtype=np.int64).reshape(-1, K + 1)
     hq, hr = np.nonzero(has_h)
     ncol = nf + nh
-    # demands not met yet
+    # demands
     demand_q = (
         np.concatenate([np.full(len(ds), q, dtype=np.int64) for q, ds in enumerate(com.dests)])
         if Q
-        else np.zeros(0, np.int64)
+        else np.zeros(0, int)
     )
-    demand_d = np.concatenate(com.dests) if Q else np.zeros(0, np.int64)
-    open_ = ~st.holds[demand_q, demand_d]
-    demand_q, demand_d = demand_q[open_], demand_d[open_]
+    demand_d = np.concatenate(com.dests) if Q else np.zeros(0, int)
     nd = len(demand_q)
     u0 = -1
     W = 0.0
@@ -239,7 +186,7 @@ def _columns(
 
 
 def _bounds_and_cost(
-    t: Topology, grid: EpochGrid, c: _Columns, dist: np.ndarray, objective: str, st: WindowState
+    t: Topology, grid: EpochGrid, com: Commodities, c: _Columns, dist: np.ndarray, objective: str
 ) -> tuple[np.ndarray, ...]:
     """Column bounds, integrality and the objective: ``(cost, lower, upper, integer, upper
     bound of every flow column)``."""
@@ -254,13 +201,14 @@ def _bounds_and_cost(
     # behind the switch, since switches do not copy by default); into a GPU once at most
     f_upper = np.where(t.kind_codes[head[c.fl]] != 0, grid.per_window[c.fl], 1).astype(np.float64)
     upper[:nf] = f_upper
-    # H bounds: zero before the earliest arrival, one at K for demands (in a last window)
-    earliest = _reach_to(st.reach, dist, t.compute_nodes)[c.hq, c.hr]  # per (q, r) pair
+    # H bounds: zero before the earliest arrival, one at K for demands
+    src_node = t.compute_nodes[com.src]
+    earliest = dist[src_node[c.hq], t.compute_nodes[c.hr]]  # per (q, r) pair
     h_block = c.h_index[c.hq, c.hr]  # (pairs, K+1)
     before = np.arange(K + 1)[None, :] < earliest[:, None]
     upper[h_block[before]] = 0.0
-    if st.final:
-        lower[c.h_index[c.demand_q, c.demand_d, K]] = 1.0
+    dem_cols_K = c.h_index[c.demand_q, c.demand_d, K]
+    lower[dem_cols_K] = 1.0
     # objective
     if objective == "makespan":
         cost[c.u0 : c.u0 + K] = c.W
@@ -270,11 +218,8 @@ def _bounds_and_cost(
     return cost, lower, upper, integer, f_upper
 
 
-def _buffer_rows(
-    blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns, st: WindowState
-) -> None:
-    """``H[q,v,k] = H[q,v,k-1] + arrivals at k`` (row id = H column - nf); arrivals already
-    under way are the right-hand side."""
+def _buffer_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns) -> None:
+    """``H[q,v,k] = H[q,v,k-1] + arrivals at k`` (row id = H column - nf)."""
     K, nf, nh = c.K, c.nf, c.nh
     fq, fl, fk = c.fq, c.fl, c.fk
     hcols = np.arange(nf, nf + nh, dtype=np.int64)
@@ -286,26 +231,24 @@ def _buffer_rows(
     fa = np.flatnonzero(f_head_gpu)
     arr_k = fk[fa] + grid.delay[fl[fa]]
     arr_rows = c.h_index[fq[fa], arr_rank[fa], arr_k] - nf
-    rhs = st.pending[c.hq, c.hr].ravel()
     blocks.add(
         np.concatenate((r1, r1[prev], arr_rows)),
         np.concatenate((hcols, hcols[prev] - 1, fa)),
         np.concatenate((np.ones(nh), -np.ones(int(prev.sum())), -np.ones(len(fa)))),
-        rhs,
-        rhs,
+        0.0,
+        0.0,
         nh,
     )
 
 
 def _send_rows(
-    blocks: RowBlocks, t: Topology, c: _Columns, f_upper: np.ndarray, st: WindowState
+    blocks: RowBlocks, t: Topology, com: Commodities, c: _Columns, f_upper: np.ndarray
 ) -> None:
-    """GPU send with copy: ``f[q,l,k] <= U(l) H[q,tail(l),k]`` (a rank holding the
-    commodity from the start, such as its source, sends freely)."""
+    """GPU send with copy: ``f[q,l,k] <= U(l) H[q,tail(l),k]`` (the source sends freely)."""
     fq, fl, fk = c.fq, c.fl, c.fk
     tail_gpu = t.kind_codes[t.link_src[fl]] == 0
-    tail_rank = np.maximum(t.rank_of_node[t.link_src[fl]], 0)
-    fs = np.flatnonzero(tail_gpu & ~st.holds[fq, tail_rank])
+    tail_rank = t.rank_of_node[t.link_src[fl]]
+    fs = np.flatnonzero(tail_gpu & (tail_rank != com.src[fq]))
     ns = len(fs)
     blocks.add(
         np.concatenate((np.arange(ns), np.arange(ns))),
@@ -318,15 +261,10 @@ def _send_rows(
 
 
 def _switch_rows(
-    blocks: RowBlocks,
-    t: Topology,
-    grid: EpochGrid,
-    c: _Columns,
-    switch_copy: bool,
-    st: WindowState,
+    blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns, switch_copy: bool
 ) -> None:
     """Switches forward in the epoch a chunk arrives: out-flows <= arrivals (together, or
-    each out-link alone with ``switch_copy``); arrivals already under way are constants."""
+    each out-link alone with ``switch_copy``)."""
     K, fq, fl, fk = c.K, c.fq, c.fl, c.fk
     tail, head = t.link_src, t.link_dst
     f_tail_sw = np.flatnonzero(t.kind_codes[tail[fl]] != 0)
@@ -345,7 +283,7 @@ def _switch_rows(
             np.concatenate((f_tail_sw, f_head_sw)),
             np.concatenate((np.ones(no), -np.ones(len(key_in)))),
             -np.inf,
-            _under_way(st, keys),
+            0.0,
             len(keys),
         )
     else:
@@ -363,17 +301,9 @@ def _switch_rows(
             np.concatenate((f_tail_sw, c_in)),
             np.concatenate((np.ones(no), -np.ones(len(c_in)))),
             -np.inf,
-            _under_way(st, key_out),
+            0.0,
             no,
         )
-
-
-def _under_way(st: WindowState, keys: np.ndarray) -> np.ndarray:
-    """How many arrivals already under way each switch key has."""
-    if not len(st.switch_keys):
-        return np.zeros(len(keys))
-    i = np.minimum(np.searchsorted(st.switch_keys, keys), len(st.switch_keys) - 1)
-    return np.where(st.switch_keys[i] == keys, st.switch_count[i], 0).astype(float)
 
 
 def _capacity_rows(
@@ -382,10 +312,9 @@ def _capacity_rows(
     c: _Columns,
     link_class: np.ndarray | None = None,
     weight: np.ndarray | None = None,
-    used: np.ndarray | None = None,
 ) -> None:
     """Sliding-window capacity: flows on a link (class) in its last ``window`` epochs, each
-    counted ``weight`` times, <= per window (less what ``used[class, epoch]`` has taken)."""
+    counted ``weight`` times, <= per window."""
     K, nf = c.K, c.nf
     L = len(grid.window)
     cls = np.arange(L, dtype=np.int64) if link_class is None else link_class
@@ -401,10 +330,14 @@ def _capacity_rows(
     # a member link of each class (they share their capacity figures)
     member = np.zeros(int(cls.max()) + 1 if L else 0, dtype=np.int64)
     member[cls[::-1]] = np.arange(L - 1, -1, -1)
-    cap = grid.per_window[member[keys // (K + 1)]].astype(float)
-    if used is not None:
-        cap = cap - used[keys // (K + 1), keys % (K + 1)]
-    blocks.add(inv, reps, wt[c.fl[reps]], -np.inf, cap, len(keys))
+    blocks.add(
+        inv,
+        reps,
+        wt[c.fl[reps]],
+        -np.inf,
+        grid.per_window[member[keys // (K + 1)]].astype(float),
+        len(keys),
+    )
 
 
 def _makespan_rows(blocks: RowBlocks, c: _Columns) -> None:
