@@ -143,6 +143,7 @@ TARGETS: list[tuple[str, str, int | None, float, int, str]] = [
     ("DGX-2 2ch", "dgx2:chassis=2", None, 1e6, 1, "fast"),
     ("DGX-2 2ch", "dgx2:chassis=2", None, 1e9, 1, "fast"),
     ("NDv2 4ch", "ndv2:chassis=4", None, 1e6, 1, "fast"),
+    ("NDv2 4ch", "ndv2:chassis=4", None, 1e6, 4, "fast"),
     ("NDv2 4ch", "ndv2:chassis=4", None, 1e9, 1, "slow"),
     ("NDv2 4ch", "ndv2:chassis=4", None, 1e9, 2, "slow"),
     ("NDv2 4ch", "ndv2:chassis=4", None, 1e9, 4, "slow"),
