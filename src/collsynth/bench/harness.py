@@ -151,8 +151,14 @@ def _cases_quality() -> list[Case]:
         # TE-CCL's MILP at real sizes (symmetric model, 45 s; bench teccl has the full table)
         Case("dgx2:chassis=2", "allgather", "teccl", (1 * MB, 1 * GB), opts="time_limit=45"),
         Case("ndv2:chassis=4", "allgather", "teccl", (1 * GB,), opts="time_limit=45,epoch=slow"),
-        Case("ndv2:chassis=4", "allgather", "teccl", (1 * GB,), chunks=4,
-             opts="time_limit=45,epoch=slow"),  # fmt: skip
+        Case(
+            "ndv2:chassis=4",
+            "allgather",
+            "teccl",
+            (1 * GB,),
+            chunks=4,
+            opts="time_limit=45,epoch=slow",
+        ),
         Case("ndv2:chassis=4", "allgather", "teccl", (1 * MB,), chunks=4, opts="time_limit=45"),
         Case("mesh2d:w=8,h=5", "allgather", "teccl", (1 * GB,), chunks=2, opts="time_limit=45"),
         # switch multicast in MTEG (TE-CCL's copying NVSwitch), against copies one by one
