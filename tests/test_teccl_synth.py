@@ -340,6 +340,52 @@ def test_epoch_cut_bound_counts_the_way_on_after_entering():
     assert m["lower_bound_epochs"] == 10 and m["epochs_required"] == 10 and m["proven_optimal"]
 
 
+def _two_small_chassis():
+    # a DGX-2 in miniature: 2 chassis of 4 GPUs on a switch; odd GPUs send over a slow link
+    # to the even GPUs of the other chassis
+    from collsynth.topology.model import TopologyBuilder
+
+    b = TopologyBuilder("mini-dgx2")
+    g = []
+    for c in range(2):
+        gg = [b.compute(f"c{c}.g{j}", chassis=c, local=j) for j in range(4)]
+        sw = b.switch(f"c{c}.sw", role="nvswitch", chassis=c)
+        for x in gg:
+            b.bilink(x, sw, 100 * GB, 0.35e-6, "nvswitch")
+        g.append(gg)
+    for c in range(2):
+        for odd in (1, 3):
+            b.link(g[c][odd], g[1 - c][odd - 1], 12.5 * GB, 2.6e-6, "ib")
+    return b.build()
+
+
+def test_epoch_cut_bound_releases_from_the_enclosing_region(monkeypatch):
+    # a GPU of one chassis gets the other chassis' chunks over its switch downlink only after
+    # they crossed the 2 slow links into the chassis, which carry one chunk per 8 epochs each:
+    # the bound counts those crossings as later releases at the switch (23 epochs; 22 without)
+    from collsynth.synth.teccl import common, make_grid, milp
+
+    t = _two_small_chassis()
+    coll = Collective.make("allgather", 8, 1)
+    grid = make_grid(t, coll.chunk_bytes(1e6), "fast", 1.0, 0.1, 200.0)
+    com = common.Commodities.of(coll)
+    dist = common.epoch_distances(t, grid.delay)
+    to_gpu = common.to_gpu_distance(t, grid.delay)
+    assert common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 23
+    # valid: the full MILP has no schedule in 22 epochs
+    layout = milp.build(t, grid, com, 22, dist, to_gpu)
+    assert common.solve(layout.model, time_limit=120, gap=1e-4).status == "infeasible"
+    plain = common._region_cut
+    monkeypatch.setattr(
+        common,
+        "_region_cut",
+        lambda t, g, c, d, inside, outer=None, cache=None: (
+            plain(t, g, c, d, inside) if outer is None else None
+        ),
+    )
+    assert common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 22
+
+
 def test_switch_copy_option_runs():
     sched, m, sim = run_teccl("star:n=4,alpha=0", "allgather", 4 * GB, switch_copy="true")
     assert m["switch_copy"] is True and m["epochs_required"] <= 3
