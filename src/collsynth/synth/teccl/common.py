@@ -172,6 +172,10 @@ def _cut_sets(t: Topology, grid: Any, com: Commodities, dist: np.ndarray) -> lis
             inside[list(region)] = True
             masks.append(inside)
     gpu = t.kind_codes == 0
+    holding: dict[int, list[int]] = {}  # GPU -> the regions holding it
+    for i, m in enumerate(masks):
+        for v in np.flatnonzero(m & gpu).tolist():
+            holding.setdefault(v, []).append(i)
     cache: dict = {}
     sets: list[tuple] = []
     for inside in masks:
@@ -180,12 +184,10 @@ def _cut_sets(t: Topology, grid: Any, com: Commodities, dist: np.ndarray) -> lis
             continue
         sets.append(one)
         tails = t.link_src[one[0]]
-        for outer in masks:
-            if (
-                outer[inside & gpu].all()
-                and (outer & gpu).sum() > (inside & gpu).sum()
-                and outer[tails].all()
-            ):
+        mine = np.flatnonzero(inside & gpu)
+        for i in holding.get(int(mine[0]), []) if len(mine) else []:
+            outer = masks[i]
+            if outer[mine].all() and (outer & gpu).sum() > len(mine) and outer[tails].all():
                 two = _region_cut(t, grid, com, dist, inside, outer, cache)
                 if two is not None:
                     sets.append(two)
