@@ -295,17 +295,25 @@ def test_no_symmetry_when_chunks_are_not_permuted():
     assert "symmetric_model" not in m and m["status"] == "optimal"
 
 
+def _epoch_model(t, size, epoch="fast"):
+    """AllGather of ``size`` on ``t`` (one chunk per rank) in the epoch model: ``(grid,
+    commodities, distances, distances to a GPU)``, for the bound and MILP tests."""
+    from collsynth.synth.teccl import common, make_grid
+
+    coll = Collective.make("allgather", t.num_ranks, 1)
+    grid = make_grid(t, coll.chunk_bytes(size), epoch, 1.0, 0.1, 200.0)
+    com = common.Commodities.of(coll)
+    dist = common.epoch_distances(t, grid.delay)
+    return grid, com, dist, common.to_gpu_distance(t, grid.delay)
+
+
 def test_epoch_cut_bound():
     # star of 4 through one switch, one chunk per epoch per link: each GPU receives 3
     # chunks over its one downlink -> at least 3 epochs (the path bound alone says 1)
-    from collsynth.synth.teccl import common, make_grid
+    from collsynth.synth.teccl import common
 
     t = load_topology("star:n=4,alpha=0")
-    coll = Collective.make("allgather", 4, 1)
-    grid = make_grid(t, coll.chunk_bytes(4 * GB), "fast", 1.0, 0.1, 200.0)
-    com = common.Commodities.of(coll)
-    dist = common.epoch_distances(t, grid.delay)
-    to_gpu = common.to_gpu_distance(t, grid.delay)
+    grid, com, dist, to_gpu = _epoch_model(t, 4 * GB)
     k = common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100)
     assert k == 3
     _, m, _ = run_teccl(t, "allgather", 4 * GB)
@@ -325,14 +333,10 @@ def test_epoch_cut_bound_counts_the_way_on_after_entering():
     # epoch; the 8 chunks from the other chassis start crossing at epochs 1 .. 8 at best, and
     # the last one still needs 2 NVLink hops to the GPUs farthest from the NIC GPU: 10 epochs
     # (without that tail the cut says 8). The full MILP confirms 9 is infeasible.
-    from collsynth.synth.teccl import common, make_grid, milp
+    from collsynth.synth.teccl import common, milp
 
     t = load_topology("ndv2:chassis=2")
-    coll = Collective.make("allgather", 16, 1)
-    grid = make_grid(t, coll.chunk_bytes(1 * GB), "slow", 1.0, 0.1, 200.0)
-    com = common.Commodities.of(coll)
-    dist = common.epoch_distances(t, grid.delay)
-    to_gpu = common.to_gpu_distance(t, grid.delay)
+    grid, com, dist, to_gpu = _epoch_model(t, 1 * GB, "slow")
     assert common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 10
     layout = milp.build(t, grid, com, 9, dist, to_gpu)
     assert common.solve(layout.model, time_limit=60, gap=1e-4).status == "infeasible"
@@ -363,14 +367,10 @@ def test_epoch_cut_bound_releases_from_the_enclosing_region(monkeypatch):
     # a GPU of one chassis gets the other chassis' chunks over its switch downlink only after
     # they crossed the 2 slow links into the chassis, which carry one chunk per 8 epochs each:
     # the bound counts those crossings as later releases at the switch (23 epochs; 22 without)
-    from collsynth.synth.teccl import common, make_grid, milp
+    from collsynth.synth.teccl import common, milp
 
     t = _two_small_chassis()
-    coll = Collective.make("allgather", 8, 1)
-    grid = make_grid(t, coll.chunk_bytes(1e6), "fast", 1.0, 0.1, 200.0)
-    com = common.Commodities.of(coll)
-    dist = common.epoch_distances(t, grid.delay)
-    to_gpu = common.to_gpu_distance(t, grid.delay)
+    grid, com, dist, to_gpu = _epoch_model(t, 1e6)
     assert common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 23
     # valid: the full MILP has no schedule in 22 epochs
     layout = milp.build(t, grid, com, 22, dist, to_gpu)
