@@ -236,13 +236,12 @@ def _region_cut(
         if not far_out.any():
             return None
         q_out = np.flatnonzero(needs)[far_out]
-        key = (outer.tobytes(), q_out.tobytes())
-        if cache is None or key not in cache:
-            got = _crossing_releases(t, grid, src_nodes[q_out], dist, outer, t.link_src[enter])
-            if cache is not None:
-                cache[key] = got
-        else:
-            got = cache[key]
+        cache = {} if cache is None else cache
+        targets = np.unique(t.link_src[enter])  # (part of the key: the way on depends on them)
+        key = (outer.tobytes(), q_out.tobytes(), targets.tobytes())
+        if key not in cache:
+            cache[key] = _crossing_releases(t, grid, src_nodes[q_out], dist, outer, targets)
+        got = cache[key]
         release[far_out] = np.maximum(np.sort(release[far_out]), got)
         tail[far_out] = tail[far_out].min()
     ok = release < INF

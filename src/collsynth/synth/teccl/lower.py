@@ -188,22 +188,28 @@ def _timed_ir(
 
 
 def greedy_epochs(
-    topology: Topology, grid: EpochGrid, schedule: Schedule
+    topology: Topology,
+    grid: EpochGrid,
+    schedule: Schedule,
+    keep: list[int] | None = None,
+    images: Callable[[list[int]], list[list[int]]] | None = None,
 ) -> tuple[list[EpochOp], int]:
     """Place a heuristic schedule's operations (whole chunks) into epochs: each as early as its
     input and the per-link window capacities allow. Two list orders are tried — the schedule's
     own and by tree depth (every chunk's first hop before any second hop) — and the one that
     finishes first is kept. The result is a feasible solution of the MILP (the warm start and
-    the horizon K)."""
+    the horizon K). ``keep``: only these operations (their dependencies among them);
+    ``images``: each placed together with these routes (:func:`.symmetry.greedy_epochs`)."""
     n = schedule.num_ops
     depth = np.zeros(n, dtype=np.int64)
     for i in range(n):
         deps = schedule.deps(i)
         if len(deps):
             depth[i] = depth[deps].max() + 1
+    mine = np.arange(n) if keep is None else np.asarray(keep, dtype=np.int64)
     best: tuple[list[EpochOp], int] | None = None
-    for order in (np.arange(n), np.lexsort((np.arange(n), depth))):
-        ops, k = _greedy(topology, grid, schedule, order)
+    for order in (mine, mine[np.lexsort((mine, depth[mine]))]):
+        ops, k = _greedy(topology, grid, schedule, order, images)
         if best is None or k < best[1]:
             best = (ops, k)
     assert best is not None  # two orders were tried

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...schedule.ir import Schedule
 from ...topology.model import Topology
+from . import lower as _lower
 from .common import Commodities, EpochOp
 from .epochs import EpochGrid
 
@@ -158,7 +160,7 @@ def expand(sym: Symmetry, com: Commodities, ops: list[EpochOp]) -> list[EpochOp]
 
 
 def greedy_epochs(
-    topology: Topology, grid: EpochGrid, schedule, sym: Symmetry, com: Commodities
+    topology: Topology, grid: EpochGrid, schedule: Schedule, sym: Symmetry, com: Commodities
 ) -> tuple[list[EpochOp], int] | None:
     """A *symmetric* epoch placement of a heuristic schedule (the warm start and horizon of
     the symmetric model): the schedule's operations on the representatives' chunks, each
@@ -166,25 +168,14 @@ def greedy_epochs(
     image fits the window capacities (images may share a link). Two list orders (the
     schedule's, and by tree depth); the representatives' ops of the one that finishes first,
     with its completion epoch, or None when an operation depends on another chunk's."""
-    from .lower import _greedy
-
     reps = {int(com.chunk[q]) for q in sym.reps.tolist()}
-    mine = [i for i in range(schedule.num_ops) if int(schedule.chunk[i]) in reps]
-    depth = np.zeros(schedule.num_ops, dtype=np.int64)
     for i in range(schedule.num_ops):
-        deps = schedule.deps(i)
-        if len(deps):
-            if any(int(schedule.chunk[x]) != int(schedule.chunk[i]) for x in deps):
-                return None  # (not a copy tree per chunk)
-            depth[i] = depth[deps].max() + 1
+        if any(int(schedule.chunk[x]) != int(schedule.chunk[i]) for x in schedule.deps(i)):
+            return None  # (not a copy tree per chunk)
+    mine = [i for i in range(schedule.num_ops) if int(schedule.chunk[i]) in reps]
     perms = sym.link_perm
 
     def images(route: list[int]) -> list[list[int]]:
         return [[int(p[l]) for l in route] for p in perms]
 
-    best: tuple[list[EpochOp], int] | None = None
-    for order in (mine, sorted(mine, key=lambda i: (int(depth[i]), i))):
-        got = _greedy(topology, grid, schedule, np.array(order, dtype=np.int64), images)
-        if best is None or got[1] < best[1]:
-            best = got
-    return best
+    return _lower.greedy_epochs(topology, grid, schedule, mine, images)
