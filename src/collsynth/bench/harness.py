@@ -41,6 +41,7 @@ from ..errors import CollsynthError
 from ..parallel import Pool, run_cases
 from ..sim import simulate
 from ..synth import load_all, synthesize
+from ..synth.options import parse_assignments
 from ..topology import load_topology
 from ..verify import verify
 from .common import legacy_units
@@ -68,7 +69,7 @@ class Case:
     opts: str = ""  # algorithm options, key=value,key=value
 
     def kwargs(self) -> dict:
-        return dict(item.split("=", 1) for item in self.opts.split(",") if item)
+        return parse_assignments([self.opts], self.algo).get(self.algo, {})
 
 
 def _cases_quick() -> list[Case]:
