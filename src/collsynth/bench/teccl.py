@@ -29,6 +29,7 @@ from typing import Any
 
 from ..bound import bound
 from ..collective import Collective
+from ..report.compare import compare
 from ..sim import simulate
 from ..synth import synthesize
 from ..synth.teccl import sample_alphas
@@ -157,21 +158,11 @@ OTHERS = ("forestcoll", "mteg", "scale", "hier_ring", "ring", "spt", "direct", "
 
 
 def best_other(topo, kind: str, size: float) -> tuple[str, float]:
-    """The fastest simulated schedule at ``size`` among :data:`OTHERS`: ``(name, seconds)``."""
-    from ..errors import CollsynthError
-
-    coll = Collective.make(kind, topo.num_ranks, 1)
-    best = ("", float("inf"))
-    for algo in OTHERS:
-        try:
-            s = synthesize(algo, topo, coll, size=size)
-        except CollsynthError:
-            continue  # does not apply to this fabric or collective
-        ensure_verified(s)
-        t = simulate(s, size).time_s
-        if t < best[1]:
-            best = (algo, t)
-    return best
+    """The fastest simulated schedule at ``size`` among :data:`OTHERS` (those that apply to
+    the fabric and collective): ``(name, seconds)``."""
+    rows = compare(topo, Collective.make(kind, topo.num_ranks, 1), [size], OTHERS).rows
+    best = min(rows, key=lambda r: r.time_s, default=None)
+    return ("", float("inf")) if best is None else (best.algo, best.time_s)
 
 
 def run_one(
