@@ -31,13 +31,46 @@ def topo(spec):
 
 
 def sched(algo, spec, kind, C=1, **opts):
+    """The algorithm's schedule as it is (without the link orders synthesis chooses for
+    execution: the golden layouts and planted defects below are the exporter's on a bare
+    schedule; ``test_ordered_export_keeps_every_pair_order`` covers ordered ones)."""
     key = (algo, spec, kind, C, tuple(sorted(opts.items())))
     if key not in _SCHED:
         t = topo(spec)
         if algo == "forestcoll":
             opts.setdefault("pipeline", 1)
-        _SCHED[key] = synthesize(algo, t, Collective.make(kind, t.num_ranks, C), **opts)
+        _SCHED[key] = synthesize(
+            algo, t, Collective.make(kind, t.num_ranks, C), link_order=False, **opts
+        )
     return _SCHED[key]
+
+
+@pytest.mark.parametrize(
+    "algo,spec,kind",
+    [("ring", "ring:n=4", "allgather"), ("ring", "ring:n=6", "reducescatter"),
+     ("forestcoll", "dgx1", "allreduce"), ("spt", "dgx1", "allgather")],
+)  # fmt: skip
+def test_ordered_export_keeps_every_pair_order(algo, spec, kind):
+    """Every thread block sends to its peer in the pair's link order (per channel), and the
+    file checks; on a ring all but one GPU send their own chunk first and fuse the rest (the
+    one that breaks the cycle of 'send first' receives first)."""
+    t = topo(spec)
+    opts = {"forestcoll": {"pipeline": 2}, "ring": {"rings": 1}}.get(algo, {})
+    s = synthesize(algo, t, Collective.make(kind, t.num_ranks), size=1e6, **opts)
+    assert s.link_order
+    xml = to_msccl_xml(s)
+    check_msccl_xml(xml, t)
+    from collsynth.export.msccl import _Plan, whole_chunks  # the layout (internals)
+
+    w = whole_chunks(s)  # joins expanded: operations numbered as the exporter sees them
+    plan = _Plan(w, False)
+    pos = {op: i for i, op in enumerate(plan.order)}
+    a, b = w.pair_order_edges()
+    assert len(a)
+    assert all(pos[int(x)] < pos[int(y)] for x, y in zip(a, b))
+    if algo == "ring" and kind == "allgather":
+        fused = [re.findall(r'type="(\w+)"', body).count("rcs") for _, body in _gpus(xml)]
+        assert sum(f == 2 for f in fused) >= t.num_ranks - 1
 
 
 # ------------------------------------------------------------------------------ round trips

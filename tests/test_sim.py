@@ -146,7 +146,7 @@ def test_contention_at_switch_egress():
     verify(s)
     m = 3e6
     c = m / 3
-    r = simulate(s, m)
+    r = simulate(s, m, order="plan")
     assert sorted(r.op_finish_s) == pytest.approx([2 * A + c / B, 2 * A + 2 * c / B])
 
 
@@ -175,10 +175,10 @@ def test_planned_start_times_order_and_release():
     early = b.add(0, 1, 1, start=0.0)
     s = b.build()
     verify(s)
-    r = simulate(s, 2e6)
+    r = simulate(s, 2e6, order="plan")
     assert r.op_finish_s[early] < r.op_finish_s[late]
     assert r.op_start_s[late] == pytest.approx(1e6 / B)  # as soon as the link frees
-    r2 = simulate(s, 2e6, release=True)
+    r2 = simulate(s, 2e6, release=True, order="plan")
     assert r2.op_start_s[late] == pytest.approx(1e-3)  # held until its planned start
 
 

@@ -16,6 +16,7 @@ from collsynth.cli import main
 from collsynth.collective import Collective
 from collsynth.runtime.launcher import mpi_available
 from collsynth.synth import synthesize
+from collsynth.synth.order import without_chosen_order
 from collsynth.testbed.measure import Measurement, fit_size, spearman
 from collsynth.topology import load_topology
 from testbed_helpers import namespaces, root
@@ -445,7 +446,8 @@ def test_bench_testbed_sim_resimulates_measured_rows(tmp_path, monkeypatch):
     compare(topo, coll, [64e3], ["ring", "direct", "spt"], keep=keep)
     rows = []
     for (algo, size), sched in keep.items():
-        t = simulate(sched, size).time_s  # the plan-order figure an older run recorded
+        # the plan-order figure an older run recorded (it ran without link orders)
+        t = simulate(without_chosen_order(sched), size, order="plan").time_s
         rows.append({"case": bt._label(case), "algo": algo, "size_bytes": size,
                      "requested_size_bytes": size, "scale": 1e-4, "simulated_time_s": t,
                      "measured_time_s": 1.1 * t, "measured_algbw_Bps": size / (1.1 * t),
@@ -468,12 +470,13 @@ def test_bench_testbed_sim_resimulates_measured_rows(tmp_path, monkeypatch):
     for r in data["rows"]:
         sched = keep[r["algo"], r["size_bytes"]]
         assert r["simulated_order"] == "fair"
+        sched = without_chosen_order(sched)  # measured without link orders: simulated so
         assert r["simulated_time_s"] == simulate(sched, r["size_bytes"], order="fair").time_s
         assert r["simulated_fcfs_s"] == simulate(sched, r["size_bytes"], order="fcfs").time_s
         assert r["ratio_calibrated_fcfs"] == pytest.approx(
             0.9 * r["measured_time_s"] / r["simulated_fcfs_s"]
         )
-        assert r["simulated_plan_s"] == simulate(sched, r["size_bytes"]).time_s
+        assert r["simulated_plan_s"] == simulate(sched, r["size_bytes"], order="plan").time_s
         assert r["ratio"] == pytest.approx(r["measured_time_s"] / r["simulated_time_s"])
         assert r["ratio_calibrated"] == pytest.approx(0.9 * r["ratio"])
         assert r["simulated_op_cost_s"] >= r["simulated_time_s"]

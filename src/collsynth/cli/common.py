@@ -399,6 +399,28 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
     )
 
 
+MODEL_HELP = (
+    "the simulator's link model for every time printed: fair (default: what the executors "
+    "and exporters realize and the emulated testbed measured: links shared equally by the "
+    "rank pairs using them, each pair in its posting order, the schedule's link order), "
+    "plan/auto (the planned order: one transfer at a time per link, the plan's priorities "
+    "first; no executor enforces it), fcfs (one transfer at a time per link, first ready "
+    "first served); docs/simulator.md"
+)
+
+
+def add_model(p: argparse.ArgumentParser) -> None:
+    """``--order``/``--model``: the simulator's link model (default: the realized one)."""
+    p.add_argument(
+        "--order",
+        "--model",
+        dest="order",
+        choices=("fair", "plan", "auto", "fcfs"),
+        default="fair",
+        help=MODEL_HELP,
+    )
+
+
 def add_timing(p: argparse.ArgumentParser) -> None:
     """``--no-timing``: leave wall-clock figures out, for byte-identical outputs."""
     p.add_argument(

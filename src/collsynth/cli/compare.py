@@ -12,6 +12,7 @@ from ..units import fmt_bandwidth, fmt_size, fmt_time
 from .common import (
     add_command,
     add_json,
+    add_model,
     add_options,
     add_output,
     add_pool,
@@ -59,6 +60,12 @@ def add_parser(sub: Any) -> None:
         help="comma-separated algorithms, all (every applicable one) or best (the best per size)",
     )
     add_options(cmp_, targeted=True)
+    add_model(cmp_)
+    cmp_.add_argument(
+        "--planned",
+        action="store_true",
+        help="also simulate each schedule in the planned order (planned_time_s, a column)",
+    )
     cmp_.add_argument("--plot", metavar="FILE.png", help="plot algbw against size")
     cmp_.add_argument("--log-y", action="store_true", help="with --plot: algbw on a log axis")
     add_quiet(cmp_)
@@ -99,6 +106,7 @@ def add_parser(sub: Any) -> None:
         "one; the best exportable schedule per size wins)",
     )
     add_options(tun, targeted=True)
+    add_model(tun)
     add_output(tun, metavar="DIR", help="output directory")
     tun.add_argument(
         "--dialect", choices=("msccl", "executor"), default="msccl", help="MSCCL XML dialect"
@@ -127,9 +135,11 @@ def add_parser(sub: Any) -> None:
     tun.set_defaults(func=cmd_tune)
 
 
-def run_compare(req, algo_spec: str, show_progress: bool, run: Any = None, pool: Any = None):
+def run_compare(
+    req, algo_spec: str, show_progress: bool, run: Any = None, pool: Any = None, **how: Any
+):
     """Resolve ``algo_spec`` and run ``run`` (default: compare) with a progress bar, its
-    cases where ``pool`` says."""
+    cases where ``pool`` says; ``how``: more keyword arguments of ``run`` (the model)."""
     from ..report.compare import compare, resolve_algos
 
     algos, best_only = resolve_algos(algo_spec, req.collective)
@@ -139,7 +149,7 @@ def run_compare(req, algo_spec: str, show_progress: bool, run: Any = None, pool:
         show_progress,
         lambda step: run(
             req.topology, req.collective, req.sizes, algos, on_step=step, options=req.options,
-            pool=pool,
+            pool=pool, **how,
         ),
     )  # fmt: skip
     return result, best_only
@@ -147,7 +157,7 @@ def run_compare(req, algo_spec: str, show_progress: bool, run: Any = None, pool:
 
 #: the CSV columns of ``compare --csv`` (one unit per column)
 CSV_COLUMNS = ("algo", "size_bytes", "time_s", "algbw_Bps", "busbw_Bps", "bound_time_s",
-               "bound_kind", "ratio_to_bound", "ops", "chunks_per_rank")  # fmt: skip
+               "bound_kind", "ratio_to_bound", "ops", "chunks_per_rank", "model")  # fmt: skip
 BASELINE_COLUMNS = ("baseline_time_s", "baseline_busbw_Bps", "predicted_speedup")
 
 
@@ -169,7 +179,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         nccl_tests.check_ranks(log, req.topology.num_ranks)
     quiet = bool(formats) or args.quiet
     pool = pool_of(args)
-    result, best_only = run_compare(req, args.algos, show_progress=not quiet, pool=pool)
+    result, best_only = run_compare(
+        req, args.algos, show_progress=not quiet, pool=pool, order=args.order,
+        also_planned=args.planned,
+    )  # fmt: skip
     if not result.rows:
         raise CollsynthError(
             "no algorithm could produce a schedule: "
@@ -202,12 +215,18 @@ def print_comparison(result: Any, best_only: bool, baseline: list[dict] | None =
     :func:`~collsynth.report.nccl_tests.with_baseline`)."""
     from rich.table import Table
 
+    from ..sim import MODEL_NAMES
+
     rows = result.best_rows() if best_only else result.rows
     table = Table(
         title=f"{result.collective} on {result.topology}"
-        + ("  (best algorithm per size)" if best_only else "")
+        + ("  (best algorithm per size)" if best_only else ""),
+        caption=f"times in the {MODEL_NAMES.get(result.model, result.model)} model",
     )
+    planned = any(r.planned_time_s is not None for r in rows)
     cols = ["algo", "size", "time", "algbw", "busbw", "x bound", "bound kind", "synth", "ops"]
+    if planned:
+        cols[6:6] = ["planned", "planned x bound"]
     if baseline is not None:
         cols += ["nccl-tests busbw", "speed-up"]
     for col in cols:
@@ -221,6 +240,12 @@ def print_comparison(result: Any, best_only: bool, baseline: list[dict] | None =
             more = ["-", "-"] if got is None else [
                 fmt_bandwidth(got), f"{b['predicted_speedup']:.2f}x"
             ]  # fmt: skip
+        plan = []
+        if planned:
+            p = r.planned_time_s
+            plan = ["-", "-"] if p is None else [
+                fmt_time(p), f"{p / r.bound_time_s:.3g}" if r.bound_time_s > 0 else "-"
+            ]  # fmt: skip
         table.add_row(
             r.algo,
             fmt_size(r.size_bytes),
@@ -228,6 +253,7 @@ def print_comparison(result: Any, best_only: bool, baseline: list[dict] | None =
             fmt_bandwidth(r.algbw_Bps),
             fmt_bandwidth(r.busbw_Bps),
             f"{r.ratio_to_bound:.3g}",
+            *plan,
             r.bound_kind,
             fmt_time(r.synth_wall_s),
             str(r.ops),
@@ -260,8 +286,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     )
     spec = "all" if args.algos.strip() == "best" else args.algos
     result, _ = run_compare(
-        req, spec, show_progress=not args.json and not args.quiet, run=run, pool=pool
-    )
+        req, spec, show_progress=not args.json and not args.quiet, run=run, pool=pool,
+        order=args.order,
+    )  # fmt: skip
     if args.json:
         emit_json(result.to_dict(timing=args.timing))
         return 0
@@ -278,7 +305,12 @@ def print_windows(result: Any, out_dir: str) -> None:
         if result.dialect == "mscclpp"
         else f"one MSCCL XML per window ({result.dialect} dialect)"
     )
-    table = Table(title=f"{result.collective} on {result.topology}: {what}")
+    from ..sim import MODEL_NAMES
+
+    table = Table(
+        title=f"{result.collective} on {result.topology}: {what}",
+        caption=f"ranked by time in the {MODEL_NAMES.get(result.model, result.model)} model",
+    )
     for col in ("window", "algo", "sizes", "x bound", "file", "note"):
         table.add_column(col, justify="right" if col == "x bound" else "left")
     for w in result.windows:

@@ -228,7 +228,8 @@ def _print(
     con.print(f"{len(rows)} schedules synthesized and verified.\n")
     con.print(
         f"[bold]collsynth demo[/bold] 2/3: compare algorithms on {spec} {kind} "
-        f"(simulated; 'x bound' = time / best lower bound)"
+        f"(simulated in the realized model, as the executors and exporters run the "
+        f"schedules; 'x bound' = time / best lower bound)"
     )
     print_comparison(result, best_only=False)
     if args.plot:

@@ -186,7 +186,8 @@ def _synthesize(
 
 
 def _best(req: Request) -> tuple[str, Any]:
-    """``--algo best``: the fastest simulated schedule at the request's size."""
+    """``--algo best``: the fastest simulated schedule at the request's size, in the realized
+    model (what the executors and exporters run)."""
     from ..report.compare import compare, resolve_algos
     from ..synth import DEFAULT_SIZE
 
@@ -203,5 +204,6 @@ def _best(req: Request) -> tuple[str, Any]:
     best = min(result.rows, key=lambda r: (r.time_s, r.algo))
     sched = kept[(best.algo, best.size_bytes)]
     return best.algo, sched.with_meta(
-        selected_by=f"fastest simulated at {fmt_size(size)} among {', '.join(algos)}"
+        selected_by=f"fastest simulated at {fmt_size(size)} in the {result.model} (realized) "
+        f"model among {', '.join(algos)}"
     )

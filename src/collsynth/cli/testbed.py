@@ -169,10 +169,10 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
         "--order",
         choices=("fair", "fcfs", "auto"),
         default="fair",
-        help="the simulator's link model to compare with: fair (default), what the testbed's "
-        "links do (each rank pair's TCP connection sends in posting order, connections share a "
-        "link), fcfs (one transfer at a time per link), or auto, the plan's priorities "
-        "(simulate's default)",
+        help="the simulator's link model to compare with: fair (default, the realized model), "
+        "what the testbed's links do (each rank pair's TCP connection sends in posting order, "
+        "the schedule's link order, connections share a link), fcfs (one transfer at a time "
+        "per link), or auto, the planned order (the plan's priorities first)",
     )
     add_quiet(p)
     add_json(p)

@@ -12,6 +12,7 @@ from ..units import fmt_bandwidth, fmt_size, fmt_time, parse_bandwidth, parse_ti
 from .common import (
     add_command,
     add_json,
+    add_model,
     add_size,
     add_sizes,
     check_plot,
@@ -64,14 +65,7 @@ def add_parser(sub: Any) -> None:
         metavar="SPEC",
         help="simulate on this topology (must match the embedded one)",
     )
-    sim.add_argument(
-        "--order",
-        choices=("auto", "plan", "fcfs", "fair"),
-        default="auto",
-        help="link service order: the schedule's plan where it has one (auto, "
-        "plan), first-ready-first-served everywhere (fcfs), or links shared equally by the "
-        "rank pairs using them, each pair first-served (fair, like TCP or RDMA connections)",
-    )
+    add_model(sim)
     sim.add_argument(
         "--release", action="store_true", help="hold each operation until its planned start time"
     )
@@ -178,6 +172,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 "algorithm": sched.meta.get("algorithm"),
                 "topology": sched.topology.name,
                 "collective": sched.collective.to_dict(),
+                "model": args.order,
                 **res.to_dict(),
             }
         )
@@ -190,7 +185,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     con.print(
         f"time {fmt_time(res.time_s)}, algbw {fmt_bandwidth(res.algbw)}, busbw "
         f"{fmt_bandwidth(res.busbw)}  ({res.hops} hops simulated in "
-        f"{fmt_time(res.wall_s)}; order: {res.order_policy})"
+        f"{fmt_time(res.wall_s)}; model: {args.order}, {res.order_policy})"
     )
     for link in res.to_dict(links=5)["busiest_links"]:
         con.print(
@@ -227,7 +222,7 @@ def _simulate_sizes(args: argparse.Namespace, sched: Any, sizes: list[float],
     if args.json:
         emit_json({"schedule": args.schedule, "algorithm": sched.meta.get("algorithm"),
                    "topology": sched.topology.name, "collective": coll.to_dict(),
-                   "rows": rows})  # fmt: skip
+                   "model": args.order, "rows": rows})  # fmt: skip
     elif args.csv:
         sys.stdout.write(to_csv(rows, ("size_bytes", "time_s", "algbw_Bps", "busbw_Bps")))
     elif args.nccl_tests:

@@ -3,11 +3,17 @@
 Layout decisions
 ----------------
 
-**Order.** Operations are put in one linear extension ``L`` of the dependency DAG (ties by
-planned start time, then step, then op id). Every thread block lists its steps in ``L`` order and
-every (sender, receiver, channel) FIFO carries its transfers in ``L`` order, and every local
+**Order.** Operations are put in one linear extension ``L`` of the dependency DAG and of each
+sender-receiver pair's link order (:meth:`Schedule.pair_order_edges`; ties by planned start
+time, then step, then op id). Every thread block lists its steps in ``L`` order and every
+(sender, receiver, channel) FIFO carries its transfers in ``L`` order, and every local
 dependency points to a step earlier in ``L``; running the operations one after the other in
 ``L`` order is therefore a valid execution with one-slot FIFOs, so the program cannot deadlock.
+With one channel (``K = 1``, the default whenever the steps fit) and one instance, each pair's
+transfers go through one thread block and one FIFO in ``L`` order, which is the pair's link
+order: the runtime realizes the order the simulator's realized model (``order="fair"``) assumes.
+With more channels or instances a pair's transfers are spread over several FIFOs that share the
+link, and only each FIFO's own order holds.
 
 **Steps.** Operation ``X`` (``a -> g``) becomes a send half at ``a`` and a receive half at ``g``:
 ``s`` and ``r`` (copy) or ``rrc`` (reduce: receive, combine with the local value, store).
@@ -173,8 +179,19 @@ def _layout(coll: Collective, inplace: bool):
     return ncpl, ic, oc, inloc, outloc
 
 
+def _order_preds(s: Schedule) -> list[list[int]]:
+    """Per operation, the operations of the same sender-receiver pair that precede it directly
+    in a link's planned order (:meth:`Schedule.pair_order_edges`)."""
+    preds: list[list[int]] = [[] for _ in range(s.num_ops)]
+    a, b = s.pair_order_edges()
+    for x, y in zip(a.tolist(), b.tolist()):
+        preds[y].append(x)
+    return preds
+
+
 def _linear_order(s: Schedule) -> np.ndarray:
-    """The operations in one linear extension of the dependencies (ties: start, step, id)."""
+    """The operations in one linear extension of the dependencies and of each pair's link
+    order (ties: start, step, id)."""
     n = s.num_ops
     if s.start is not None:
         t = np.where(np.isnan(s.start), np.inf, s.start)
@@ -187,6 +204,10 @@ def _linear_order(s: Schedule) -> np.ndarray:
     for v in range(n):
         for d in s.deps(v).tolist():
             succ[d].append(v)
+    for v, before in enumerate(_order_preds(s)):
+        for d in before:
+            succ[d].append(v)
+            indeg[v] += 1
     heap = [key[i] for i in range(n) if indeg[i] == 0]
     heapq.heapify(heap)
     out = []
@@ -406,6 +427,10 @@ def refine_parts(s: Schedule) -> Schedule:
         kind=s.kind[orig],
         step=None if s.step is None else s.step[orig],
     )
+    for link, seq in (s.link_order or {}).items():  # each piece where its operation was
+        b.set_link_order(
+            link, [x for o in np.asarray(seq).tolist() for x in range(first[o], first[o + 1])]
+        )
     return b.build()
 
 
@@ -495,13 +520,41 @@ class _Plan:
         for v in range(n):
             for d in self.deps[v]:
                 dependents.setdefault(d, set()).add(v)
+        order_preds = _order_preds(s)
         placed = [False] * n
+        active = [False] * n
         order: list[int] = []
         fused_next = [-1] * n  # X -> Y: X's receive is fused with Y's send
         fused_type = [""] * n
-        for op in L:
-            if placed[op]:
-                continue
+
+        def ready(y: int, but: int = -1) -> bool:
+            """Whether ``y`` may be placed now (``but``: a dependency about to be placed)."""
+            return all(placed[d] or d == but for d in self.deps[y]) and all(
+                placed[d] for d in order_preds[y]
+            )
+
+        def pull(x: int) -> None:
+            """Before ``x``: the sends that must precede the send ``x``'s receive could be fused
+            with (earlier in their pair's link order), where they can be placed now, so that
+            the receive and the send still fuse (a ring: a GPU sends its own chunk, then
+            receives and forwards)."""
+            g, c = self.dst[x], self.chunk[x]
+            for y in senders.get((g, c), ()):
+                if placed[y] or y not in dependents.get(x, ()):
+                    continue
+                if not all(placed[d] or d == x for d in self.deps[y]):
+                    continue
+                missing = [p for p in order_preds[y] if not placed[p]]
+                if missing and all(not active[p] and ready(p) for p in missing):
+                    for p in missing:
+                        if not placed[p]:
+                            place(p)
+                return
+
+        def place(op: int) -> None:
+            """``op`` and the chain of sends fused after it."""
+            active[op] = True
+            pull(op)
             placed[op] = True
             order.append(op)
             x = op
@@ -511,7 +564,7 @@ class _Plan:
                 for y in senders.get((g, c), ()):
                     if placed[y] or y not in dependents.get(x, ()):
                         continue
-                    if all(placed[d] for d in self.deps[y]):
+                    if ready(y):
                         y_pick = y
                         break
                 if y_pick < 0:
@@ -530,6 +583,11 @@ class _Plan:
                 placed[y] = True
                 order.append(y)
                 x = y
+            active[op] = False
+
+        for op in L:
+            if not placed[op]:
+                place(op)
         self.order = order
         self.fused_next = fused_next
         self.fused_type = fused_type

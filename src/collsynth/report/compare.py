@@ -6,13 +6,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from ..bound import bound
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..parallel import Pool, run_cases
 from ..schedule.ir import Schedule
-from ..sim import simulate
+from ..sim import REALIZED, simulate
 from ..synth import load_all, options_for, synthesize
+from ..synth.order import with_link_orders, without_chosen_order
 from ..topology.model import Topology
 from ..verify import ensure_verified
 
@@ -30,11 +33,15 @@ class Row:
     synth_wall_s: float  # wall clock: in the row's ``timing`` block of the JSON
     ops: int
     chunks_per_rank: int
+    model: str = "fair"  # the simulator's link model ``time_s`` is in (``MODELS``)
+    planned_time_s: float | None = None  # the same schedule in the planned order, if asked
 
     def to_dict(self, timing: bool = True) -> dict:
         """The row; its wall-clock figure sits in a ``timing`` block (left out without
         ``timing``, so the same inputs give the same bytes)."""
         d = asdict(self)
+        if d["planned_time_s"] is None:
+            del d["planned_time_s"]
         wall = d.pop("synth_wall_s")
         if timing:
             d["timing"] = {"synth_wall_s": wall}
@@ -48,6 +55,7 @@ class Comparison:
     sizes: list[float]
     rows: list[Row] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
+    model: str = REALIZED  # the simulator's link model of every row's ``time_s``
 
     def best_rows(self) -> list[Row]:
         """Per size, the fastest algorithm's row."""
@@ -63,6 +71,7 @@ class Comparison:
             "topology": self.topology,
             "collective": self.collective,
             "sizes": self.sizes,
+            "model": self.model,
             "rows": [r.to_dict(timing) for r in rows],
             "skipped": self.skipped,
         }
@@ -102,6 +111,8 @@ def compare(
     options: dict[str, dict[str, str]] | None = None,
     keep: dict[tuple[str, float], Schedule] | None = None,
     pool: Pool | None = None,
+    order: str = REALIZED,
+    also_planned: bool = False,
 ) -> Comparison:
     """Synthesize, verify and simulate each algorithm at each size.
 
@@ -111,13 +122,20 @@ def compare(
     each algorithm. With ``keep`` (a dict), the verified schedule used for each
     ``(algorithm, size)`` is stored there (one object shared by all sizes when the algorithm
     is not size-aware). ``pool``: where the algorithms run (:mod:`collsynth.parallel`; one
-    case per algorithm, the same result either way).
+    case per algorithm, the same result either way). ``order``: the simulator's link model
+    for ``time_s`` (default: the realized one, links shared fairly by connections that carry
+    their messages in the schedule's link orders, as the executors and exporters post them);
+    ``also_planned`` adds each schedule's time in the planned order (``planned_time_s``).
+    Every schedule carries the link orders of its planned timing at the row's size
+    (:mod:`collsynth.synth.order`).
     """
-    result = Comparison(topology.name, collective.describe(), [float(s) for s in sizes])
+    result = Comparison(
+        topology.name, collective.describe(), [float(s) for s in sizes], model=order
+    )
     bounds = {s: bound(topology, collective, s) for s in result.sizes}
     cases = [
         (topology, collective, result.sizes, name, options_for(name, options or {}), bounds,
-         skip_failures, keep is not None)
+         skip_failures, keep is not None, order, also_planned)
         for name in algos
     ]  # fmt: skip
     names = list(algos)
@@ -147,31 +165,41 @@ def algorithm_case(
     bounds: dict,
     skip_failures: bool,
     want_schedules: bool,
+    order: str = REALIZED,
+    also_planned: bool = False,
 ) -> tuple[list[Row], str | None, list[tuple[float, Schedule]]]:
     """One algorithm of a comparison at every size: (its rows, why it was skipped or None,
     the ``(size, schedule)`` it used when ``want_schedules``). A case of
-    :func:`collsynth.parallel.run_cases`."""
+    :func:`collsynth.parallel.run_cases`. An algorithm that is not size-aware is synthesized
+    once and given the link orders of its planned timing at each size."""
     per_size = load_all()[name].size_aware
     cache: dict = {}
     rows: list[Row] = []
     used: list[tuple[float, Schedule]] = []
+    used_last: tuple[Schedule, Schedule] | None = None
     for size in sizes:
         key = size if per_size else None
         if key not in cache:
             try:
                 t0 = time.perf_counter()
-                sched: Schedule = synthesize(name, topology, collective, size=key, **opts)
+                sched: Schedule = synthesize(
+                    name, topology, collective, size=key, link_order=False, **opts
+                )
                 synth_s = time.perf_counter() - t0
-                ensure_verified(sched)
                 cache[key] = (sched, synth_s)
             except CollsynthError as e:
                 if not skip_failures:
                     raise
                 return rows, str(e), used
-        sched, synth_s = cache[key]
+        base, synth_s = cache[key]
+        sched = with_link_orders(base, size)
+        if used_last is not None and used_last[0] is base and _same_orders(sched, used_last[1]):
+            sched = used_last[1]  # one object (and one exported file) while the order holds
+        used_last = (base, sched)
+        ensure_verified(sched)
         if want_schedules:
             used.append((size, sched))
-        sim = simulate(sched, size)
+        sim = simulate(sched, size, order=order)
         b = bounds[size]
         rows.append(
             Row(
@@ -186,6 +214,19 @@ def algorithm_case(
                 synth_wall_s=synth_s,
                 ops=sched.num_ops,
                 chunks_per_rank=sched.collective.chunks_per_rank,
+                model=order,
+                planned_time_s=simulate(without_chosen_order(sched), size, order="plan").time_s
+                if also_planned
+                else None,
             )
         )
     return rows, None, used
+
+
+def _same_orders(a: Schedule, b: Schedule) -> bool:
+    """Whether two orderings of one algorithm's schedule are the same operations in the same
+    link orders."""
+    if a.num_ops != b.num_ops or bool(a.link_order) != bool(b.link_order):
+        return False
+    la, lb = a.link_order or {}, b.link_order or {}
+    return la.keys() == lb.keys() and all(np.array_equal(la[k], lb[k]) for k in la)

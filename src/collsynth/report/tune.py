@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from ..atomic import write_text_atomic
 from ..collective import Collective
@@ -37,7 +38,7 @@ from ..export.mscclpp_check import check_mscclpp_plan
 from ..parallel import Pool
 from ..schedule.io import save_schedule
 from ..schedule.ir import Schedule
-from ..sim import simulate
+from ..sim import REALIZED, simulate
 from ..synth import load_all, options_for, synthesize
 from ..topology.model import Topology
 from ..units import fmt_size, fmt_time
@@ -69,12 +70,14 @@ class TuneResult:
     dialect: str
     windows: list[Window] = field(default_factory=list)
     comparison: Comparison | None = None
+    model: str = REALIZED  # the simulator's link model the winners were ranked in
 
     def to_dict(self, timing: bool = True) -> dict:
         return {
             "topology": self.topology,
             "collective": self.collective,
             "dialect": self.dialect,
+            "model": self.model,
             "windows": [asdict(w) for w in self.windows],
             "comparison": self.comparison.to_dict(timing=timing) if self.comparison else None,
         }
@@ -123,15 +126,16 @@ def _shallower(
     dialect: str,
     proto: str,
     instances: int,
+    order: str = REALIZED,
 ):
     """For a pipelined schedule the exporter cannot express (too many steps), the same
     algorithm with shallower pipelines (halving) until one exports: (row, schedule, xml,
-    depth), the row with the variant's own simulated time."""
+    depth), the row with the variant's own simulated time (in the model ``order``)."""
     algo = load_all()[row.algo]
     if "pipeline" not in algo.options or "pipeline" in options_for(row.algo, options or {}):
         return None
     depth = int((sched.meta.get(row.algo) or {}).get("pipeline") or 0)
-    opts = options_for(row.algo, options or {})
+    opts: dict[str, Any] = dict(options_for(row.algo, options or {}))
     if dialect != MSCCLPP:
         floor, limit, _, _ = step_floor(sched, dialect, instances)
         if floor > limit:  # steps grow with the depth: jump close to a depth that fits
@@ -143,7 +147,7 @@ def _shallower(
             xml = _export_text(alt, dialect, proto, instances)
         except CollsynthError:
             continue
-        sim = simulate(alt, size)
+        sim = simulate(alt, size, order=order)
         return (
             replace(
                 row,
@@ -190,29 +194,31 @@ def tune(
     on_step: Callable[[str], None] | None = None,
     timing: bool = True,
     pool: Pool | None = None,
+    order: str = REALIZED,
 ) -> TuneResult:
     """Compare ``algos`` at ``sizes``, pick per size the fastest schedule the format can
     express, and write one checked XML file (and its schedule) per window of sizes that share
     a schedule, plus ``tune.json``, into ``out_dir``. ``on_step`` hears what is being done;
     ``timing=False`` leaves wall-clock figures out of the files; ``pool``: where the
-    algorithms run (:mod:`collsynth.parallel`)."""
+    algorithms run (:mod:`collsynth.parallel`); ``order``: the simulator's link model the
+    schedules are ranked in (default: the realized one, :data:`collsynth.sim.REALIZED`)."""
     sizes = sorted({float(s) for s in sizes})
     if not sizes:
         raise CollsynthError("tune needs at least one size")
     keep: dict[tuple[str, float], Schedule] = {}
     comp = compare(topology, collective, sizes, algos, on_step=on_step, options=options,
-                   keep=keep, pool=pool)  # fmt: skip
+                   keep=keep, pool=pool, order=order)  # fmt: skip
     if not comp.rows:
         why = "; ".join(f"{s['algo']}: {s['reason']}" for s in comp.skipped[:3])
         raise CollsynthError(f"no algorithm produced a schedule ({why})")
     _make_dir(out_dir)
-    export = _Exporter(topology, collective, options, dialect, proto, instances)
+    export = _Exporter(topology, collective, options, dialect, proto, instances, order)
     picks = []
     for size in sizes:
         if on_step:
             on_step(f"exporting the fastest at {fmt_size(size)}")
         picks.append(export.pick(comp, keep, size))
-    result = TuneResult(topology.name, collective.describe(), dialect, comparison=comp)
+    result = TuneResult(topology.name, collective.describe(), dialect, comparison=comp, model=order)
     _write_windows(result, topology, collective, picks, keep, sizes, out_dir, timing)
     summary = os.path.join(out_dir, "tune.json")
     write_text_atomic(summary, json.dumps(result.to_dict(timing), indent=1))
@@ -229,6 +235,7 @@ class _Exporter:
     dialect: str
     proto: str
     instances: int
+    order: str = REALIZED
     exported: dict[int, str] = field(default_factory=dict)  # id(schedule) -> xml text
 
     def xml(self, sched: Schedule) -> str:
@@ -262,6 +269,7 @@ class _Exporter:
                 self.dialect,
                 self.proto,
                 self.instances,
+                self.order,
             )
             if alt is not None:  # try it where its (slower) simulated time ranks it
                 row, alt_sched, xml, depth = alt

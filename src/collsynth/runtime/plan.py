@@ -15,8 +15,8 @@ the part that one rank executes, with only *local* waiting conditions:
 * message tags: the operations between one ordered pair of ranks are numbered in ``order``;
   the tag is that number modulo the backend's tag limit. Operations whose tags collide are posted
   in that order (sends and receives alike), so non-overtaking matching stays unambiguous.
-* per-link order: among the operations this rank sends, one that follows another in a link's
-  planned order is posted after it.
+* per-link order: among the operations this rank sends to one peer, one that follows another
+  in a link's planned order is posted after it (one connection carries them in that order).
 
 Buffer layout: every rank keeps one working byte buffer with one slot per chunk it touches
 (holds initially, sends, receives or must end with). Inputs are loaded into it, operations read
@@ -358,11 +358,21 @@ def _tags(
 def _link_order_pre(
     sched: Schedule, rank: int, index: dict[int, int], post_pre: list[list[int]]
 ) -> None:
-    """Add the per-link order among this rank's own sends to ``post_pre``."""
+    """Add the per-link order among this rank's own sends to each peer to ``post_pre``: a
+    send to one peer that follows another in a link's planned order is posted after it, so the
+    connection to that peer carries them in that order (the simulator's realized model,
+    ``order="fair"``). Sends to different peers share the link however they are posted, so
+    they are not held back for each other."""
     if sched.link_order:
-        src = sched.src
+        src, dst = sched.src, sched.dst
         for _, seq in sorted(sched.link_order.items()):
-            mine = [index[int(o)] for o in seq if int(o) in index and src[int(o)] == rank]
-            for a, b in zip(mine[:-1], mine[1:]):
-                if a not in post_pre[b]:
+            last: dict[int, int] = {}  # peer -> the previous send to it on this link
+            for o in seq.tolist() if hasattr(seq, "tolist") else seq:
+                o = int(o)
+                if o not in index or src[o] != rank:
+                    continue
+                b, peer = index[o], int(dst[o])
+                a = last.get(peer)
+                if a is not None and a not in post_pre[b]:
                     post_pre[b].append(a)
+                last[peer] = b

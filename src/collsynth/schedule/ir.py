@@ -165,7 +165,55 @@ class Schedule:
             return self
         from dataclasses import replace
 
-        return replace(self, group=None)
+        return replace(self, group=None, link_order=self._expanded_link_order())
+
+    def _expanded_link_order(self) -> dict[int, np.ndarray] | None:
+        """The link orders once every group member carries its own data: each member that
+        shared a link with its group's carrier goes right after the carrier there."""
+        if not self.link_order or self.group is None:
+            return self.link_order
+        carried = self.carried_hops()
+        owner = np.repeat(np.arange(self.num_ops, dtype=np.int64), np.diff(self.route_ptr))
+        riders: dict[tuple[int, int], list[int]] = {}  # (link, group) -> members not carrying
+        for h in np.flatnonzero(~carried).tolist():
+            o = int(owner[h])
+            riders.setdefault((int(self.route_links[h]), int(self.group[o])), []).append(o)
+        out: dict[int, np.ndarray] = {}
+        for link, seq in self.link_order.items():
+            ops: list[int] = []
+            for o in np.asarray(seq).tolist():
+                ops.append(o)
+                g = int(self.group[o])
+                if g >= 0:
+                    ops.extend(riders.get((int(link), g), ()))
+            out[link] = np.array(ops, dtype=np.int64)
+        return out
+
+    def pair_order_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The link orders as each connection sees them: arrays ``(a, b)`` of operations with
+        the same sender and receiver where ``b`` comes right after ``a`` among that pair's
+        operations in some link's planned order (each edge once, sorted). This is the order
+        the executors post a pair's messages in and the exporters give a thread block's steps;
+        it is all of a link order that a runtime can enforce, since different pairs share a
+        link however their messages are posted."""
+        empty = np.zeros(0, dtype=np.int64)
+        if not self.link_order:
+            return empty, empty
+        n = np.int64(self.topology.num_ranks)
+        a_parts, b_parts = [], []
+        for _, seq in sorted(self.link_order.items()):
+            seq = np.asarray(seq, dtype=np.int64)
+            if len(seq) < 2:
+                continue
+            key = self.src[seq].astype(np.int64) * n + self.dst[seq].astype(np.int64)
+            by = np.argsort(key, kind="stable")  # per pair, in the link's order
+            same = key[by][1:] == key[by][:-1]
+            a_parts.append(seq[by][:-1][same])
+            b_parts.append(seq[by][1:][same])
+        if not a_parts:
+            return empty, empty
+        pairs = np.unique(np.stack([np.concatenate(a_parts), np.concatenate(b_parts)]), axis=1)
+        return pairs[0], pairs[1]
 
     def carried_hops(self) -> np.ndarray:
         """Per entry of ``route_links``: False where an earlier member of the operation's

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..deadline import TimeLimitError
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
 from ..units import fmt_time
 from .engine import (
+    compiled_loaded,
     compiled_rank_times,
     compiled_run_events,
     compiled_run_events_fair,
@@ -26,6 +28,22 @@ from .engine import (
 )
 
 ORDER_POLICIES = ("auto", "plan", "fcfs", "fair")
+# The link model the executors realize and the emulated testbed validated (docs/testbed.md):
+# links shared fairly by the connections (rank pairs) that use them, each connection carrying
+# its messages in the order its sender posts them (the schedule's link orders where it has them,
+# else first ready, first served). Every reported time defaults to it.
+REALIZED = "fair"
+# Below this many link hops ``simulate`` runs the plain Python loop unless the compiled one is
+# already loaded in this process: loading it (numba and its cache, about 0.7 s) takes longer
+# than the plain loop (about 10 k hops/s) on a small schedule.
+COMPILE_FROM_HOPS = 1_000
+# What each model is called in outputs (``model`` fields and table headers).
+MODEL_NAMES = {
+    "fair": "realized (links shared by connections, each in its posting order)",
+    "auto": "planned (the plan's priorities and link orders)",
+    "plan": "planned (the plan's priorities and link orders)",
+    "fcfs": "first served (one transfer at a time per link, first ready first served)",
+}
 
 
 @dataclass
@@ -423,31 +441,69 @@ def _connections(
     return hop_class, class_ptr, shared
 
 
+def _connection_positions(
+    s: Schedule, hop_class: np.ndarray, link_order_ptr: np.ndarray, link_order_hops: np.ndarray
+) -> np.ndarray:
+    """Each hop's position in its connection's planned order, -1 where its link has none. A
+    connection's order is its link's planned order restricted to the connection's sender and
+    receiver: what an executor realizes by posting each pair's messages in that order (one
+    connection carries them one after another; different pairs share the link)."""
+    pos = np.full(len(hop_class), -1, dtype=np.int64)
+    if not len(link_order_hops):
+        return pos
+    cls = hop_class[link_order_hops]
+    by = np.argsort(cls, kind="stable")  # per connection, in the link's planned order
+    sorted_cls = cls[by]
+    starts = np.flatnonzero(np.r_[True, sorted_cls[1:] != sorted_cls[:-1]])
+    rank = np.arange(len(by)) - np.repeat(starts, np.diff(np.r_[starts, len(by)]))
+    pos[link_order_hops[by]] = rank
+    return pos
+
+
+def _call(kernel, *args):
+    """``kernel(*args)``; a time limit that expired while compiled code ran surfaces as the
+    ``TimeLimitError`` it is (CPython reports a signal handler's exception raised as a compiled
+    call returns as a ``SystemError`` caused by it)."""
+    try:
+        return kernel(*args)
+    except SystemError as e:
+        if isinstance(e.__cause__, TimeLimitError):
+            raise e.__cause__ from None
+        raise
+
+
 def simulate(
     schedule: Schedule,
     size: float,
     *,
     reduce_bw: float | None = None,
-    order: str = "auto",
+    order: str = REALIZED,
     release: bool = False,
     op_cost_s: float = 0.0,
-    compiled: bool = True,
+    compiled: bool | None = None,
     _force_queues: bool = False,
 ) -> SimResult:
     """Simulate ``schedule`` moving ``size`` bytes (nccl-tests convention).
 
-    ``order``: ``auto`` (= ``plan``) follows the schedule's plan: explicit per-link orders are
-    obeyed exactly; otherwise a free link starts the waiting transfer with the earliest planned
-    start time (or step), then the first ready. ``fcfs`` ignores every plan: first ready, first
-    served. ``fair`` ignores every plan too, and shares each link equally among the rank pairs
-    with data on it, each pair's transfers going one at a time, first ready first served (TCP
-    connections or RDMA queue pairs; processor sharing, see ``docs/simulator.md``).
+    ``order``: ``fair`` (the default, :data:`REALIZED`: what the executors and exporters
+    realize and the testbed measured) shares each link equally among the rank pairs with data
+    on it, each pair's transfers going one at a time in the schedule's link order restricted to
+    that pair (the order its sender posts them), or first ready first served where the link has
+    no order (TCP connections or RDMA queue pairs; processor sharing, see
+    ``docs/simulator.md``); planned priorities are ignored. ``auto`` (= ``plan``) follows the
+    schedule's plan: explicit per-link orders are obeyed exactly across all pairs; otherwise a
+    free link starts the waiting transfer with the earliest planned start time (or step), then
+    the first ready. ``fcfs`` ignores every plan: first ready, first served.
     ``release`` holds each operation until its planned start.
     ``reduce_bw`` (bytes/s) adds ``bytes / reduce_bw`` to every reduce operation.
     ``op_cost_s`` (seconds) is what issuing one operation costs its sender: a rank issues its
     operations one at a time, each taking ``op_cost_s`` before its bytes start, while issued
     operations travel in parallel (an executor's or a NIC's per-message work; 0, the default, is
     the pure alpha-beta model). Modelled as one virtual link per rank in front of every route.
+    ``compiled``: run the numba-compiled loop (True), the plain Python one (False), or
+    (None, the default) the compiled one when it is already loaded or the schedule has
+    :data:`COMPILE_FROM_HOPS` link hops or more: below that, loading the compiled code costs
+    more than it saves. Both give the same results.
     """
     _check_args(size, order, reduce_bw, op_cost_s)
     wall0 = _time.perf_counter()
@@ -465,28 +521,33 @@ def simulate(
         own_ptr.astype(np.int64), n_links, plan.forked if plan else None,
     )  # fmt: skip
     groups, op_hops, op_first = _group_arrays(plan, own_ptr, route_ptr)
+    if compiled is None:
+        compiled = len(hop_link) >= COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
     op_last = route_ptr[1:] - 1
     extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
     succ_ptr, succ_ids, indeg = _successors(s)
     pos, optr, ohops, prio, used = _order_arrays(
-        s, "fcfs" if order in ("fcfs", "fair") else "plan", hop_link, hop_op, n_all
+        s, "fcfs" if order == "fcfs" else "plan", hop_link, hop_op, n_all
     )
     if order == "fair":
         hop_class, class_ptr, shared = _connections(s, hop_link, hop_op, n_links, n_all)
+        conn_pos = _connection_positions(s, hop_class, optr, ohops)
         used = "links shared fairly by rank pairs, each pair first ready, first served"
-    if order == "fair":
+        if len(ohops):
+            used = "links shared fairly by rank pairs, each pair in its planned link order"
         kernel = compiled_run_events_fair() if compiled else run_events_fair
-        hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
-            hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, release_t,
-            extra, succ_ptr, succ_ids, indeg, n_all, hop_class, class_ptr, shared, op_hops, groups,
+        hop_start, hop_end, op_ready, op_finish, busy, done = _call(
+            kernel, hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last,
+            release_t, extra, succ_ptr, succ_ids, indeg, n_all, hop_class, class_ptr, shared,
+            conn_pos, op_hops, groups,
         )  # fmt: skip
     else:
         kernel = compiled_run_events() if compiled else run_events
         reserve = bool(np.all(prio == prio[0])) if n_ops else True
         if _force_queues:
             reserve = False
-        hop_start, hop_end, op_ready, op_finish, busy, done = kernel(
-            hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio,
+        hop_start, hop_end, op_ready, op_finish, busy, done = _call(
+            kernel, hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio,
             release_t, extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_all, reserve,
             op_hops, groups,
         )  # fmt: skip

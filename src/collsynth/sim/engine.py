@@ -194,7 +194,8 @@ def _unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked):
 def _share_state(n_links, class_ptr):
     """Per shared link: virtual time, when it was last advanced and active connections; per
     connection (class): whether it has a transfer on its link, its waiting transfers' queue
-    sizes and key arrays (request time, 0, hop), in heap segments starting at ``class_ptr``."""
+    sizes and key arrays (planned position or -1, request time, hop), in heap segments
+    starting at ``class_ptr``."""
     n_classes = class_ptr.shape[0] - 1
     cap = class_ptr[n_classes] + 1
     return (
@@ -207,6 +208,18 @@ def _share_state(n_links, class_ptr):
         np.zeros(cap),
         np.zeros(cap, dtype=np.int64),
     )
+
+
+def _conn_turn(h, c, hop_conn_pos, conn_next):
+    """Whether connection ``c`` may carry hop ``h`` next: it is unordered, or the next in the
+    connection's planned order."""
+    return hop_conn_pos[h] < 0 or hop_conn_pos[h] == conn_next[c]
+
+
+def _conn_started(h, c, hop_conn_pos, conn_next):
+    """Hop ``h`` went onto connection ``c``: an ordered hop moves the connection's turn on."""
+    if hop_conn_pos[h] >= 0:
+        conn_next[c] = hop_conn_pos[h] + 1
 
 
 def _share_advance(link, t, vt, vlast, active):
@@ -372,14 +385,19 @@ def run_events_fair(
     hop_class,
     class_ptr,
     link_shared,
+    hop_conn_pos,
     op_hops,
     groups,
 ):
     """The event loop with shared links (``order="fair"``): ``link_shared[l]`` links are
     shared by their connections (``hop_class[h]``: the connection of a hop on one, whose
     waiting transfers queue in ``class_ptr[c]:class_ptr[c + 1]``); the others (issue slots)
-    serve first ready, first served. No planned priorities or orders. Compiled separately from
-    :func:`run_events`, and only when used. Returns what :func:`run_events` returns."""
+    serve first ready, first served. ``hop_conn_pos[h]``: the hop's position in its
+    connection's planned order (the schedule's link order restricted to one sender-receiver
+    pair, which is the order an executor posts that pair's messages in), or -1: a connection
+    carries its ordered transfers in that order, and its unordered ones first ready, first
+    served. No planned priorities. Compiled separately from :func:`run_events`, and only when
+    used. Returns what :func:`run_events` returns."""
     n_hops = hop_link.shape[0]
     busy, _, link_free_at, _ = _link_state(n_links)
     for l in range(n_links):
@@ -391,6 +409,7 @@ def run_events_fair(
     hops_left = op_hops.copy()
     qbase, qsize, qp, qr, qh = _link_queues(hop_link, n_links, False)
     vt, vlast, active, cbusy, csize, cq_t, cq_z, cq_h = _share_state(n_links, class_ptr)
+    conn_next = np.zeros(class_ptr.shape[0] - 1, dtype=np.int64)
     et, ep, eid, esize = _initial_events(
         n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, True
     )
@@ -414,7 +433,8 @@ def run_events_fair(
                 esize, done_ops = _hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ,
                                             groups, hop_req, heap, esize, done_ops)  # fmt: skip
                 c = hop_class[h]
-                if csize[c] > 0:  # the connection's next transfer goes on
+                if csize[c] > 0 and _conn_turn(cq_h[class_ptr[c]], c, hop_conn_pos, conn_next):
+                    # the connection's next transfer goes on
                     _, _, h2, csize[c] = _pop(cq_t, cq_z, cq_h, class_ptr[c], csize[c])
                     qsize[link] = _push(
                         qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h2], 0.0, h2
@@ -422,6 +442,7 @@ def run_events_fair(
                     active[link] += 1
                     busy[link] += hop_tx[h2]
                     hop_start[h2] = t
+                    _conn_started(h2, c, hop_conn_pos, conn_next)
                     esize = _next_hop(
                         h2, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, heap, esize
                     )
@@ -434,10 +455,15 @@ def run_events_fair(
         link = hop_link[h]
         if link_shared[link]:
             c = hop_class[h]
-            if cbusy[c]:  # the connection is carrying an earlier transfer: wait in line
-                csize[c] = _push(cq_t, cq_z, cq_h, class_ptr[c], csize[c], t, 0.0, h)
+            if cbusy[c] or not _conn_turn(h, c, hop_conn_pos, conn_next):
+                # the connection carries an earlier transfer, or one before this in its
+                # planned order has not come yet: wait in line (ordered by planned position,
+                # unordered transfers first, then by request time)
+                key = hop_conn_pos[h] if hop_conn_pos[h] >= 0 else -1
+                csize[c] = _push(cq_t, cq_z, cq_h, class_ptr[c], csize[c], key, t, h)
                 continue
             cbusy[c] = True
+            _conn_started(h, c, hop_conn_pos, conn_next)
             _share_advance(link, t, vt, vlast, active)
             qsize[link] = _push(qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h)
             active[link] += 1
@@ -587,6 +613,8 @@ def _compiled_steps() -> dict | None:
         steps["_initial_events"] = njit(cache=True)(_rebind(_initial_events, steps))
         steps["_share_state"] = njit(cache=True)(_rebind(_share_state, steps))
         steps["_share_advance"] = njit(cache=True, inline="always")(_share_advance)
+        steps["_conn_turn"] = njit(cache=True, inline="always")(_conn_turn)
+        steps["_conn_started"] = njit(cache=True, inline="always")(_conn_started)
         steps["_share_schedule"] = njit(cache=True)(_rebind(_share_schedule, steps))
         steps["_request"] = njit(cache=True)(_rebind(_request, steps))
         steps["_next_hop"] = njit(cache=True)(_rebind(_next_hop, steps))
@@ -605,6 +633,11 @@ def _compile(loop):
 
     # nogil: a time limit's watchdog thread can still run during a long simulation
     return njit(cache=True, nogil=True)(_rebind(loop, steps))
+
+
+def compiled_loaded(fair: bool) -> bool:
+    """Whether the compiled loop for the fair model (``fair``) or the others is loaded."""
+    return (_compiled_fair if fair else _compiled) is not None
 
 
 def compiled_run_events():

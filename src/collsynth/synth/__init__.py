@@ -21,6 +21,7 @@ from ..schedule.ir import Schedule
 from ..schedule.timing import collect_timing
 from ..topology.model import Topology
 from .options import DEFAULT_SIZE, Option, declare, parse_assignments, plan_size, resolve
+from .order import with_link_orders
 
 __all__ = [
     "ALGORITHMS",
@@ -105,6 +106,7 @@ def synthesize(
     *,
     size: float | None = None,
     budget_s: float | str | None = None,
+    link_order: bool = True,
     **options: Any,
 ) -> Schedule:
     """Run algorithm ``name``; the result carries ``meta['algorithm']``.
@@ -116,11 +118,21 @@ def synthesize(
     bounds the wall time (:func:`collsynth.deadline.time_limit`); solvers stop early and return
     their best schedule with ``meta.status = "time_limit"``, other work raises
     :class:`collsynth.deadline.TimeLimitError` when the limit passes.
+
+    ``link_order`` (default): the schedule carries per-link orders taken from its planned
+    timing at ``size`` (:mod:`collsynth.synth.order`), which the executors and exporters
+    realize, so that its realized time is its planned one wherever one connection uses a link.
+    ``link_order=False`` gives the algorithm's schedule as it is (callers that order it per
+    size themselves, as :func:`collsynth.report.compare.compare` does for algorithms that are
+    not size-aware).
     """
     budget = deadline.parse_limit(budget_s if budget_s is not None else deadline.each())
     with deadline.time_limit(budget, what=f"synthesis with {name}"):
         deadline.check(f"synthesis with {name}")
-        return _synthesize(name, topology, collective, size, options)
+        schedule = _synthesize(name, topology, collective, size, options)
+        if link_order:
+            schedule = with_link_orders(schedule, plan_size(size, name))
+        return schedule
 
 
 def _synthesize(

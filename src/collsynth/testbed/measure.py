@@ -181,12 +181,14 @@ def measure(
     whose launch fails is recorded in ``failed`` and the others go on; only when every size
     fails is it an error.
 
-    ``order``: the simulator's link model for the comparison. ``fair`` (default) is what the
-    testbed's links do: collsynth's executor posts each send as soon as its data is ready;
-    MPI's one TCP connection to a peer carries messages in posting order (first ready, first
-    served, whatever step the plan gave them), and the connections of different rank pairs
-    that cross one link share it. ``fcfs`` serves one transfer at a time per link. Each row
-    also carries the plan-order figure (``simulated_plan_s``, ``simulate``'s default).
+    ``order``: the simulator's link model for the comparison. ``fair`` (default, the realized
+    model) is what the testbed's links do: collsynth's executor posts each send as soon as its
+    data is ready and, where the schedule has link orders (every schedule collsynth
+    synthesizes), each pair's sends in the pair's link order, as the MSCCL exporters order a
+    thread block's steps; MPI's one TCP connection to a peer carries messages in posting order,
+    and the connections of different rank pairs that cross one link share it. ``fcfs`` serves
+    one transfer at a time per link. Each row also carries the planned-order figure
+    (``simulated_plan_s``: one transfer at a time per link, the plan's priorities first).
 
     ``op_cost_raw_s`` > 0: what issuing one operation costs a rank of the testbed (raw seconds:
     the executor's and the kernel's work per message, which no shaping scales). Each row is
@@ -309,7 +311,6 @@ class _Runner:
     def shaped(self, tb: Any, size: int, group: list[tuple[Case, float]], scale: float,
                result: Measurement) -> dict[int, dict]:  # fmt: skip
         """Rows of ``group`` at ``size`` on ``tb`` (empty, and a ``failed`` entry, on failure)."""
-        from ..sim import simulate
 
         self.step(f"measuring {len(group)} schedule(s) at {size} B")
         sims = [sim for _, sim in group]
@@ -328,7 +329,7 @@ class _Runner:
         for i, ((c, sim_s), run) in enumerate(zip(group, rep.runs)):
             row = _row(c, run, size, self._with_cost(c, size, scale, sim_s), scale)
             row.update(simulated_order=self.order,
-                       simulated_plan_s=simulate(c.schedule, size).time_s)  # fmt: skip
+                       simulated_plan_s=planned_time(c.schedule, size))  # fmt: skip
             if self.op_cost_raw > 0:
                 row.update(simulated_alpha_beta_s=sim_s, op_cost_s=self.op_cost_raw * scale)
             row["route_mismatch_ops"] = route_mismatches(c.schedule, tb.wiring)
@@ -459,5 +460,15 @@ def _row(c: Case, run: dict, size: int, sim_s: float, scale: float) -> dict:
         check=run.get("check"),
         ops=c.schedule.num_ops,
         scale=scale,
+        link_ordered=bool(c.schedule.link_order),  # the executor posted each pair in order
     )
     return row
+
+
+def planned_time(schedule: Any, size: float) -> float:
+    """The schedule's time in its plan (the planned order, without the link orders that
+    synthesis chose for execution)."""
+    from ..sim import simulate
+    from ..synth.order import without_chosen_order
+
+    return simulate(without_chosen_order(schedule), size, order="plan").time_s

@@ -370,24 +370,61 @@ class _Verifier:
 
     # ------------------------------------------------------------------ link order
     def check_link_order(self) -> None:
-        s, t, n = self.s, self.t, self.n_ops
-        lengths = np.diff(s.route_ptr)
-        owner = np.repeat(np.arange(n), lengths)
+        """Every planned link order lists exactly the operations that carry data over its
+        link, each once, and the orders with the dependencies stay acyclic (no deadlock).
+        Vectorized over all links; the first faulty link is then named link by link."""
+        s, n = self.s, self.n_ops
         link_order = s.link_order
         assert link_order is not None  # run() checks a link order only when there is one
-        users: dict[int, set[int]] = {}
-        for lid in link_order:
-            users[int(lid)] = set()
-        sel = np.isin(s.route_links, np.array(list(users), dtype=np.int64)) & s.carried_hops()
-        for lid, op in zip(s.route_links[sel].tolist(), owner[sel].tolist()):
-            users[lid].add(op)
-        extra_ptr = [0]
-        extra_ids: list[int] = []
-        extra_edges: list[tuple[int, int]] = []
-        for lid, planned in link_order.items():
+        lids = np.array([int(k) for k in link_order], dtype=np.int64)
+        seqs = [np.asarray(v, dtype=np.int64).ravel() for v in link_order.values()]
+        lengths = np.array([len(q) for q in seqs], dtype=np.int64)
+        o_link = np.repeat(lids, lengths)
+        o_ops = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(s.route_ptr))
+        carried = s.carried_hops()
+        sel = np.isin(s.route_links, lids) & carried
+        nl = np.int64(max(len(self.t.links), 1))
+        used = np.unique(owner[sel] * nl + s.route_links[sel].astype(np.int64))
+        ok = bool((lids >= 0).all() and (lids < len(self.t.links)).all())
+        ok = ok and bool(((o_ops >= 0) & (o_ops < n)).all())
+        if ok:
+            keys = o_ops * nl + o_link
+            uk = np.unique(keys)
+            ok = len(uk) == len(keys) and len(uk) == len(used) and bool(np.array_equal(uk, used))
+        if not ok:
+            self._name_link_order_fault(owner, carried)
+        # deadlock: dependencies plus "served after" edges must stay acyclic
+        ends = np.cumsum(lengths)
+        nxt = np.ones(len(o_ops), dtype=bool)
+        nxt[ends[lengths > 0] - 1] = False  # the last of each link has no successor there
+        a = np.concatenate([s.dep_ids.astype(np.int64), o_ops[:-1][nxt[:-1]]])
+        b = np.concatenate(
+            [np.repeat(np.arange(n, dtype=np.int64), np.diff(s.dep_ptr)), o_ops[1:][nxt[:-1]]]
+        )
+        if not _acyclic(n, a, b):
+            by = np.argsort(b, kind="stable")
+            ptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(b, minlength=n), out=ptr[1:])
+            op = _find_cycle_member(n, ptr, a[by])
+            _fail(
+                "link-order",
+                f"planned link order conflicts with the dependencies "
+                f"(deadlock) at {s.describe_op(op)}",
+                op,
+            )
+        self.checks.append("link-order")
+
+    def _name_link_order_fault(self, owner: np.ndarray, carried: np.ndarray) -> None:
+        """The first link order (in the schedule's order) that is not exactly its link's
+        users, named in words."""
+        s, t, n = self.s, self.t, self.n_ops
+        assert s.link_order is not None
+        for lid, planned in s.link_order.items():
             lid = int(lid)
             if not 0 <= lid < len(t.links):
                 _fail("link-order", f"planned order for link {lid}, which does not exist")
+            users = set(owner[(s.route_links == lid) & carried].tolist())
             seq = [int(o) for o in planned]
             for o in seq:
                 if not 0 <= o < n:
@@ -395,7 +432,7 @@ class _Verifier:
                         "link-order",
                         f"planned order of {t.link_label(lid)} names op {o}, which does not exist",
                     )
-                if o not in users[lid]:
+                if o not in users:
                     _fail(
                         "link-order",
                         f"planned order of {t.link_label(lid)} lists "
@@ -403,13 +440,14 @@ class _Verifier:
                         o,
                     )
             if len(set(seq)) != len(seq):
-                dup = next(o for o in seq if seq.count(o) > 1)
+                seen: set[int] = set()
+                dup = next(o for o in seq if o in seen or seen.add(o))  # type: ignore[func-returns-value]
                 _fail(
                     "link-order",
                     f"planned order of {t.link_label(lid)} lists {s.describe_op(dup)} twice",
                     dup,
                 )
-            missing = users[lid] - set(seq)
+            missing = users - set(seq)
             if missing:
                 o = min(missing)
                 _fail(
@@ -418,26 +456,6 @@ class _Verifier:
                     f"{s.describe_op(o)}, which uses that link",
                     o,
                 )
-            extra_edges.extend(zip(seq[:-1], seq[1:]))
-        # deadlock: dependencies plus "served after" edges must stay acyclic
-        preds: list[list[int]] = [[] for _ in range(n)]
-        for a, b in extra_edges:
-            preds[b].append(a)
-        for op in range(n):
-            extra_ids.extend(s.dep_ids[s.dep_ptr[op] : s.dep_ptr[op + 1]].tolist())
-            extra_ids.extend(preds[op])
-            extra_ptr.append(len(extra_ids))
-        ptr = np.array(extra_ptr, dtype=np.int64)
-        ids = np.array(extra_ids, dtype=np.int64)
-        if _kahn(n, ptr, ids) is None:
-            op = _find_cycle_member(n, ptr, ids)
-            _fail(
-                "link-order",
-                f"planned link order conflicts with the dependencies "
-                f"(deadlock) at {s.describe_op(op)}",
-                op,
-            )
-        self.checks.append("link-order")
 
     # ------------------------------------------------------------------ steps
     def check_steps(self) -> None:
@@ -1260,6 +1278,31 @@ def _fmt_ranks(ranks: list[int]) -> str:
     if len(ranks) > 8:
         return ", ".join(map(str, ranks[:8])) + f", ... ({len(ranks)} in all)"
     return ", ".join(map(str, ranks))
+
+
+def _acyclic(n: int, a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the graph on ``n`` nodes with edges ``a[i] -> b[i]`` has no cycle (Kahn's
+    algorithm in waves, with numpy)."""
+    indeg = np.bincount(b, minlength=n).astype(np.int64)
+    by = np.argsort(a, kind="stable")
+    succ = b[by]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(a, minlength=n), out=ptr[1:])
+    wave = np.flatnonzero(indeg == 0)
+    seen = 0
+    while len(wave):
+        seen += len(wave)
+        lo, hi = ptr[wave], ptr[wave + 1]
+        counts = hi - lo
+        total = int(counts.sum())
+        if not total:
+            break
+        idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+        targets = succ[idx]
+        np.subtract.at(indeg, targets, 1)
+        cand = np.unique(targets)
+        wave = cand[indeg[cand] == 0]
+    return seen == n
 
 
 def _kahn(n: int, ptr: np.ndarray, ids: np.ndarray) -> np.ndarray | None:

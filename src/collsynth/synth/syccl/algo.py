@@ -541,7 +541,7 @@ def _pool_time(i: int) -> float:
     make, cands, size = _POOL["make"], _POOL["cands"], _POOL["size"]
     from ...sim import simulate
 
-    return simulate(make(*cands[i]), size).time_s
+    return simulate(make(*cands[i]), size, order="plan").time_s
 
 
 def _times_in_pool(make, cands: list[tuple], size: float, workers: int) -> list[float]:
@@ -724,7 +724,7 @@ class _Search:
         from ...sim import simulate
 
         s = self.make(name, fr, rk, P)
-        res = simulate(s, self.size)
+        res = simulate(s, self.size, order="plan")
         tm = res.time_s
         if eligible and (not self.kept or tm < self.kept["time"]):
             self.kept.update(key=(name, fr, rk, P), finish=res.op_finish_s, sched=s, time=tm)
@@ -750,7 +750,7 @@ class _Search:
         j = min(range(len(cands)), key=lambda i: (times[i], i))  # first of least time
         if eligible and (not self.kept or times[j] < self.kept["time"]):
             s = self.make(*cands[j])
-            res = simulate(s, self.size)
+            res = simulate(s, self.size, order="plan")
             self.kept.update(key=cands[j], finish=res.op_finish_s, sched=s, time=times[j])
         for c, tm in zip(cands, times):
             self.tried.append((tm, len(self.tried), c, eligible))
@@ -898,8 +898,8 @@ def _chosen(
 
         d = direct_candidate(topology, collective, routes)
         if d is None:
-            d = synthesize("direct", topology, collective)
-        dt = simulate(d, search.size).time_s
+            d = synthesize("direct", topology, collective, link_order=False)
+        dt = simulate(d, search.size, order="plan").time_s
         search.tried.append((dt, len(search.tried), ("direct",), True))
         if dt < best_t:
             sched = d.with_meta(

@@ -106,6 +106,7 @@ def _solve(args: tuple) -> tuple[list | None, dict]:
             sub,
             c,
             size=chunk_bytes * g,
+            link_order=False,
             time_limit=MILP_TIME_LIMIT,
             gap=MILP_GAP,
             epoch_multiplier=mult,

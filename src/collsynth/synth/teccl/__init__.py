@@ -493,7 +493,7 @@ def _spt(t: Topology, collective: Collective) -> Schedule:
     """The ``spt`` schedule (fewest-transfer trees): the heuristics' starting point."""
     from .. import synthesize
 
-    return synthesize("spt", t, collective)
+    return synthesize("spt", t, collective, link_order=False)
 
 
 #: Largest AllGather/Broadcast for which the MTEG schedule is also tried as the warm start.
@@ -510,7 +510,7 @@ def _milp_heuristic(t: Topology, grid: EpochGrid, collective: Collective, size: 
 
     heur = _spt(t, collective)
     tried = [heur]
-    heur_sim = simulate(heur, size).time_s
+    heur_sim = simulate(heur, size, order="plan").time_s
     h_ops, k_h = greedy_epochs(t, grid, heur)
     heuristic = {"algorithm": "spt", "sim_time_s": heur_sim, "epochs": k_h, "spt_epochs": k_h}
     if collective.kind in (CollKind.ALLGATHER, CollKind.BROADCAST):
@@ -522,7 +522,7 @@ def _milp_heuristic(t: Topology, grid: EpochGrid, collective: Collective, size: 
                 heuristic.update(algorithm="flood", epochs=k_h)
         if collective.num_ranks <= MTEG_MAX_RANKS:
             try:
-                m = synthesize("mteg", t, collective, size=size)
+                m = synthesize("mteg", t, collective, size=size, link_order=False)
             except CollsynthError:
                 m = None  # (a fabric MTEG cannot route: the others stand)
             if m is not None:
@@ -714,7 +714,11 @@ def _run_lp(
     info: dict[str, Any] = {
         "lower_bound_epochs": k_lb,
         "horizons": [],
-        "heuristic": {"algorithm": "spt", "epochs": k_h, "sim_time_s": simulate(heur, size).time_s},
+        "heuristic": {
+            "algorithm": "spt",
+            "epochs": k_h,
+            "sim_time_s": simulate(heur, size, order="plan").time_s,
+        },
         "bound_s": b_time,
     }
     probe = _LpProbe(

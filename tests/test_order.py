@@ -1,0 +1,184 @@
+"""The planned order made executable (``synth/order.py``) and the realized model that serves
+it: per-link orders from the planned timing, served per connection by the simulator, posted per
+pair by the executor, and kept per pair by the exporters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collsynth.bound import bound
+from collsynth.collective import Collective
+from collsynth.export.msccl import _linear_order
+from collsynth.runtime.plan import build_rank_plan
+from collsynth.schedule.ir import ScheduleBuilder
+from collsynth.sim import REALIZED, simulate
+from collsynth.synth import synthesize
+from collsynth.synth.order import (
+    FROM_FIRST_READY,
+    FROM_PLAN,
+    link_orders_by,
+    with_link_orders,
+    without_chosen_order,
+)
+from collsynth.topology import load_topology
+from collsynth.verify import verify
+
+GB = 1e9
+
+
+def _forest(spec: str, coll: str, size: float = GB):
+    t = load_topology(spec)
+    c = Collective.make(coll, t.num_ranks)
+    return synthesize("forestcoll", t, c, size=size, link_order=False), size
+
+
+@pytest.mark.parametrize("coll", ["allgather", "reducescatter", "allreduce"])
+def test_planned_orders_make_direct_links_realize_the_plan(coll):
+    # DGX-1's links are GPU to GPU: one connection per link, so the realized model with the
+    # planned link orders is exactly the planned one; first ready first served is not
+    base, size = _forest("dgx1", coll)
+    plan = simulate(base, size, order="plan").time_s
+    ordered = with_link_orders(base, size)
+    verify(ordered)
+    assert simulate(ordered, size, order=REALIZED).time_s == pytest.approx(plan, rel=1e-9)
+    b = bound(base.topology, base.collective, size).time_s
+    assert b / simulate(ordered, size).time_s >= 0.99
+    if coll == "reducescatter":  # the case the order matters most for
+        assert simulate(base, size, order=REALIZED).time_s > 1.2 * plan
+
+
+def test_synthesize_gives_ordered_schedules_and_records_the_size():
+    t = load_topology("ring:n=4")
+    s = synthesize("ring", t, Collective.make("allgather", 4), size=2e6)
+    assert s.link_order
+    assert s.meta["link_order"]["size_bytes"] == 2e6
+    bare = synthesize("ring", t, Collective.make("allgather", 4), link_order=False)
+    assert not bare.link_order
+
+
+def test_orders_list_every_user_once_and_follow_one_key():
+    base, size = _forest("ring:n=6", "allreduce", 1e6)
+    s = with_link_orders(base, size)
+    model = "plan" if s.meta["link_order"]["from"] == FROM_PLAN else "fair"
+    res = simulate(base, size, order=model)
+    users: dict[int, set[int]] = {}
+    for op in range(s.num_ops):
+        for link in s.route(op).tolist():
+            users.setdefault(link, set()).add(op)
+    assert set(s.link_order) == set(users)
+    for link, seq in s.link_order.items():
+        assert sorted(seq.tolist()) == sorted(users[link])
+        keys = list(zip(res.op_start_s[seq], res.op_finish_s[seq]))
+        assert keys == sorted(keys)
+
+
+def test_order_key_ties_follow_op_ids():
+    t = load_topology("line:n=2")
+    b = ScheduleBuilder(t, Collective.make("broadcast", 2, 3))
+    ops = [b.add(0, 1, c) for c in range(3)]
+    s = b.build()
+    lo = link_orders_by(s, np.zeros(3), np.zeros(3))
+    assert [v.tolist() for v in lo.values()] == [ops]
+
+
+def _two_pairs_on_one_link():
+    """GPU0 sends chunks 0 and 1 to GPU2, GPU1 sends chunk 2 to GPU2, through one switch:
+    two connections share the switch's link to GPU2."""
+    t = load_topology("star:n=3,bw=1GB/s,alpha=0")
+    coll = Collective.custom(3, [(0, [2]), (0, [2]), (1, [2])])
+    b = ScheduleBuilder(t, coll)
+    a0 = b.add(0, 2, 0)
+    a1 = b.add(0, 2, 1)
+    c = b.add(1, 2, 2)
+    return b, (a0, a1, c)
+
+
+def test_realized_model_serves_a_connection_in_its_link_order():
+    b, (a0, a1, c) = _two_pairs_on_one_link()
+    s = b.build()
+    down = int(s.route(c)[-1])  # switch -> GPU2, shared by both pairs
+    up = int(s.route(a0)[0])
+    b.set_link_order(up, [a1, a0])
+    b.set_link_order(down, [c, a1, a0])
+    s = b.build()
+    verify(s)
+    size = 3e6  # 1 MB per chunk: 1 ms alone on a link
+    r = simulate(s, size)
+    # pair (0, 2) carries a1 then a0; pair (1, 2) shares the downlink with it: a1 and c share
+    # it for 2 ms (both done at 2 ms), then a0 alone
+    assert r.op_finish_s[a1] == pytest.approx(2e-3)
+    assert r.op_finish_s[c] == pytest.approx(2e-3)
+    assert r.op_finish_s[a0] == pytest.approx(3e-3)
+    # without orders the pair goes first ready (op id order), the rest as before
+    bare = simulate(_two_pairs_on_one_link()[0].build(), size)
+    assert bare.op_finish_s[a0] == pytest.approx(2e-3)
+    assert bare.op_finish_s[a1] == pytest.approx(3e-3)
+
+
+def test_realized_model_waits_for_the_turn_of_an_unready_transfer():
+    # the pair's first transfer in the order becomes ready late: the second waits for it
+    t = load_topology("line:n=3,bw=1GB/s,alpha=0")
+    coll = Collective.custom(3, [(0, [2]), (1, [2])])
+    b = ScheduleBuilder(t, coll)
+    relay = b.add(0, 1, 0)
+    late = b.add(1, 2, 0, deps=[relay])
+    early = b.add(1, 2, 1)
+    link = int(b.build().route(late)[0])
+    b.set_link_order(link, [late, early])
+    s = b.build()
+    verify(s)
+    r = simulate(s, 2e6)
+    assert r.op_finish_s[late] == pytest.approx(2e-3)
+    assert r.op_finish_s[early] == pytest.approx(3e-3)
+    assert simulate(s, 2e6, order="fcfs").op_finish_s[early] == pytest.approx(1e-3)
+
+
+def test_executor_posts_each_pair_in_order_and_pairs_independently():
+    b, (a0, a1, c) = _two_pairs_on_one_link()
+    s = b.build()
+    up = int(s.route(a0)[0])
+    b.set_link_order(up, [a1, a0])
+    b.set_link_order(int(s.route(c)[-1]), [c, a1, a0])
+    s = b.build()
+    p = build_rank_plan(s, 0, 1024, 4, 1 << 30)
+    local = {int(o): j for j, o in enumerate(p.ops)}
+    assert local[a1] in p.post_pre[local[a0]]
+    p1 = build_rank_plan(s, 1, 1024, 4, 1 << 30)
+    j = {int(o): k for k, o in enumerate(p1.ops)}[c]
+    assert p1.post_pre[j] == []  # another sender's place on the shared link holds nothing
+
+
+@pytest.mark.parametrize("spec,coll", [("dgx1", "reducescatter"), ("ring:n=6", "allgather")])
+def test_msccl_order_keeps_every_pair_order(spec, coll):
+    base, size = _forest(spec, coll, 1e6)
+    s = with_link_orders(base, size)
+    pos = np.empty(s.num_ops, dtype=np.int64)
+    pos[_linear_order(s)] = np.arange(s.num_ops)
+    a, b = s.pair_order_edges()
+    assert len(a)
+    assert np.all(pos[a] < pos[b])
+    assert np.all(s.src[a] == s.src[b]) and np.all(s.dst[a] == s.dst[b])
+
+
+def test_realized_model_compiled_and_plain_agree_with_orders():
+    base, size = _forest("ring:n=6", "reducescatter", 1e6)
+    s = with_link_orders(base, size)
+    a = simulate(s, size, compiled=True)
+    b = simulate(s, size, compiled=False)
+    assert np.array_equal(a.op_finish_s, b.op_finish_s)
+    assert np.array_equal(a.hop_start_s, b.hop_start_s)
+
+
+def test_first_ready_wins_where_sharing_upsets_the_plan_and_is_reproduced_exactly():
+    # two DGX-2 chassis: NVSwitch ports are shared by many pairs; the plan's order makes pairs
+    # wait for transfers that come later under sharing, first ready does not
+    base, size = _forest("dgx2:chassis=2", "allgather")
+    s = with_link_orders(base, size)
+    info = s.meta["link_order"]
+    assert info["from"] == FROM_FIRST_READY
+    assert info["realized_time_s"]["first_ready"] < info["realized_time_s"]["planned"]
+    written = simulate(s, size)  # the first-ready order, written down, gives its time exactly
+    assert written.time_s == pytest.approx(simulate(base, size).time_s, rel=1e-12)
+    assert bound(base.topology, base.collective, size).time_s / written.time_s >= 0.99
+    assert not without_chosen_order(s).link_order
