@@ -17,6 +17,7 @@ from collsynth.synth import synthesize
 from collsynth.synth.order import (
     FROM_FIRST_READY,
     FROM_PLAN,
+    _one_pair_per_link,
     link_orders_by,
     with_link_orders,
     without_chosen_order,
@@ -38,6 +39,7 @@ def test_planned_orders_make_direct_links_realize_the_plan(coll):
     # DGX-1's links are GPU to GPU: one connection per link, so the realized model with the
     # planned link orders is exactly the planned one; first ready first served is not
     base, size = _forest("dgx1", coll)
+    assert _one_pair_per_link(base)  # synthesis takes the planned time for this realized one
     plan = simulate(base, size, order="plan").time_s
     ordered = with_link_orders(base, size)
     verify(ordered)
@@ -174,6 +176,7 @@ def test_first_ready_wins_where_sharing_upsets_the_plan_and_is_reproduced_exactl
     # two DGX-2 chassis: NVSwitch ports are shared by many pairs; the plan's order makes pairs
     # wait for transfers that come later under sharing, first ready does not
     base, size = _forest("dgx2:chassis=2", "allgather")
+    assert not _one_pair_per_link(base)
     s = with_link_orders(base, size)
     info = s.meta["link_order"]
     assert info["from"] == FROM_FIRST_READY

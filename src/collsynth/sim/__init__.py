@@ -461,15 +461,33 @@ def _connection_positions(
 
 
 def _call(kernel, *args):
-    """``kernel(*args)``; a time limit that expired while compiled code ran surfaces as the
-    ``TimeLimitError`` it is (CPython reports a signal handler's exception raised as a compiled
-    call returns as a ``SystemError`` caused by it)."""
-    try:
+    """``kernel(*args)`` with a time limit's alarm held until it returns: a Python signal
+    handler that raises while a compiled call is returning leaves the interpreter with an
+    exception set inside the call (a ``SystemError``, and now and then a crash), so during the
+    call the alarm only records that it rang; the limit's own handler then runs at once."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "SIGALRM"
+    ):
         return kernel(*args)
-    except SystemError as e:
+    limit_handler = signal.getsignal(signal.SIGALRM)
+    if not callable(limit_handler):
+        return kernel(*args)
+    rang: list = []
+    signal.signal(signal.SIGALRM, lambda signum, frame: rang.append((signum, frame)))
+    try:
+        out = kernel(*args)
+    except SystemError as e:  # an older handler installed inside the call raised anyway
         if isinstance(e.__cause__, TimeLimitError):
             raise e.__cause__ from None
         raise
+    finally:
+        signal.signal(signal.SIGALRM, limit_handler)
+    if rang:
+        limit_handler(*rang[0])
+    return out
 
 
 def simulate(
