@@ -468,7 +468,11 @@ def _call(kernel, *args):
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+    if (
+        not hasattr(kernel, "py_func")  # the plain Python loop: the alarm may interrupt it
+        or threading.current_thread() is not threading.main_thread()
+        or not hasattr(signal, "SIGALRM")
+    ):
         return kernel(*args)
     limit_handler = signal.getsignal(signal.SIGALRM)
     if not callable(limit_handler):
