@@ -185,3 +185,19 @@ def test_first_ready_wins_where_sharing_upsets_the_plan_and_is_reproduced_exactl
     assert written.time_s == pytest.approx(simulate(base, size).time_s, rel=1e-12)
     assert bound(base.topology, base.collective, size).time_s / written.time_s >= 0.99
     assert not without_chosen_order(s).link_order
+
+
+def test_compare_rows_say_their_model_and_give_the_planned_time(capsys):
+    from collsynth.cli import main
+
+    rc = main(["compare", "-t", "ring:n=4", "-c", "reducescatter", "--sizes", "1MB",
+               "--algos", "ring,forestcoll", "--planned", "--json", "--no-timing"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    import json
+
+    data = json.loads(out)
+    assert data["model"] == REALIZED
+    for row in data["rows"]:
+        assert row["model"] == REALIZED and row["planned_time_s"] > 0
+        assert row["time_s"] >= row["bound_time_s"] * (1 - 1e-9)
