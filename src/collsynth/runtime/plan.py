@@ -367,8 +367,7 @@ def _link_order_pre(
         src, dst = sched.src, sched.dst
         for _, seq in sorted(sched.link_order.items()):
             last: dict[int, int] = {}  # peer -> the previous send to it on this link
-            for o in seq.tolist() if hasattr(seq, "tolist") else seq:
-                o = int(o)
+            for o in np.asarray(seq, dtype=np.int64).tolist():
                 if o not in index or src[o] != rank:
                     continue
                 b, peer = index[o], int(dst[o])

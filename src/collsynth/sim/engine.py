@@ -19,7 +19,9 @@ and priority +inf, so at equal times every request is queued before the link pic
 
 *Shared* links (``order="fair"``) instead divide their bandwidth equally among the connections
 (sender-receiver rank pairs) with data on them, each connection carrying its own transfers one
-at a time, first ready first served (TCP, or an RDMA queue pair). A shared link's ``FREE``
+at a time (TCP, or an RDMA queue pair): in its planned order where the schedule's link orders
+give one (the order its sender posts them; a transfer waits for its turn), else first ready,
+first served. A shared link's ``FREE``
 event is its next completion; the link keeps a virtual time ``V`` that advances at ``1 / n``
 per second with ``n`` connections active, and a transfer admitted at ``V0`` ends when ``V``
 reaches ``V0 + bytes / bw`` (processor sharing, exact between events).

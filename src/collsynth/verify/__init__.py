@@ -440,8 +440,7 @@ class _Verifier:
                         o,
                     )
             if len(set(seq)) != len(seq):
-                seen: set[int] = set()
-                dup = next(o for o in seq if o in seen or seen.add(o))  # type: ignore[func-returns-value]
+                dup = next(o for k, o in enumerate(seq) if o in seq[:k])
                 _fail(
                     "link-order",
                     f"planned order of {t.link_label(lid)} lists {s.describe_op(dup)} twice",
