@@ -151,9 +151,11 @@ def test_scale_suite_runs_one_case_in_a_child_process(tmp_path):
     (row,) = data["rows"]
     assert row["case"] == "32:forestcoll" and "error" not in row, row
     assert row["ops"] > 0 and 0.9 < row["x_bound"] <= 1.0 and row["synth_s"] > 0
+    assert row["order_s"] > 0 and "shared" in row["model"]  # the realized model, ordered
     md = (tmp_path / "scale.md").read_text()
     assert "| 32:forestcoll | 32:forestcoll | 36.5 s, 0.987 of the bound |" in md
     assert "no sweep.json" in md
+    assert "s choosing link orders)" in md and "of the bound realized" in md
 
 
 def test_scale_table_rows():

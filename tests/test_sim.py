@@ -167,6 +167,24 @@ def test_planned_order_is_respected():
     assert r2.op_finish_s[first] < r2.op_finish_s[second]
 
 
+def test_a_link_order_naming_an_op_off_its_link_is_one_error():
+    """An unverified schedule whose link order lists an operation that does not cross the link
+    (or one that does not exist) is refused with the link and op named, in both models."""
+    from dataclasses import replace
+
+    topo = _line(3)
+    b = ScheduleBuilder(topo, Collective.make("broadcast", 3, 1))
+    near = b.add(0, 1, 0)
+    far = b.add(1, 2, 0, deps=[near])
+    s = b.build()
+    first_link = int(s.route(near)[0])
+    for bad in ([near, far], [near, 99]):
+        wrong = replace(s, link_order={first_link: np.array(bad)})
+        for order in ("plan", "fair"):
+            with pytest.raises(CollsynthError, match=f"link {first_link} lists op {bad[1]}"):
+                simulate(wrong, 1e6, order=order)
+
+
 def test_planned_start_times_order_and_release():
     topo = _line(2)
     b = ScheduleBuilder(topo, Collective.make("broadcast", 2, 2))

@@ -26,6 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..arrays import unique
 from ..collective import Collective, CollKind
 from ..topology.model import Topology
 from . import Bound, register
@@ -188,10 +189,10 @@ def crossing_bytes(collective: Collective, size: float, inside: set[int]) -> flo
     if collective.reduces:
         if not inside_mask.any():
             return 0.0
-        return float(len(np.unique(post_c[outside_need]))) * cb
+        return float(len(unique(post_c[outside_need]))) * cb
     src = collective.chunk_source[post_c]
     crossing = outside_need & inside_mask[src]
-    return float(len(np.unique(post_c[crossing]))) * cb
+    return float(len(unique(post_c[crossing]))) * cb
 
 
 def _group_cuts(topology: Topology) -> list[set[int]]:

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..arrays import unique
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule, ScheduleBuilder
@@ -384,7 +385,7 @@ def refine_parts(s: Schedule) -> Schedule:
         )
     assert s.part_den is not None and s.part_lo is not None and s.part_hi is not None
     den = s.part_den.astype(np.int64)
-    D = int(np.lcm.reduce(np.unique(den)))
+    D = int(np.lcm.reduce(unique(den)))
     if D > MAX_REFINE:
         op = int(np.argmax(den))
         raise CollsynthError(

@@ -31,6 +31,7 @@ import zlib
 
 import numpy as np
 
+from ..arrays import unique
 from ..errors import CollsynthError
 from ..files import file_size_limit, parse_structured, read_bytes
 from .ir import Schedule
@@ -268,7 +269,7 @@ def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
     if "order_ptr" in cols:
         links = cols["order_links"]
         _check_offsets(cols["order_ptr"], len(cols["order_ops"]), len(links), "order", where)
-        if len(np.unique(links)) != len(links):
+        if len(unique(links)) != len(links):
             raise CollsynthError(f"{where}: column 'order_links' names a link twice")
     if "tree_ptr" in cols:
         _check_trees(cols, where)

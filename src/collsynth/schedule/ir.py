@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import unique
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..topology.model import Topology
@@ -212,8 +213,9 @@ class Schedule:
             b_parts.append(seq[by][1:][same])
         if not a_parts:
             return empty, empty
-        pairs = np.unique(np.stack([np.concatenate(a_parts), np.concatenate(b_parts)]), axis=1)
-        return pairs[0], pairs[1]
+        m = np.int64(max(self.num_ops, 1))
+        key = unique(np.concatenate(a_parts) * m + np.concatenate(b_parts))
+        return key // m, key % m
 
     def carried_hops(self) -> np.ndarray:
         """Per entry of ``route_links``: False where an earlier member of the operation's
@@ -314,7 +316,7 @@ class Schedule:
         owner, dep = owner[sel], self.dep_ids[sel]
         new_owner = np.repeat(owner, lens[dep])
         new_dep = ids[spread_ranges(ptr[dep], lens[dep])]
-        key = np.unique(new_owner * n + new_dep)  # sorted per owner, duplicates dropped
+        key = unique(new_owner * n + new_dep)  # sorted per owner, duplicates dropped
         keep = ~is_join
         renum = np.cumsum(keep) - 1
         m = int(keep.sum())

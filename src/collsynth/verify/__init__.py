@@ -36,8 +36,10 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from ..arrays import unique
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError, VerificationError
+from ..schedule.dag import is_acyclic
 from ..schedule.ir import OpKind, Schedule, spread_ranges
 from .kernel import PASS, ancestor, compiled_run_window
 
@@ -337,7 +339,7 @@ class _Verifier:
         # no node twice: the intermediate nodes of each route, routes of one length together
         blk = lengths[a:b]
         twice: list[int] = []
-        for length in np.unique(blk[blk >= 3]).tolist():
+        for length in unique(blk[blk >= 3]).tolist():
             ops = a + np.flatnonzero(blk == length)
             at = (s.route_ptr[ops] - h0)[:, None] + np.arange(length - 1)
             mids = np.sort(ldst[at], axis=1)
@@ -385,12 +387,12 @@ class _Verifier:
         carried = s.carried_hops()
         sel = np.isin(s.route_links, lids) & carried
         nl = np.int64(max(len(self.t.links), 1))
-        used = np.unique(owner[sel] * nl + s.route_links[sel].astype(np.int64))
+        used = unique(owner[sel] * nl + s.route_links[sel].astype(np.int64))
         ok = bool((lids >= 0).all() and (lids < len(self.t.links)).all())
         ok = ok and bool(((o_ops >= 0) & (o_ops < n)).all())
         if ok:
             keys = o_ops * nl + o_link
-            uk = np.unique(keys)
+            uk = unique(keys)
             ok = len(uk) == len(keys) and len(uk) == len(used) and bool(np.array_equal(uk, used))
         if not ok:
             self._name_link_order_fault(owner, carried)
@@ -402,7 +404,7 @@ class _Verifier:
         b = np.concatenate(
             [np.repeat(np.arange(n, dtype=np.int64), np.diff(s.dep_ptr)), o_ops[1:][nxt[:-1]]]
         )
-        if not _acyclic(n, a, b):
+        if not is_acyclic(n, a, b):
             by = np.argsort(b, kind="stable")
             ptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(np.bincount(b, minlength=n), out=ptr[1:])
@@ -667,7 +669,7 @@ class _Verifier:
                 return False
 
             n_idle = 0
-        moved = set(np.unique(s.chunk[s.kind != OpKind.JOIN]).tolist())
+        moved = set(unique(s.chunk[s.kind != OpKind.JOIN]).tolist())
         if c.num_chunks - n_idle <= len(moved):
             return
         ch = 0
@@ -814,7 +816,7 @@ class _Verifier:
             )
         self.checks.append("postcondition")
         # deliveries to a rank that already had the data (initially or earlier): wasteful only
-        uniq = len(np.unique(w_key)) if len(w_key) else 0
+        uniq = len(unique(w_key)) if len(w_key) else 0
         redundant = int(len(w_key) - uniq)
         redundant += int(np.count_nonzero(initial_holder[w_seg] == s.dst[w_op]))
         return redundant
@@ -1277,31 +1279,6 @@ def _fmt_ranks(ranks: list[int]) -> str:
     if len(ranks) > 8:
         return ", ".join(map(str, ranks[:8])) + f", ... ({len(ranks)} in all)"
     return ", ".join(map(str, ranks))
-
-
-def _acyclic(n: int, a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether the graph on ``n`` nodes with edges ``a[i] -> b[i]`` has no cycle (Kahn's
-    algorithm in waves, with numpy)."""
-    indeg = np.bincount(b, minlength=n).astype(np.int64)
-    by = np.argsort(a, kind="stable")
-    succ = b[by]
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(a, minlength=n), out=ptr[1:])
-    wave = np.flatnonzero(indeg == 0)
-    seen = 0
-    while len(wave):
-        seen += len(wave)
-        lo, hi = ptr[wave], ptr[wave + 1]
-        counts = hi - lo
-        total = int(counts.sum())
-        if not total:
-            break
-        idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
-        targets = succ[idx]
-        np.subtract.at(indeg, targets, 1)
-        cand = np.unique(targets)
-        wave = cand[indeg[cand] == 0]
-    return seen == n
 
 
 def _kahn(n: int, ptr: np.ndarray, ids: np.ndarray) -> np.ndarray | None:

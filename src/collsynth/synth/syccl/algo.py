@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from ...arrays import unique
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...schedule.ir import OpKind, Schedule, ScheduleBuilder
@@ -520,9 +521,9 @@ def direct_candidate(
     order = np.lexsort((c, d, s, shift))
     s, d, c, shift = s[order], d[order], c[order], shift[order]
     tab: dict[tuple[int, int], tuple[int, ...]] = {}
-    for a in np.unique(s).tolist():
+    for a in unique(s).tolist():
         row = routes.direct(a)
-        for b in np.unique(d[s == a]).tolist():
+        for b in unique(d[s == a]).tolist():
             r = row.get(b)
             if r is None:
                 return None

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ...arrays import unique
 from ...collective import Collective
 from ...schedule.ir import Schedule, ScheduleBuilder
 from ...topology.model import Topology
@@ -80,7 +81,7 @@ def _list_schedule(
     order: list[int] = []
     # epoch by epoch; within an epoch, always the transfer that can start first (so transfers
     # sharing a switch interleave instead of queueing in id order)
-    for k in np.unique(k0).tolist():
+    for k in unique(k0).tolist():
         pend = np.flatnonzero(k0 == k)
         base = np.full(len(pend), k * tau)
         for j, i in enumerate(pend.tolist()):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...arrays import unique
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from . import lower as _lower
@@ -125,7 +126,7 @@ def _link_orbits(Lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     size: list[int] = []
     for l in range(L):
         if cls[l] < 0:
-            members = np.unique(Lp[:, l])
+            members = unique(Lp[:, l])
             cls[members] = len(size)
             size.append(len(members))
     weight = Lp.shape[0] / np.array(size, dtype=np.float64)[cls]
