@@ -247,7 +247,7 @@ def test_structure_and_limits():
             g["output_chunks"] += 1
 
     assert _planted(counts).check == "structure"
-    with pytest.raises(PlanCheckError, match="not JSON"):
+    with pytest.raises(PlanCheckError, match="not valid JSON"):
         check_mscclpp_plan("{")
 
 

@@ -25,8 +25,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "collsynth"
 # ``runtime`` because tuning exports the winners. ``collsynth``'s own ``__init__``
 # and ``__main__`` are exempt.
 LAYERS = [
-    ["errors"],
-    ["units", "atomic", "files", "plugins", "deadline", "jit"],
+    ["errors", "interrupt"],
+    ["units", "arrays", "atomic", "files", "plugins", "deadline", "jit"],
     ["parallel"],
     ["topology"],
     ["collective"],

@@ -69,9 +69,6 @@ _ALIASES = {
 ROOTED = {CollKind.BROADCAST, CollKind.REDUCE, CollKind.GATHER, CollKind.SCATTER}
 REDUCING = {CollKind.REDUCESCATTER, CollKind.ALLREDUCE, CollKind.REDUCE}
 
-#: Most chunks a demand matrix may ask for (its entries are counts, not listed chunks).
-MAX_DEMAND_CHUNKS = 1 << 25
-
 
 def parse_kind(name: Any) -> CollKind:
     key = str(name).strip().lower().replace("-", "_")
@@ -90,12 +87,9 @@ MAX_CHUNKS = 1 << 22
 
 def max_chunks() -> int:
     """The chunk limit in force (``COLLSYNTH_MAX_CHUNKS`` or :data:`MAX_CHUNKS`)."""
-    import os
+    from .files import env_limit
 
-    raw = os.environ.get("COLLSYNTH_MAX_CHUNKS", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return MAX_CHUNKS
+    return env_limit("COLLSYNTH_MAX_CHUNKS", MAX_CHUNKS)
 
 
 @dataclass(frozen=True)
@@ -160,8 +154,15 @@ class Collective:
     @classmethod
     def custom(cls, num_ranks: int, chunks: Iterable[tuple[int, Iterable[int]]]) -> Collective:
         """A custom collective: each entry is one chunk ``(source, destinations)`` (multicast)."""
+        n = int(num_ranks)
+        limit = max_chunks()
         items = []
         for i, entry in enumerate(chunks):
+            if i >= limit:  # refused before the rest is read
+                raise CollsynthError(
+                    f"custom collective has more than {limit} chunks (set "
+                    f"COLLSYNTH_MAX_CHUNKS to raise the limit)"
+                )
             try:
                 s, dsts = entry
                 s = _as_rank(s, f"custom chunk {i} source")
@@ -170,19 +171,34 @@ class Collective:
                 raise CollsynthError(
                     f"custom chunk {i} must be [source, [destinations...]]"
                 ) from None
+            if not 0 <= s < n:
+                raise CollsynthError(f"custom chunk {i}: source {s} is not a rank")
+            bad = [x for x in d if not 0 <= x < n]
+            if bad:
+                raise CollsynthError(f"custom chunk {i}: destination {bad[0]} is not a rank")
             d = tuple(x for x in d if x != s)
             items.append((s, d))
         return cls(CollKind.CUSTOM, int(num_ranks), 1, None, tuple(items))
 
     @classmethod
-    def from_demand_matrix(cls, matrix: Sequence[Sequence[int]]) -> Collective:
-        """A custom collective where ``matrix[s][d]`` distinct chunks go from rank s to rank d."""
+    def from_demand_matrix(
+        cls, matrix: Sequence[Sequence[int]], num_ranks: int | None = None
+    ) -> Collective:
+        """A custom collective where ``matrix[s][d]`` distinct chunks go from rank s to rank d.
+
+        ``num_ranks`` (a topology's): the matrix must be that many rows and columns. The
+        matrix's shape and its total against :func:`max_chunks` are checked before any chunk
+        is listed."""
         try:
             m = np.asarray(matrix)
         except Exception:
             raise CollsynthError("demand matrix must be a square matrix of integers") from None
         if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
             raise CollsynthError("demand matrix must be square with at least 2 ranks")
+        if num_ranks is not None and m.shape[0] != num_ranks:
+            raise CollsynthError(
+                f"demand matrix is not {num_ranks}x{num_ranks} (it is {m.shape[0]}x{m.shape[0]})"
+            )
         if not np.issubdtype(m.dtype, np.integer):
             if (
                 not np.issubdtype(m.dtype, np.floating)
@@ -194,8 +210,12 @@ class Collective:
             raise CollsynthError("demand matrix entries must be non-negative integers")
         n = m.shape[0]
         m = m * ~np.eye(n, dtype=bool)  # the diagonal asks for nothing
-        if np.any(m > MAX_DEMAND_CHUNKS) or m.sum() > MAX_DEMAND_CHUNKS:
-            raise CollsynthError(f"demand matrix asks for more than {MAX_DEMAND_CHUNKS} chunks")
+        limit = max_chunks()
+        if np.any(m > limit) or m.sum() > limit:
+            raise CollsynthError(
+                f"demand matrix asks for more than {limit} chunks (set COLLSYNTH_MAX_CHUNKS "
+                f"to raise the limit)"
+            )
         m = m.astype(np.int64)
         chunks = []
         for s in range(n):
@@ -359,14 +379,17 @@ class Collective:
                     f"chunks_per_rank nor root (list its chunks instead)"
                 )
             if "demand" in data:
-                coll = cls.from_demand_matrix(data["demand"])
-                if coll.num_ranks != n:
-                    raise CollsynthError(f"{source}: demand matrix is not {n}x{n}")
-                return coll
+                try:
+                    return cls.from_demand_matrix(data["demand"], n)
+                except CollsynthError as e:
+                    raise CollsynthError(f"{source}: {e}") from None
             chunks = data.get("chunks")
             if not isinstance(chunks, list):
                 raise CollsynthError(f"{source}: custom collective needs a 'chunks' list")
-            return cls.custom(n, chunks)
+            try:
+                return cls.custom(n, chunks)
+            except CollsynthError as e:
+                raise CollsynthError(f"{source}: {e}") from None
         cpr = data.get("chunks_per_rank", 1)
         if isinstance(cpr, bool) or not isinstance(cpr, int):
             raise CollsynthError(f"{source}: chunks_per_rank must be an integer")

@@ -124,8 +124,7 @@ def time_limit(
             f"collsynth: error: the time limit ({seconds:g} s) ended during {what} before a "
             f"result was found (ended {after + EXIT_GRACE_S:.3g} s in)\n"
         )
-        dog = threading.Timer(after + EXIT_GRACE_S, _force_exit, (line, exit_status))
-        dog.daemon = True
+        dog = _Watchdog(after + EXIT_GRACE_S, line, exit_status)
         dog.start()
     try:
         with _hard_stop(after, seconds, what):
@@ -140,6 +139,62 @@ def time_limit(
 def _force_exit(line: str, status: int) -> None:  # pragma: no cover - ends the process
     os.write(2, line.encode())
     os._exit(status)
+
+
+#: the watchdogs running now (:func:`paused` moves them on)
+_DOGS: list[_Watchdog] = []
+
+
+class _Watchdog(threading.Thread):
+    """Ends the process ``after`` seconds from now (see :func:`time_limit`), later by the
+    time spent in :func:`paused`."""
+
+    def __init__(self, after: float, line: str, status: int):
+        super().__init__(daemon=True, name="collsynth-time-limit")
+        self.due = time.monotonic() + after
+        self.line, self.status = line, status
+        self.held = 0
+        self.done = threading.Event()
+
+    def start(self) -> None:
+        _DOGS.append(self)
+        super().start()
+
+    def run(self) -> None:  # pragma: no cover - ends the process
+        while not self.done.wait(min(1.0, max(0.0, self.due - time.monotonic()))):
+            if not self.held and time.monotonic() >= self.due:
+                _force_exit(self.line, self.status)
+
+    def cancel(self) -> None:
+        self.done.set()
+        with contextlib.suppress(ValueError):
+            _DOGS.remove(self)
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Time spent in the body does not count against the time limits in force: setting up
+    where the work runs (starting a Dask cluster), not the work itself. Every limit, its
+    hard stop and its watchdog move on by the body's duration."""
+    if math.isinf(remaining()):
+        yield
+        return
+    t0 = time.monotonic()
+    alarm = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    alarm_left = signal.setitimer(signal.ITIMER_REAL, 0)[0] if alarm else 0.0
+    dogs = list(_DOGS)
+    for d in dogs:
+        d.held += 1
+    try:
+        yield
+    finally:
+        spent = time.monotonic() - t0
+        _END.set(_END.get() + spent)
+        for d in dogs:
+            d.due += spent
+            d.held -= 1
+        if alarm_left > 0:
+            signal.setitimer(signal.ITIMER_REAL, alarm_left)
 
 
 @contextlib.contextmanager

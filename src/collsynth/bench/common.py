@@ -8,7 +8,6 @@ file; the other cases' rows are kept, in the suite's case order.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
@@ -45,11 +44,15 @@ def legacy_units(row: Any) -> Any:
 
 
 def read_json(path: str) -> dict:
-    """The results file at ``path``, or ``{}`` when it is missing or unreadable."""
+    """The results file at ``path``, or ``{}`` when it is missing, unreadable or outside the
+    input limits (:mod:`collsynth.files`)."""
+    from ..files import parse_structured, read_text
+
+    if not os.path.isfile(path):
+        return {}
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        data = parse_structured(read_text(path), path, fmt="json")
+    except CollsynthError:
         return {}
     return data if isinstance(data, dict) else {}
 

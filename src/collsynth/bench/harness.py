@@ -70,7 +70,8 @@ class Case:
     opts: str = ""  # algorithm options, key=value,key=value
 
     def kwargs(self) -> dict:
-        return parse_assignments([self.opts], self.algo).get(self.algo, {})
+        items = [self.opts] if self.opts.strip() else []  # no options: nothing to parse
+        return parse_assignments(items, self.algo).get(self.algo, {})
 
 
 def _cases_quick() -> list[Case]:
@@ -394,11 +395,9 @@ def _merge(
 ) -> list[dict]:
     """Rows of the cases just run replace theirs in the results file at ``path``; the other
     cases' rows are kept; rows come out in the suite's case order."""
-    try:
-        with open(path) as f:
-            old = json.load(f)
-    except (OSError, ValueError):
-        return rows
+    from .common import read_json
+
+    old = read_json(path)
     if old.get("suite") != suite:
         return rows
     ran = {_case_key(c) for c in cases}

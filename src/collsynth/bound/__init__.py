@@ -299,6 +299,10 @@ def _region_bw(t: Topology, region: set[int], leaving: bool) -> float:
     return float(t.link_bw[cross].sum())
 
 
+#: Most ranks :func:`bound` takes: its demand and distance matrices are ranks x ranks.
+MAX_BOUND_RANKS = 4096
+
+
 def bound(
     topology: Topology, collective: Collective, size: float, providers: list[str] | None = None
 ) -> BoundResult:
@@ -309,6 +313,12 @@ def bound(
         raise CollsynthError(
             f"collective has {collective.num_ranks} ranks but the topology has "
             f"{topology.num_ranks} compute nodes"
+        )
+    if collective.num_ranks > MAX_BOUND_RANKS:
+        r = collective.num_ranks
+        raise CollsynthError(
+            f"bound: {r} ranks is more than {MAX_BOUND_RANKS} (the bounds keep rank x rank "
+            f"demand and distance matrices: {r * r * 8 / 2**30:.1f} GiB each)"
         )
     load_group("collsynth.bounds")
     names = providers or list(PROVIDERS)

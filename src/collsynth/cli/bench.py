@@ -73,6 +73,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise CollsynthError(f"--repeat must be at least 1, got {args.repeat}")
     out = args.output or default_output_dir("bench")
+    from ..atomic import check_output_dir
+
+    # the suites write NAME.json and NAME.md there (creating the folder and its parents)
+    check_output_dir(out, "-o", owned=lambda name: name.endswith((".json", ".md")), parents=True)
     from rich.console import Console
 
     err = Console(stderr=True, highlight=False)  # progress never reaches stdout
@@ -80,7 +84,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.suite,
         out_dir=out,
         repeat=args.repeat,
-        progress=None if args.json or args.quiet else (lambda m: err.print(f"[dim]{m}[/dim]")),
+        # progress lines on a terminal only: a redirected stderr stays empty on success
+        progress=None
+        if args.json or args.quiet or not err.is_terminal
+        else (lambda m: err.print(f"[dim]{m}[/dim]")),
         only=args.only,
         pool=pool_of(args),
     )

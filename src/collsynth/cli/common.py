@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -12,7 +13,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from ..atomic import check_writable
+from ..atomic import check_outputs
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..topology.model import Topology
@@ -40,6 +41,19 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, self.prog)
+
+    def print_help(self, file: Any = None) -> None:
+        """The help; with ``--json`` on the command line, as one JSON document
+        ``{"command", "usage", "help"}`` (the same text, stdout holding one document)."""
+        if not HELP_AS_JSON[0]:
+            return super().print_help(file)
+        usage = " ".join(self.format_usage().split())
+        emit_json({"command": self.prog, "usage": usage.removeprefix("usage: "),
+                   "help": self.format_help()})  # fmt: skip
+
+
+#: whether ``--help`` prints JSON (``--json`` is on the command line; set by ``cli.main``)
+HELP_AS_JSON = [False]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -285,12 +299,20 @@ def _custom_collective(path: str | None, topo: Topology) -> Collective:
     from ..topology.io import read_structured
 
     data = read_structured(path)
+    n = topo.num_ranks
+    # the ranks are checked against the topology before any chunk is listed
+    given = data.get("ranks", n) if isinstance(data, dict) else n
+    if isinstance(data, list) and all(isinstance(r, list) and len(r) == len(data) for r in data):
+        given = len(data)  # a square matrix: its side
+    if isinstance(given, int) and not isinstance(given, bool) and given != n:
+        raise CollsynthError(f"{path}: demand is for {given} ranks but the topology has {n}")
     if isinstance(data, dict):
-        coll = Collective.from_dict(
-            {"kind": "custom", "ranks": topo.num_ranks, **data}, source=path
-        )
+        coll = Collective.from_dict({"kind": "custom", "ranks": n, **data}, source=path)
     else:
-        coll = Collective.from_demand_matrix(data)
+        try:
+            coll = Collective.from_demand_matrix(data, n)
+        except CollsynthError as e:
+            raise CollsynthError(f"{path}: {e}") from None
     if coll.num_ranks != topo.num_ranks:
         raise CollsynthError(
             f"{path}: demand is for {coll.num_ranks} ranks but the topology has {topo.num_ranks}"
@@ -344,13 +366,38 @@ def build_request(
 
 # ------------------------------------------------------------------------------ output
 def emit_json(obj: Any) -> None:
-    """Write one JSON document (numpy values converted) on stdout."""
-    sys.stdout.write(json.dumps(obj, default=_json_default) + "\n")
+    """Write one JSON document on stdout, whole (an interrupting signal waits until it is
+    out): strict JSON, numpy values converted and a number that is not finite (an infinite
+    or undefined figure) written as ``null``, never as the non-JSON ``Infinity``/``NaN``."""
+    from ..interrupt import deferred
+
+    text = json.dumps(finite_json(obj), default=_json_default, allow_nan=False) + "\n"
+    with deferred():
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every float that is not finite replaced by ``None`` (numpy numbers and
+    arrays converted; containers copied, other values kept)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    if type(obj).__module__ == "numpy":
+        return finite_json(_json_default(obj))
+    return obj
 
 
 def _json_default(o: Any) -> Any:
     import numpy as np
 
+    if isinstance(o, np.bool_):
+        return bool(o)
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):
@@ -371,12 +418,15 @@ def console():
 
 
 def progress(total: int, enabled: bool):
-    """A rich progress bar on stderr (a no-op context when disabled)."""
+    """A rich progress bar on stderr (a no-op context when disabled or when stderr is not a
+    terminal: a successful run leaves a redirected stderr empty)."""
     if not enabled:
         return nullcontext(None)
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if not Console(stderr=True).is_terminal:
+        return nullcontext(None)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -500,27 +550,21 @@ def default_output_dir(kind: str) -> str:
 
 
 def refuse_overwriting_inputs(
-    outputs: dict[str, str | None], inputs: dict[str, str | None]
+    outputs: dict[str, str | None], inputs: dict[str, str | list[str] | None]
 ) -> None:
-    """Refuse, before any work, an output path that names an input file (or another output),
-    a directory, or a place in a missing or read-only folder: ``{flag: path}``."""
-    seen: dict[str, str] = {}
-    for flag, path in inputs.items():
-        if path and os.path.exists(path):
-            seen[os.path.realpath(path)] = flag
-    for flag, path in outputs.items():
-        if path is None:
-            continue
-        check_writable(path, flag)
-        real = os.path.realpath(path)
-        if real in seen:
-            raise CollsynthError(f"{flag} {path} would overwrite {seen[real]}; write elsewhere")
-        seen[real] = flag
+    """Refuse, before any work, an output path that names an input file (or another output)
+    however spelled, a directory or other non-regular file, or a place in a missing or
+    read-only folder: ``{flag: path}`` (:func:`collsynth.atomic.check_outputs`)."""
+    check_outputs(outputs, inputs)
 
 
-def check_plot(path: str | None) -> None:
-    """A plot path that cannot be written is refused before the computation."""
-    if path:
+def check_plot(
+    path: str | None, inputs: dict[str, str | list[str] | None] | None = None, flag: str = "--plot"
+) -> None:
+    """A picture path that cannot be written (its format included, or naming one of the
+    command's ``inputs``) is refused before the computation."""
+    if path is not None:
         from ..report.plots import check_plot_path
 
-        check_plot_path(path)
+        check_plot_path(path, flag)
+        check_outputs({flag: path}, inputs or {})

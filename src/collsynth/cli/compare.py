@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import CollsynthError
+from ..interrupt import deferred
 from ..units import fmt_bandwidth, fmt_size, fmt_time
 from .common import (
     add_command,
@@ -169,7 +173,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     formats = [f for f in ("json", "csv", "nccl_tests") if getattr(args, f)]
     if len(formats) > 1:
         raise CollsynthError("choose one of --json, --csv and --nccl-tests")
-    check_plot(args.plot)
+    check_plot(
+        args.plot,
+        {"-t": args.topology, "--baseline": args.baseline, "--demand": args.demand},
+    )
     log = nccl_tests.read_log(args.baseline) if args.baseline else None
     req = build_request(args, sizes=True)
     # without --sizes (argparse keeps the default object itself) the log's sizes are compared
@@ -198,21 +205,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
         data["baseline"] = log.to_dict()
     if args.json:
         emit_json(data)
-    elif args.csv:
-        cols = CSV_COLUMNS + (BASELINE_COLUMNS if log is not None else ())
-        sys.stdout.write(nccl_tests.to_csv(data["rows"], cols))
-    elif args.nccl_tests:
-        sys.stdout.write(nccl_tests.comparison_table(result, req.collective))
-    else:
-        print_comparison(result, best_only, data["rows"] if log is not None else None)
-        if args.plot:
-            console().print(f"wrote {args.plot}")
+        return 0
+    with deferred():  # the result is printed whole or not at all
+        if args.csv:
+            cols = CSV_COLUMNS + (BASELINE_COLUMNS if log is not None else ())
+            sys.stdout.write(nccl_tests.to_csv(data["rows"], cols))
+        elif args.nccl_tests:
+            sys.stdout.write(nccl_tests.comparison_table(result, req.collective))
+        else:
+            print_comparison(
+                result, best_only, data["rows"] if log is not None else None, timing=args.timing
+            )
+            if args.plot:
+                console().print(f"wrote {args.plot}")
+        sys.stdout.flush()
     return 0
 
 
-def print_comparison(result: Any, best_only: bool, baseline: list[dict] | None = None) -> None:
+def print_comparison(
+    result: Any, best_only: bool, baseline: list[dict] | None = None, timing: bool = True
+) -> None:
     """The comparison table (with ``baseline``: rows carrying an nccl-tests log's figures, see
-    :func:`~collsynth.report.nccl_tests.with_baseline`)."""
+    :func:`~collsynth.report.nccl_tests.with_baseline`; ``timing=False``: no wall-clock
+    column)."""
     from rich.table import Table
 
     from ..sim import MODEL_NAMES
@@ -225,6 +240,8 @@ def print_comparison(result: Any, best_only: bool, baseline: list[dict] | None =
     )
     planned = any(r.planned_time_s is not None for r in rows)
     cols = ["algo", "size", "time", "algbw", "busbw", "x bound", "bound kind", "synth", "ops"]
+    if not timing:
+        cols.remove("synth")
     if planned:
         cols[6:6] = ["planned", "planned x bound"]
     if baseline is not None:
@@ -255,7 +272,7 @@ def print_comparison(result: Any, best_only: bool, baseline: list[dict] | None =
             f"{r.ratio_to_bound:.3g}",
             *plan,
             r.bound_kind,
-            fmt_time(r.synth_wall_s),
+            *([fmt_time(r.synth_wall_s)] if timing else []),
             str(r.ops),
             *more,
         )
@@ -270,8 +287,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     plans."""
     from functools import partial
 
-    from ..report.tune import tune
+    from ..report.tune import check_out_dir, tune
 
+    check_out_dir(args.output, "-o", {"-t": args.topology, "--demand": args.demand})
     req = build_request(args, sizes=True)
     pool = pool_of(args)
     if args.instances < 1:
@@ -285,15 +303,36 @@ def cmd_tune(args: argparse.Namespace) -> int:
         timing=args.timing,
     )
     spec = "all" if args.algos.strip() == "best" else args.algos
-    result, _ = run_compare(
-        req, spec, show_progress=not args.json and not args.quiet, run=run, pool=pool,
-        order=args.order,
-    )  # fmt: skip
-    if args.json:
-        emit_json(result.to_dict(timing=args.timing))
-        return 0
-    print_windows(result, args.output)
+    with removed_on_failure(args.output):
+        result, _ = run_compare(
+            req, spec, show_progress=not args.json and not args.quiet, run=run, pool=pool,
+            order=args.order,
+        )  # fmt: skip
+        if args.json:
+            emit_json(result.to_dict(timing=args.timing))
+            return 0
+        with deferred():  # the table is printed whole or not at all
+            print_windows(result, args.output)
     return 0
+
+
+@contextlib.contextmanager
+def removed_on_failure(out_dir: str) -> Iterator[None]:
+    """If the body fails or is interrupted (SIGINT, SIGTERM, SIGHUP), remove what it made in
+    ``out_dir``: the folder itself if it did not exist before, else the files that are new
+    in it (a file that was there before was replaced whole, or not at all)."""
+    existed = os.path.isdir(out_dir)
+    before = set(os.listdir(out_dir)) if existed else set()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        elif os.path.isdir(out_dir):
+            for name in set(os.listdir(out_dir)) - before:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(out_dir, name))
+        raise
 
 
 def print_windows(result: Any, out_dir: str) -> None:

@@ -12,6 +12,7 @@ from .common import (
     add_command,
     add_json,
     add_output,
+    add_timing,
     check_plot,
     console,
     default_output_dir,
@@ -64,6 +65,7 @@ def add_parser(sub: Any) -> None:
         help="where the exported XML and schedules go (default: a per-user data folder, see above)",
     )
     p.add_argument("--no-run", action="store_true", help="skip the MPI run at the end")
+    add_timing(p)
     add_json(p)
     p.set_defaults(func=cmd_demo)
 
@@ -98,14 +100,16 @@ def _zoo_rows() -> list[dict]:
                     "ops": sched.num_ops,
                     "link_hops": report.link_hops,
                     "verified": report.ok,
-                    "synth_time_s": synth_s,
-                    "verify_time_s": time.perf_counter() - t1,
+                    "timing": {
+                        "synth_wall_s": synth_s,
+                        "verify_wall_s": time.perf_counter() - t1,
+                    },
                 }
             )
     return rows
 
 
-def _tune(out_dir: str, show_progress: bool):
+def _tune(out_dir: str, show_progress: bool, timing: bool = True):
     """Steps 2 and 3: compare the demo algorithms and export the winners."""
     from functools import partial
 
@@ -118,7 +122,10 @@ def _tune(out_dir: str, show_progress: bool):
     topo = load_topology(spec)
     req = Request(topo, Collective.make(kind, topo.num_ranks, 1), sizes=list(sizes))
     tuned, _ = run_compare(
-        req, ",".join(DEMO_ALGOS), show_progress=show_progress, run=partial(tune, out_dir=out_dir)
+        req,
+        ",".join(DEMO_ALGOS),
+        show_progress=show_progress,
+        run=partial(tune, out_dir=out_dir, timing=timing),
     )
     return topo, tuned
 
@@ -145,10 +152,13 @@ def _run_winner(tuned: Any, ranks: int) -> dict:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo."""
+    from ..report.tune import check_out_dir
+
     check_plot(args.plot)
     out = args.output or default_output_dir("demo")
+    check_out_dir(out, "-o", {"--plot": args.plot})
     rows = _zoo_rows()
-    topo, tuned = _tune(out, show_progress=not args.json)
+    topo, tuned = _tune(out, show_progress=not args.json, timing=args.timing)
     result = tuned.comparison
     if args.plot:
         from ..report.plots import plot_algbw
@@ -163,15 +173,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 f"compare on {spec} {kind}, export the winners to MSCCL XML and "
                 f"run the {fmt_size(DEMO_RUN_SIZE)} winner under MPI",
                 "output": out,
-                "rows": rows,
-                "compare": result.to_dict(),
-                "tune": tuned.to_dict(),
+                "rows": rows if args.timing else [_untimed(r) for r in rows],
+                "compare": result.to_dict(timing=args.timing),
+                "tune": tuned.to_dict(timing=args.timing),
                 "run": run_info,
             }
         )
         return 0
     _print(args, out, rows, result, tuned, run_info)
     return 0
+
+
+def _untimed(row: dict) -> dict:
+    """A zoo row without its wall-clock figures (``--no-timing``)."""
+    return {k: v for k, v in row.items() if k != "timing"}
 
 
 def _print(
@@ -194,20 +209,9 @@ def _print(
         "shortest-path-tree schedules, verify them independently"
     )
     table = Table()
-    for col in (
-        "topology",
-        "GPUs",
-        "switches",
-        "routers",
-        "links",
-        "diameter",
-        "collective",
-        "ops",
-        "link hops",
-        "verified",
-        "synth",
-        "verify",
-    ):
+    cols = ["topology", "GPUs", "switches", "routers", "links", "diameter", "collective", "ops",
+            "link hops", "verified"] + (["synth", "verify"] if args.timing else [])  # fmt: skip
+    for col in cols:
         table.add_column(col, justify="left" if col in ("topology", "collective") else "right")
     for r in rows:
         table.add_row(
@@ -221,8 +225,11 @@ def _print(
             str(r["ops"]),
             str(r["link_hops"]),
             "yes" if r["verified"] else "NO",
-            fmt_time(r["synth_time_s"]),
-            fmt_time(r["verify_time_s"]),
+            *(
+                [fmt_time(r["timing"]["synth_wall_s"]), fmt_time(r["timing"]["verify_wall_s"])]
+                if args.timing
+                else []
+            ),
         )
     con.print(table)
     con.print(f"{len(rows)} schedules synthesized and verified.\n")
@@ -231,7 +238,7 @@ def _print(
         f"(simulated in the realized model, as the executors and exporters run the "
         f"schedules; 'x bound' = time / best lower bound)"
     )
-    print_comparison(result, best_only=False)
+    print_comparison(result, best_only=False, timing=args.timing)
     if args.plot:
         con.print(f"wrote {args.plot}")
     con.print(

@@ -175,7 +175,7 @@ def cmd_check_mscclpp(args: argparse.Namespace) -> int:
     from ..export.mscclpp_check import check_mscclpp_plan
     from ..topology.io import read_text
 
-    report = check_mscclpp_plan(read_text(args.plan), root=args.root)
+    report = check_mscclpp_plan(read_text(args.plan), root=args.root, source=args.plan)
     if args.json:
         emit_json(report.to_dict())
     else:

@@ -17,7 +17,6 @@ it, and a failure is exactly one line naming the rank and the step plus mpiexec'
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -27,7 +26,7 @@ import numpy as np
 
 from ..errors import CollsynthError
 from ..units import fmt_bandwidth, fmt_size, fmt_time, parse_size, parse_time
-from .common import add_command, add_size, add_sizes, parse_sizes, sizes_text
+from .common import add_command, add_size, add_sizes, emit_json, parse_sizes, sizes_text
 
 RUN_FAILED = 3
 
@@ -149,6 +148,15 @@ def _env_rank() -> int:
     return 0
 
 
+def _env_local_ranks() -> int:
+    """How many ranks the launcher started on this machine (1 when it does not say)."""
+    for name in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"):
+        v = os.environ.get(name, "").strip()
+        if v.isascii() and v.isdigit() and 0 < int(v) < 1 << 20:
+            return int(v)
+    return 1
+
+
 def _announce() -> Any:
     """A rank started by ``--launch`` says that it is alive as early as it can (when this
     module is imported): the launcher allows a rank's start only ``--timeout`` plus a few s."""
@@ -166,9 +174,13 @@ _RANK_PROGRESS = _announce()
 
 
 def _launch(args: argparse.Namespace) -> int:
+    from ..atomic import check_outputs
     from ..runtime.launcher import mpiexec_command, run_argv
-    from ..runtime.supervise import supervise
+    from ..runtime.supervise import PIDFILE_ENV, supervise
 
+    pidfile = os.environ.get(PIDFILE_ENV)
+    if pidfile:  # the launcher's pid list (a test hook) is an output like any other
+        check_outputs({PIDFILE_ENV: pidfile}, {"the schedule": list(args.schedules)})
     scheds = _validate(args)[0]  # bad input: one line here, before starting mpiexec
     need = scheds[0][1].collective.num_ranks
     if args.launch != need:
@@ -239,12 +251,15 @@ def _validate(args: argparse.Namespace):
             f"({', '.join(map(str, sorted(ranks)))}); run them separately"
         )
     from ..runtime.check import element_dtype
-    from ..runtime.plan import chunk_bytes_for
+    from ..runtime.plan import check_memory, chunk_bytes_for
 
+    # the ranks sharing this machine: all of them with --launch, else what mpiexec says
+    local = args.launch if args.launch is not None else _env_local_ranks()
     for size in sizes:
         for path, s in scheds:
             try:
-                chunk_bytes_for(s, size, element_dtype(s.collective, dtype).itemsize)
+                cb = chunk_bytes_for(s, size, element_dtype(s.collective, dtype).itemsize)
+                check_memory(s.collective, cb, local)
             except CollsynthError as e:
                 what = f"--size {args.size}" if args.size is not None else f"size {size:g} B"
                 raise CollsynthError(f"{what}: {path}: {e}") from None
@@ -337,8 +352,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except CollsynthError as e:
         prog.finish(2, str(e))
         raise
-    except KeyboardInterrupt:
-        prog.finish(130, f"rank {prog.rank}: interrupted")
+    except KeyboardInterrupt as e:  # SIGINT, SIGTERM or SIGHUP: 128 + the signal's number
+        from ..interrupt import status_of
+
+        prog.finish(status_of(e), f"rank {prog.rank}: interrupted")
         raise
     except Exception as e:
         prog.finish(1, f"rank {prog.rank}: internal error: {type(e).__name__}: {e}")
@@ -437,7 +454,7 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
     }
     if not quiet:
         if args.json:
-            sys.stdout.write(json.dumps(info) + "\n")
+            emit_json(info)  # strict JSON, like every --json output
         elif args.nccl_tests:
             sys.stdout.write(_nccl_tests_tables(info, scheds, dtype))
         elif args.csv:

@@ -163,8 +163,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
         )
         print(
             f"{name}: {sched.collective.describe()} on {req.topology.name}: "
-            f"{sched.num_ops} ops, verified, synthesized in {fmt_time(synth_s)}{stopped}; "
-            f"wrote {args.output}"
+            f"{sched.num_ops} ops, verified, synthesized"
+            + (f" in {fmt_time(synth_s)}" if args.timing else "")
+            + f"{stopped}; wrote {args.output}"
         )
     return 0
 

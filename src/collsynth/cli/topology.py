@@ -120,9 +120,12 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
     con.print(
         f"[bold]{escape(topo.name)}[/bold]  ({escape(spec)})  fingerprint {info['fingerprint']}"
     )
+    diameter = info["hop_diameter"]
+    if diameter is None:  # not proved exactly within the work limit: its bounds
+        diameter = "{}..{}".format(*info["hop_diameter_bounds"])
     con.print(
         f"compute nodes {info['compute_nodes']}, switches {info['switches']}, routers "
-        f"{info['routers']}, links {info['links']}, hop diameter {info['hop_diameter']}"
+        f"{info['routers']}, links {info['links']}, hop diameter {diameter}"
     )
     classes = ", ".join(f"{k}: {v}" for k, v in info["links_by_class"].items())
     con.print(f"links by class: {escape(classes)}")

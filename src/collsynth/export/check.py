@@ -5,7 +5,9 @@
 step; ``XmlCheckError.check`` names the rule):
 
 ``format``        no ``<?xml?>`` declaration, no tabs, double-quoted attributes on the tag's own
-                  line, at most 16 attributes per element, at most 1024 children per element.
+                  line, at most 16 attributes per element, at most 1024 children per element,
+                  nesting and element count within ``COLLSYNTH_MAX_DEPTH`` and
+                  ``COLLSYNTH_MAX_NODES`` (counted as the text is parsed).
 ``structure``     required attributes per dialect, known protocol/collective/buffers/step types,
                   GPU ids 0..ngpus-1 once each, contiguous thread-block ids, peers in range and
                   not the GPU itself, ``chan`` < ``nchannels`` <= 32, at most one thread block
@@ -49,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from ..errors import CollsynthError
+from ..files import structure_limits
 
 _COLLS = {
     "allgather",
@@ -131,6 +134,8 @@ _ATTR = re.compile(r'([A-Za-z_][\w.-]*)="([^"<>]*)"')
 def _parse(text: str) -> _Elem:
     """The element tree of ``text``, enforcing MSCCL's formatting rules."""
     _check_preamble(text)
+    max_depth, max_nodes = structure_limits()
+    elements = 0
     root = None
     stack: list[_Elem] = []
     line, counted = 1, 0  # line number of the token, counted incrementally (linear time)
@@ -165,6 +170,13 @@ def _parse(text: str) -> _Elem:
         if not mt:
             _fail("format", f"line {line}: malformed tag {tok[:30]!r}")
         tag = mt.group(1)
+        elements += 1
+        if elements > max_nodes:
+            _fail("format", f"line {line}: more than {max_nodes} elements (set "
+                  "COLLSYNTH_MAX_NODES to raise the limit)")  # fmt: skip
+        if len(stack) >= max_depth:
+            _fail("format", f"line {line}: <{tag}> is nested deeper than {max_depth} levels "
+                  "(set COLLSYNTH_MAX_DEPTH to raise the limit)")  # fmt: skip
         el = _Elem(tag, _parse_attrs(body[mt.end() :], tag, line), line)
         if stack:
             stack[-1].children.append(el)
@@ -238,8 +250,9 @@ def _int(el: _Elem, key: str, where: str, check: str = "structure") -> int:
     if key not in el.attrs:
         _fail(check, f"{where} lacks attribute {key!r}")
     v = el.attrs[key]
-    if not re.fullmatch(r"-?\d+", v):
-        _fail(check, f"{where}: {key}={v!r} is not an integer")
+    if not re.fullmatch(r"-?\d{1,19}", v):  # at most 64 bits, as the runtimes read them
+        shown = v if len(v) <= 40 else v[:37] + "..."
+        _fail(check, f"{where}: {key}={shown!r} is not an integer of at most 19 digits")
     return int(v)
 
 

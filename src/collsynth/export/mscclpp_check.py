@@ -40,11 +40,12 @@ checker cannot vouch for them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from ..collective import max_chunks
 from ..errors import CollsynthError
+from ..files import parse_structured
 
 MAX_OPS = 64
 MAX_CHANNELS = 16
@@ -96,7 +97,8 @@ def _get(obj: Any, key: str, kind: type | tuple, where: str, default: Any = ...)
     v = obj[key]
     ok = isinstance(v, kind) and not (isinstance(v, bool) and kind in (int, (int,)))
     if not ok:
-        _fail("structure", f"{where}.{key} is {type(v).__name__}, not {_kind_name(kind)}")
+        shown = repr(v) if isinstance(v, (int, float)) else type(v).__name__
+        _fail("structure", f"{where}.{key} is {shown}, not {_kind_name(kind)}")
     return v
 
 
@@ -151,15 +153,20 @@ class _Tb:
         return at if i is None else f"{at}.ops[{i}]"
 
 
-def check_mscclpp_plan(text: str, *, root: int = 0) -> PlanCheckReport:
+def check_mscclpp_plan(text: str, *, root: int = 0, source: str = "plan") -> PlanCheckReport:
     """Check MSCCL++ plan JSON ``text``; raise :class:`PlanCheckError` at the first violation.
-    ``root``: the root of a broadcast plan (the plan itself does not say)."""
+    ``root``: the root of a broadcast plan (the plan itself does not say); ``source`` names
+    the text in errors. The JSON is read within the input limits of :mod:`collsynth.files`
+    (nesting depth, values, integer digits)."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        _fail("json", f"not JSON: {e.msg} at line {e.lineno}")
+        doc = parse_structured(text, source, fmt="json")
+    except PlanCheckError:
+        raise
+    except CollsynthError as e:
+        _fail("json", str(e))
     if not isinstance(doc, dict):
         _fail("structure", "the plan is not a JSON object")
+    _check_settings(doc)
     coll = _get(doc, "collective", str, "plan")
     if coll not in COLLECTIVES:
         _fail("structure", f"collective {coll!r} is not one of {', '.join(COLLECTIVES)}")
@@ -197,6 +204,34 @@ def check_mscclpp_plan(text: str, *, root: int = 0) -> PlanCheckReport:
     )
 
 
+#: The plan-wide settings the executor reads (each optional): key -> (lowest, highest) whole
+#: number; ``buffer_alignment`` must also be a power of two.
+SETTINGS = {
+    "num_threads_per_block": (1, 1024),  # CUDA's and ROCm's most threads per block
+    "buffer_alignment": (1, 1 << 30),
+    "min_message_size": (0, (1 << 64) - 1),
+    "max_message_size": (0, (1 << 64) - 1),
+}
+
+
+def _check_settings(doc: dict) -> None:
+    """The plan-wide settings: whole numbers in range (not NaN, not negative, not a string),
+    flags true or false, and ``min_message_size <= max_message_size``."""
+    for key, (lo, hi) in SETTINGS.items():
+        if key not in doc:
+            continue
+        v = _get(doc, key, int, "plan")
+        if not lo <= v <= hi:
+            _fail("structure", f"plan.{key} is {v}: it must be a whole number from {lo} to {hi}")
+    align = doc.get("buffer_alignment", 1)
+    if align & (align - 1):
+        _fail("structure", f"plan.buffer_alignment is {align}: it must be a power of two")
+    if doc.get("min_message_size", 0) > doc.get("max_message_size", (1 << 64) - 1):
+        _fail("structure", "plan.min_message_size is larger than plan.max_message_size")
+    for key in ("reuse_resources", "use_double_scratch_buffer"):
+        _get(doc, key, bool, "plan", False)
+
+
 def _parse_gpu(g: Any, i: int, n: int) -> _Gpu:
     where = f"gpus[{i}]"
     gid = _nat(g, "id", where)
@@ -207,6 +242,11 @@ def _parse_gpu(g: Any, i: int, n: int) -> _Gpu:
         "o": _nat(g, "output_chunks", where),
         "s": _nat(g, "scratch_chunks", where),
     }
+    most = max_chunks()
+    for key, count in zip(("input_chunks", "output_chunks", "scratch_chunks"), chunks.values()):
+        if count > most:
+            _fail("limits", f"{where}.{key} is {count}, more than {most} (set "
+                  "COLLSYNTH_MAX_CHUNKS to raise the limit)")  # fmt: skip
     channels: dict[str, list[_Chan]] = {t: [] for t in CHANNEL_TYPES}
     switches: list[tuple[str, tuple[int, ...]]] = []
     for k, ch in enumerate(_get(g, "channels", list, where)):
@@ -309,6 +349,10 @@ def _pair_switches(gpus: list[_Gpu]) -> None:
 def _chunks_per_rank(coll: str, gpus: list[_Gpu], n: int) -> int:
     """The collective's chunks per rank, from the first GPU's counts (every GPU must agree)."""
     ic, oc = gpus[0].chunks["i"], gpus[0].chunks["o"]
+    most = max_chunks()
+    if n * max(ic, oc) > most:
+        _fail("limits", f"{n} GPUs of {max(ic, oc)} chunks each hold more than {most} chunks "
+              "(set COLLSYNTH_MAX_CHUNKS to raise the limit)")  # fmt: skip
     if coll == "allgather":
         c, want = ic, (ic, n * ic)
     elif coll == "reducescatter":
@@ -345,7 +389,7 @@ def _check_refs(tb: _Tb, gpus: list[_Gpu]) -> None:
             _fail("operations", f"{where}: operation {name!r} is not one this checker can vouch "
                   f"for ({', '.join(sorted(KNOWN_OPS))})")  # fmt: skip
         for key in ("channel_ids", "src_buff", "dst_buff"):
-            if len(op.get(key, [])) > MAX_OP_REFS:
+            if len(_get(op, key, list, where, [])) > MAX_OP_REFS:
                 _fail("limits", f"{where}: more than {MAX_OP_REFS} {key}")
 
 

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .. import deadline
 from ..bound import bound
 from ..collective import Collective
 from ..errors import CollsynthError
@@ -75,6 +76,11 @@ class Comparison:
             "rows": [r.to_dict(timing) for r in rows],
             "skipped": self.skipped,
         }
+
+
+class OutOfTime(str):
+    """Why an algorithm was skipped, when the time limit ended it (a ``str``: it pickles,
+    prints and serializes as its text)."""
 
 
 def applicable(collective: Collective) -> list[str]:
@@ -145,6 +151,7 @@ def compare(
         pool,
         on_start=(lambda i: on_step(f"running {names[i]}")) if on_step else None,
         on_done=(lambda i, done, total: on_step(f"done {names[i]}")) if on_step else None,
+        warm=load_all,
     )
     for name, (rows, skipped, scheds) in zip(names, outs):
         result.rows.extend(rows)
@@ -153,6 +160,12 @@ def compare(
         if keep is not None:
             for size, sched in scheds:  # one object for every size where it was made once
                 keep[(name, size)] = sched
+    timed_out = [s for s in result.skipped if isinstance(s["reason"], OutOfTime)]
+    if not result.rows and timed_out:  # the time limit ended before any result: exit 4
+        why = "; ".join(f"{s['algo']}: {s['reason']}" for s in timed_out[:3])
+        raise deadline.TimeLimitError(
+            f"the time limit ended before any algorithm produced a schedule ({why})"
+        )
     return result
 
 
@@ -190,7 +203,8 @@ def algorithm_case(
             except CollsynthError as e:
                 if not skip_failures:
                     raise
-                return rows, str(e), used
+                out_of_time = isinstance(e, deadline.TimeLimitError)
+                return rows, OutOfTime(e) if out_of_time else str(e), used
         base, synth_s = cache[key]
         sched = with_link_orders(base, size)
         if used_last is not None and used_last[0] is base and _same_orders(sched, used_last[1]):

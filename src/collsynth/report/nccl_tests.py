@@ -21,6 +21,7 @@ layout (sizes in bytes, times in microseconds, bandwidths in GB/s: one unit per 
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Sequence
@@ -128,11 +129,17 @@ def read_log(path: str) -> NcclTestsLog:
 
 
 def parse_log(text: str, path: str = "<log>") -> NcclTestsLog:
-    """Parse nccl-tests output held in ``text`` (``path`` names it in errors)."""
+    """Parse nccl-tests output held in ``text`` (``path`` names it in errors).
+
+    At most :data:`~collsynth.units.MAX_SIZES` result rows (the cap of ``--sizes``) are read:
+    the row past it is refused at once, before any more of the text is parsed.
+    """
+    from ..units import MAX_SIZES
+
     columns: list[str] | None = None
     log = NcclTestsLog(path, [])
     hosts: dict[str, None] = {}
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in enumerate(io.StringIO(text, newline=None), 1):
         line = raw.strip()
         if not line:
             continue
@@ -145,14 +152,22 @@ def parse_log(text: str, path: str = "<log>") -> NcclTestsLog:
                 log.ranks += 1
                 hosts.setdefault(m.group(2))
             elif body.startswith("nThread"):
-                log.params = {k: int(v) for k, v in _PARAMS_RE.findall(body)}
+                log.params = {
+                    k: _whole(v, path, no, f"parameter {k}") for k, v in _PARAMS_RE.findall(body)
+                }
             elif body.startswith("Avg bus bandwidth"):
-                log.avg_busbw_Bps = _float(body.split(":")[-1], path, no, "average bus bandwidth")
-                if log.avg_busbw_Bps is not None:
-                    log.avg_busbw_Bps *= 1e9
+                avg = _float(body.split(":")[-1], path, no, "average bus bandwidth")
+                log.avg_busbw_Bps = (
+                    None if avg is None else _scaled(avg, 1e9, path, no, "average bus bandwidth")
+                )
             continue
         if columns is None or _is_chatter(line):
             continue  # NCCL's own INFO/WARN lines, a launcher's messages before the table
+        if len(log.rows) >= MAX_SIZES:
+            raise CollsynthError(
+                f"{path}: line {no}: the nccl-tests log has more than {MAX_SIZES} result rows "
+                "(the most sizes one comparison takes)"
+            )
         log.rows.append(_row(line.split(), columns, path, no))
     if columns is None:
         raise CollsynthError(
@@ -188,9 +203,9 @@ def _row(words: list[str], columns: list[str], path: str, no: int) -> LogRow:
         )
     lead = len([c for c in columns if c in _LEAD])
     val = dict(zip(columns[:lead], words[:lead]))
-    size = _int(val["size"], path, no, "size")
-    count = _int(val["count"], path, no, "count")
-    if size is None or count is None or size < 0 or count < 0:
+    size = _whole(val["size"], path, no, "size")
+    count = _whole(val["count"], path, no, "count")
+    if size < 0 or count < 0:
         raise CollsynthError(f"{path}: line {no}: size and count must be whole numbers >= 0")
     groups = [words[lead + 4 * g : lead + 4 * g + 4] for g in range((len(words) - lead) // 4)]
     timings = [_timing(g, path, no) for g in groups]
@@ -200,7 +215,7 @@ def _row(words: list[str], columns: list[str], path: str, no: int) -> LogRow:
         count=count,
         type=val["type"],
         redop=val.get("redop"),
-        root=None if root is None else _int(root, path, no, "root"),
+        root=None if root is None else _whole(root, path, no, "root"),
         out_of_place=timings[0],
         in_place=timings[1] if len(timings) > 1 else None,
         line=no,
@@ -223,27 +238,54 @@ def _timing(group: list[str], path: str, no: int) -> Timing | None:
         if w is None or w < 0 or w != int(w):
             raise CollsynthError(f"{path}: line {no}: #wrong must be a count, not {wrong!r}")
         nwrong = int(w)
-    return Timing(t_us * 1e-6, algbw * 1e9, busbw * 1e9, nwrong)
+    return Timing(
+        t_us * 1e-6,
+        _scaled(algbw, 1e9, path, no, "algbw"),
+        _scaled(busbw, 1e9, path, no, "busbw"),
+        nwrong,
+    )
+
+
+def _scaled(x: float, factor: float, path: str, no: int, what: str) -> float:
+    """``x * factor``, refused when that is past the range of a float."""
+    y = x * factor
+    if not math.isfinite(y):
+        raise CollsynthError(f"{path}: line {no}: {what} {x!r} is out of range")
+    return y
 
 
 def _float(text: str, path: str, no: int, what: str) -> float | None:
     if text.strip().upper() == "N/A":
         return None
+    shown = text.strip() if len(text.strip()) <= 24 else text.strip()[:20] + "..."
     try:
         x = float(text)
     except ValueError:
-        msg = f"{path}: line {no}: {what} {text.strip()!r} is not a number"
+        msg = f"{path}: line {no}: {what} {shown!r} is not a number"
         raise CollsynthError(msg) from None
     if not math.isfinite(x):
-        raise CollsynthError(f"{path}: line {no}: {what} {text.strip()!r} is not finite")
+        raise CollsynthError(f"{path}: line {no}: {what} {shown!r} is not finite")
     return x
 
 
-def _int(text: str, path: str, no: int, what: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        raise CollsynthError(f"{path}: line {no}: {what} {text!r} is not a whole number") from None
+#: Largest whole number of a log: nccl-tests prints sizes and counts as 64-bit integers.
+MAX_WHOLE = (1 << 64) - 1
+_WHOLE_RE = re.compile(r"[+-]?([0-9]+)")
+
+
+def _whole(text: str, path: str, no: int, what: str) -> int:
+    """A whole number of at most 64 bits (nccl-tests' ``size_t``), or one line naming it."""
+    text = text.strip()
+    shown = text if len(text) <= 24 else text[:20] + "..."
+    m = _WHOLE_RE.fullmatch(text)
+    if not m:
+        raise CollsynthError(f"{path}: line {no}: {what} {shown!r} is not a whole number")
+    digits = m.group(1).lstrip("0") or "0"
+    if len(digits) > 20 or int(digits) > MAX_WHOLE:
+        raise CollsynthError(
+            f"{path}: line {no}: {what} {shown} is larger than a 64-bit count ({MAX_WHOLE})"
+        )
+    return -int(digits) if text.startswith("-") else int(digits)
 
 
 # --- writing ----------------------------------------------------------------------------

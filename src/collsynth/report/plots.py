@@ -22,34 +22,67 @@ def _pyplot():
 
 def _save(fig, path: str) -> None:
     """Render to memory, then write the file atomically (never half a picture)."""
-    import io
-    import os
-
     from ..atomic import write_bytes_atomic
 
-    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    data = _render(fig, _format(path), path)
+    write_bytes_atomic(path, data)
+
+
+def _format(path: str) -> str:
+    return os.path.splitext(path)[1].lstrip(".").lower() or "png"
+
+
+def _render(fig, fmt: str, path: str) -> bytes:
+    """The picture's bytes; matplotlib's warnings (e.g. the PostScript backend's note on
+    transparency) are kept off stderr, and a format that cannot be rendered (pgf without
+    LaTeX) is one line."""
+    import io
+    import logging
+    import warnings
+
     buf = io.BytesIO()
+    log = logging.getLogger("matplotlib")
+    level, propagate = log.level, log.propagate
+    log.setLevel(logging.ERROR)
+    log.propagate = False
     try:
-        fig.savefig(buf, dpi=130, bbox_inches="tight", format=fmt)
-    except (OSError, ValueError) as e:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fig.savefig(buf, dpi=130, bbox_inches="tight", format=fmt)
+    except (OSError, ValueError, RuntimeError) as e:
         raise CollsynthError(f"cannot write plot {path}: {' '.join(str(e).split())}") from None
-    write_bytes_atomic(path, buf.getvalue())
+    finally:
+        log.setLevel(level)
+        log.propagate = propagate
+    return buf.getvalue()
 
 
-def check_plot_path(path: str) -> None:
-    """Refuse a plot path that cannot be written, before any computation."""
-    import os
-
+def check_plot_path(path: str, what: str = "plot") -> None:
+    """Refuse a picture path that cannot be written, before any computation: an unknown
+    format, a format this machine cannot render (a small test picture is drawn: pgf needs
+    LaTeX), or a path :func:`collsynth.atomic.check_writable` refuses."""
+    if not path:
+        raise CollsynthError(f"{what} needs a file name")
     fmt = os.path.splitext(path)[1].lstrip(".").lower()
     plt = _pyplot()
-    supported = plt.figure().canvas.get_supported_filetypes()
-    plt.close("all")
-    if fmt not in supported:
-        raise CollsynthError(
-            f"cannot write plot {path}: unknown picture format {fmt!r} "
-            f"(use one of {', '.join(sorted(supported))})"
-        )
-    check_writable(path, "plot")
+    fig, ax = plt.subplots(figsize=(1, 1))
+    try:
+        supported = fig.canvas.get_supported_filetypes()
+        if fmt not in supported:
+            raise CollsynthError(
+                f"cannot write plot {path}: unknown picture format {fmt!r} "
+                f"(use one of {', '.join(sorted(supported))})"
+            )
+        check_writable(path, what)
+        ax.plot([1, 2], [1, 2], label="1 GB/s", alpha=0.5)
+        ax.set_xlabel("size")
+        ax.legend()
+        try:
+            _render(fig, fmt, path)
+        except CollsynthError as e:
+            raise CollsynthError(f"{e} (the {fmt} format cannot be drawn here)") from None
+    finally:
+        plt.close(fig)
 
 
 def plot_algbw(comparison, path: str, baseline=None, log_y: bool = False) -> None:

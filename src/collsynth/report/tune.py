@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..atomic import write_text_atomic
+from ..atomic import check_output_dir, write_text_atomic
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..export import check_msccl_xml, to_msccl_xml
@@ -43,6 +43,25 @@ from ..synth import load_all, options_for, synthesize
 from ..topology.model import Topology
 from ..units import fmt_size, fmt_time
 from .compare import Comparison, Row, compare
+
+#: The names tune writes into its folder: ``tune.json`` and ``KIND_ALGO_MINBYTES`` with
+#: ``.xml``, ``.plan.json`` (MSCCL++) and ``.json`` (the schedule).
+_WRITES = re.compile(r"tune\.json|[a-z]+_.+_[0-9]+\.(xml|json|plan\.json)")
+
+
+def writes_name(name: str) -> bool:
+    """Whether ``name`` is a file name tune may write into its folder."""
+    return _WRITES.fullmatch(name) is not None
+
+
+def check_out_dir(
+    out_dir: str, what: str = "the output folder", inputs: dict | None = None
+) -> None:
+    """Refuse, before any work, a folder tune cannot write its files into, or where they
+    would replace one of ``inputs`` (``{flag: path}``) or a file that is not a regular one
+    (:func:`collsynth.atomic.check_output_dir`)."""
+    check_output_dir(out_dir, what, inputs, owned=writes_name)
+
 
 #: The open upper end of the last window in the old fork's dialect.
 OPEN_MAX = 1 << 40
@@ -205,6 +224,7 @@ def tune(
     sizes = sorted({float(s) for s in sizes})
     if not sizes:
         raise CollsynthError("tune needs at least one size")
+    check_out_dir(out_dir)
     keep: dict[tuple[str, float], Schedule] = {}
     comp = compare(topology, collective, sizes, algos, on_step=on_step, options=options,
                    keep=keep, pool=pool, order=order)  # fmt: skip

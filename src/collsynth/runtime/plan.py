@@ -25,11 +25,13 @@ and write byte ranges of it, outputs are read from it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from math import gcd
 
 import numpy as np
 
+from ..arrays import unique
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
@@ -113,6 +115,92 @@ def chunk_bytes_for(sched: Schedule, size: float, elem: int) -> int:
     return int(size) // sched.collective.size_units
 
 
+def io_chunk_counts(coll: Collective) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank, how many chunks its input and its output buffer hold (the lengths of
+    :func:`input_chunks` and :func:`output_chunks`, computed without listing them)."""
+    n, c, k = coll.num_ranks, coll.chunks_per_rank, coll.kind
+    ins = np.zeros(n, dtype=np.int64)
+    outs = np.zeros(n, dtype=np.int64)
+    if k is CollKind.CUSTOM:
+        srcs = np.fromiter((s for s, _ in coll.custom_chunks), dtype=np.int64)
+        dsts = np.fromiter((d for _, ds in coll.custom_chunks for d in ds), dtype=np.int64)
+        return np.bincount(srcs, minlength=n), np.bincount(dsts, minlength=n)
+    root = coll.root if coll.root is not None else 0
+    if coll.reduces:
+        ins[:] = coll.num_chunks
+    elif k in (CollKind.ALLGATHER, CollKind.GATHER):
+        ins[:] = c
+    elif k is CollKind.BROADCAST:
+        ins[root] = c
+    elif k is CollKind.SCATTER:
+        ins[root] = n * c
+    elif k is CollKind.ALLTOALL:
+        ins[:] = n * c
+    if k in (CollKind.ALLGATHER, CollKind.ALLREDUCE, CollKind.ALLTOALL):
+        outs[:] = n * c
+    elif k in (CollKind.BROADCAST, CollKind.REDUCESCATTER, CollKind.SCATTER):
+        outs[:] = c
+    elif k is CollKind.REDUCE:
+        outs[root] = c
+    elif k is CollKind.GATHER:
+        outs[root] = n * c
+    return ins, outs
+
+
+def rank_buffer_bytes(coll: Collective, chunk_bytes: int) -> np.ndarray:
+    """Per rank, the fewest bytes its buffers take in a run with ``chunk_bytes`` per chunk:
+    the working buffer (at least every chunk of its input or its output), the input itself
+    and the copy of the output (the reference and staged receives come on top)."""
+    ins, outs = io_chunk_counts(coll)
+    return (np.maximum(ins, outs) + ins + outs).astype(object) * int(chunk_bytes)
+
+
+#: Environment variable: the most bytes the ranks of one machine may need for their buffers
+#: (default: the machine's physical memory).
+MEMORY_ENV = "COLLSYNTH_MAX_RUN_BYTES"
+
+
+def memory_limit() -> int | None:
+    """The bytes that the buffers of the ranks on this machine may take at most:
+    ``COLLSYNTH_MAX_RUN_BYTES``, else the physical memory (None where it is not known)."""
+    raw = os.environ.get(MEMORY_ENV, "").strip()
+    if raw:
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 20 and int(raw) >= 1):
+            shown = ascii(raw) if len(raw) <= 40 else ascii(raw[:37]) + "..."
+            raise CollsynthError(f"{MEMORY_ENV}={shown} is not a positive whole number of bytes")
+        return int(raw)
+    try:
+        pages, page = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return None
+    return pages * page if pages > 0 and page > 0 else None
+
+
+def check_memory(coll: Collective, chunk_bytes: int, local_ranks: int) -> None:
+    """Refuse, before anything is allocated, a run whose ``local_ranks`` ranks on this
+    machine (the hungriest ones) need more bytes for their buffers than
+    :func:`memory_limit`."""
+    limit = memory_limit()
+    if limit is None:
+        return
+    need = sorted(rank_buffer_bytes(coll, chunk_bytes).tolist(), reverse=True)
+    total = sum(need[: max(1, local_ranks)])
+    if total > limit:
+        from ..units import fmt_size
+
+        who = "one rank" if local_ranks <= 1 else f"the {min(local_ranks, len(need))} ranks"
+        where = (
+            f"the limit {MEMORY_ENV}={limit}"
+            if os.environ.get(MEMORY_ENV, "").strip()
+            else f"this machine's memory ({fmt_size(limit)}; set {MEMORY_ENV} to change the limit)"
+        )
+        raise CollsynthError(
+            f"the buffers of {who} on this machine need at least "
+            f"{fmt_size(float(min(total, 10**300)))}, more than "
+            f"{where}"
+        )
+
+
 # ---------------------------------------------------------------------- order
 def execution_order(sched: Schedule) -> np.ndarray:
     """A topological order of dependencies plus planned link orders.
@@ -149,7 +237,7 @@ def execution_order(sched: Schedule) -> np.ndarray:
             idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
             targets = succ[idx]
             np.subtract.at(indeg, targets, 1)
-            cand = np.unique(targets)
+            cand = unique(targets)
             wave = cand[indeg[cand] == 0]
         else:
             wave = wave[:0]

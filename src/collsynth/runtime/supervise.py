@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import interrupt
+from ..atomic import write_text_atomic
 from ..errors import CollsynthError
 from .progress import ENV_DIR, LAUNCH_STEP, LOAD_STEP, SETUP_STEP, read_record
 
@@ -210,12 +212,9 @@ class _Supervisor:
     def _write_pids(self) -> None:
         if not self.pidfile:
             return
-        tmp = f"{self.pidfile}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write("".join(f"{p}\n" for p in self.pids))
-            os.replace(tmp, self.pidfile)
-        except OSError:  # pragma: no cover - best effort (a test hook)
+        try:  # checked before the launch (collsynth.cli.run); written whole or not at all
+            write_text_atomic(self.pidfile, "".join(f"{p}\n" for p in self.pids))
+        except CollsynthError:  # pragma: no cover - best effort (a test hook)
             pass
 
     def refresh(self, now: float) -> None:
@@ -534,28 +533,14 @@ def supervise(
 
 
 def _catch_termination() -> dict:
-    """SIGTERM and SIGHUP end the launcher through its clean-up (KeyboardInterrupt)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-
-    old = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            old[sig] = signal.signal(sig, stop)
-        except (ValueError, OSError):  # pragma: no cover
-            pass
-    return old
+    """SIGTERM and SIGHUP end the launcher through its clean-up (a KeyboardInterrupt): the
+    command line's one handler does that already (:mod:`collsynth.interrupt`); a library
+    caller gets it for the launch."""
+    return interrupt.catch_termination()
 
 
 def _restore_termination(old: dict) -> None:
-    for sig, handler in old.items():
-        try:
-            signal.signal(sig, handler)
-        except (ValueError, OSError, TypeError):  # pragma: no cover
-            pass
+    interrupt.restore_termination(old)
 
 
 def _first_error(stderr: str) -> str | None:

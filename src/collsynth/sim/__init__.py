@@ -134,31 +134,46 @@ def _order_arrays(
         prio = s.step.astype(np.float64)
         used = "planned steps first"
     if s.link_order:
-        lists: dict[int, np.ndarray] = {}
-        op_hops: dict[tuple[int, int], int] = {}
-        explicit = np.array(sorted(int(l) for l in s.link_order), dtype=np.int64)
-        for h in np.flatnonzero(np.isin(hop_link, explicit)).tolist():
-            op_hops[(int(hop_link[h]), int(hop_op[h]))] = h
-        for l, ops in s.link_order.items():
-            planned: list[int] = []
-            for o in np.asarray(ops).tolist():
-                hop = op_hops.get((int(l), int(o)))
-                if hop is None:
-                    raise CollsynthError(
-                        f"planned order of link {l} lists op {o}, which does "
-                        f"not use it (verify the schedule first)"
-                    )
-                planned.append(hop)
-            lists[int(l)] = np.array(planned, dtype=np.int64)
-        chunks = []
-        for l in range(n_links):
-            seq = lists.get(l, np.zeros(0, dtype=np.int64))
-            ptr[l + 1] = ptr[l] + len(seq)
-            pos[seq] = np.arange(len(seq))
-            chunks.append(seq)
-        hops = np.concatenate(chunks) if chunks else hops
+        ptr, hops, pos = _link_order_hops(s, hop_link, hop_op, n_links)
         used += " + planned link orders"
     return pos, ptr, hops, prio, used
+
+
+def _link_order_hops(
+    s: Schedule, hop_link: np.ndarray, hop_op: np.ndarray, n_links: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The schedule's link orders as hops: (per link, the start of its ordered hops; the hops,
+    link by link in each link's order; each hop's position in its link's order, -1 where it
+    has none). One sorted lookup of (link, op) for every listed operation."""
+    assert s.link_order is not None
+    n_ops = np.int64(max(s.num_ops, 1))
+    links = sorted(s.link_order, key=int)
+    seqs = [np.asarray(s.link_order[l], dtype=np.int64).ravel() for l in links]
+    lengths = np.array([len(q) for q in seqs], dtype=np.int64)
+    want_link = np.repeat(np.array([int(l) for l in links], dtype=np.int64), lengths)
+    want_op = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    hop_key = hop_link.astype(np.int64) * n_ops + hop_op.astype(np.int64)
+    by_key = np.argsort(hop_key, kind="stable")
+    sorted_keys = hop_key[by_key]
+    want = want_link * n_ops + want_op
+    at = np.minimum(np.searchsorted(sorted_keys, want), max(len(sorted_keys) - 1, 0))
+    found = (want_op >= 0) & (want_op < s.num_ops) & (want_link >= 0) & (want_link < n_links)
+    if len(sorted_keys):
+        found &= sorted_keys[at] == want
+    else:
+        found[:] = False
+    if not found.all():
+        bad = int(np.flatnonzero(~found)[0])
+        raise CollsynthError(
+            f"planned order of link {int(want_link[bad])} lists op {int(want_op[bad])}, which "
+            f"does not use it (verify the schedule first)"
+        )
+    hops = by_key[at].astype(np.int64) if len(want) else np.zeros(0, dtype=np.int64)
+    ptr = np.zeros(n_links + 1, dtype=np.int64)
+    np.cumsum(np.bincount(want_link, minlength=n_links), out=ptr[1:])
+    pos = np.full(len(hop_link), -1, dtype=np.int64)
+    pos[hops] = np.arange(len(hops), dtype=np.int64) - ptr[want_link]
+    return ptr, hops, pos
 
 
 @dataclass
@@ -474,13 +489,17 @@ def _call(kernel, *args):
         or not hasattr(signal, "SIGALRM")
     ):
         return kernel(*args)
+    from ..interrupt import deferred  # SIGINT, SIGTERM, SIGHUP: held the same way
+
     limit_handler = signal.getsignal(signal.SIGALRM)
     if not callable(limit_handler):
-        return kernel(*args)
+        with deferred():
+            return kernel(*args)
     rang: list = []
     signal.signal(signal.SIGALRM, lambda signum, frame: rang.append((signum, frame)))
     try:
-        out = kernel(*args)
+        with deferred():
+            out = kernel(*args)
     except SystemError as e:  # an older handler installed inside the call raised anyway
         if isinstance(e.__cause__, TimeLimitError):
             raise e.__cause__ from None

@@ -255,6 +255,11 @@ def parse_assignments(
     ``{algo or '*': {key: value}}``; ``algo`` is the target of untargeted keys (``'*'``: every
     algorithm that declares the key)."""
     out: dict[str, dict[str, str]] = {}
+    for raw in items or []:
+        if not raw.strip():
+            raise CollsynthError(f"option {raw!r} is empty: give KEY=VALUE")
+        if any(not part.strip() for part in _ITEM_SPLIT.split(raw)):
+            raise CollsynthError(f"option {raw!r} has an empty item: give KEY=VALUE,...")
     for item in split_items(items):
         key, eq, value = item.partition("=")
         key, value = key.strip(), value.strip()
@@ -262,6 +267,10 @@ def parse_assignments(
             raise CollsynthError(f"option {item.strip()!r} is not KEY=VALUE")
         target, dot, opt = key.rpartition(".")
         target = target if dot else (algo or "*")
+        if not opt or not target:
+            raise CollsynthError(f"option {item.strip()!r} is not [ALGO.]KEY=VALUE")
+        if opt in out.get(target, {}):
+            raise CollsynthError(f"option {key!r} is given twice; give it once")
         out.setdefault(target, {})[opt] = value
     return out
 

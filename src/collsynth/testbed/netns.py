@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 
-from ..atomic import write_text_atomic
+from ..atomic import check_output_dir, write_text_atomic
 from ..errors import CollsynthError
 from .wiring import Wiring, check_prefix, mgmt_net
 
@@ -72,12 +72,24 @@ def new_prefix() -> str:
             return p
 
 
+def check_state_dir() -> None:
+    """Refuse, before any work, a state folder (``COLLSYNTH_TESTBED_STATE``) where the
+    testbed's records (``PREFIX.json``) cannot be written."""
+    check_output_dir(
+        STATE_DIR,
+        "the testbed state folder (COLLSYNTH_TESTBED_STATE)",
+        owned=lambda name: name.endswith(".json"),
+        parents=True,
+    )
+
+
 def up(w: Wiring, shaped: bool = True, netem: bool = False) -> None:
     """Make the namespaces, links, addresses, routes and shaping of ``w`` (``shaped=False``:
     no ``tc``, to measure what the CPU can move; ``netem``: each direction of each link also
     delays its packets by its links' ``alpha / scale``); on any failure, remove everything
     made so far and raise."""
     require_tools()
+    check_state_dir()
     try:
         os.makedirs(STATE_DIR, exist_ok=True)
         # the state first: a crash half-way leaves a record that ``down --all`` finds

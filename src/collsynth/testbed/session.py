@@ -11,12 +11,11 @@ removes the testbed. The reaper ends by itself once the testbed is removed.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import threading
 from typing import Any
 
+from .. import interrupt
 from ..topology.model import Topology
 from . import netns
 from .wiring import Wiring, plan_wiring
@@ -93,24 +92,13 @@ class Testbed:
         )
 
     def _catch_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def stop(signum, frame):
-            raise KeyboardInterrupt
-
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            try:
-                self._old[sig] = signal.signal(sig, stop)
-            except (ValueError, OSError):  # pragma: no cover
-                pass
+        """SIGTERM and SIGHUP tear the testbed down through its clean-up (a KeyboardInterrupt):
+        the command line's one handler does that already (:mod:`collsynth.interrupt`); a
+        library caller gets it while the testbed is up."""
+        self._old = interrupt.catch_termination()
 
     def _restore_signals(self) -> None:
-        for sig, handler in self._old.items():
-            try:
-                signal.signal(sig, handler)
-            except (ValueError, OSError, TypeError):  # pragma: no cover
-                pass
+        interrupt.restore_termination(self._old)
         self._old = {}
 
     @property

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CollsynthError
-from .model import Topology, TopologyBuilder
+from .model import MAX_LINKS, MAX_NODES, Topology, TopologyBuilder
 from .rates import NET_ALPHA, PCIE_ALPHA
 
 FABRICS = ("rail", "fat_tree", "single_switch")
@@ -114,6 +114,7 @@ def build_cluster(
         )
     keep = {n.attach for n in plan.nics} if nodes > 1 else set()
     switches, links = _prune(plan, keep)
+    _check_size(plan, nodes, fabric, spines, len(switches), len(links))
     b = TopologyBuilder(name, meta={**meta, **plan.meta})
     for n in range(nodes):
         p = f"c{n}."
@@ -127,6 +128,22 @@ def build_cluster(
     if nodes > 1:
         _fabric(b, plan, nodes, fabric, spines)
     return b.build()
+
+
+def _check_size(
+    plan: NodePlan, nodes: int, fabric: str, spines: int, switches: int, links: int
+) -> None:
+    """Refuse a cluster over the topology limits before building any of it."""
+    nics = len(plan.nics) if nodes > 1 else 0
+    tops = 0 if nodes == 1 else (1 if fabric == "single_switch" else nics)
+    spine = (spines or nics) if fabric == "fat_tree" and nics > 1 and nodes > 1 else 0
+    total_nodes = nodes * (len(plan.gpus) + switches + nics) + tops + spine
+    total_links = 2 * (nodes * (links + 2 * nics) + nics * spine)
+    if total_nodes > MAX_NODES or total_links > MAX_LINKS:
+        raise CollsynthError(
+            f"{plan.label}: nodes={nodes} would make {total_nodes} nodes and {total_links} "
+            f"links, more than a topology may have ({MAX_NODES} nodes, {MAX_LINKS} links)"
+        )
 
 
 def _fabric(b: TopologyBuilder, plan: NodePlan, nodes: int, fabric: str, spines: int) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 from ..atomic import write_text_atomic
 from ..errors import CollsynthError
 from ..files import parse_structured, read_structured, read_text  # noqa: F401  (re-exported)
-from ..units import parse_bandwidth, parse_time
+from ..units import LATENCY, parse_bandwidth, parse_time
 from .model import Topology, TopologyBuilder
 
 FORMAT = "collsynth-topology"
@@ -77,7 +77,16 @@ def _plain(obj: Any) -> Any:
 
 
 def topology_from_dict(data: Any, source: str = "topology") -> Topology:
-    """Validate and build a topology from the parsed file content."""
+    """Validate and build a topology from the parsed file content (errors name ``source``)."""
+    try:
+        return _from_dict(data, source)
+    except CollsynthError as e:
+        if str(e).startswith(f"{source}:"):
+            raise
+        raise CollsynthError(f"{source}: {e}") from None
+
+
+def _from_dict(data: Any, source: str) -> Topology:
     if not isinstance(data, dict):
         raise CollsynthError(f"{source}: top level must be an object with nodes and links")
     fmt = data.get("format", FORMAT)
@@ -136,7 +145,7 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             else ln["bw"]
         )
         alpha = ln.get("alpha", 0.0)
-        alpha = parse_time(alpha, f"{what} alpha") if isinstance(alpha, str) else alpha
+        alpha = parse_time(alpha, f"{what} alpha", LATENCY) if isinstance(alpha, str) else alpha
         cls = ln.get("class", "link")
         lanes = ln.get("lanes", 1)
         bidir = ln.get("bidirectional", False)
@@ -146,10 +155,7 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             b.bilink(ln["src"], ln["dst"], bw, alpha, cls, lanes)
         else:
             b.link(ln["src"], ln["dst"], bw, alpha, cls, lanes)
-    try:
-        return b.build()
-    except CollsynthError as e:
-        raise CollsynthError(f"{source}: {e}") from None
+    return b.build()
 
 
 def _format_of(path: str, fmt: str | None) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollsynthError
+from ..units import BANDWIDTH, LATENCY
 
 
 class NodeKind(str, Enum):
@@ -54,6 +56,81 @@ class NodeKind(str, Enum):
 #: Size guards: beyond these a topology is almost surely a typo (and would exhaust memory).
 MAX_NODES = 1 << 20
 MAX_LINKS = 1 << 23
+#: Link visits :meth:`Topology.summary` spends on the hop diameter (about a second).
+DIAMETER_WORK = 60_000_000
+#: Longest node, topology or link-class name, in characters.
+MAX_NAME = 1024
+#: Character categories no name may hold: control characters (NUL, newline, escape, ...),
+#: lone surrogates (not encodable as UTF-8), line and paragraph separators.
+_BAD_CATEGORIES = {"Cc", "Cs", "Zl", "Zp"}
+
+
+def check_name(name: Any, what: str) -> str:
+    """``name`` when it is a usable name: a non-empty string of at most :data:`MAX_NAME`
+    characters, encodable as UTF-8, without control characters or line breaks.
+
+    Names reach tables, JSON and XML outputs (MSCCL, MSCCL++) and error messages; one with a
+    NUL, a newline or a lone surrogate would break them, so it is refused where it enters.
+    """
+    if not isinstance(name, str) or not name:
+        raise CollsynthError(f"{what} {_short(name)} must be a non-empty string")
+    if len(name) > MAX_NAME:
+        raise CollsynthError(f"{what} {_short(name)} is longer than {MAX_NAME} characters")
+    _refuse_bad_chars(name, what)
+    return name
+
+
+def _refuse_bad_chars(text: str, what: str) -> None:
+    """One line naming the first control character, line break or surrogate in ``text``."""
+    if text.isprintable():  # fast path: printable text passes
+        return
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) in _BAD_CATEGORIES:
+            raise CollsynthError(
+                f"{what} {_short(text)} holds the character U+{ord(ch):04X} at position "
+                f"{i} (no control characters, line breaks or lone surrogates in names)"
+            )
+
+
+def _short(value: Any) -> str:
+    """``value`` for an error message: escaped (``ascii``), one line, at most ~60 characters."""
+    text = ascii(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_strings(value: Any, what: str, labels: bool = False) -> None:
+    """Every string in ``value`` (attributes, meta; keys too) encodable as UTF-8; with
+    ``labels`` (node attributes) also free of control characters and line breaks.
+
+    A lone surrogate (JSON ``"\\udc80"``) cannot be written to any output; it is refused on
+    read instead of failing half-way through printing.
+    """
+    stack = [value]
+    seen: set[int] = set()  # containers visited (YAML aliases may share or nest them)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+        if isinstance(item, str):
+            if labels:
+                _refuse_bad_chars(item, f"{what}: value")
+            if item.isascii():
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise CollsynthError(
+                    f"{what}: {_short(item)} holds a lone surrogate U+{ord(item[e.start]):04X} "
+                    f"(not encodable as UTF-8)"
+                ) from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+
 
 KIND_CODE = {NodeKind.COMPUTE: 0, NodeKind.SWITCH: 1, NodeKind.ROUTER: 2}
 
@@ -214,11 +291,31 @@ class Topology:
 
     @cached_property
     def hop_diameter(self) -> int:
-        """Largest shortest-path hop count between two compute nodes (links counted)."""
+        """Largest shortest-path hop count between two compute nodes (links counted).
+
+        Exact, with memory linear in the topology (no ranks x nodes matrix); the time may
+        grow to one BFS per compute node (see :meth:`hop_diameter_bounds`).
+        """
+        lo, hi = self.hop_diameter_bounds(None)
+        assert lo == hi
+        return lo
+
+    def hop_diameter_bounds(self, work: int | None = DIAMETER_WORK) -> tuple[int, int]:
+        """``(lo, hi)`` around :attr:`hop_diameter`; ``lo == hi`` when it is known exactly.
+
+        Breadth-first searches from chosen nodes bound every compute node's eccentricity
+        (the bounding-diameters method: ``ecc(v) <= d(v, w) + ecc(w)`` and
+        ``ecc(v) >= ecc(w) - d(w, v)``), starting from the best-connected node (a hub gives
+        the exact answer at once for stars and trees). The searches stop when the bounds
+        meet or after about ``work`` link visits (``None``: no limit, always exact). Memory
+        stays linear in nodes + links; the choice of nodes is deterministic.
+        """
         if self.num_ranks < 2:
-            return 0
-        dist = self.hop_distances()[:, self.compute_nodes]
-        return int(dist.max())
+            return 0, 0
+        cached = self.__dict__.get("hop_diameter")
+        if cached is not None:
+            return cached, cached
+        return _diameter_bounds(self, work)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -264,10 +361,83 @@ class Topology:
             "links": len(self.links),
             "links_by_class": self.classes(),
             "total_link_bw": float(self.link_bw.sum()),
-            "hop_diameter": self.hop_diameter,
+            **_diameter_fields(self),
             "per_node": per_node,
             "meta": self.meta,
         }
+
+
+def _diameter_fields(topo: Topology) -> dict[str, Any]:
+    """``hop_diameter`` (``None`` when not known exactly within the work limit) and, only
+    then, ``hop_diameter_bounds`` ``[lo, hi]``."""
+    lo, hi = topo.hop_diameter_bounds()
+    if lo == hi:
+        return {"hop_diameter": lo}
+    return {"hop_diameter": None, "hop_diameter_bounds": [lo, hi]}
+
+
+def _diameter_bounds(topo: Topology, work: int | None) -> tuple[int, int]:
+    """See :meth:`Topology.hop_diameter_bounds`."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    n = topo.num_nodes
+    ones = np.ones(len(topo.links))
+    fwd = csr_matrix((ones, (topo.link_src, topo.link_dst)), shape=(n, n))
+    fwd.sum_duplicates()
+    fwd.data = np.ones_like(fwd.data)  # parallel links count once
+    bwd = fwd.T.tocsr()
+    symmetric = (fwd != bwd).nnz == 0
+    comp = topo.compute_nodes
+    cost = (n + len(topo.links)) * (1 if symmetric else 2)
+
+    def bfs(graph: Any, start: int) -> np.ndarray:
+        d = shortest_path(graph, method="D", unweighted=True, indices=[start])[0]
+        return np.where(np.isfinite(d), d, np.inf)
+
+    r = len(comp)
+    hi = np.full(r, np.inf)  # upper bound of each rank's eccentricity (to compute nodes)
+    lo_v = np.zeros(r)  # lower bound of each rank's eccentricity
+    exact = np.zeros(r, dtype=bool)
+    lower = 0.0
+    spent = 0
+    degree = np.bincount(topo.link_src, minlength=n) + np.bincount(topo.link_dst, minlength=n)
+    probes: list[int] = [int(np.argmax(degree))]  # the best-connected node first
+    turn = 0
+    while True:
+        w = probes.pop() if probes else -1
+        if w < 0:
+            open_ = ~exact & (hi > lower)
+            if not open_.any():
+                break
+            if turn % 2 == 0:  # the rank that may be farthest of all
+                pick = np.where(open_, hi, -np.inf)
+            else:  # the rank known to be far: raises the lower bound
+                pick = np.where(open_, lo_v, -np.inf)
+            turn += 1
+            w = int(comp[int(np.argmax(pick))])
+        if work is not None and spent + cost > work and spent > 0:
+            break
+        spent += cost
+        d_from = bfs(fwd, w)  # d(w, .)
+        d_to = d_from if symmetric else bfs(bwd, w)  # d(., w)
+        ecc_out = float(d_from[comp].max())  # ecc of w to the compute nodes
+        ecc_in = float(d_to[comp].max())
+        if topo.kind_codes[w] == 0:
+            k = int(topo.rank_of_node[w])
+            hi[k] = lo_v[k] = ecc_out
+            exact[k] = True
+            lower = max(lower, ecc_out, ecc_in)
+            lo_v = np.maximum(lo_v, np.maximum(d_to[comp], ecc_out - d_from[comp]))
+        hi = np.minimum(hi, d_to[comp] + ecc_out)
+        lower = max(lower, float(lo_v.max()))
+        if float(hi.max()) <= lower:
+            break
+    upper = float(hi.max())
+    if not np.isfinite(upper):
+        upper = float(n - 1)
+    lo_i, hi_i = int(lower), int(max(upper, lower))
+    return lo_i, hi_i
 
 
 class TopologyBuilder:
@@ -277,8 +447,9 @@ class TopologyBuilder:
     """
 
     def __init__(self, name: str, meta: dict | None = None):
-        self.name = name
+        self.name = check_name(name, "topology name")
         self.meta: dict = dict(meta or {})
+        check_strings(self.meta, f"topology {name!r} meta")
         self._nodes: list[Node] = []
         self._index: dict[str, int] = {}
         self._links: list[tuple[Any, Any, Any, Any, Any, Any]] = []
@@ -287,11 +458,12 @@ class TopologyBuilder:
     def node(self, name: str, kind: NodeKind | str = NodeKind.COMPUTE, **attrs: Any) -> int:
         if len(self._nodes) >= MAX_NODES:
             raise CollsynthError(f"topology {self.name!r} is too large (over {MAX_NODES} nodes)")
-        if not isinstance(name, str) or not name:
-            raise CollsynthError(f"node name {name!r} must be a non-empty string")
+        check_name(name, "node name")
         if name in self._index:
-            raise CollsynthError(f"duplicate node name {name!r}")
+            raise CollsynthError(f"duplicate node name {_short(name)}")
         kind = kind if isinstance(kind, NodeKind) else NodeKind.parse(kind)
+        if attrs:
+            check_strings(attrs, f"node {name!r} attributes", labels=True)
         self._index[name] = len(self._nodes)
         self._nodes.append(Node(name, kind, dict(attrs)))
         return self._index[name]
@@ -352,20 +524,30 @@ class TopologyBuilder:
 
     def build(self) -> Topology:
         links: list[Link] = []
+        bw_lo, bw_hi, alpha_hi = BANDWIDTH.lo, BANDWIDTH.hi, LATENCY.hi
+        classes: set[str] = set()  # link classes already checked
         for lid, (s, d, bw, alpha, cls, lanes) in enumerate(self._links):
             src = self._resolve(s, lid, "source")
             dst = self._resolve(d, lid, "destination")
+            if (  # the common case, checked without building messages
+                src != dst
+                and type(bw) is float
+                and bw_lo <= bw <= bw_hi
+                and type(alpha) is float
+                and 0.0 <= alpha <= alpha_hi
+                and type(cls) is str
+                and cls in classes
+                and type(lanes) is int
+                and lanes >= 1
+            ):
+                links.append(Link(lid, src, dst, bw, alpha, cls, lanes))
+                continue
             label = f"link {lid} ({self._nodes[src].name}->{self._nodes[dst].name})"
             if src == dst:
                 raise CollsynthError(f"{label}: self loop")
-            bw = _number(bw, f"{label}: bandwidth")
-            if not math.isfinite(bw) or bw <= 0:
-                raise CollsynthError(f"{label}: bandwidth {bw!r} must be positive and finite")
-            alpha = _number(alpha, f"{label}: alpha")
-            if not math.isfinite(alpha) or alpha < 0:
-                raise CollsynthError(f"{label}: alpha {alpha!r} must be finite and non-negative")
-            if not isinstance(cls, str) or not cls:
-                raise CollsynthError(f"{label}: class {cls!r} must be a non-empty string")
+            bw = BANDWIDTH.check(_number(bw, f"{label}: bandwidth"), f"{label}: bandwidth")
+            alpha = LATENCY.check(_number(alpha, f"{label}: alpha"), f"{label}: alpha")
+            classes.add(check_name(cls, f"{label}: class"))
             if isinstance(lanes, bool) or not isinstance(lanes, (int, np.integer)) or lanes < 1:
                 raise CollsynthError(f"{label}: lanes {lanes!r} must be a positive integer")
             links.append(Link(lid, src, dst, float(bw), float(alpha), cls, int(lanes)))

@@ -10,7 +10,8 @@ mapping and its figures are in ``docs/formats.md``):
   ``0x02....``) a NIC, one of class ``0x068000`` an NVSwitch, any other ``<pci>`` with
   ``<pci>`` children a PCIe switch ``pci{busid}`` (role ``pcie``). Every device links to its
   parent at ``link_speed x link_width`` (class ``pcie``); width 0 means 16 (as NCCL does), a
-  missing or unknown speed 8 GT/s (noted in ``meta.notes``).
+  missing or unknown speed 8 GT/s (noted in ``meta.notes``); a width outside 0..32 or a
+  negative speed is refused.
 * ``<gpu dev sm rank>`` children ``<nvlink target count tclass>``: to another GPU (``target`` is
   its bus id) one link per GPU pair of ``count`` NVLinks (class ``nvlink``, ``lanes=count``); to
   an NVSwitch (``tclass="0x068000"``, or a target that is an NVSwitch ``<pci>`` of the file) a
@@ -19,7 +20,8 @@ mapping and its figures are in ``docs/formats.md``):
   per-link figure comes from ``sm`` (:mod:`.rates`), or ``nvlink=`` for all.
 * ``<nic>`` children ``<net dev speed name ...>``: one NIC per ``<nic>`` (nets without ``dev``
   are skipped, as NCCL does); its bandwidth is the sum of its nets' ``speed`` (Mbit/s), ``nic=``
-  where a speed is missing or not positive. Rails follow the smallest net ``dev``.
+  where a speed is missing or 0 (a negative speed is refused). Rails follow the smallest net
+  ``dev``.
 
 GPUs are ordered by ``rank`` (else ``dev``, else file order) and named ``gpu{i}``.
 """
@@ -95,9 +97,11 @@ def _int(ctx: _Ctx, elem: XElem, key: str, default: int | None = None) -> int:
             ctx.fail(elem, f"missing attribute {key!r}")
         return default
     try:
+        if not text.strip().isascii() or len(text.strip()) > 20:
+            raise ValueError
         return int(text.strip(), 0)
     except ValueError:
-        ctx.fail(elem, f"{key}={text!r} is not an integer")
+        ctx.fail(elem, f"{key}={ascii(text)[:40]} is not an integer")
 
 
 def _busid(ctx: _Ctx, elem: XElem, key: str = "busid") -> str:
@@ -112,8 +116,14 @@ def _busid(ctx: _Ctx, elem: XElem, key: str = "busid") -> str:
 
 def _pcie(ctx: _Ctx, elem: XElem) -> float:
     """The bandwidth of a ``<pci>`` element's link to its parent."""
-    width = _int(ctx, elem, "link_width", 0) or 16
-    gt = parse_gt(elem.attrs.get("link_speed", ""))
+    width = _int(ctx, elem, "link_width", 0)
+    if not 0 <= width <= 32:
+        ctx.fail(elem, f"link_width {width} is not a PCIe lane count (1 to 32; 0 means 16)")
+    width = width or 16
+    speed = elem.attrs.get("link_speed", "")
+    if speed.strip().startswith("-"):
+        ctx.fail(elem, f"link_speed {ascii(speed)[:40]} is negative")
+    gt = parse_gt(speed)
     if gt is None:
         ctx.unknown_speed += 1
         gt = DEFAULT_PCIE_GT
@@ -270,6 +280,8 @@ def _add_nics(ctx: _Ctx) -> None:
         for net in nets:
             devs.append(_int(ctx, net, "dev"))
             mbps = _int(ctx, net, "speed", -1)
+            if mbps < 0 and net.attrs.get("speed", "").strip():
+                ctx.fail(net, f"speed {mbps} is negative (Mbit/s; 0 or none: nic= is used)")
             bw += mbps * 1e6 / 8 if mbps > 0 else ctx.nic_bw
             names.append(net.attrs.get("name", "").strip())
         if not nets:

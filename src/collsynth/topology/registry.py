@@ -12,26 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CollsynthError
-from ..units import parse_bandwidth, parse_size, parse_time
+from ..units import LATENCY, parse_bandwidth, parse_integer, parse_number, parse_size, parse_time
 from .model import Topology
 
 
 def _parse_int(text: str, what: str) -> int:
-    try:
-        value = int(str(text), 10)
-    except ValueError:
-        raise CollsynthError(f"{what} {text!r} is not an integer") from None
-    return value
+    return parse_integer(text, what)
 
 
 def _parse_float(text: str, what: str) -> float:
-    try:
-        value = float(str(text))
-    except ValueError:
-        raise CollsynthError(f"{what} {text!r} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise CollsynthError(f"{what} {text!r} is not a finite number")
-    return value
+    return parse_number(text, what)
 
 
 def _parse_bool(text: str, what: str) -> bool:
@@ -49,7 +39,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "bool": _parse_bool,
     "size": lambda t, w: parse_size(t, w),
     "bw": lambda t, w: parse_bandwidth(t, w),
-    "time": lambda t, w: parse_time(t, w),
+    "time": lambda t, w: parse_time(t, w, LATENCY),
     "str": lambda t, w: str(t),
 }
 

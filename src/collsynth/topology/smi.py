@@ -33,7 +33,7 @@ from typing import NoReturn
 from ..errors import CollsynthError
 from ..files import read_text
 from .cluster import FABRICS, NodePlan, PlanNic, build_cluster
-from .model import Topology
+from .model import MAX_LINKS, MAX_NODES, Topology
 from .rates import (
     GB,
     NVLINK_ALPHA,
@@ -114,11 +114,31 @@ def _find_header(lines: list[str], source: str) -> tuple[int, list[str]]:
     )
 
 
-def read_nvidia_matrix(text: str, source: str) -> Matrix:
-    """The device matrix of ``nvidia-smi topo -m`` output, checked entry by entry."""
-    lines = [_ANSI.sub("", line) for line in text.splitlines()]
+def read_nvidia_matrix(
+    text: str, source: str, copies: int = 1, switch_above: int | None = -1
+) -> Matrix:
+    """The device matrix of ``nvidia-smi topo -m`` output, checked entry by entry.
+
+    The topology limits apply while reading (``copies`` nodes of this matrix): a header with
+    more devices than :data:`~.model.MAX_NODES`, or more device pairs than
+    :data:`~.model.MAX_LINKS`, is refused before any row is read, and the ``NV#`` entries
+    (each a link) are counted row by row, refused as soon as there are too many. They stop
+    counting once the GPUs are known to hang from an NVSwitch instead: ``switch_above`` is
+    the NVLink total of one GPU above which that happens (``None``: always; ``-1``: never).
+    """
+    switched = switch_above is None
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    lines = text.splitlines()
     head, names = _find_header(lines, source)
     n = len(names)
+    if n * copies > MAX_NODES or n * (n - 1) > MAX_LINKS:
+        raise CollsynthError(
+            f"{source}: line {head + 1}: a matrix of {n} devices (times nodes={copies}) has "
+            f"more nodes or device pairs than a topology may have ({MAX_NODES} nodes, "
+            f"{MAX_LINKS} links)"
+        )
+    nv_links = 0
     rows: dict[str, tuple[int, list[str]]] = {}
     legend: dict[str, str] = {}
     in_table = True
@@ -143,6 +163,16 @@ def read_nvidia_matrix(text: str, source: str) -> Matrix:
                 f"the header has {n} devices"
             )
         rows[tokens[0]] = (ln + 1, tokens[1 : n + 1])
+        counts = [int(m.group(1)) for c in rows[tokens[0]][1] if (m := _NV.match(c))]
+        nv_links += len(counts)
+        if switch_above is not None and switch_above >= 0 and sum(counts) > switch_above:
+            switched = True
+        if not switched and nv_links * copies > MAX_LINKS:
+            raise CollsynthError(
+                f"{source}: line {ln + 1}: more than {MAX_LINKS // copies} NV# entries so far"
+                + (f" (times nodes={copies})" if copies > 1 else "")
+                + f": the topology would have more than {MAX_LINKS} links"
+            )
     for name in names:
         if name not in rows:
             raise CollsynthError(f"{source}: line {head + 1}: {name} has no row in the matrix")
@@ -208,7 +238,11 @@ def _nvidia_plan(
             mat.fail(
                 i, f"{mat.cells[i][j]} between {mat.names[i]} and {mat.names[j]}: not two GPUs"
             )
-    totals = {i: sum(c for (a, _), c in nv.items() if a == i) for i in gpus}
+    totals = dict.fromkeys(gpus, 0)  # NVLinks of each GPU to its peers
+    most = dict.fromkeys(gpus, 0)  # the largest NV# each GPU shows
+    for (i, _), count in nv.items():
+        totals[i] += count
+        most[i] = max(most[i], count)
     switched = nvswitch == "yes" or (nvswitch == "auto" and max(totals.values()) > max_links)
     plan.meta["nvswitch"] = switched
     for (i, j), count in nv.items():
@@ -219,7 +253,7 @@ def _nvidia_plan(
     if switched:
         sw = plan.switch("nvswitch", "nvswitch")
         for i in gpus:
-            count = max((c for (a, _), c in nv.items() if a == i), default=0)
+            count = most[i]
             if count:
                 plan.link(local[i], sw, count * per_link, NVSWITCH_ALPHA, "nvswitch", count)
     _nvidia_pcie(plan, mat, local, pcie, nic)
@@ -274,8 +308,9 @@ def nvidia_smi(
     pcie: float | None,
 ) -> Topology:
     """nvidia-smi topo -m output: NV# links or an NVSwitch, PCIe groups, NICs."""
-    mat = read_nvidia_matrix(read_text(path), path)
     per_link, max_links = nvlink_gen(gen)
+    above = {"yes": None, "auto": max_links, "no": -1}[nvswitch]
+    mat = read_nvidia_matrix(read_text(path), path, nodes, above)
     pcie_link = pcie if pcie is not None else pcie_bw(PCIE_GT_OF_GEN[gen], 16)
     plan = _nvidia_plan(mat, path, nvlink or per_link, max_links, pcie_link, nvswitch, nic)
     plan.meta["nvlink"] = {"generation": gen, "per_link": nvlink or per_link}

@@ -102,7 +102,12 @@ def build_source(spec: str, name: str, path: str | None, items: list[str]) -> To
         kwargs[key] = entry.params[key].parse(text, f"{entry.name} parameter {key}")
     for key, p in entry.params.items():
         kwargs.setdefault(key, p.default)
-    topo = entry.func(path, **kwargs)
+    try:
+        topo = entry.func(path, **kwargs)
+    except CollsynthError as e:  # name the file in every error (most already do)
+        if path in str(e):
+            raise
+        raise CollsynthError(f"{path}: {e}") from None
     topo.meta.setdefault("importer", entry.name)
     topo.meta.setdefault("file", path)
     topo.meta.setdefault("params", {k: _plain(v) for k, v in kwargs.items()})

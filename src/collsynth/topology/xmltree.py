@@ -40,7 +40,10 @@ class XElem:
         """``<gpu dev="3"> at line 12``: the tag, one identifying attribute, the line."""
         for key in _ID_ATTRS:
             if key in self.attrs:
-                return f'<{self.tag} {key}="{self.attrs[key]}"> at line {self.line}'
+                value = self.attrs[key]
+                if not value.isprintable() or len(value) > 40:  # keep errors on one line
+                    value = ascii(value[:40])[1:-1]
+                return f'<{self.tag} {key}="{value}"> at line {self.line}'
         return f"<{self.tag}> at line {self.line}"
 
     def subs(self, tag: str) -> list[XElem]:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...errors import CollsynthError
 from ...topology.model import Link, Topology
-from ...units import parse_bandwidth, parse_size, parse_time
+from ...units import BUFFER, LATENCY, parse_bandwidth, parse_size, parse_time
 
 FORMAT = "collsynth-link-stats"
 
@@ -181,12 +181,14 @@ class LinkStats:
                     raise CollsynthError(f"{where}: bandwidth must be positive")
                 bw[lid] = v
             if "alpha" in e or "delay" in e:
-                v = parse_time(e["alpha"] if "alpha" in e else e["delay"], f"{where} alpha")
+                v = parse_time(
+                    e["alpha"] if "alpha" in e else e["delay"], f"{where} alpha", LATENCY
+                )
                 if not (math.isfinite(v) and v >= 0):
                     raise CollsynthError(f"{where}: alpha must be a non-negative time")
                 alpha[lid] = v
             if "queue" in e:
-                v = parse_size(e["queue"], f"{where} queue")
+                v = parse_size(e["queue"], f"{where} queue", BUFFER)
                 if not (math.isfinite(v) and v >= 0):
                     raise CollsynthError(f"{where}: queue must be a non-negative size")
                 queue[lid] = v

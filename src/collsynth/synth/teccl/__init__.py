@@ -212,28 +212,63 @@ OPTIONS = (
 )
 
 
+#: The HiGHS options ``highs=`` may set: numbers and switches that steer the search, each
+#: checked here against the range HiGHS accepts. Nothing that names a file or writes one
+#: (``log_file``, ``solution_file``, ``write_solution_to_file``, ...) is passed on;
+#: ``output_flag:true`` sends HiGHS' log to stderr.
+HIGHS_OPTIONS: dict[str, Option] = {
+    o.name: o
+    for o in (
+        Option("time_limit", "time", minimum=0.0, help="HiGHS' own limit (the smaller wins)"),
+        Option("mip_rel_gap", "float", minimum=0.0),
+        Option("mip_abs_gap", "float", minimum=0.0),
+        Option("threads", "int", minimum=0, maximum=256),
+        Option("random_seed", "int", minimum=0, maximum=2**31 - 1),
+        Option("presolve", "choice", choices=("off", "choose", "on")),
+        Option("parallel", "choice", choices=("off", "choose", "on")),
+        Option("solver", "choice", choices=("choose", "simplex", "ipm")),
+        Option("simplex_strategy", "int", minimum=0, maximum=4),
+        Option("mip_heuristic_effort", "float", minimum=0.0, maximum=1.0),
+        Option("mip_detect_symmetry", "bool"),
+        Option("mip_max_nodes", "int", minimum=0, maximum=2**31 - 1),
+        Option("mip_max_stall_nodes", "int", minimum=0, maximum=2**31 - 1),
+        Option("mip_max_leaves", "int", minimum=0, maximum=2**31 - 1),
+        Option("mip_max_improving_sols", "int", minimum=1, maximum=2**31 - 1),
+        Option("simplex_iteration_limit", "int", minimum=0, maximum=2**31 - 1),
+        Option("ipm_iteration_limit", "int", minimum=0, maximum=2**31 - 1),
+        Option("primal_feasibility_tolerance", "float", minimum=1e-10),
+        Option("dual_feasibility_tolerance", "float", minimum=1e-10),
+        Option("mip_feasibility_tolerance", "float", minimum=1e-10),
+        Option("output_flag", "bool"),
+    )
+}
+
+
 def _highs_options(value: Any) -> dict:
-    """``name:value,name:value`` (or a dict) as HiGHS options with typed values."""
-    if value in (None, ""):
+    """``name:value,name:value`` (or a dict) as HiGHS options with typed values; only the
+    options of :data:`HIGHS_OPTIONS`, each once, within the range HiGHS accepts."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return {}
     if isinstance(value, dict):
-        return dict(value)
+        items = [(str(k), v) for k, v in value.items()]
+    else:
+        items = []
+        for item in str(value).split(","):
+            name, sep, raw = item.partition(":")
+            if not sep or not name.strip():
+                raise CollsynthError(f"teccl option highs={value!r}: {item!r} is not name:value")
+            items.append((name.strip(), raw.strip()))
     out: dict[str, Any] = {}
-    for item in str(value).split(","):
-        name, sep, raw = item.partition(":")
-        name, raw = name.strip(), raw.strip()
-        if not sep or not name:
-            raise CollsynthError(f"teccl option highs={value!r}: {item!r} is not name:value")
-        v: Any = raw
-        for conv in (int, float):
-            try:
-                v = conv(raw)
-                break
-            except ValueError:
-                continue
-        if raw.lower() in ("true", "false"):
-            v = raw.lower() == "true"
-        out[name] = v
+    for name, raw in items:
+        opt = HIGHS_OPTIONS.get(name)
+        if opt is None:
+            raise CollsynthError(
+                f"teccl option highs: HiGHS option {name!r} cannot be set here (allowed: "
+                f"{', '.join(sorted(HIGHS_OPTIONS))})"
+            )
+        if name in out:
+            raise CollsynthError(f"teccl option highs: HiGHS option {name!r} is given twice")
+        out[name] = opt.parse(raw, "teccl highs")
     return out
 
 

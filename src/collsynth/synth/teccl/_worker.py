@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 
 
 def main() -> int:
+    # a Ctrl-C reaches the whole process group: the parent handles it and stops this helper
+    # (its stdin closes, or it is killed), so the helper neither prints a traceback nor dies
+    # with half an answer written
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import highspy  # noqa: F401  (first, before any other HiGHS copy)
 
     from collsynth.errors import CollsynthError

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import deadline
+from ...arrays import unique
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...topology.model import Topology
@@ -218,7 +219,7 @@ def _region_cut(
     release = d.min(axis=1)
     # the nearest head of an entering link to every node, then each chunk's farthest
     # destination inside
-    near = dist[np.unique(t.link_dst[enter])].min(axis=0)
+    near = dist[unique(t.link_dst[enter])].min(axis=0)
     far = np.array(
         [
             int(near[t.compute_nodes[ds[inside[t.compute_nodes[ds]]]]].max())
@@ -237,7 +238,7 @@ def _region_cut(
             return None
         q_out = np.flatnonzero(needs)[far_out]
         cache = {} if cache is None else cache
-        targets = np.unique(t.link_src[enter])  # (part of the key: the way on depends on them)
+        targets = unique(t.link_src[enter])  # (part of the key: the way on depends on them)
         key = (outer.tobytes(), q_out.tobytes(), targets.tobytes())
         if key not in cache:
             cache[key] = _crossing_releases(t, grid, src_nodes[q_out], dist, outer, targets)
@@ -245,8 +246,8 @@ def _region_cut(
         release[far_out] = np.maximum(np.sort(release[far_out]), got)
         tail[far_out] = tail[far_out].min()
     ok = release < INF
-    r_th = np.unique(release[ok])
-    e_th = np.unique(tail[ok])
+    r_th = unique(release[ok])
+    e_th = unique(tail[ok])
     count = (
         (release[ok][None, None, :] >= r_th[:, None, None])
         & (tail[ok][None, None, :] >= e_th[None, :, None])
@@ -459,7 +460,7 @@ def _worker_call(kwargs: dict, hard: float) -> SolveInfo:
             wall = time.perf_counter() - t0
             return SolveInfo("time_limit", False, None, wall_s=wall, extra={"killed": True})
         kind, value = pickle.load(w.stdout)
-    except deadline.TimeLimitError:
+    except (deadline.TimeLimitError, KeyboardInterrupt):  # out of time, or interrupted
         _stop_worker(kill=True)  # it is mid-solve: its answer would be read by the next call
         raise
     except (EOFError, BrokenPipeError, OSError):
@@ -552,6 +553,8 @@ def _solve_model(
     h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
     h.setOptionValue("mip_rel_gap", float(gap))
     for k, v in (highs_options or {}).items():
+        if k == "time_limit":  # HiGHS' own limit may shorten collsynth's, never lengthen it
+            v = float(max(min(v, time_limit), 0.01))
         if h.setOptionValue(k, v) != highspy.HighsStatus.kOk:
             raise CollsynthError(f"HiGHS rejected option {k}={v!r}")
     inf = highspy.kHighsInf
