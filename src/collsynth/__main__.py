@@ -1,4 +1,5 @@
-"""``python -m collsynth`` runs the command line.
+"""``python -m collsynth`` and the installed ``collsynth`` command (:func:`entry`) run the
+command line.
 
 The interrupt handler (:mod:`collsynth.interrupt`) is installed before the command line is
 imported, so a signal that comes while it loads also ends with one line and ``128 + signal``;
@@ -11,7 +12,7 @@ import sys
 from . import interrupt
 
 
-def _run() -> int:
+def entry() -> int:
     try:
         with interrupt.handled(final=True):
             from .cli import main
@@ -23,4 +24,5 @@ def _run() -> int:
         return interrupt.status_of(e)
 
 
-sys.exit(_run())
+if __name__ == "__main__":
+    sys.exit(entry())

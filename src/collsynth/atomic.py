@@ -58,6 +58,8 @@ def check_writable(path: str, what: str) -> None:
     read-only folder."""
     if not path:
         raise CollsynthError(f"{what} needs a file name")
+    if path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
+        raise CollsynthError(f"{what} {path} names a folder; name a file")
     try:
         kind = _special_kind(path)
         folder = os.path.dirname(os.path.abspath(path))

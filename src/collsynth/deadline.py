@@ -161,7 +161,9 @@ class _Watchdog(threading.Thread):
         super().start()
 
     def run(self) -> None:  # pragma: no cover - ends the process
-        while not self.done.wait(min(1.0, max(0.0, self.due - time.monotonic()))):
+        while not self.done.wait(
+            0.2 if self.held else min(1.0, max(0.0, self.due - time.monotonic()))
+        ):  # while paused the due time moves on: check now and then, never spin
             if not self.held and time.monotonic() >= self.due:
                 _force_exit(self.line, self.status)
 

@@ -18,9 +18,10 @@ from .errors import CollsynthError
 #: The largest value each limit variable accepts (a larger one is refused, not clamped).
 LIMIT_MAXIMUMS = {
     "COLLSYNTH_MAX_FILE_BYTES": 1 << 40,
-    "COLLSYNTH_MAX_DEPTH": 10_000,
+    "COLLSYNTH_MAX_DEPTH": 400,  # deeper than the YAML and JSON parsers themselves can go
     "COLLSYNTH_MAX_NODES": 1 << 40,
     "COLLSYNTH_MAX_DEPS": 1 << 40,
+    "COLLSYNTH_MAX_RUN_BYTES": 1 << 60,
     "COLLSYNTH_MAX_CHUNKS": 10**18,  # the verifier copes with any count up to this (int64)
 }
 

@@ -69,6 +69,7 @@ class _State:
         self.installed = 0
         self.deferring = 0
         self.pending: int | None = None
+        self.pending_since = 0.0  # when the pending signal came
         self.stopping_since: float | None = None
         self.pid = os.getpid()  # the process whose handler this is (a fork inherits it)
 
@@ -88,6 +89,10 @@ def _on_signal(signum: int, frame: Any) -> None:
     if st.deferring:
         if st.pending is None:
             st.pending = signum
+            st.pending_since = time.monotonic()
+        elif time.monotonic() - st.pending_since >= FORCE_AFTER_S:  # the block is stuck
+            os.write(2, f"collsynth: interrupted ({signal_name(signum)})\n".encode())
+            os._exit(128 + signum)
         return
     st.stopping_since = time.monotonic()
     raise Interrupted(signum)
@@ -160,7 +165,9 @@ def restore_termination(old: dict[int, Any]) -> None:
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
     """Hold an interrupting signal that arrives in the body until it ends (then raise it):
-    for short steps that must not stop half-way (a rename, writing a result)."""
+    for short steps that must not stop half-way (a rename, writing a result). A further
+    signal :data:`FORCE_AFTER_S` or more after the held one ends the process at once (a
+    write stuck on a stalled pipe)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -7,6 +7,7 @@ solver options passed to HiGHS are an allow-list (no paths, no output switches).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -136,7 +137,15 @@ def test_a_dangling_link_or_regular_file_is_still_written(capsys, tmp_path):
     rc, _, err = run(
         capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "ring", "-o", link
     )
-    assert rc == 0, err and link.is_file()
+    assert rc == 0, err
+    assert link.is_file()  # written where the link points (the link's target now exists)
+    regular = tmp_path / "old.json"
+    regular.write_text("old")
+    rc, _, err = run(
+        capsys, "synth", "-t", "ring:n=4", "-c", "allgather", "--algo", "ring", "-o", regular
+    )
+    assert rc == 0, err
+    assert regular.read_text() != "old" and json.loads(regular.read_text())["ops"]
 
 
 # ------------------------------------------------------------------ outputs naming inputs

@@ -643,3 +643,39 @@ def test_a_link_class_that_is_not_a_name_is_one_line(capsys, tmp_path, cls):
     rc, out, err = run(capsys, "topo", "show", path)
     check_contract(rc, out, err, "class")
     assert rc == 2
+
+
+SMI_CELL = st.sampled_from(
+    ["X", "NV1", "NV2", "NV12", "NV0", "NV-1", "NV99999999999999999999", "SYS", "PHB", "PXB",
+     "PIX", "NODE", "SOC", "", "N/A", "NV", "\x00", "GPU0", "１"]
+)  # fmt: skip
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    n=st.integers(0, 6),
+    header=st.one_of(st.none(), st.integers(0, 9)),
+    cells=st.lists(SMI_CELL, max_size=64),
+    extra=st.sampled_from(
+        ["", "\tCPU Affinity\tNUMA Affinity", "\tjunk", "\n\nLegend:\n X = Self"]
+    ),
+    opts=st.sampled_from(["", ",nvswitch=no", ",nodes=2", ",gen=nvlink3", ",nodes=0"]),
+)
+def test_any_nvidia_smi_matrix(capsys, tmp_path, n, header, cells, extra, opts):
+    """``nvidia-smi topo -m`` matrices with odd headers, cells and options: a topology or one
+    line, exit 2; never a traceback or a warning."""
+    names = [f"GPU{i}" for i in range(n if header is None else header)]
+    lines = ["\t" + "\t".join(names) + extra.split("\n")[0]]
+    it = iter(cells)
+    for i in range(n):
+        row = [next(it, "X" if i == j else "NV1") for j in range(n)]
+        lines.append(f"GPU{i}\t" + "\t".join(row) + "\t0-63\t0")
+    lines += extra.split("\n")[1:]
+    path = tmp_path / "m.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rc, out, err = run(capsys, "topo", "show", "-t", f"nvidia-smi:{path}{opts}", "--json")
+    check_contract(rc, out, err)
+    if rc == 0:
+        assert json.loads(out)["compute_nodes"] >= 1

@@ -387,7 +387,7 @@ def test_run_without_launch_checks_one_rank(tmp_path, ar4):
 def test_run_memory_limit_variable_is_checked(capsys, monkeypatch, tmp_path, ar4):
     monkeypatch.setenv("COLLSYNTH_MAX_RUN_BYTES", "-5")
     refused(capsys, ["run", ar4, "-s", "1KiB", "--launch", "4"], tmp_path,
-            "COLLSYNTH_MAX_RUN_BYTES='-5' is not a positive whole number")  # fmt: skip
+            "COLLSYNTH_MAX_RUN_BYTES='-5' is not an integer from 1 to")  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", [k for k in CollKind if k is not CollKind.CUSTOM])
@@ -598,3 +598,31 @@ def test_fuzz_demand_files(capsys, tmp_path, form, n, entries, ranks, chunk):
     f.write_text(json.dumps(doc))
     run(capsys, ["bound", "-t", "ring:n=4", "-c", "custom", "--demand", f, "-s", "1MB", "--json"],
         tmp_path)  # fmt: skip
+
+
+SCHEME = st.sampled_from(
+    ["", "tcp://", "tls://", "ucx://", "inproc://", "ws://", "TCP://", "tcp:/"]
+)
+HOST = st.sampled_from(["127.0.0.1", "localhost", "", "[::1]", "999.1.1.1", "h\x00st", "ü", "a b"])
+PORT = st.one_of(
+    st.integers(-5, 70000).map(str), st.sampled_from(["", "x", "80a", "1e3", "０", "8786:1"])
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(scheme=SCHEME, host=HOST, port=PORT, colon=st.booleans())
+def test_fuzz_scheduler_addresses(capsys, monkeypatch, scheme, host, port, colon):
+    """Any ``--scheduler`` text ends within the connect bound with one line, exit 2 (nothing
+    listens on these addresses), never a traceback or a hang."""
+    monkeypatch.setenv("COLLSYNTH_SCHEDULER_TIMEOUT", "1")
+    addr = scheme + host + (":" if colon else "") + port
+    t0 = time.monotonic()
+    rc = main(["compare", "-t", "ring:n=3", "-c", "allgather", "--algos", "ring",
+               "--scheduler", addr, "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert time.monotonic() - t0 < 8
+    assert rc == 2 and out == "", (addr, out)
+    assert err.startswith("collsynth: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err

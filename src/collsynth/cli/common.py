@@ -99,7 +99,7 @@ def add_time_limit(p: argparse.ArgumentParser, each: bool = False) -> None:
     p.add_argument(
         "--time-limit",
         metavar="TIME",
-        help=f"wall-time limit {scope}, e.g. 30s or 2min; solvers stop early and return their "
+        help=f"wall-time limit {scope}, e.g. 30s or 120s; solvers stop early and return their "
         "best verified schedule (meta.status=time_limit); other work that cannot finish in "
         "time ends with exit status 4 (default: no limit)",
     )
@@ -554,8 +554,11 @@ def refuse_overwriting_inputs(
 ) -> None:
     """Refuse, before any work, an output path that names an input file (or another output)
     however spelled, a directory or other non-regular file, or a place in a missing or
-    read-only folder: ``{flag: path}`` (:func:`collsynth.atomic.check_outputs`)."""
-    check_outputs(outputs, inputs)
+    read-only folder: ``{flag: path}`` (:func:`collsynth.atomic.check_outputs`). A topology
+    spec counts with the files it reads (``-t nccl-xml:t.xml`` protects ``t.xml``)."""
+    from ..topology.sources import input_files
+
+    check_outputs(outputs, input_files(inputs))
 
 
 def check_plot(
@@ -567,4 +570,4 @@ def check_plot(
         from ..report.plots import check_plot_path
 
         check_plot_path(path, flag)
-        check_outputs({flag: path}, inputs or {})
+        refuse_overwriting_inputs({flag: path}, inputs or {})

@@ -7,7 +7,7 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import CollsynthError
@@ -287,7 +287,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     plans."""
     from functools import partial
 
-    from ..report.tune import check_out_dir, tune
+    from ..report.tune import check_out_dir, tune, writes_name
 
     check_out_dir(args.output, "-o", {"-t": args.topology, "--demand": args.demand})
     req = build_request(args, sizes=True)
@@ -303,24 +303,27 @@ def cmd_tune(args: argparse.Namespace) -> int:
         timing=args.timing,
     )
     spec = "all" if args.algos.strip() == "best" else args.algos
-    with removed_on_failure(args.output):
+    with removed_on_failure(args.output, writes_name):
         result, _ = run_compare(
             req, spec, show_progress=not args.json and not args.quiet, run=run, pool=pool,
             order=args.order,
         )  # fmt: skip
-        if args.json:
-            emit_json(result.to_dict(timing=args.timing))
-            return 0
-        with deferred():  # the table is printed whole or not at all
-            print_windows(result, args.output)
+    # the files are complete: an interruption from here on leaves them (the result is printed
+    # whole or not at all)
+    if args.json:
+        emit_json(result.to_dict(timing=args.timing))
+        return 0
+    with deferred():
+        print_windows(result, args.output)
     return 0
 
 
 @contextlib.contextmanager
-def removed_on_failure(out_dir: str) -> Iterator[None]:
+def removed_on_failure(out_dir: str, owned: Callable[[str], bool]) -> Iterator[None]:
     """If the body fails or is interrupted (SIGINT, SIGTERM, SIGHUP), remove what it made in
     ``out_dir``: the folder itself if it did not exist before, else the files that are new
-    in it (a file that was there before was replaced whole, or not at all)."""
+    in it under a name the body writes (``owned(name)``; a file that was there before was
+    replaced whole, or not at all; anything else that appeared meanwhile is not ours)."""
     existed = os.path.isdir(out_dir)
     before = set(os.listdir(out_dir)) if existed else set()
     try:
@@ -329,9 +332,10 @@ def removed_on_failure(out_dir: str) -> Iterator[None]:
         if not existed:
             shutil.rmtree(out_dir, ignore_errors=True)
         elif os.path.isdir(out_dir):
-            for name in set(os.listdir(out_dir)) - before:
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(out_dir, name))
+            for name in sorted(set(os.listdir(out_dir)) - before):
+                if owned(name):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(out_dir, name))
         raise
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
+from ..errors import CollsynthError
 from ..units import fmt_size, fmt_time
 from .common import (
     Request,
@@ -156,7 +158,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     check_plot(args.plot)
     out = args.output or default_output_dir("demo")
-    check_out_dir(out, "-o", {"--plot": args.plot})
+    check_out_dir(out, "-o", {"--plot": args.plot}, parents=args.output is None)
+    if args.output is None:  # the per-user data folder: its parents are collsynth's own
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        except OSError as e:
+            raise CollsynthError(f"cannot create {out}: {e.strerror or e}") from None
     rows = _zoo_rows()
     topo, tuned = _tune(out, show_progress=not args.json, timing=args.timing)
     result = tuned.comparison

@@ -251,15 +251,16 @@ def _validate(args: argparse.Namespace):
             f"({', '.join(map(str, sorted(ranks)))}); run them separately"
         )
     from ..runtime.check import element_dtype
-    from ..runtime.plan import check_memory, chunk_bytes_for
+    from ..runtime.plan import check_memory, chunk_bytes_for, rank_buffer_bytes
 
     # the ranks sharing this machine: all of them with --launch, else what mpiexec says
     local = args.launch if args.launch is not None else _env_local_ranks()
+    per_chunk = [rank_buffer_bytes(s.collective, 1) for _, s in scheds]  # once per schedule
     for size in sizes:
-        for path, s in scheds:
+        for (path, s), unit in zip(scheds, per_chunk):
             try:
                 cb = chunk_bytes_for(s, size, element_dtype(s.collective, dtype).itemsize)
-                check_memory(s.collective, cb, local)
+                check_memory(s.collective, cb, local, unit)
             except CollsynthError as e:
                 what = f"--size {args.size}" if args.size is not None else f"size {size:g} B"
                 raise CollsynthError(f"{what}: {path}: {e}") from None

@@ -163,6 +163,8 @@ def check_mscclpp_plan(text: str, *, root: int = 0, source: str = "plan") -> Pla
     except PlanCheckError:
         raise
     except CollsynthError as e:
+        if type(e) is not CollsynthError:  # a time limit keeps its kind (and exit status)
+            raise
         _fail("json", str(e))
     if not isinstance(doc, dict):
         _fail("structure", "the plan is not a JSON object")

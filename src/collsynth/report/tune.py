@@ -55,12 +55,16 @@ def writes_name(name: str) -> bool:
 
 
 def check_out_dir(
-    out_dir: str, what: str = "the output folder", inputs: dict | None = None
-) -> None:
+    out_dir: str, what: str = "the output folder", inputs: dict | None = None,
+    parents: bool = False,
+) -> None:  # fmt: skip
     """Refuse, before any work, a folder tune cannot write its files into, or where they
     would replace one of ``inputs`` (``{flag: path}``) or a file that is not a regular one
-    (:func:`collsynth.atomic.check_output_dir`)."""
-    check_output_dir(out_dir, what, inputs, owned=writes_name)
+    (:func:`collsynth.atomic.check_output_dir`). ``parents``: missing parent folders are
+    made by :func:`tune` (the demo's default per-user folder), so they are not refused."""
+    from ..topology.sources import input_files
+
+    check_output_dir(out_dir, what, input_files(inputs or {}), owned=writes_name, parents=parents)
 
 
 #: The open upper end of the last window in the old fork's dialect.

@@ -163,12 +163,10 @@ MEMORY_ENV = "COLLSYNTH_MAX_RUN_BYTES"
 def memory_limit() -> int | None:
     """The bytes that the buffers of the ranks on this machine may take at most:
     ``COLLSYNTH_MAX_RUN_BYTES``, else the physical memory (None where it is not known)."""
-    raw = os.environ.get(MEMORY_ENV, "").strip()
-    if raw:
-        if not (raw.isascii() and raw.isdigit() and len(raw) <= 20 and int(raw) >= 1):
-            shown = ascii(raw) if len(raw) <= 40 else ascii(raw[:37]) + "..."
-            raise CollsynthError(f"{MEMORY_ENV}={shown} is not a positive whole number of bytes")
-        return int(raw)
+    from ..files import env_limit
+
+    if os.environ.get(MEMORY_ENV, "").strip():
+        return env_limit(MEMORY_ENV, 0)
     try:
         pages, page = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
@@ -176,14 +174,18 @@ def memory_limit() -> int | None:
     return pages * page if pages > 0 and page > 0 else None
 
 
-def check_memory(coll: Collective, chunk_bytes: int, local_ranks: int) -> None:
+def check_memory(
+    coll: Collective, chunk_bytes: int, local_ranks: int, per_chunk: np.ndarray | None = None
+) -> None:
     """Refuse, before anything is allocated, a run whose ``local_ranks`` ranks on this
     machine (the hungriest ones) need more bytes for their buffers than
-    :func:`memory_limit`."""
+    :func:`memory_limit`. ``per_chunk``: ``rank_buffer_bytes(coll, 1)``, when the caller
+    checks many sizes of one collective (it is linear in the chunks)."""
     limit = memory_limit()
     if limit is None:
         return
-    need = sorted(rank_buffer_bytes(coll, chunk_bytes).tolist(), reverse=True)
+    unit = rank_buffer_bytes(coll, 1) if per_chunk is None else per_chunk
+    need = sorted((unit * int(chunk_bytes)).tolist(), reverse=True)
     total = sum(need[: max(1, local_ranks)])
     if total > limit:
         from ..units import fmt_size

@@ -81,8 +81,8 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
     try:
         return _from_dict(data, source)
     except CollsynthError as e:
-        if str(e).startswith(f"{source}:"):
-            raise
+        if type(e) is not CollsynthError or str(e).startswith(f"{source}:"):
+            raise  # a time limit or another kind of error keeps its kind (and exit status)
         raise CollsynthError(f"{source}: {e}") from None
 
 

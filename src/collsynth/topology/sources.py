@@ -13,7 +13,7 @@ alike (``nccl-xml`` is ``nccl_xml``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,34 @@ def split_source_spec(spec: str) -> tuple[str, str | None, list[str]] | None:
     return name.strip(), path, items
 
 
+def files_read(spec: str) -> list[str]:
+    """The files a topology spec reads: the spec itself where it is a file name, the source's
+    file (``nccl-xml:t.xml,nodes=2``, ``...,file=t.xml``) where it names an importer; what an
+    output must never replace."""
+    parts = split_source_spec(spec)
+    if parts is None:
+        return [spec]
+    _, path, items = parts
+    files = [path] if path else []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if eq and key.strip() == "file" and value.strip():
+            files.append(value.strip())
+    return files
+
+
+def input_files(inputs: Mapping[str, str | Sequence[str] | None]) -> dict[str, list[str]]:
+    """``{flag: paths}`` of a command's inputs with every topology spec replaced by the files
+    it reads (:func:`files_read`), for the output checks of :mod:`collsynth.atomic`."""
+    out: dict[str, list[str]] = {}
+    for flag, value in inputs.items():
+        if not value:
+            continue
+        paths = [value] if isinstance(value, str) else list(value)
+        out[flag] = [f for p in paths if p for f in [p, *files_read(p)]]
+    return out
+
+
 def build_source(spec: str, name: str, path: str | None, items: list[str]) -> Topology:
     """Parse the option items of a source spec and run the importer."""
     from .spec import parse_items
@@ -105,8 +133,8 @@ def build_source(spec: str, name: str, path: str | None, items: list[str]) -> To
     try:
         topo = entry.func(path, **kwargs)
     except CollsynthError as e:  # name the file in every error (most already do)
-        if path in str(e):
-            raise
+        if type(e) is not CollsynthError or path in str(e):
+            raise  # a time limit or another kind of error keeps its kind (and exit status)
         raise CollsynthError(f"{path}: {e}") from None
     topo.meta.setdefault("importer", entry.name)
     topo.meta.setdefault("file", path)
