@@ -62,7 +62,8 @@ def test_make_pool_reads_flags_and_environment(monkeypatch):
     assert make_pool() == Pool(1, None) and not make_pool().distributed
     assert make_pool("auto").workers == (os.cpu_count() or 1)
     assert make_pool("3").distributed and make_pool(None, "tcp://h:1").distributed
-    for bad, match in (("0", "at least 1"), ("x", "not a number"), ("-2", "at least 1")):
+    for bad, match in (("0", "from 1 to"), ("x", "not a number"), ("-2", "ASCII digits"),
+                       ("1_000", "ASCII digits"), ("\uff12", "ASCII digits"), ("5000", "to 1024")):  # fmt: skip
         with pytest.raises(CollsynthError, match=match):
             make_pool(bad)
     with pytest.raises(CollsynthError, match="not a scheduler address"):

@@ -69,6 +69,10 @@ class Pool:
         return "this process"
 
 
+#: The most local worker processes ``--jobs`` starts.
+MAX_JOBS = 1024
+
+
 def make_pool(workers: str | int | None = None, scheduler: str | None = None) -> Pool:
     """The pool of ``--jobs`` (a count of workers, or ``auto``: one per core) and
     ``--scheduler`` (an address); unset, ``COLLSYNTH_JOBS`` and ``COLLSYNTH_SCHEDULER`` give
@@ -81,15 +85,14 @@ def make_pool(workers: str | int | None = None, scheduler: str | None = None) ->
         text = workers.strip().lower()
         if text == "auto":
             workers = os.cpu_count() or 1
+        elif text.isascii() and text.isdigit() and len(text) <= 6:
+            workers = int(text)
         else:
-            try:
-                workers = int(text)
-            except ValueError:
-                raise CollsynthError(
-                    f"--jobs {workers!r} is not a number of workers or auto"
-                ) from None
-    if workers < 1:
-        raise CollsynthError(f"--jobs must be at least 1, got {workers}")
+            raise CollsynthError(
+                f"--jobs {ascii(workers)[:40]} is not a number of workers (ASCII digits) or auto"
+            )
+    if workers < 1 or workers > MAX_JOBS:
+        raise CollsynthError(f"--jobs must be from 1 to {MAX_JOBS}, got {workers}")
     if scheduler is not None:
         scheduler = scheduler_address(scheduler)
     return Pool(int(workers), scheduler)
