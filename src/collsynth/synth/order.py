@@ -179,8 +179,10 @@ def reduce_then_broadcast(schedule: Schedule) -> Schedule | None:
     np.cumsum(lengths, out=dep_ptr[1:])
     dep_ids = np.empty(int(dep_ptr[-1]), dtype=np.int64)
     owner = np.repeat(np.arange(n, dtype=np.int64), old_len)
-    dep_ids[dep_ptr[owner] + (np.arange(len(owner)) - s.dep_ptr[owner])] = s.dep_ids
-    dep_ids[dep_ptr[waits + 1] - 1] = join_of[s.src[waits]]
+    # the join comes first in each list: a depth-first walk back from a copy (the verifier's
+    # ancestor queries) then meets the copy's own chain before the join's wide fan-in
+    dep_ids[dep_ptr[owner] + extra[owner] + (np.arange(len(owner)) - s.dep_ptr[owner])] = s.dep_ids
+    dep_ids[dep_ptr[waits]] = join_of[s.src[waits]]
     dep_ids[dep_ptr[n] :] = join_dep  # sorted by rank, as the joins are
     edges_to = np.repeat(np.arange(n + len(ranks), dtype=np.int64), lengths)
     if not is_acyclic(n + len(ranks), dep_ids, edges_to):
