@@ -44,9 +44,6 @@ def env_limit(name: str, default: int) -> int:
     return int(raw)
 
 
-_limit = env_limit
-
-
 #: Largest input file read, in bytes (``COLLSYNTH_MAX_FILE_BYTES``).
 MAX_FILE_BYTES = 1 << 30
 #: Deepest nesting of lists and objects in a structured file (``COLLSYNTH_MAX_DEPTH``).
@@ -61,7 +58,7 @@ def structure_limits() -> tuple[int, int]:
 
     The XML importers (:mod:`collsynth.topology.xmltree`) count elements as values.
     """
-    return _limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH), _limit("COLLSYNTH_MAX_NODES", MAX_NODES)
+    return env_limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH), env_limit("COLLSYNTH_MAX_NODES", MAX_NODES)
 
 
 #: Most dependency entries (summed over operations) one lowered schedule may hold.
@@ -71,12 +68,12 @@ MAX_DEPENDENCIES = 300_000_000
 def dependency_limit() -> int:
     """The dependency-entry limit in force (``COLLSYNTH_MAX_DEPS`` or
     :data:`MAX_DEPENDENCIES`)."""
-    return _limit("COLLSYNTH_MAX_DEPS", MAX_DEPENDENCIES)
+    return env_limit("COLLSYNTH_MAX_DEPS", MAX_DEPENDENCIES)
 
 
 def file_size_limit() -> int:
     """The largest input file read (and the most an archive may expand to), in bytes."""
-    return _limit("COLLSYNTH_MAX_FILE_BYTES", MAX_FILE_BYTES)
+    return env_limit("COLLSYNTH_MAX_FILE_BYTES", MAX_FILE_BYTES)
 
 
 def read_bytes(path: str) -> bytes:
@@ -154,7 +151,7 @@ _INT_BOUND = 10**MAX_INT_DIGITS
 
 
 def _too_deep(path: str) -> CollsynthError:
-    limit = _limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH)
+    limit = env_limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH)
     return CollsynthError(
         f"{path}: nested deeper than {limit} levels (set COLLSYNTH_MAX_DEPTH to raise the limit)"
     )
@@ -210,8 +207,8 @@ def check_shape(data: Any, path: str = "input") -> None:
     Each distinct list or object is visited once (its expanded size and depth memoised), so
     the check is linear in the file even when aliases make the expansion exponential.
     """
-    max_depth = _limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH)
-    max_nodes = _limit("COLLSYNTH_MAX_NODES", MAX_NODES)
+    max_depth = env_limit("COLLSYNTH_MAX_DEPTH", MAX_DEPTH)
+    max_nodes = env_limit("COLLSYNTH_MAX_NODES", MAX_NODES)
     if not isinstance(data, (dict, list)):
         _check_leaves((data,), path)
         return
