@@ -1,4 +1,14 @@
-"""When to pay for numba compilation: the first-run policy of collsynth's compiled loops.
+"""numba in one place: how a loop is compiled (:func:`compiled`) and when to pay for it.
+
+Every compiled loop in collsynth is written once as plain Python over numpy arrays and goes
+through :func:`compiled` (or :func:`compiled_group` for a module of helpers that call each
+other): with numba importable it returns the function compiled (``cache=True``: once per
+machine, then loaded from numba's on-disk cache; ``nogil=True``: a time limit's watchdog thread
+keeps running), memoized per process; without numba it returns the function itself, which
+computes the same results more slowly. Which engine a caller runs is always an argument of
+that caller (``compiled=`` or ``engine=``), never a module constant to patch.
+
+The first-run policy of collsynth's compiled loops:
 
 numba compiles a loop the first time a process uses it and keeps the machine code in its
 on-disk cache (``$NUMBA_CACHE_DIR``, under collsynth's cache directory), so later processes
@@ -26,7 +36,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .errors import CollsynthError
 
@@ -34,6 +46,103 @@ POLICIES = ("background", "foreground", "off")
 #: a build that has not finished after this long is taken for dead (a new one may start)
 STALE_BUILD_S = 900.0
 _STARTED: set[str] = set()  # builds this process started
+
+
+_MEMO: dict[tuple, Any] = {}
+
+
+def numba_available() -> bool:
+    """Whether numba can be imported."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return False
+    return True
+
+
+def rebind(func: Callable, extra_globals: Mapping[str, Any]) -> types.FunctionType:
+    """A copy of ``func`` whose globals resolve ``extra_globals`` first: how a compiled loop
+    calls compiled helpers (numba compiles a call to a global that is itself compiled)."""
+    assert isinstance(func, types.FunctionType)
+    g = dict(func.__globals__)
+    g.update(extra_globals)
+    return types.FunctionType(func.__code__, g, func.__name__, func.__defaults__, func.__closure__)
+
+
+def _options(inline: bool, refcount: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"cache": True, "nogil": True}
+    if inline:
+        out["inline"] = "always"
+    if not refcount:
+        from numba.core.cpu import CPUTargetOptions
+
+        if hasattr(CPUTargetOptions, "_nrt"):
+            out["_nrt"] = False
+    return out
+
+
+def compiled(
+    func: Callable,
+    *,
+    helpers: Mapping[str, Any] | None = None,
+    inline: bool = False,
+    refcount: bool = True,
+) -> Callable:
+    """``func`` compiled with numba, or ``func`` itself where numba is not importable.
+
+    ``helpers``: names in ``func``'s globals to resolve to these objects instead (compiled
+    helpers it calls). ``inline``: inline the function into its compiled callers.
+    ``refcount=False``: compile without numba's reference counting, for a function that only
+    reads and writes arrays its caller owns (each call would otherwise update the count of
+    every array it is passed). Memoized per process on the function and its helpers' identity,
+    so every caller that asks for the same thing gets the same compiled object."""
+    key = (func, tuple(sorted((k, id(v)) for k, v in (helpers or {}).items())), inline, refcount)
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit
+    if not numba_available():  # pragma: no cover - numba is a dependency
+        out: Callable = func
+    else:
+        from numba import njit
+
+        target = rebind(func, helpers) if helpers else func
+        out = njit(**_options(inline, refcount))(target)
+    # the key holds the helpers by identity: keep them alive as long as the memo entry
+    _MEMO[key] = out
+    _MEMO[(key, "helpers")] = tuple((helpers or {}).values())
+    return out
+
+
+def compiled_group(
+    namespace: Mapping[str, Any],
+    names: Iterable[str],
+    *,
+    refcount: Callable[[str], bool] = lambda name: True,
+) -> dict[str, Callable]:
+    """The functions ``names`` of ``namespace`` (a module's globals) compiled so that they
+    call each other compiled: one shared globals dict in which each name is replaced by its
+    compiled form (numba resolves a global call when it compiles the caller, after every name
+    is in place). Without numba, the plain functions. ``refcount(name)``: see
+    :func:`compiled`. Memoized per process on the namespace and the names."""
+    chosen = tuple(names)
+    key = (id(namespace), chosen, tuple(refcount(n) for n in chosen))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return dict(hit)
+    if not numba_available():  # pragma: no cover - numba is a dependency
+        out = {name: namespace[name] for name in chosen}
+    else:
+        from numba import njit
+
+        space = dict(namespace)
+        for name in chosen:
+            f = namespace[name]
+            space[name] = njit(**_options(False, refcount(name)))(
+                types.FunctionType(f.__code__, space, f.__name__, f.__defaults__, f.__closure__)
+            )
+        out = {name: space[name] for name in chosen}
+    _MEMO[key] = out
+    return dict(out)
 
 
 def policy() -> str:
@@ -135,4 +244,14 @@ def build_in_background(name: str, sources: Sequence[str], code: str) -> bool:
     return True
 
 
-__all__ = ["POLICIES", "build_in_background", "mark_ready", "policy", "ready"]
+__all__ = [
+    "POLICIES",
+    "build_in_background",
+    "compiled",
+    "compiled_group",
+    "mark_ready",
+    "numba_available",
+    "policy",
+    "ready",
+    "rebind",
+]
