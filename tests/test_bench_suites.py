@@ -18,7 +18,7 @@ def test_every_suite_is_listed():
         "quick",
         "paper",
         "fabrics",
-        "scale",
+        "scalability",
         "quality",
         "sim",
         "teccl",
@@ -143,24 +143,24 @@ def test_harness_rows_on_a_local_cluster_match_serial(tmp_path):
 
 @pytest.mark.slow
 def test_scale_suite_runs_one_case_in_a_child_process(tmp_path):
-    """``bench scale --only 32:forestcoll``: the case runs in a fresh process, its row and the
+    """``bench scalability --only 32:forestcoll``: the case runs in a fresh process, its row and the
     target table are written, and the sweep row says where its figures come from."""
-    out = bench.run_suite("scale", str(tmp_path), only="32:forestcoll")
+    out = bench.run_suite("scalability", str(tmp_path), only="32:forestcoll")
     assert out["summary"]["only"]["cases_run"] == 1
-    data = json.loads((tmp_path / "scale.json").read_text())
+    data = json.loads((tmp_path / "scalability.json").read_text())
     (row,) = data["rows"]
     assert row["case"] == "32:forestcoll" and "error" not in row, row
     assert row["ops"] > 0 and 0.9 < row["x_bound"] <= 1.0 and row["synth_s"] > 0
     assert row["order_s"] > 0 and "shared" in row["model"]  # the realized model, ordered
-    md = (tmp_path / "scale.md").read_text()
+    md = (tmp_path / "scalability.md").read_text()
     assert "| 32:forestcoll | 32:forestcoll | 36.5 s, 0.987 of the bound |" in md
     assert "no sweep.json" in md
     assert "s choosing link orders)" in md and "of the bound realized" in md
 
 
-def test_scale_table_rows():
-    """Every kind of ``bench scale`` row becomes one table line with its verdict."""
-    from collsynth.bench import scale
+def test_scalability_table_rows():
+    """Every kind of ``bench scalability`` row becomes one table line with its verdict."""
+    from collsynth.bench import scalability
 
     sim = {"hops_per_s": 6e6, "wall_s": 0.4}
     rows = [
@@ -175,7 +175,7 @@ def test_scale_table_rows():
         {"case": "wan", "median_s": 0.03, "holds": True},
         {"case": "32:forestcoll", "error": "exit 1: boom"},
     ]  # fmt: skip
-    md = scale.to_markdown(
+    md = scalability.to_markdown(
         {
             "machine": {"cpus": 2, "python": "3.11"},
             "rows": rows,

@@ -64,10 +64,10 @@ def _run_testbed_sim(out_dir: str, repeat: int, progress: Progress, only: str | 
     return testbed.resimulate(out_dir, progress=progress, only=only)
 
 
-def _run_scale(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
-    from . import scale
+def _run_scalability(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import scalability
 
-    return scale.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+    return scalability.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
 
 
 def _run_sweep(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
@@ -85,7 +85,7 @@ MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "testbed": _run_testbed,
     "testbed_sim": _run_testbed_sim,
     "sweep": _run_sweep,
-    "scale": _run_scale,
+    "scalability": _run_scalability,
 }
 
 #: Every suite name: the harness's, then the modules'.

@@ -1,11 +1,12 @@
-"""The scale targets (issue 19): thousands of GPUs on one machine, the simulator's speed, the
+"""The scalability targets: thousands of GPUs on one machine, the simulator's speed, the
 size-aware ForestColl path, first-run compilation, WAN re-planning and a sweep on Dask.
 
 Every figure is measured in a fresh Python process (so its wall time includes what a user's
 command pays, and its peak memory is its own), except the sweep, whose figures come from
 ``bench/results/sweep.json`` (``collsynth bench sweep``). The table puts each target beside
-the figure the issue measured before the work (the baseline) and says whether it holds.
-``collsynth bench scale -o bench/results`` writes ``scale.json`` and ``scale.md``; ``--only``
+the figure measured before the scalability work (the baseline) and says whether it holds.
+``collsynth bench scalability -o bench/results`` writes ``scalability.json`` and
+``scalability.md``; ``--only``
 runs the cases whose label contains the text (e.g. ``--only 4096``, ``--only jit``).
 
 Cases:
@@ -48,7 +49,7 @@ from .common import merge_rows, read_json, select, summary, write_files
 Progress = Callable[[str], None] | None
 
 GiB = 2**30
-#: The issue's figures before the work (2-core machine, ForestColl, 1 GB).
+#: The figures before the scalability work (2-core machine, ForestColl, 1 GB).
 BASELINE = {
     "4096": "nothing in 900 s, > 10.5 GB",
     "1024:e2e": "36.8 s, 1.1 GB",
@@ -256,7 +257,9 @@ def _run_command(argv: list[str], env: dict) -> tuple[float, str]:
         timeout=CHILD_LIMIT_S,
     )
     if p.returncode != 0:
-        raise CollsynthError(f"bench scale: {' '.join(argv)} failed: {p.stderr.strip()[-200:]}")
+        raise CollsynthError(
+            f"bench scalability: {' '.join(argv)} failed: {p.stderr.strip()[-200:]}"
+        )
     return time.perf_counter() - t0, p.stdout
 
 
@@ -358,9 +361,10 @@ def run_case(label: str, tmp: str) -> dict:
 def run_suite(
     out_dir: str, repeat: int = 1, progress: Progress = None, only: str | None = None
 ) -> dict:
-    """Run the cases (``only``: those whose label contains the text) and write ``scale.json``
-    and ``scale.md`` (rows of cases not run are kept from the existing file)."""
-    todo = select("scale", cases(), lambda c: c, only)
+    """Run the cases (``only``: those whose label contains the text) and write
+    ``scalability.json`` and ``scalability.md`` (rows of cases not run are kept from the
+    existing file)."""
+    todo = select("scalability", cases(), lambda c: c, only)
     t0 = time.perf_counter()
     rows = []
     with tempfile.TemporaryDirectory(prefix="collsynth-scale-") as tmp:
@@ -371,16 +375,19 @@ def run_suite(
             if progress:
                 progress(f"  {_brief(row)}")
             rows.append(row)
-    path = os.path.join(out_dir, "scale.json")
+    path = os.path.join(out_dir, "scalability.json")
     old = read_json(path).get("rows", [])
     merged = merge_rows(old, rows, set(todo), lambda r: r.get("case"), cases())
     data = {
-        "suite": "scale",
+        "suite": "scalability",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "rows": merged,
         "sweep": _sweep(out_dir),
     }
-    write_files(out_dir, {"scale.json": json.dumps(data, indent=1), "scale.md": to_markdown(data)})
+    write_files(
+        out_dir,
+        {"scalability.json": json.dumps(data, indent=1), "scalability.md": to_markdown(data)},
+    )
     return {"summary": summary(len(cases()), len(todo), len(merged), time.perf_counter() - t0,
                                only)}  # fmt: skip
 
@@ -443,13 +450,13 @@ _GOALS = {
 
 def to_markdown(data: dict) -> str:
     lines = [
-        "# bench suite `scale`",
+        "# bench suite `scalability`",
         "",
-        f"The scale targets of issue 19 on this machine ({data['machine']['cpus']} cores, "
+        f"The scalability targets on this machine ({data['machine']['cpus']} cores, "
         f"Python {data['machine']['python']}); every figure from a fresh process. "
         "See `docs/performance.md` for the profile and the explanations.",
         "",
-        "| target | case | issue's baseline | now | goal | holds |",
+        "| target | case | baseline | now | goal | holds |",
         "|---|---|---|---|---|---|",
     ]
     for row in data["rows"]:
