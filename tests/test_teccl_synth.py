@@ -191,17 +191,17 @@ def test_time_limit_returns_best_found():
 def test_solver_overrunning_its_limit_is_killed(monkeypatch):
     # HiGHS may check its limit too rarely on a large model; the helper process is then killed
     # at the hard limit (here: no grace at all, so even starting the helper overruns it)
-    from collsynth.synth.teccl import common
+    from collsynth.synth.teccl import highs
 
-    monkeypatch.setattr(common, "HARD_GRACE_FACTOR", 0.0)
-    monkeypatch.setattr(common, "HARD_GRACE_S", 0.0)
-    common._stop_worker()
+    monkeypatch.setattr(highs, "HARD_GRACE_FACTOR", 0.0)
+    monkeypatch.setattr(highs, "HARD_GRACE_S", 0.0)
+    highs._stop_worker()
     sched, m, sim = run_teccl("dgx2", "allgather", 1e6, time_limit=0.5, max_nonzeros=0)
     h = m["horizons"][-1]
     assert h["killed"] is True and h["status"] == "time_limit"
     assert m["status"] == "time_limit_heuristic" and sched.meta["status"] == "time_limit"
     assert m["epochs_required"] == m["heuristic"]["epochs"]
-    assert common._WORKER is None  # killed, not left running
+    assert highs._WORKER is None  # killed, not left running
     monkeypatch.undo()
     _, m2, _ = run_teccl("ring:n=4,alpha=0", "allgather", 4 * GB)  # a fresh helper serves
     assert m2["status"] == "optimal" and "killed" not in m2["horizons"][-1]
@@ -255,8 +255,9 @@ def test_symmetric_warm_start_is_feasible_in_the_symmetric_model(spec):
     # and bound holds), and mapped to every chunk a schedule the verifier accepts
     from scipy.sparse import csr_matrix
 
-    from collsynth.synth.teccl import _spt, common, milp
+    from collsynth.synth.teccl import common, milp
     from collsynth.synth.teccl import symmetry as sy
+    from collsynth.synth.teccl.heuristic import spt_schedule
     from collsynth.synth.teccl.lower import to_schedule
 
     t = load_topology(spec)
@@ -265,7 +266,7 @@ def test_symmetric_warm_start_is_feasible_in_the_symmetric_model(spec):
     com = common.Commodities.of(coll)
     sym = sy.find(t, com, grid)
     assert sym is not None
-    ops, k = sy.greedy_epochs(t, grid, _spt(t, coll), sym, com)
+    ops, k = sy.greedy_epochs(t, grid, spt_schedule(t, coll), sym, com)
     dist = common.epoch_distances(t, grid.delay)
     to_gpu = common.to_gpu_distance(t, grid.delay)
     rep = sym.representatives(com)
@@ -317,11 +318,11 @@ def _epoch_model(t, size, epoch="fast"):
 def test_epoch_cut_bound():
     # star of 4 through one switch, one chunk per epoch per link: each GPU receives 3
     # chunks over its one downlink -> at least 3 epochs (the path bound alone says 1)
-    from collsynth.synth.teccl import common
+    from collsynth.synth.teccl.cut_bound import epoch_cut_bound
 
     t = load_topology("star:n=4,alpha=0")
     grid, com, dist, to_gpu = _epoch_model(t, 4 * GB)
-    k = common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100)
+    k = epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100)
     assert k == 3
     _, m, _ = run_teccl(t, "allgather", 4 * GB)
     assert m["lower_bound_epochs"] == 3 and m["fewest_epochs"] < 3
@@ -340,13 +341,15 @@ def test_epoch_cut_bound_counts_the_way_on_after_entering():
     # epoch; the 8 chunks from the other chassis start crossing at epochs 1 .. 8 at best, and
     # the last one still needs 2 NVLink hops to the GPUs farthest from the NIC GPU: 10 epochs
     # (without that tail the cut says 8). The full MILP confirms 9 is infeasible.
-    from collsynth.synth.teccl import common, milp
+    from collsynth.synth.teccl import milp
+    from collsynth.synth.teccl.cut_bound import epoch_cut_bound
+    from collsynth.synth.teccl.highs import solve
 
     t = load_topology("ndv2:chassis=2")
     grid, com, dist, to_gpu = _epoch_model(t, 1 * GB, "slow")
-    assert common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 10
+    assert epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 10
     layout = milp.build(t, grid, com, 9, dist, to_gpu)
-    assert common.solve(layout.model, time_limit=60, gap=1e-4).status == "infeasible"
+    assert solve(layout.model, time_limit=60, gap=1e-4).status == "infeasible"
     _, m, _ = run_teccl(t, "allgather", 1 * GB, epoch="slow")
     assert m["lower_bound_epochs"] == 10 and m["epochs_required"] == 10 and m["proven_optimal"]
 
@@ -374,23 +377,24 @@ def test_epoch_cut_bound_releases_from_the_enclosing_region(monkeypatch):
     # a GPU of one chassis gets the other chassis' chunks over its switch downlink only after
     # they crossed the 2 slow links into the chassis, which carry one chunk per 8 epochs each:
     # the bound counts those crossings as later releases at the switch (23 epochs; 22 without)
-    from collsynth.synth.teccl import common, milp
+    from collsynth.synth.teccl import cut_bound, milp
+    from collsynth.synth.teccl.highs import solve
 
     t = _two_small_chassis()
     grid, com, dist, to_gpu = _epoch_model(t, 1e6)
-    assert common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 23
+    assert cut_bound.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 23
     # valid: the full MILP has no schedule in 22 epochs
     layout = milp.build(t, grid, com, 22, dist, to_gpu)
-    assert common.solve(layout.model, time_limit=120, gap=1e-4).status == "infeasible"
-    plain = common._region_cut
+    assert solve(layout.model, time_limit=120, gap=1e-4).status == "infeasible"
+    plain = cut_bound._region_cut
     monkeypatch.setattr(
-        common,
+        cut_bound,
         "_region_cut",
         lambda t, g, c, d, inside, outer=None, cache=None: (
             plain(t, g, c, d, inside) if outer is None else None
         ),
     )
-    assert common.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 22
+    assert cut_bound.epoch_cut_bound(t, grid, com, dist, to_gpu, 0, 100) == 22
 
 
 def test_switch_copy_option_runs():

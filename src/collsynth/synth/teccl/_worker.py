@@ -1,7 +1,9 @@
 """HiGHS helper process: reads pickled solve requests on stdin, answers on stdout.
 
-Started by :func:`collsynth.synth.teccl.common.solve` when highspy cannot load next to
-OR-Tools' own HiGHS library in the calling process. It imports highspy before anything else.
+Started once, and reused, by :func:`collsynth.synth.teccl.highs.solve` (which says why every
+solve runs here: highspy cannot load next to OR-Tools' own HiGHS library in the calling
+process, and a solve that overruns its limit can be killed). It imports highspy before
+anything else.
 """
 
 from __future__ import annotations
@@ -20,24 +22,24 @@ def main() -> int:
     import highspy  # noqa: F401  (first, before any other HiGHS copy)
 
     from collsynth.errors import CollsynthError
-    from collsynth.synth.teccl.common import _solve_local
+    from collsynth.synth.teccl.highs import solve_locally
 
     proto_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, not into the protocol
     proto_in = sys.stdin.buffer
     while True:
         try:
-            req = pickle.load(proto_in)
+            request = pickle.load(proto_in)
         except EOFError:
             return 0
-        res: tuple[str, object]
+        reply: tuple[str, object]
         try:
-            res = ("ok", _solve_local(**req))
+            reply = ("ok", solve_locally(**request))
         except CollsynthError as e:
-            res = ("err", str(e))
+            reply = ("err", str(e))
         except Exception as e:  # report, keep serving
-            res = ("err", f"HiGHS helper: {type(e).__name__}: {e}")
-        pickle.dump(res, proto_out, protocol=pickle.HIGHEST_PROTOCOL)
+            reply = ("err", f"HiGHS helper: {type(e).__name__}: {e}")
+        pickle.dump(reply, proto_out, protocol=pickle.HIGHEST_PROTOCOL)
         proto_out.flush()
 
 

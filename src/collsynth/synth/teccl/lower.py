@@ -46,7 +46,7 @@ def to_schedule(
     return _timed_ir(t, collective, ops, routes, start, finish, order, tau, size, meta, alpha_ep)
 
 
-def _route_arrays(t: Topology, ops: list[EpochOp], cb: float) -> tuple[np.ndarray, ...]:
+def _route_arrays(t: Topology, ops: list[EpochOp], chunk_bytes: float) -> tuple[np.ndarray, ...]:
     """Per op: its links padded with a dummy link ``L``, the alphas before each hop, the
     transmission time, the total alpha and the first epoch."""
     m = len(ops)
@@ -64,16 +64,17 @@ def _route_arrays(t: Topology, ops: list[EpochOp], cb: float) -> tuple[np.ndarra
         before[i, : len(r)] = np.concatenate(([0.0], np.cumsum(al)[:-1]))
         tot_alpha[i] = float(al.sum())
         frac = 1.0 if o.part is None else (o.part[1] - o.part[0]) / o.part[2]
-        dur[i] = frac * cb / float(t.link_bw[r].min())
+        dur[i] = frac * chunk_bytes / float(t.link_bw[r].min())
     return links, before, dur, tot_alpha, k0
 
 
 def _list_schedule(
-    ops: list[EpochOp], routes: tuple[np.ndarray, ...], tau: float, L: int
+    ops: list[EpochOp], routes: tuple[np.ndarray, ...], tau: float, num_links: int
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Start and finish times by list scheduling epoch by epoch, and the order in which the
     ops were placed."""
     links, before, dur, tot_alpha, k0 = routes
+    L = num_links
     m = len(ops)
     free = np.full(L + 1, -np.inf)
     finish = np.zeros(m)
@@ -221,49 +222,52 @@ class _LinkUsage:
     """Chunks started per link and epoch, with TE-CCL's sliding-window capacity check."""
 
     def __init__(self, grid: EpochGrid, num_links: int):
-        self.win = grid.window
-        self.cap = grid.per_window
-        self.size = 256
-        self.usage = np.zeros((num_links, self.size), dtype=np.int64)
+        self.window = grid.window
+        self.per_window = grid.per_window
+        self.epochs = 256
+        self.usage = np.zeros((num_links, self.epochs), dtype=np.int64)
 
-    def _room(self, need: int) -> None:
-        if need >= self.size:
-            grow = max(self.size * 2, need + 1)
-            self.usage = np.pad(self.usage, ((0, 0), (0, grow - self.size)))
-            self.size = grow
+    def _grow_to(self, need: int) -> None:
+        if need >= self.epochs:
+            grow = max(self.epochs * 2, need + 1)
+            self.usage = np.pad(self.usage, ((0, 0), (0, grow - self.epochs)))
+            self.epochs = grow
 
-    def _worst(self, l: int, kk: int) -> int:
+    def _busiest_window(self, l: int, kk: int) -> int:
         """The most chunks started on ``l`` in one window of epochs containing ``kk``."""
-        w = int(self.win[l])
+        w = int(self.window[l])
         if w == 1:
             return int(self.usage[l, kk])
         lo0 = max(0, kk - w + 1)
         c = np.concatenate(([0], np.cumsum(self.usage[l, lo0 : kk + w])))
         return int(max(c[j - lo0 + 1] - c[max(lo0, j - w + 1) - lo0] for j in range(kk, kk + w)))
 
-    def fits(self, route, k: int, offs) -> bool:
-        self._room(k + max(offs) + int(self.win[list(route)].max()) + 2)
+    def fits(self, route, k: int, offsets) -> bool:
+        self._grow_to(k + max(offsets) + int(self.window[list(route)].max()) + 2)
         # every window containing each hop's epoch keeps room for one more chunk
-        return all(self._worst(l, k + off) + 1 <= self.cap[l] for l, off in zip(route, offs))
+        return all(
+            self._busiest_window(l, k + off) + 1 <= self.per_window[l]
+            for l, off in zip(route, offsets)
+        )
 
-    def add(self, route, k: int, offs) -> None:
-        for l, off in zip(route, offs):
+    def add(self, route, k: int, offsets) -> None:
+        for l, off in zip(route, offsets):
             self.usage[l, k + off] += 1
 
-    def place_all(self, routes, k: int, offs) -> bool:
+    def place_all(self, routes, k: int, offsets) -> bool:
         """Book every route at epoch ``k`` if they all fit together (routes may share a
         link), else book nothing."""
-        self._room(k + max(offs) + int(self.win.max()) + 2)
+        self._grow_to(k + max(offsets) + int(self.window.max()) + 2)
         for route in routes:
-            self.add(route, k, offs)
+            self.add(route, k, offsets)
         if all(
-            self._worst(l, k + off) <= self.cap[l]
+            self._busiest_window(l, k + off) <= self.per_window[l]
             for route in routes
-            for l, off in zip(route, offs)
+            for l, off in zip(route, offsets)
         ):
             return True
         for route in routes:
-            for l, off in zip(route, offs):
+            for l, off in zip(route, offsets):
                 self.usage[l, k + off] -= 1
         return False
 

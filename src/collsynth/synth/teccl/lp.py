@@ -16,7 +16,7 @@ source's supply); switch conservation ``out(k) = arrivals(k)`` (no buffer); capa
 The completion epoch ``K*`` is the smallest horizon with a feasible LP (found by growing then
 bisecting ``K``); the final LP at ``K*`` minimises the volume-weighted delivery epoch plus a
 small per-hop penalty (TE-CCL's ``-10/(k+1) t + 2/(K+1) f`` in spirit). Its flows are then
-decomposed into paths per source and rounded to chunk byte ranges ``[lo/den, hi/den)``.
+decomposed into paths per source and rounded to chunk byte ranges ``[lo/parts, hi/parts)``.
 """
 
 from __future__ import annotations
@@ -25,23 +25,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...schedule.dag import ragged_arange
 from ...topology.model import Topology
-from .common import INF, EpochOp, Model, RowBlocks, ragged_arange
+from .common import INF, EpochOp, Model, RowBlocks, drop_loops
 from .epochs import EpochGrid
-from .milp import _drop_loops
 
 _TOL = 1e-7
 
 
 @dataclass
 class LpLayout:
+    """The LP at horizon ``K`` and where its columns are: flow column ``i`` is
+    ``f[sources[flow_source[i]], flow_link[i], flow_epoch[i]]``."""
+
     K: int
-    fs: np.ndarray
-    fl: np.ndarray
-    fk: np.ndarray
+    flow_source: np.ndarray  # index into sources
+    flow_link: np.ndarray
+    flow_epoch: np.ndarray
     p_index: np.ndarray  # (ranks[src], ranks, K+1)
-    t_cols: dict  # (s, d) -> first T column (K+1 consecutive)
+    first_t_column: dict  # (source index, d) -> first T column (K+1 consecutive)
     model: Model
+    sources: np.ndarray  # the source ranks with demand
 
 
 def build(
@@ -63,11 +67,11 @@ def build(
     # P columns for every (source, GPU, epoch)
     p_index = nf + np.arange(S * n * (K + 1), dtype=np.int64).reshape(S, n, K + 1)
     ncol = nf + S * n * (K + 1)
-    t_cols = {}
+    first_t_column = {}
     t_first = []
     for si, s in enumerate(srcs.tolist()):
         for dd in np.flatnonzero(dem[s] > 0).tolist():
-            t_cols[(si, dd)] = ncol
+            first_t_column[(si, dd)] = ncol
             t_first.append((si, dd, ncol))
             ncol += K + 1
     cost = np.zeros(ncol)
@@ -100,9 +104,7 @@ def build(
     if not objective:
         cost[:] = 0.0
     model = blocks.model(cost, lower, upper, np.zeros(ncol, dtype=bool))
-    layout = LpLayout(K, fs, fl, fk, p_index, t_cols, model)
-    layout.srcs = srcs  # type: ignore[attr-defined]
-    return layout
+    return LpLayout(K, fs, fl, fk, p_index, first_t_column, model, srcs)
 
 
 def _flow_columns(
@@ -120,7 +122,7 @@ def _flow_columns(
     cnt = counts[ss, ll]
     fs = np.repeat(ss, cnt).astype(np.int64)  # index into srcs
     fl = np.repeat(ll, cnt).astype(np.int64)
-    fk = ragged_arange(lo[ss, ll], cnt)
+    fk = ragged_arange(cnt, lo[ss, ll])
     return fs, fl, fk
 
 
@@ -195,17 +197,21 @@ def _switch_rows(
     """Switch conservation (no buffer): ``out(k) = arrivals(k)``."""
     d = grid.lp_delay
     tail, head = t.link_src, t.link_dst
-    so = np.flatnonzero(t.kind_codes[tail[fl]] != 0)
-    si_ = np.flatnonzero(t.kind_codes[head[fl]] != 0)
-    if len(so) or len(si_):
+    from_switch = np.flatnonzero(t.kind_codes[tail[fl]] != 0)
+    into_switch = np.flatnonzero(t.kind_codes[head[fl]] != 0)
+    if len(from_switch) or len(into_switch):
         N = t.num_nodes
-        k_out = (fs[so] * N + tail[fl[so]]) * (K + 1) + fk[so]
-        k_in = (fs[si_] * N + head[fl[si_]]) * (K + 1) + fk[si_] + d[fl[si_]]
+        k_out = (fs[from_switch] * N + tail[fl[from_switch]]) * (K + 1) + fk[from_switch]
+        k_in = (
+            (fs[into_switch] * N + head[fl[into_switch]]) * (K + 1)
+            + fk[into_switch]
+            + d[fl[into_switch]]
+        )
         keys, inv = np.unique(np.concatenate((k_out, k_in)), return_inverse=True)
         blocks.add(
             inv,
-            np.concatenate((so, si_)),
-            np.concatenate((np.ones(len(so)), -np.ones(len(si_)))),
+            np.concatenate((from_switch, into_switch)),
+            np.concatenate((np.ones(len(from_switch)), -np.ones(len(into_switch)))),
             0.0,
             0.0,
             len(keys),
@@ -218,11 +224,11 @@ def decompose(
     grid: EpochGrid,
     x: np.ndarray,
     chunk_ids: list[list[list[int]]],
-    den: int,
+    parts: int,
 ) -> tuple[list[EpochOp], int, dict]:
-    """Paths per source, rounded to ``1/den`` chunk byte ranges, as epoch ops."""
+    """Paths per source, rounded to ``1/parts`` chunk byte ranges, as epoch ops."""
     t = topology
-    srcs = layout.srcs  # type: ignore[attr-defined]
+    srcs = layout.sources
     ops: list[EpochOp] = []
     stats = {"paths": 0, "dropped_volume": 0.0, "rounding_max": 0.0}
     done = 0
@@ -233,7 +239,7 @@ def decompose(
         # round to byte ranges and emit ops
         for dest in sorted(paths_by_dest):
             done = _emit(
-                ops, paths_by_dest[dest], chunk_ids[s][dest], den, t, grid.lp_delay, stats, done
+                ops, paths_by_dest[dest], chunk_ids[s][dest], parts, t, grid.lp_delay, stats, done
             )
     return ops, done, stats
 
@@ -245,20 +251,20 @@ def _source_edges(
     ``f``, storage ``h`` and deliveries ``t`` into the sink of the destination rank."""
     K = layout.K
     d = grid.lp_delay
-    nf = len(layout.fs)
+    nf = len(layout.flow_source)
     fval = x[:nf]
 
-    def nid(v, k):
+    def vertex(v, k):
         return v * (K + 2) + k
 
-    SINK = t.num_nodes * (K + 2)
+    sink = t.num_nodes * (K + 2)
     e_from, e_to, e_amt, e_info = [], [], [], []
-    sel = np.flatnonzero((layout.fs == si) & (fval > _TOL))
+    sel = np.flatnonzero((layout.flow_source == si) & (fval > _TOL))
     for i in sel.tolist():
-        l = int(layout.fl[i])
-        k = int(layout.fk[i])
-        e_from.append(nid(int(t.link_src[l]), k))
-        e_to.append(nid(int(t.link_dst[l]), k + int(d[l])))
+        l = int(layout.flow_link[i])
+        k = int(layout.flow_epoch[i])
+        e_from.append(vertex(int(t.link_src[l]), k))
+        e_to.append(vertex(int(t.link_dst[l]), k + int(d[l])))
         e_amt.append(float(fval[i]))
         e_info.append(("f", l, k))
     for r in range(t.num_ranks):
@@ -266,23 +272,23 @@ def _source_edges(
         pv = x[layout.p_index[si, r, :]]
         for k in range(K):
             if pv[k] > _TOL:
-                e_from.append(nid(v, k))
-                e_to.append(nid(v, k + 1))
+                e_from.append(vertex(v, k))
+                e_to.append(vertex(v, k + 1))
                 e_amt.append(float(pv[k]))
                 e_info.append(("h", v, k))
-        c0 = layout.t_cols.get((si, r))
+        c0 = layout.first_t_column.get((si, r))
         if c0 is not None:
             tv = x[c0 : c0 + K + 1]
             for k in np.flatnonzero(tv > _TOL).tolist():
-                e_from.append(nid(v, k))
-                e_to.append(SINK + r)
+                e_from.append(vertex(v, k))
+                e_to.append(sink + r)
                 e_amt.append(float(tv[k]))
                 e_info.append(("t", r, k))
     return e_from, e_to, e_amt, e_info
 
 
 def _peel_paths(
-    edges: tuple[list[int], list[int], list[float], list[tuple]], root: int, SINK: int, stats: dict
+    edges: tuple[list[int], list[int], list[float], list[tuple]], root: int, sink: int, stats: dict
 ) -> dict[int, list[tuple[float, list[tuple[int, int]]]]]:
     """Paths from ``root`` to the sinks, widest edge first, each taking its bottleneck
     volume: ``{destination: [(volume, [(link, epoch), ...]), ...]}``; volume that ends
@@ -296,7 +302,7 @@ def _peel_paths(
     for _ in range(4 * len(e_amt) + 4):
         node = root
         path: list[int] = []
-        while node < SINK:
+        while node < sink:
             cand = [i for i in adj.get(node, ()) if amt[i] > _TOL]
             if not cand:
                 break
@@ -308,10 +314,10 @@ def _peel_paths(
         vol = float(min(amt[i] for i in path))
         for i in path:
             amt[i] -= vol
-        if node < SINK:
+        if node < sink:
             stats["dropped_volume"] += vol
             continue
-        dest = node - SINK
+        dest = node - sink
         hops = [(e_info[i][1], e_info[i][2]) for i in path if e_info[i][0] == "f"]
         paths_by_dest.setdefault(dest, []).append((vol, hops))
     return paths_by_dest
@@ -321,20 +327,20 @@ def _emit(
     ops: list[EpochOp],
     plist: list[tuple[float, list[tuple[int, int]]]],
     ids: list[int],
-    den: int,
+    parts: int,
     t: Topology,
     d: np.ndarray,
     stats: dict,
     done: int,
 ) -> int:
-    """Round one destination's path volumes to byte ranges ``[lo/den, hi/den)`` of its chunks
+    """Round one destination's path volumes to byte ranges ``[lo/parts, hi/parts)`` of its chunks
     ``ids`` and append each piece's transfers to ``ops``; returns the latest arrival."""
     total = len(ids)
     cum = np.cumsum([v for v, _ in plist])
     cum = cum * (total / cum[-1]) if cum[-1] > 0 else cum
-    bounds = np.round(cum * den).astype(np.int64)
-    bounds[-1] = total * den
-    stats["rounding_max"] = max(stats["rounding_max"], float(np.max(np.abs(bounds / den - cum))))
+    bounds = np.round(cum * parts).astype(np.int64)
+    bounds[-1] = total * parts
+    stats["rounding_max"] = max(stats["rounding_max"], float(np.max(np.abs(bounds / parts - cum))))
     prev_b = 0
     for (_vol, hops), b in zip(plist, bounds.tolist()):
         lo_b, hi_b = prev_b, b
@@ -344,10 +350,10 @@ def _emit(
         stats["paths"] += 1
         transfers = _transfers(t, hops, d)
         # split at chunk boundaries
-        c = lo_b // den
+        c = lo_b // parts
         while lo_b < hi_b:
-            end = min(hi_b, (c + 1) * den)
-            part = (lo_b - c * den, end - c * den, den)
+            end = min(hi_b, (c + 1) * parts)
+            part = (lo_b - c * parts, end - c * parts, parts)
             prev_op = -1
             for u, v, route, k0, arrive in transfers:
                 ops.append(
@@ -359,7 +365,7 @@ def _emit(
                         k0,
                         arrive,
                         prev_op,
-                        part if part != (0, den, den) else None,
+                        part if part != (0, parts, parts) else None,
                     )
                 )
                 prev_op = len(ops) - 1
@@ -382,6 +388,6 @@ def _transfers(t: Topology, hops: list[tuple[int, int]], d: np.ndarray):
             u = int(t.rank_of_node[t.link_src[cur[0]]])
             v = int(t.rank_of_node[t.link_dst[l]])
             if u != v:  # a detour back to the sender moves nothing
-                out.append((u, v, _drop_loops(t, tuple(cur)), k0, k + int(d[l])))
+                out.append((u, v, drop_loops(t, tuple(cur)), k0, k + int(d[l])))
             cur = []
     return out

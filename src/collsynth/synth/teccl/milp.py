@@ -36,19 +36,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...schedule.dag import ragged_arange
 from ...topology.model import Topology
-from .common import INF, Commodities, EpochOp, Model, RowBlocks, ragged_arange
+from .common import INF, Commodities, EpochOp, Model, RowBlocks, drop_loops
 from .epochs import EpochGrid
 
 
 @dataclass
 class MilpLayout:
+    """The model at horizon ``K`` and where its columns are: flow column ``i`` is
+    ``f[flow_commodity[i], flow_link[i], flow_epoch[i]]``."""
+
     K: int
-    fq: np.ndarray
-    fl: np.ndarray
-    fk: np.ndarray
+    flow_commodity: np.ndarray
+    flow_link: np.ndarray
+    flow_epoch: np.ndarray
     h_index: np.ndarray  # (Q, ranks, K+1) column of H, -1 for the source
-    u0: int  # first u column (or -1)
+    u_start: int  # first u column (or -1)
     W: float
     demand_q: np.ndarray
     demand_d: np.ndarray  # ranks
@@ -58,7 +62,7 @@ class MilpLayout:
 def build(
     topology: Topology,
     grid: EpochGrid,
-    com: Commodities,
+    commodities: Commodities,
     K: int,
     dist: np.ndarray,
     to_gpu: np.ndarray,
@@ -71,30 +75,43 @@ def build(
     and ``weight`` (the symmetric model, :mod:`.symmetry`), capacity rows are per link class
     and a flow on link ``l`` counts ``weight[l]`` times."""
     t = topology
-    c = _columns(t, grid, com, K, dist, to_gpu, objective)
-    cost, lower, upper, integer, f_upper = _bounds_and_cost(t, grid, com, c, dist, objective)
+    columns = _columns(t, grid, commodities, K, dist, to_gpu, objective)
+    cost, lower, upper, integer, f_upper = _bounds_and_cost(
+        t, grid, commodities, columns, dist, objective
+    )
     blocks = RowBlocks()
-    _buffer_rows(blocks, t, grid, c)
-    _send_rows(blocks, t, com, c, f_upper)
-    _switch_rows(blocks, t, grid, c, switch_copy)
-    _capacity_rows(blocks, grid, c, link_class, weight)
+    _buffer_rows(blocks, t, grid, columns)
+    _send_rows(blocks, t, commodities, columns, f_upper)
+    _switch_rows(blocks, t, grid, columns, switch_copy)
+    _capacity_rows(blocks, grid, columns, link_class, weight)
     if objective == "makespan" and K > 0:
-        _makespan_rows(blocks, c)
+        _makespan_rows(blocks, columns)
     model = blocks.model(cost, lower, upper, integer)
-    return MilpLayout(K, c.fq, c.fl, c.fk, c.h_index, c.u0, c.W, c.demand_q, c.demand_d, model)
+    return MilpLayout(
+        K,
+        columns.flow_commodity,
+        columns.flow_link,
+        columns.flow_epoch,
+        columns.h_index,
+        columns.u_start,
+        columns.W,
+        columns.demand_q,
+        columns.demand_d,
+        model,
+    )
 
 
 def column_count(
     topology: Topology,
     grid: EpochGrid,
-    com: Commodities,
+    commodities: Commodities,
     K: int,
     dist: np.ndarray,
     to_gpu: np.ndarray,
     objective: str = "makespan",
 ) -> int:
     """Columns the model at horizon ``K`` would have (without building its rows)."""
-    return _columns(topology, grid, com, K, dist, to_gpu, objective).ncol
+    return _columns(topology, grid, commodities, K, dist, to_gpu, objective).num_columns
 
 
 @dataclass
@@ -102,29 +119,29 @@ class _Columns:
     """The column layout: flows ``f`` (commodity, link, epoch), buffers ``H`` and ``u``."""
 
     K: int
-    fq: np.ndarray
-    fl: np.ndarray
-    fk: np.ndarray
+    flow_commodity: np.ndarray
+    flow_link: np.ndarray
+    flow_epoch: np.ndarray
     h_index: np.ndarray  # (Q, ranks, K+1) column of H, -1 for the source
-    hq: np.ndarray  # commodity of each (commodity, rank) block of H
-    hr: np.ndarray  # rank of each block
+    buffer_commodity: np.ndarray  # commodity of each (commodity, rank) block of H
+    buffer_rank: np.ndarray  # rank of each block
     demand_q: np.ndarray
     demand_d: np.ndarray  # ranks
-    u0: int  # first u column (or -1)
+    u_start: int  # first u column (or -1)
     W: float
-    ncol: int
+    num_columns: int
 
     @property
-    def nf(self) -> int:
+    def num_flows(self) -> int:
         """Number of flow columns (the first ones)."""
-        return len(self.fq)
+        return len(self.flow_commodity)
 
     @property
-    def nh(self) -> int:
+    def num_buffers(self) -> int:
         """Number of buffer columns (after the flows)."""
-        return len(self.hq) * (self.K + 1)
+        return len(self.buffer_commodity) * (self.K + 1)
 
-    def dem_cols(self) -> np.ndarray:
+    def demand_columns(self) -> np.ndarray:
         """H columns of every demand in epochs ``0 .. K-1``, one row per demand."""
         K = self.K
         if not K:
@@ -135,7 +152,7 @@ class _Columns:
 def _columns(
     t: Topology,
     grid: EpochGrid,
-    com: Commodities,
+    commodities: Commodities,
     K: int,
     dist: np.ndarray,
     to_gpu: np.ndarray,
@@ -143,9 +160,9 @@ def _columns(
 ) -> _Columns:
     """Flow columns where they can matter, buffer columns of every non-source GPU, demands
     and (makespan) the ``u`` columns."""
-    Q = len(com)
+    Q = len(commodities)
     R = t.num_ranks
-    src_node = t.compute_nodes[com.src]
+    src_node = t.compute_nodes[commodities.src]
     tail, head = t.link_src, t.link_dst
     d = grid.delay
     # ---------------------------------------------------------------- flow columns
@@ -158,23 +175,25 @@ def _columns(
     cnt = counts[qq, ll]
     fq = np.repeat(qq, cnt).astype(np.int64)
     fl = np.repeat(ll, cnt).astype(np.int64)
-    fk = ragged_arange(lo[qq, ll], cnt)
+    fk = ragged_arange(cnt, lo[qq, ll])
     nf = len(fq)
     # ---------------------------------------------------------------- buffer columns
     h_index = np.full((Q, R, K + 1), -1, dtype=np.int64)
     has_h = np.ones((Q, R), dtype=bool)
-    has_h[np.arange(Q), com.src] = False
+    has_h[np.arange(Q), commodities.src] = False
     nh = int(has_h.sum()) * (K + 1)
     h_index[has_h] = nf + np.arange(nh, dtype=np.int64).reshape(-1, K + 1)
     hq, hr = np.nonzero(has_h)
     ncol = nf + nh
     # demands
     demand_q = (
-        np.concatenate([np.full(len(ds), q, dtype=np.int64) for q, ds in enumerate(com.dests)])
+        np.concatenate(
+            [np.full(len(ds), q, dtype=np.int64) for q, ds in enumerate(commodities.dests)]
+        )
         if Q
         else np.zeros(0, int)
     )
-    demand_d = np.concatenate(com.dests) if Q else np.zeros(0, int)
+    demand_d = np.concatenate(commodities.dests) if Q else np.zeros(0, int)
     nd = len(demand_q)
     u0 = -1
     W = 0.0
@@ -186,11 +205,16 @@ def _columns(
 
 
 def _bounds_and_cost(
-    t: Topology, grid: EpochGrid, com: Commodities, c: _Columns, dist: np.ndarray, objective: str
+    t: Topology,
+    grid: EpochGrid,
+    commodities: Commodities,
+    columns: _Columns,
+    dist: np.ndarray,
+    objective: str,
 ) -> tuple[np.ndarray, ...]:
     """Column bounds, integrality and the objective: ``(cost, lower, upper, integer, upper
     bound of every flow column)``."""
-    K, nf, ncol = c.K, c.nf, c.ncol
+    K, nf, ncol = columns.K, columns.num_flows, columns.num_columns
     head = t.link_dst
     cost = np.zeros(ncol)
     lower = np.zeros(ncol)
@@ -199,38 +223,42 @@ def _bounds_and_cost(
     integer[:nf] = True
     # into a switch, one chunk may go several times in one epoch (a copy per destination
     # behind the switch, since switches do not copy by default); into a GPU once at most
-    f_upper = np.where(t.kind_codes[head[c.fl]] != 0, grid.per_window[c.fl], 1).astype(np.float64)
+    f_upper = np.where(
+        t.kind_codes[head[columns.flow_link]] != 0, grid.per_window[columns.flow_link], 1
+    ).astype(np.float64)
     upper[:nf] = f_upper
     # H bounds: zero before the earliest arrival, one at K for demands
-    src_node = t.compute_nodes[com.src]
-    earliest = dist[src_node[c.hq], t.compute_nodes[c.hr]]  # per (q, r) pair
-    h_block = c.h_index[c.hq, c.hr]  # (pairs, K+1)
+    src_node = t.compute_nodes[commodities.src]
+    earliest = dist[
+        src_node[columns.buffer_commodity], t.compute_nodes[columns.buffer_rank]
+    ]  # per (q, r) pair
+    h_block = columns.h_index[columns.buffer_commodity, columns.buffer_rank]  # (pairs, K+1)
     before = np.arange(K + 1)[None, :] < earliest[:, None]
     upper[h_block[before]] = 0.0
-    dem_cols_K = c.h_index[c.demand_q, c.demand_d, K]
+    dem_cols_K = columns.h_index[columns.demand_q, columns.demand_d, K]
     lower[dem_cols_K] = 1.0
     # objective
     if objective == "makespan":
-        cost[c.u0 : c.u0 + K] = c.W
-        np.add.at(cost, c.dem_cols().ravel(), -1.0)
+        cost[columns.u_start : columns.u_start + K] = columns.W
+        np.add.at(cost, columns.demand_columns().ravel(), -1.0)
     else:  # paper: reward demand met at the end of every epoch (H at k+1)
-        np.add.at(cost, c.h_index[c.demand_q, c.demand_d, 1:].ravel(), -1.0)
+        np.add.at(cost, columns.h_index[columns.demand_q, columns.demand_d, 1:].ravel(), -1.0)
     return cost, lower, upper, integer, f_upper
 
 
-def _buffer_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns) -> None:
+def _buffer_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, columns: _Columns) -> None:
     """``H[q,v,k] = H[q,v,k-1] + arrivals at k`` (row id = H column - nf)."""
-    K, nf, nh = c.K, c.nf, c.nh
-    fq, fl, fk = c.fq, c.fl, c.fk
+    K, nf, nh = columns.K, columns.num_flows, columns.num_buffers
+    fq, fl, fk = columns.flow_commodity, columns.flow_link, columns.flow_epoch
     hcols = np.arange(nf, nf + nh, dtype=np.int64)
-    hk = np.tile(np.arange(K + 1, dtype=np.int64), len(c.hq))
+    hk = np.tile(np.arange(K + 1, dtype=np.int64), len(columns.buffer_commodity))
     r1 = hcols - nf
     prev = hk > 0
     f_head_gpu = t.kind_codes[t.link_dst[fl]] == 0
     arr_rank = t.rank_of_node[t.link_dst[fl]]
     fa = np.flatnonzero(f_head_gpu)
     arr_k = fk[fa] + grid.delay[fl[fa]]
-    arr_rows = c.h_index[fq[fa], arr_rank[fa], arr_k] - nf
+    arr_rows = columns.h_index[fq[fa], arr_rank[fa], arr_k] - nf
     blocks.add(
         np.concatenate((r1, r1[prev], arr_rows)),
         np.concatenate((hcols, hcols[prev] - 1, fa)),
@@ -242,17 +270,17 @@ def _buffer_rows(blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns) -
 
 
 def _send_rows(
-    blocks: RowBlocks, t: Topology, com: Commodities, c: _Columns, f_upper: np.ndarray
+    blocks: RowBlocks, t: Topology, commodities: Commodities, columns: _Columns, f_upper: np.ndarray
 ) -> None:
     """GPU send with copy: ``f[q,l,k] <= U(l) H[q,tail(l),k]`` (the source sends freely)."""
-    fq, fl, fk = c.fq, c.fl, c.fk
+    fq, fl, fk = columns.flow_commodity, columns.flow_link, columns.flow_epoch
     tail_gpu = t.kind_codes[t.link_src[fl]] == 0
     tail_rank = t.rank_of_node[t.link_src[fl]]
-    fs = np.flatnonzero(tail_gpu & (tail_rank != com.src[fq]))
+    fs = np.flatnonzero(tail_gpu & (tail_rank != commodities.src[fq]))
     ns = len(fs)
     blocks.add(
         np.concatenate((np.arange(ns), np.arange(ns))),
-        np.concatenate((fs, c.h_index[fq[fs], tail_rank[fs], fk[fs]])),
+        np.concatenate((fs, columns.h_index[fq[fs], tail_rank[fs], fk[fs]])),
         np.concatenate((np.ones(ns), -f_upper[fs])),
         -np.inf,
         0.0,
@@ -261,11 +289,11 @@ def _send_rows(
 
 
 def _switch_rows(
-    blocks: RowBlocks, t: Topology, grid: EpochGrid, c: _Columns, switch_copy: bool
+    blocks: RowBlocks, t: Topology, grid: EpochGrid, columns: _Columns, switch_copy: bool
 ) -> None:
     """Switches forward in the epoch a chunk arrives: out-flows <= arrivals (together, or
     each out-link alone with ``switch_copy``)."""
-    K, fq, fl, fk = c.K, c.fq, c.fl, c.fk
+    K, fq, fl, fk = columns.K, columns.flow_commodity, columns.flow_link, columns.flow_epoch
     tail, head = t.link_src, t.link_dst
     f_tail_sw = np.flatnonzero(t.kind_codes[tail[fl]] != 0)
     f_head_sw = np.flatnonzero(t.kind_codes[head[fl]] != 0)
@@ -295,7 +323,7 @@ def _switch_rows(
         no = len(key_out)
         r_out = np.arange(no)
         r_in = np.repeat(r_out, cnt)
-        c_in = f_head_sw[order[ragged_arange(start, cnt)]]
+        c_in = f_head_sw[order[ragged_arange(cnt, start)]]
         blocks.add(
             np.concatenate((r_out, r_in)),
             np.concatenate((f_tail_sw, c_in)),
@@ -309,23 +337,23 @@ def _switch_rows(
 def _capacity_rows(
     blocks: RowBlocks,
     grid: EpochGrid,
-    c: _Columns,
+    columns: _Columns,
     link_class: np.ndarray | None = None,
     weight: np.ndarray | None = None,
 ) -> None:
     """Sliding-window capacity: flows on a link (class) in its last ``window`` epochs, each
     counted ``weight`` times, <= per window."""
-    K, nf = c.K, c.nf
+    K, nf = columns.K, columns.num_flows
     L = len(grid.window)
     cls = np.arange(L, dtype=np.int64) if link_class is None else link_class
     wt = np.ones(L) if weight is None else weight
-    w = grid.window[c.fl]
+    w = grid.window[columns.flow_link]
     reps = np.repeat(np.arange(nf), w)
-    offs = ragged_arange(np.zeros(nf, dtype=np.int64), w)
-    tk = c.fk[reps] + offs
+    offs = ragged_arange(w)
+    tk = columns.flow_epoch[reps] + offs
     keep = tk <= K  # a cut-through switch-to-GPU hop may use epoch K itself
     reps, tk = reps[keep], tk[keep]
-    ckey = cls[c.fl[reps]] * (K + 1) + tk
+    ckey = cls[columns.flow_link[reps]] * (K + 1) + tk
     keys, inv = np.unique(ckey, return_inverse=True)
     # a member link of each class (they share their capacity figures)
     member = np.zeros(int(cls.max()) + 1 if L else 0, dtype=np.int64)
@@ -333,22 +361,22 @@ def _capacity_rows(
     blocks.add(
         inv,
         reps,
-        wt[c.fl[reps]],
+        wt[columns.flow_link[reps]],
         -np.inf,
         grid.per_window[member[keys // (K + 1)]].astype(float),
         len(keys),
     )
 
 
-def _makespan_rows(blocks: RowBlocks, c: _Columns) -> None:
+def _makespan_rows(blocks: RowBlocks, columns: _Columns) -> None:
     """``u[k] + H[q,d,k] >= 1`` for every demand and epoch."""
-    K = c.K
-    n_mk = len(c.demand_q) * K
+    K = columns.K
+    n_mk = len(columns.demand_q) * K
     rr = np.arange(n_mk)
-    ucol = c.u0 + np.tile(np.arange(K), len(c.demand_q))
+    ucol = columns.u_start + np.tile(np.arange(K), len(columns.demand_q))
     blocks.add(
         np.concatenate((rr, rr)),
-        np.concatenate((ucol, c.dem_cols().ravel())),
+        np.concatenate((ucol, columns.demand_columns().ravel())),
         np.ones(2 * n_mk),
         1.0,
         np.inf,
@@ -359,22 +387,22 @@ def _makespan_rows(blocks: RowBlocks, c: _Columns) -> None:
 def warm_vector(
     layout: MilpLayout,
     topology: Topology,
-    com: Commodities,
+    commodities: Commodities,
     grid: EpochGrid,
     ops: list[EpochOp],
-    q_of_chunk: dict[int, int],
+    commodity_of_chunk: dict[int, int],
 ) -> np.ndarray | None:
     """The column vector of an epoch-op solution (None when it does not fit the model)."""
     t = topology
     K = layout.K
     x = np.zeros(layout.model.num_cols)
     L = len(t.links)
-    key = (layout.fq * L + layout.fl) * (K + 1) + layout.fk
+    key = (layout.flow_commodity * L + layout.flow_link) * (K + 1) + layout.flow_epoch
     order = np.argsort(key)
     skey = key[order]
     last = 0
     for op in ops:
-        q = q_of_chunk[op.chunk]
+        q = commodity_of_chunk[op.chunk]
         k = op.k0
         for l in op.route:
             kk = (q * L + l) * (K + 1) + k
@@ -390,15 +418,15 @@ def warm_vector(
             return None
         x[cols] = 1.0
         last = max(last, op.arrive)
-    if layout.u0 >= 0:
-        x[layout.u0 : layout.u0 + min(last, K)] = 1.0
+    if layout.u_start >= 0:
+        x[layout.u_start : layout.u_start + min(last, K)] = 1.0
     return x
 
 
 def decode(
     layout: MilpLayout,
     topology: Topology,
-    com: Commodities,
+    commodities: Commodities,
     grid: EpochGrid,
     x: np.ndarray,
     switch_copy: bool = False,
@@ -406,9 +434,9 @@ def decode(
     """Epoch ops of a MILP solution (flows that do not lead to a demand are pruned) and the
     completion epoch."""
     t = topology
-    mult = np.rint(x[: len(layout.fq)]).astype(np.int64)
+    mult = np.rint(x[: len(layout.flow_commodity)]).astype(np.int64)
     on = np.repeat(np.arange(len(mult)), np.maximum(mult, 0))  # a flow of n: n copies
-    fq, fl, fk = layout.fq[on], layout.fl[on], layout.fk[on]
+    fq, fl, fk = layout.flow_commodity[on], layout.flow_link[on], layout.flow_epoch[on]
     d = grid.delay
     kinds = t.kind_codes
     # switch out-flows waiting to be matched: (q, switch node, epoch) -> [link ids]
@@ -465,50 +493,35 @@ def decode(
         group += g >= 0
         for route, arrive in paths:
             if g < 0:
-                route = _drop_loops(t, route)
+                route = drop_loops(t, route)
             v = int(t.rank_of_node[t.link_dst[route[-1]]])
             if v == u:
                 continue
             raw.append((q, u, v, route, k, arrive, g))
-    return _link_and_prune(raw, com, t)
+    return _link_and_prune(raw, commodities, t)
 
 
-def _drop_loops(t: Topology, route: tuple[int, ...]) -> tuple[int, ...]:
-    nodes = [int(t.link_src[route[0]])]
-    out: list[int] = []
-    for l in route:
-        nxt = int(t.link_dst[l])
-        if nxt in nodes:
-            i = nodes.index(nxt)
-            nodes = nodes[: i + 1]
-            out = out[:i]
-        else:
-            nodes.append(nxt)
-            out.append(l)
-    return tuple(out)
-
-
-def _link_and_prune(raw, com: Commodities, t: Topology) -> tuple[list[EpochOp], int]:
+def _link_and_prune(raw, commodities: Commodities, t: Topology) -> tuple[list[EpochOp], int]:
     """Dependencies (the first delivery of the chunk to the sender) and pruning of transfers
     that feed no destination."""
     raw.sort(key=lambda z: (z[4], z[0], z[1], z[2], z[3]))
     first: dict[tuple[int, int], int] = {}
     ops: list[EpochOp] = []
     for q, u, v, route, k0, arrive, group in raw:
-        chunk = int(com.chunk[q])
-        if (q, v) in first or v == int(com.src[q]):
+        chunk = int(commodities.chunk[q])
+        if (q, v) in first or v == int(commodities.src[q]):
             continue  # a second arrival (or back to the source) is useless
-        dep = -1 if u == int(com.src[q]) else first.get((q, u), -2)
+        dep = -1 if u == int(commodities.src[q]) else first.get((q, u), -2)
         if dep == -2:
             continue  # sender never received it (cannot happen in a feasible solution)
         first[(q, v)] = len(ops)
         ops.append(EpochOp(chunk, u, v, route, k0, arrive, dep, group=group))
     need = np.zeros(len(ops), dtype=bool)
-    dests = {q: set(ds.tolist()) for q, ds in enumerate(com.dests)}
-    qof = {int(c): q for q, c in enumerate(com.chunk.tolist())}
+    dests = {q: set(ds.tolist()) for q, ds in enumerate(commodities.dests)}
+    commodity_of_chunk = {int(c): q for q, c in enumerate(commodities.chunk.tolist())}
     for i in range(len(ops) - 1, -1, -1):
         o = ops[i]
-        if o.dst in dests[qof[o.chunk]] or need[i]:
+        if o.dst in dests[commodity_of_chunk[o.chunk]] or need[i]:
             need[i] = True
             if o.dep >= 0:
                 need[o.dep] = True
