@@ -31,7 +31,7 @@ from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
 from ._common import COPY, ComputeGraph, Ops, Tracker
-from .ring import RingFinder
+from .ring_search import RingFinder
 
 
 @register(

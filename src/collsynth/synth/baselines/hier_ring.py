@@ -42,7 +42,7 @@ from ...topology.model import Topology
 from .. import register
 from ..options import Option
 from ._common import COPY, REDUCE, ComputeGraph, Ops, Tracker, _sortable
-from .ring import Ring, RingFinder
+from .ring_search import Ring, RingFinder
 
 
 def groups_of(topology: Topology, attr: str | None) -> tuple[str, list[list[int]]]:

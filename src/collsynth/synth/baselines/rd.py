@@ -56,7 +56,7 @@ from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
 from ._common import COPY, REDUCE, ComputeGraph, Ops, Tracker
-from .ring import RingFinder
+from .ring_search import RingFinder
 
 
 class _Unsafe(Exception):

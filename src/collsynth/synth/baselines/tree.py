@@ -47,7 +47,7 @@ from ...topology.model import Topology
 from .. import register
 from ..options import Option
 from ._common import COPY, REDUCE, ComputeGraph, Ops, Tracker, round_up_chunks
-from .ring import RingFinder
+from .ring_search import RingFinder
 
 
 def nccl_btree(n: int, rank: int) -> tuple[int, list[int]]:

@@ -18,7 +18,7 @@ select. :func:`solve_many` runs the distinct sub-demands of a step in a process 
 each solve is HiGHS with one thread and a fixed seed, so the output is the same with any number
 of workers (as long as no solve stops at its time limit).
 
-A solved schedule becomes a template (:class:`.algo._Template` rows): each operation is a
+A solved schedule becomes a template (:class:`.build.Template` rows): each operation is a
 transfer of the origin position's data (``chunk``) from ``src`` to ``dst``, after the transfer
 that delivered it to ``src`` (relays through GPUs are chains), with its planned epoch order as
 the hop depth (the simulator serves earlier epochs first on a shared link).
