@@ -1,4 +1,4 @@
-"""The simulate, bound, compare and bench commands (issue 3's CLI contract)."""
+"""The simulate, bound, compare and bench commands (their command-line contract)."""
 
 import json
 import os

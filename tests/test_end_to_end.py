@@ -1,5 +1,5 @@
 """Every registered synthesizer, end to end: synthesize -> verify -> export MSCCL XML -> the
-independent XML checker -> run under mpiexec with --check (issue 5's acceptance).
+independent XML checker -> run under mpiexec with --check (the whole path a user deploys).
 
 Driven by the registry, so an algorithm added later is covered without editing this file.
 """

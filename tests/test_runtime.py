@@ -1,4 +1,4 @@
-"""The runtime (issue 5, execution): interpreter logic in process, then real mpiexec runs."""
+"""The runtime (execution): interpreter logic in process, then real mpiexec runs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every file reader applies the input limits before work, and an odd file gets one line.
 
-Issue 33, the "readers" class: YAML alias cycles, deep or huge-number JSON and XML into the
+The "readers" class of the command-line contract: YAML alias cycles, deep or huge-number JSON and XML into the
 independent checkers (which read through the same limited loader as every other input), bad
 MSCCL++ plan settings, nccl-tests logs with huge numbers or too many rows, demand files naming
 chunks or ranks out of range, ``--scheduler`` addresses of another protocol or that never speak

@@ -1,4 +1,4 @@
-"""``collsynth run --launch 3`` under faults (issue 16): every failure ends within ``--timeout``
+"""``collsynth run --launch 3`` under faults: every failure ends within ``--timeout``
 plus a few seconds with status 3 and one line naming the rank and the step, mpiexec's own
 reports go to a log file named in that line, and no process of the run is left behind.
 

@@ -145,7 +145,7 @@ def _cases_quality() -> list[Case]:
         for coll in ("allgather", "reducescatter", "allreduce")
         for topo in QUALITY_TOPOLOGIES
     ]
-    # issue 20: in-switch reduction against the best without it, MTEG on 10 NDv2 chassis
+    # in-switch reduction against the best without it, MTEG on 10 NDv2 chassis
     return forest + [
         Case("dgx_h100", "allreduce", "nvls", (1 * MB, 1 * GB)),
         Case("dgx_h100:nvls=0", "allreduce", "forestcoll", (1 * MB, 1 * GB)),

@@ -10,7 +10,7 @@ systems (as TE-CCL's own runs), and ``alpha_ratio_max=4`` — the epoch is at le
 the smallest alpha — so that small sizes stay at tens of epochs instead of TE-CCL's hundreds.
 Besides the systems at 1 KB, 1 MB and 1 GB: epoch-granularity rows (label ``grain``) and DGX-1
 with per-link random alphas in [0.3, 3] us (label ``alpha``), the heterogeneous-alpha setting
-of Srinivasan's study of TE-CCL; and issue 20's large cases (label ``target``: DGX-2 x2,
+of Srinivasan's study of TE-CCL; and the large cases (label ``target``: DGX-2 x2,
 NDv2 x4 and an 8x5 mesh with random alphas, 45 s per case, fast or slow epochs and 1 to 4
 chunks per GPU) against the best simulated schedule of the other algorithms, in a table of
 their own. Each row is one run (``--repeat`` does not apply: the solver runs under a time
@@ -116,7 +116,8 @@ def cases(sizes: tuple[float, ...]) -> list[TecclCase]:
                 alpha_seed=seed,
             )
         )
-    # issue 20's targets: a solver schedule within 60 s of wall time (limit 45 s + building),
+    # the large cases' targets: a solver schedule within 60 s of wall time (limit 45 s +
+    # building),
     # against the best other algorithm
     for system, spec, a_seed, size_t, chunks, epoch in TARGETS:
         out.append(
@@ -139,7 +140,7 @@ def cases(sizes: tuple[float, ...]) -> list[TecclCase]:
     return out
 
 
-#: Issue 20's large cases: (system, spec, alpha seed or None, size, chunks per GPU, epoch).
+#: The large cases: (system, spec, alpha seed or None, size, chunks per GPU, epoch).
 TARGETS: list[tuple[str, str, int | None, float, int, str]] = [
     ("DGX-2 2ch", "dgx2:chassis=2", None, 1e6, 1, "fast"),
     ("DGX-2 2ch", "dgx2:chassis=2", None, 1e9, 1, "fast"),
@@ -292,7 +293,7 @@ def to_markdown(rows: list[dict], time_limit: float) -> str:
     if targets:
         lines += [
             "",
-            "## Large cases (issue 20): a solver schedule within 60 s, gap <= 5%, within 1% "
+            "## Large cases: a solver schedule within 60 s, gap <= 5%, within 1% "
             "of the best other algorithm",
             "",
             f"Time limit {TARGET_TIME_LIMIT:g} s for all solves together (a solve still running "
