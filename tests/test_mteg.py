@@ -393,7 +393,7 @@ def test_auto_keeps_the_earliest_variant():
 
 # ------------------------------------------------------------------ negotiation, slot refinement
 def test_dgx1_1gb_within_ten_percent_of_teccl_milp():
-    """Issue 7 acceptance on the case the greedy missed: DGX-1 AllGather, 1 GB, 1 chunk/rank.
+    """Negotiation and slot refinement reach the MILP on the case the greedy missed: DGX-1 AllGather, 1 GB, 1 chunk/rank.
 
     The TE-CCL MILP (HiGHS, proven optimal, about a second) needs 3 epochs of 2.5 ms (one
     125 MB chunk on a 50 GB/s NVLink) plus three hops of alpha: 7.5021 ms. Greedy TM trees
@@ -451,7 +451,7 @@ def test_negotiation_never_worse_and_deterministic():
 )
 def test_asap_estimate_is_the_simulator(spec, size):
     """Plans are compared by asap_seconds: it must be what the simulator reports."""
-    from collsynth.synth.mteg.algo import asap_seconds, lower
+    from collsynth.synth.mteg import asap_seconds, lower
 
     t = load_topology(spec)
     coll = Collective.make("allgather", t.num_ranks)
@@ -494,7 +494,8 @@ def test_negotiation_leaves_unicasts_alone():
 
 
 def test_negotiation_and_refinement_budget():
-    from collsynth.synth.mteg.algo import REFINE, negotiation_rounds, slot_waste
+    from collsynth.synth.mteg.negotiation import negotiation_rounds
+    from collsynth.synth.mteg.search import REFINE, slot_waste
 
     t = load_topology("dgx1")
     coll = Collective.make("allgather", 8)
@@ -561,7 +562,7 @@ def test_bad_price_one_line(value):
 
 
 def test_dgx2_link_price_within_teccl_milp():
-    """Issue 7 acceptance on 2-chassis DGX-2 (NVSwitch per chassis, 8 IB links each way).
+    """A link-time price keeps MTEG within the MILP on 2-chassis DGX-2 (8 IB links each way).
 
     At 1 GB a chunk is 31.25 MB: 0.25 ms on a 125 GB/s switch port, 2.5 ms on a 12.5 GB/s
     IB link. Each chassis must receive the other's 16 chunks over its 8 IB links (2 chunk
@@ -593,7 +594,7 @@ def test_dgx2_link_price_within_teccl_milp():
 
 
 def test_mi250_1mb_within_five_percent_of_teccl_milp():
-    """Issue 7 acceptance on MI250 (16 GCDs, xGMI links of 200, 100 and 50 GB/s, 0.7 us).
+    """Within five percent of the MILP on MI250 (16 GCDs, xGMI of 200, 100, 50 GB/s, 0.7 us).
 
     At 1 MB a chunk is 62.5 KB: 0.31, 0.63 or 1.25 us plus 0.7 us alpha per hop. The TE-CCL
     MILP's optimum (status optimal, 7.725 us simulated; bench/results/teccl.json, 9-23 s of
@@ -610,11 +611,11 @@ def test_mi250_1mb_within_five_percent_of_teccl_milp():
     assert planned_sim(s, 1e6).time_s <= 1.05 * 7.725e-6
     assert s.meta["mteg"]["negotiation"]["best_round"] >= 1
     # last-hop penalties alone (the first rule) stay at 8.9 us
-    import collsynth.synth.mteg.algo as A
+    import collsynth.synth.mteg.negotiation as negotiation
 
-    old = A.NEGOTIATE_PHASES
+    old = negotiation.NEGOTIATE_PHASES
     try:
-        A.NEGOTIATE_PHASES = (False,)
+        negotiation.NEGOTIATE_PHASES = (False,)
         last_hop = plan(
             t,
             coll,
@@ -626,7 +627,7 @@ def test_mi250_1mb_within_five_percent_of_teccl_milp():
             negotiate=18,
         )
     finally:
-        A.NEGOTIATE_PHASES = old
+        negotiation.NEGOTIATE_PHASES = old
     assert last_hop.asap > 1.1 * 7.725e-6
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from ..arrays import unique
 from ..collective import Collective, CollKind
 from ..topology.model import Topology
-from . import Bound, register
+from .model import Bound, register
 
 
 def _alpha_min_out(topo: Topology, side: set[int]) -> float:

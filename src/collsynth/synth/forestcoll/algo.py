@@ -47,6 +47,7 @@ from ...schedule.trees import TreeForm, lower
 from ...topology.model import Topology
 from .. import register
 from ..options import Option, int_option
+from .trees import forestcoll_trees
 
 #: Largest number of operations the automatic pipeline depth aims for.
 OP_BUDGET = 1_500_000
@@ -62,8 +63,6 @@ FILL_SHARE_IN = 10
 
 
 def _trees(topology: Topology, kind: CollKind, k: int | None) -> tuple[TreeForm, dict]:
-    from . import forestcoll_trees
-
     if kind is CollKind.ALLGATHER:
         form, opt, info = forestcoll_trees(topology, k)
         return form, {"out": info, "inv_x": opt.inv_x, "k": opt.k}

@@ -11,7 +11,7 @@ doi:10.11959/j.issn.1000-436x.2026062):
 * §2.2 steps 1–5: decomposition (Broadcast / Multicast = one task; AllGather = one broadcast per
   (source, chunk)), largest data first, a Takahashi–Matsuyama tree per task from the root's
   slot-0 vertex on the residual graph, then the used (link, slot) resources are taken
-  (:mod:`.algo`, :mod:`.steiner`);
+  (:mod:`.tasks`, :mod:`.steiner`);
 * §3.2's observation that the plan bounds TE-CCL's epoch count: :func:`mteg_horizon`.
 
 Where it departs from the paper (see ``docs/mteg.md``):
@@ -64,6 +64,11 @@ Where it departs from the paper (see ``docs/mteg.md``):
    9.5 ms at 1 GB and 12.3 us at 1 MB (TE-CCL 18.55 us). ``auto`` adds the arrival +
    concurrent variants at prices 1, 2 and 4 to the candidates on small problems.
 
+Modules: :mod:`.model` (the implicit graph and the residual occupancy), :mod:`.tasks`
+(decomposition and order), :mod:`.steiner` (the trees), :mod:`.plans` (a plan, one planning
+pass, the as-soon-as-possible estimate), :mod:`.negotiation`, :mod:`.search` (variants, slots,
+prices: the best plan), :mod:`.lowering` (plan to IR) and :mod:`.algo` (registration).
+
 Output: a timed IR (``start = slot * tau``, ``step = slot``, dependency on the op that delivered
 the chunk to the sender, a planned order on every used link), verified by the independent
 verifier. The simulator with ``release=True`` replays the plan exactly at unrounded durations;
@@ -73,20 +78,13 @@ plus one for ``alpha``).
 
 from __future__ import annotations
 
-from .algo import (
-    DEFAULT_SIZE,
-    Plan,
-    Task,
-    asap_seconds,
-    best_plan,
-    decompose,
-    lower,
-    mteg_horizon,
-    plan,
-    synthesize,
-)
+from .algo import synthesize
+from .lowering import lower
 from .model import Occupancy, SlotGraph
+from .plans import Plan, asap_seconds
+from .search import DEFAULT_SIZE, best_plan, mteg_horizon, plan
 from .steiner import Planner
+from .tasks import Task, decompose
 
 __all__ = [
     "DEFAULT_SIZE",

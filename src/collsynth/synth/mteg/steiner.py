@@ -56,7 +56,7 @@ class Planner:
     ):
         if nearest not in ("arrival", "cost"):
             raise CollsynthError(f"mteg: nearest={nearest!r} is not arrival or cost")
-        self.g = graph
+        self.graph = graph
         self.cost = nearest == "cost"
         # negotiation (algo._negotiate): extra key, in slots, of edge e in chunk c's broadcast
         # tree, ``penalty[c][e]``; it changes which candidate edge a tree takes, never the
@@ -66,7 +66,7 @@ class Planner:
         # of a full broadcast: ``price`` x the link time (slots) a transfer over it holds
         self.price = float(price)
         self.e_price = [self.price * b for b in graph.e_busy] if self.price > 0 else None
-        self.occ = Occupancy(len(graph.topology.links), graph.min_width)
+        self.occupancy = Occupancy(len(graph.topology.links), graph.min_width)
         longest = max(graph.e_len) if graph.e_len else 1
         self.horizon = int(horizon) if horizon is not None else 4 * longest
         self.initial_horizon = self.horizon
@@ -108,8 +108,8 @@ class Planner:
         """Book and record a transfer; with ``lead``, a branch of transfer ``lead``'s stream at
         a switch that multicasts, sharing (and not booking) its first ``shared`` hops, in its
         multicast group."""
-        occ = self.g.e_occ[edge][shared:]
-        self.occ.book(occ, slot)
+        occ = self.graph.e_occ[edge][shared:]
+        self.occupancy.book(occ, slot)
         group = -1
         if lead >= 0:
             if self.op_group[lead] < 0:
@@ -132,7 +132,7 @@ class Planner:
         """Where op's stream may continue from a switch that multicasts, to a rank
         ``unreached(v)``: ``(arrival, v, edge, departure, lead, shared)`` (same departure, the
         rest of the route must be free then; checked again when taken)."""
-        g = self.g
+        g = self.graph
         e = self.op_edge[op]
         if not g.e_branch[e]:
             return []
@@ -143,7 +143,7 @@ class Planner:
                 continue  # (its lead offered these when it was booked)
             for e2 in g.prefix_edges[pid]:
                 v = g.e_dst[e2]
-                if e2 != e and unreached(v) and self.occ.free_at(g.e_occ[e2][shared:], t):
+                if e2 != e and unreached(v) and self.occupancy.free_at(g.e_occ[e2][shared:], t):
                     out.append((t + g.e_len[e2], v, e2, t, op, shared))
         return out
 
@@ -162,7 +162,7 @@ class Planner:
         return ep.__getitem__
 
     def _unreachable(self, chunk: int, src: int, missing) -> CollsynthError:
-        t = self.g.topology
+        t = self.graph.topology
         r = min(missing)
         return CollsynthError(
             f"mteg: chunk {chunk} cannot reach {t.rank_name(r)} from "
@@ -175,7 +175,7 @@ class Planner:
         dests = sorted(set(int(d) for d in dests) - {src})
         if not dests:
             return
-        if not general and len(dests) == self.g.n - 1:
+        if not general and len(dests) == self.graph.n - 1:
             if self.cost:
                 self._broadcast_cost(chunk, src)
             else:
@@ -184,7 +184,7 @@ class Planner:
             self._multicast(chunk, src, dests)
 
     def _broadcast(self, chunk: int, src: int) -> None:
-        g, occ = self.g, self.occ
+        g, occ = self.graph, self.occupancy
         e_dst, e_len, e_occ, out = g.e_dst, g.e_len, g.e_occ, g.out
         earliest = occ.earliest
         hold = [-1] * g.n
@@ -245,7 +245,7 @@ class Planner:
         ``last_u`` grows, so ``u``'s candidates are then queued again, and an entry is accepted
         only when its stored key is still exact.
         """
-        g, occ = self.g, self.occ
+        g, occ = self.graph, self.occupancy
         e_dst, e_len, e_occ, out = g.e_dst, g.e_len, g.e_occ, g.out
         earliest = occ.earliest
         hold = [-1] * g.n
@@ -311,7 +311,7 @@ class Planner:
         nearest terminal first); only the interleaving of the trees differs. ``tasks`` are
         ``(chunk, source)`` pairs in planning order.
         """
-        g, occ = self.g, self.occ
+        g, occ = self.graph, self.occupancy
         e_dst, e_len, e_occ, out = g.e_dst, g.e_len, g.e_occ, g.out
         earliest = occ.earliest
         cost = self.cost
@@ -414,7 +414,7 @@ class Planner:
         horizon grows (exact: a pruned path is never the earliest). By cost, a later arrival
         may be nearer, so nothing is pruned; the horizon grows when the chosen path ends past it.
         """
-        g, occ = self.g, self.occ
+        g, occ = self.graph, self.occupancy
         e_dst, e_len, e_occ, out = g.e_dst, g.e_len, g.e_occ, g.out
         cost = self.cost
         rem = sorted(remaining)

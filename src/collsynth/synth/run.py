@@ -1,0 +1,75 @@
+""":func:`synthesize`: run a registered algorithm by name with validated, typed options, within
+a time limit, and give its schedule per-link orders planned at the message size."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .. import deadline
+from ..collective import Collective
+from ..errors import CollsynthError
+from ..schedule.ir import Schedule
+from ..schedule.timing import collect_timing
+from ..topology.model import Topology
+from .options import plan_size
+from .order import with_link_orders
+from .registry import get
+
+
+def synthesize(
+    name: str,
+    topology: Topology,
+    collective: Collective,
+    *,
+    size: float | None = None,
+    budget_s: float | str | None = None,
+    link_order: bool = True,
+    **options: Any,
+) -> Schedule:
+    """Run algorithm ``name``; the result carries ``meta['algorithm']``.
+
+    ``options`` (strings from the command line or typed values) are parsed and validated
+    against the algorithm's declaration; undeclared ones are refused. A size-aware algorithm
+    plans for ``size`` bytes (:data:`~collsynth.synth.options.DEFAULT_SIZE` when ``None``);
+    the others ignore it.
+    ``budget_s`` (default: the limit of :func:`collsynth.deadline.each_synthesis`, if any)
+    bounds the wall time (:func:`collsynth.deadline.time_limit`); solvers stop early and return
+    their best schedule with ``meta.status = "time_limit"``, other work raises
+    :class:`collsynth.deadline.TimeLimitError` when the limit passes.
+
+    ``link_order`` (default): the schedule carries per-link orders taken from its planned
+    timing at ``size`` (:mod:`collsynth.synth.order`), which the executors and exporters
+    realize, so that its realized time is its planned one wherever one connection uses a link.
+    ``link_order=False`` gives the algorithm's schedule as it is (callers that order it per
+    size themselves, as :func:`collsynth.report.compare.compare` does for algorithms that are
+    not size-aware).
+    """
+    budget = deadline.parse_limit(budget_s if budget_s is not None else deadline.each())
+    with deadline.time_limit(budget, what=f"synthesis with {name}"):
+        deadline.check(f"synthesis with {name}")
+        schedule = _synthesize(name, topology, collective, size, options)
+        if link_order:
+            schedule = with_link_orders(schedule, plan_size(size, name))
+        return schedule
+
+
+def _synthesize(
+    name: str, topology: Topology, collective: Collective, size: float | None, options: dict
+) -> Schedule:
+    algo = get(name)
+    if collective.kind not in algo.collectives:
+        raise CollsynthError(
+            f"algorithm {name!r} does not support {collective.kind.value} "
+            f"(it supports {', '.join(sorted(k.value for k in algo.collectives))})"
+        )
+    values = algo.resolve_options(options)
+    if algo.size_aware:
+        schedule = algo.func(topology, collective, size=plan_size(size, name), **values)
+    else:
+        schedule = algo.func(topology, collective, **values)
+    meta: dict[str, Any] = {"algorithm": name}
+    if options:
+        meta["options"] = {k: values[k] for k in sorted(options)}
+    schedule = schedule.with_meta(**meta)
+    return replace(schedule, meta=collect_timing(schedule.meta))
