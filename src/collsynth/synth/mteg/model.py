@@ -166,7 +166,7 @@ class SlotGraph:
     @property
     def e_hops(self) -> list[tuple[tuple[int, float, float, float], ...]]:
         """Per edge, per hop ``(link, alpha, chunk / bw, alpha from this hop to the end)`` in
-        seconds: the exact (unslotted) timing of a transfer, for :func:`algo.asap_seconds`."""
+        seconds: the exact (unslotted) timing of a transfer, for :func:`.plans.asap_seconds`."""
         if self._hops is None:
             t = self.topology
             out = []

@@ -22,8 +22,9 @@ Two equivalent implementations (the tests check that they agree):
 Ties are broken by (arrival slot, receiving rank, sending rank, edge id): deterministic.
 With ``nearest=cost`` the distance is the paper's edge cost of what a path adds to the tree
 (transmission ``L`` plus storage slots not yet in it), ties by arrival and then as above.
-Negotiated re-planning (``algo._negotiate``, not in the paper) adds a per-(chunk, edge) penalty
-to the key of the full-broadcast paths (Prim-like and concurrent), and the link-time price
+Negotiated re-planning (``negotiation.negotiate_plan``, not in the paper) adds a per-(chunk,
+edge) penalty to the key of the full-broadcast paths (Prim-like and concurrent), and the
+link-time price
 (``algo`` option ``price``, not in the paper) ``price x`` the link time (slots) the edge's
 transfer holds; bookings are unaffected.
 
@@ -58,8 +59,8 @@ class Planner:
             raise CollsynthError(f"mteg: nearest={nearest!r} is not arrival or cost")
         self.graph = graph
         self.cost = nearest == "cost"
-        # negotiation (algo._negotiate): extra key, in slots, of edge e in chunk c's broadcast
-        # tree, ``penalty[c][e]``; it changes which candidate edge a tree takes, never the
+        # negotiation (negotiation.negotiate_plan): extra key, in slots, of edge e in chunk c's
+        # broadcast tree, ``penalty[c][e]``; it changes which candidate edge a tree takes, never the
         # slots a transfer books
         self.penalty = penalty or {}
         # link-time price (algo ``price``, not in the paper): extra key, in slots, of every edge
