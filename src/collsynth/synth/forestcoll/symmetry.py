@@ -4,15 +4,11 @@ Large zoo fabrics (``dgx_a100:nodes=128``: 1024 GPUs) are highly symmetric: perm
 chassis, or shifting GPU/NIC indices inside every chassis, maps links to links of the same
 bandwidth and alpha. ForestColl's public code exploits such automorphisms; here:
 
-1. :func:`automorphisms` derives a group ``G`` of automorphisms from node attributes: for every
-   non-negative integer attribute (``chassis`` first, then ``local``, ``x``, ``y``, ...), the
-   smallest cyclic shift ``a -> a + d`` that is an automorphism, matching the other attributes
-   (or all but one of them, or none of the other integer ones: attributes derived from the
-   shifted one, such as a torus node's linear index, or an MI250 GCD's package when
-   ``local -> local + 8``). Each candidate permutation is *verified*: it must map the multiset
-   of links ``(src, dst, bw, alpha, cls, lanes)`` onto itself. Generators are added one by one
-   and kept only while the generated group acts freely on the ranks (every rank orbit has
-   ``|G|`` elements).
+1. :func:`~collsynth.topology.symmetry.automorphisms` (re-exported here) derives a group ``G``
+   of automorphisms from node attributes: for every non-negative integer attribute, the
+   smallest cyclic shift ``a -> a + d`` that is an automorphism, each candidate *verified*
+   against the links; generators are kept only while the group acts freely on the ranks
+   (every rank orbit has ``|G|`` elements). See :mod:`collsynth.topology.symmetry`.
 2. :func:`symmetric_trees` builds spanning out-trees only for one root per rank orbit, directly on
    the original topology (tree edges are rank-to-rank routes whose inner nodes are switches), and
    maps them to every other root by the group. Capacity is accounted per *link orbit*: a
@@ -51,164 +47,15 @@ trees per root, every link carries at most ``caps[e]`` trees (re-checked by
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from typing import Any
 
 import numpy as np
 
+from ...jit import compiled as jit_compiled
 from ...schedule.ir import spread_ranges
 from ...schedule.trees import TreeForm
 from ...topology.model import Topology
-
-
-def _link_key(l) -> tuple:
-    return (l.src, l.dst, l.bw, l.alpha, l.cls, l.lanes)
-
-
-def _link_perm(topo: Topology, p: list[int]) -> list[int] | None:
-    """Link permutation induced by node permutation ``p``, or None if not an automorphism."""
-    buckets: dict[tuple, list[int]] = {}
-    for l in topo.links:
-        buckets.setdefault(_link_key(l), []).append(l.id)
-    pos = {key: 0 for key in buckets}
-    out = [0] * len(topo.links)
-    for l in topo.links:
-        key = (p[l.src], p[l.dst], l.bw, l.alpha, l.cls, l.lanes)
-        ids = buckets.get(key)
-        if ids is None or pos[key] >= len(ids):
-            return None
-        out[l.id] = ids[pos[key]]
-        pos[key] += 1
-    return out
-
-
-def _attr_perm(
-    topo: Topology, attr: str, shift: int, ignore: frozenset = frozenset()
-) -> list[int] | None:
-    """Node permutation shifting integer attribute ``attr`` by ``shift`` (mod its range per
-    node kind/role); every other attribute is kept except those in ``ignore`` (attributes
-    derived from ``attr``, such as a torus node's linear index when its ``x`` shifts), which
-    are not matched. None if some image does not exist or is not unique."""
-    nodes = topo.nodes
-    ranges: dict[tuple, int] = {}
-    for nd in nodes:
-        a = nd.attrs
-        if attr in a:
-            if not isinstance(a[attr], int) or isinstance(a[attr], bool) or a[attr] < 0:
-                return None
-            grp = (nd.kind, a.get("role"))
-            ranges[grp] = max(ranges.get(grp, 0), a[attr] + 1)
-
-    def key(kind, a) -> tuple:
-        return (kind, tuple(sorted((k, repr(v)) for k, v in a.items() if k not in ignore)))
-
-    index: dict[tuple, int] = {}
-    for i, nd in enumerate(nodes):
-        kk = key(nd.kind, nd.attrs)
-        index[kk] = -1 if kk in index else i  # -1: ambiguous
-    p = []
-    for i, nd in enumerate(nodes):
-        a = nd.attrs
-        if attr not in a:
-            if any(k in a for k in ignore):
-                return None
-            p.append(i)
-            continue
-        b = dict(a)
-        b[attr] = (a[attr] + shift) % ranges[(nd.kind, a.get("role"))]
-        img = index.get(key(nd.kind, b), -1)
-        if img < 0:
-            return None
-        p.append(img)
-    if len(set(p)) != len(p):
-        return None
-    return p
-
-
-def _generators(topo: Topology) -> list[list[int]]:
-    """Candidate generators: for every non-negative integer node attribute, the smallest shift
-    that is a verified automorphism, matching all other attributes, or all but one, or all but
-    the other integer ones (derived indices)."""
-    int_attrs: list[str] = []
-    for nd in topo.nodes:
-        for k, v in nd.attrs.items():
-            if isinstance(v, int) and not isinstance(v, bool) and k not in int_attrs:
-                int_attrs.append(k)
-    ident = list(range(topo.num_nodes))
-    gens = []
-    for attr in sorted(int_attrs, key=lambda a: (a != "chassis", a)):
-        hi = max(nd.attrs[attr] for nd in topo.nodes if isinstance(nd.attrs.get(attr), int))
-        others = [b for b in int_attrs if b != attr]
-        ignores: list[frozenset[str]] = [frozenset()] + [frozenset([b]) for b in others]
-        if len(others) > 1:
-            ignores.append(frozenset(others))
-        found = None
-        for d in range(1, hi + 1):
-            for ign in ignores:
-                p = _attr_perm(topo, attr, d, ign)
-                if p is not None and p != ident and _link_perm(topo, p) is not None:
-                    found = p
-                    break
-            if found is not None:
-                break
-        if found is not None and found not in gens:
-            gens.append(found)
-    return gens
-
-
-def _closure(
-    topo: Topology, gens: list[list[int]], max_order: int
-) -> tuple[np.ndarray, np.ndarray] | None:
-    glinks = [np.array(_link_perm(topo, g), dtype=np.int64) for g in gens]
-    garr = [np.array(g, dtype=np.int64) for g in gens]
-    ident = np.arange(topo.num_nodes, dtype=np.int64)
-    elems = {ident.tobytes(): None}
-    nodes_l = [ident]
-    links_l = [np.arange(len(topo.links), dtype=np.int64)]
-    q = deque([0])
-    while q:
-        i = q.popleft()
-        for g, gl in zip(garr, glinks):
-            c = g[nodes_l[i]]  # apply element i, then the generator
-            key = c.tobytes()
-            if key not in elems:
-                elems[key] = None
-                nodes_l.append(c)
-                links_l.append(gl[links_l[i]])
-                q.append(len(nodes_l) - 1)
-                if len(nodes_l) > max_order:
-                    return None
-    return np.array(nodes_l, dtype=np.int64), np.array(links_l, dtype=np.int64)
-
-
-def automorphisms(
-    topo: Topology, max_order: int | None = None
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """A verified automorphism group acting freely on the ranks (see the module doc).
-
-    Returns ``(node_perms, link_perms)`` (one row per group element, the identity first) or
-    None if no nontrivial such group is found (or it has more than ``max_order`` elements;
-    default: as many as fit in about 400 MB of permutation tables). Generators are tried in a
-    fixed order and a generator is dropped when adding it makes the group too large or not
-    free on the ranks.
-    """
-    if max_order is None:
-        max_order = max(2, 50_000_000 // max(1, topo.num_nodes + len(topo.links)))
-    comp = topo.compute_nodes.tolist()
-    comp_arr = np.array(comp, dtype=np.int64)
-    kept: list[list[int]] = []
-    best = None
-    for g in _generators(topo):
-        got = _closure(topo, kept + [g], max_order)
-        if got is None:
-            continue
-        P, _ = got
-        # free on ranks: no non-identity element fixes a compute node
-        if len(P) > 1 and (P[1:][:, comp_arr] == comp_arr[None, :]).any():
-            continue
-        kept.append(g)
-        best = got
-    return best
+from ...topology.symmetry import automorphisms, components, orbit_ids, representatives
 
 
 def _bfs(
@@ -218,7 +65,7 @@ def _bfs(
     out_ptr: np.ndarray,
     out_lid: np.ndarray,
     orbit: np.ndarray,
-    oload: np.ndarray,
+    orbit_load: np.ndarray,
     inc: np.ndarray,
     caps: np.ndarray,
     dst: np.ndarray,
@@ -239,7 +86,7 @@ def _bfs(
     of the tree never will again: such members are dropped from ``live`` (compacted in place),
     which gives the same search at far less cost in large trees. ``enter_w``/``entered``: the
     "enter once" bit sets of the links and the tree, in 63-bit words. Plain Python on arrays,
-    compiled with numba for large fabrics (:func:`_compiled_bfs`)."""
+    compiled with numba (:func:`collsynth.jit.compiled`) for large fabrics."""
     words = entered.shape[0]
     keep = 0
     tail = 0
@@ -255,7 +102,7 @@ def _bfs(
         alive = False
         for p in range(out_ptr[x], out_ptr[x + 1]):
             l = out_lid[p]
-            if oload[orbit[l]] + inc[l] > caps[l]:
+            if orbit_load[orbit[l]] + inc[l] > caps[l]:
                 continue
             blocked = False
             for w in range(words):
@@ -287,23 +134,10 @@ def _bfs(
     return -1, keep
 
 
-_COMPILED_BFS: list = []
 #: fabrics with at least this many ranks (all that use symmetry by default) search with the
-#: compiled :func:`_bfs` (compiling costs a few seconds once per machine, then numba's
-#: on-disk cache loads it)
+#: compiled :func:`_bfs` unless the caller says otherwise (compiling costs a few seconds once
+#: per machine, then numba's on-disk cache loads it)
 COMPILE_MIN_RANKS = 32
-
-
-def _compiled_bfs():
-    """:func:`_bfs` compiled with numba (itself where numba is not importable)."""
-    if not _COMPILED_BFS:
-        try:
-            from numba import njit
-        except ImportError:  # pragma: no cover - numba is a dependency
-            _COMPILED_BFS.append(_bfs)
-        else:
-            _COMPILED_BFS.append(njit(cache=True, nogil=True)(_bfs))
-    return _COMPILED_BFS[0]
 
 
 def _words(masks: list[int], words: int) -> np.ndarray:
@@ -322,7 +156,14 @@ def _words(masks: list[int], words: int) -> np.ndarray:
 class _Search:
     """The arrays of one greedy construction's breadth-first searches (see :func:`_bfs`)."""
 
-    def __init__(self, g: _Greedy, oload: np.ndarray, node_mask: list[int], enter_mask: list[int]):
+    def __init__(
+        self,
+        g: _Greedy,
+        orbit_load: np.ndarray,
+        node_mask: list[int],
+        enter_mask: list[int],
+        compiled: bool | None = None,
+    ):
         nn = g.topo.num_nodes
         self.out_ptr = np.zeros(nn + 1, dtype=np.int64)
         np.cumsum([len(x) for x in g.out_links], out=self.out_ptr[1:])
@@ -336,13 +177,15 @@ class _Search:
         words = -(-bits // 63)
         self.enter_w = _words(enter_mask, words)
         self.node_w = _words(node_mask, words)
-        self.oload = oload
+        self.orbit_load = orbit_load
         self.seen = np.full(nn, -1, dtype=np.int64)
         self.prev = np.zeros(nn, dtype=np.int64)
         self.queue = np.zeros(nn, dtype=np.int64)
         self.stamp = 0
         self.src = g.src
-        self.bfs = _compiled_bfs() if g.n >= COMPILE_MIN_RANKS else _bfs
+        if compiled is None:
+            compiled = g.n >= COMPILE_MIN_RANKS
+        self.bfs = jit_compiled(_bfs) if compiled else _bfs
 
     def tree(self, root: int) -> dict[str, Any]:
         """A search state for a tree of one node, ``root``."""
@@ -360,7 +203,7 @@ class _Search:
         self.stamp += 1
         found, st["n_live"] = self.bfs(
             st["live"], st["n_live"], st["member"], self.out_ptr, self.out_lid, self.orbit,
-            self.oload, self.inc, self.caps, self.dst, self.is_comp, self.enter_w,
+            self.orbit_load, self.inc, self.caps, self.dst, self.is_comp, self.enter_w,
             st["entered_w"], self.seen, self.stamp, self.prev, self.queue,
         )  # fmt: skip
         if found < 0:
@@ -385,7 +228,7 @@ def _cheapest(
     t: dict[str, Any],
     out_links: list[list[int]],
     orbit: list[int],
-    oload: list[int],
+    orbit_load: list[int],
     inc: list[int],
     caps: list[int],
     dst: list[int],
@@ -415,7 +258,7 @@ def _cheapest(
             return x, prev
         for l in out_links[x]:
             o = orbit[l]
-            if oload[o] + inc[l] > caps[l] or enter_mask[l] & entered:
+            if orbit_load[o] + inc[l] > caps[l] or enter_mask[l] & entered:
                 continue
             y = dst[l]
             if y in members:
@@ -443,23 +286,8 @@ def _stuck_set(topo: Topology, reach: set[int], is_comp: list[bool]) -> list[fro
         if cs <= out:
             out.add(w)
     # weakly connected components inside the set (a set in two chassis is two sets)
-    parent = {v: v for v in out}
-
-    def find(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    for l in topo.links:
-        if l.src in out and l.dst in out:
-            a, b = find(l.src), find(l.dst)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    comps: dict[int, set[int]] = {}
-    for v in out:
-        comps.setdefault(find(v), set()).add(v)
-    return [frozenset(c) for _, c in sorted(comps.items())]
+    inside = ((l.src, l.dst) for l in topo.links if l.src in out and l.dst in out)
+    return [frozenset(c) for c in components(out, inside)]
 
 
 def _tight_sets(topo: Topology, opt, reps: list[int]) -> list[frozenset[int]]:
@@ -499,12 +327,20 @@ def _grow(
     """One greedy construction of the representative trees; returns the trees, or the set of
     nodes a stuck tree cannot reach (all links into it full or forbidden), or None."""
     reps, k, n, topo = g.reps, g.k, g.n, g.topo
-    out_links, orbit, inc, caps, ocap = g.out_links, g.orbit, g.inc, g.caps, g.ocap
+    out_links, orbit, inc, caps, orbit_capacity = (
+        g.out_links,
+        g.orbit,
+        g.inc,
+        g.caps,
+        g.orbit_capacity,
+    )
     dst, is_comp = g.dst, g.is_comp
     # the load per link orbit: an array the compiled search reads, or a list (faster from
     # Python) for the weighted search
-    oload: Any = np.zeros(len(g.osize), dtype=np.int64) if weight is None else [0] * len(g.osize)
-    search = _Search(g, oload, node_mask, enter_mask) if weight is None else None
+    orbit_load: Any = (
+        np.zeros(len(g.orbit_size), dtype=np.int64) if weight is None else [0] * len(g.orbit_size)
+    )
+    search = _Search(g, orbit_load, node_mask, enter_mask, g.compiled) if weight is None else None
     trees: list[dict[str, Any]] = [
         {
             "root": r,
@@ -528,7 +364,7 @@ def _grow(
             else:
                 assert weight is not None
                 found, prev = _cheapest(
-                    t, out_links, orbit, oload, inc, caps, dst, is_comp, weight, enter_mask
+                    t, out_links, orbit, orbit_load, inc, caps, dst, is_comp, weight, enter_mask
                 )
             if found is None:
                 return None, _stuck_set(topo, set(t["order"]) | set(prev), is_comp)
@@ -542,10 +378,10 @@ def _grow(
             need: dict[int, int] = {}
             for l in route:
                 need[orbit[l]] = need.get(orbit[l], 0) + inc[l]
-            if any(oload[o] + d > ocap[o] for o, d in need.items()):
+            if any(orbit_load[o] + d > orbit_capacity[o] for o, d in need.items()):
                 return None, None
             for o, d in need.items():
-                oload[o] += d
+                orbit_load[o] += d
             members[found] = members[y] + 1
             t["order"].append(found)
             t["edges"].append((y, found, tuple(route)))
@@ -573,6 +409,7 @@ def symmetric_trees(
     max_restarts: int = 3,
     seed_sets: list[frozenset[int]] | None = None,
     tight: bool = False,
+    compiled: bool | None = None,
 ) -> tuple[TreeForm, dict[str, Any]] | None:
     """Trees for every root from trees for one root per orbit (see the module doc), or None.
 
@@ -584,13 +421,16 @@ def symmetric_trees(
     (True); None (default) tries hops first, then weighted. ``max_restarts``: restarts per
     attempt after learning "enter once" sets; ``seed_sets``: "enter once" sets to start with;
     ``tight``: also start with the tight sets (off by default, see the module doc).
+    ``compiled``: run the breadth-first search compiled with numba (True) or as plain Python
+    (False); None (default) compiles it on fabrics of at least ``COMPILE_MIN_RANKS`` ranks.
+    Either gives the same trees.
     """
     if group is None:
         group = automorphisms(topo)
     if group is None:
         return None
     P, L = group
-    g = _Greedy(topo, opt, P, L)
+    g = _Greedy(topo, opt, P, L, compiled)
     tight_sets = _tight_sets(topo, opt, g.reps) if tight else []
     got = None
     for rr in (True, False) if round_robin is None else (round_robin,):
@@ -607,7 +447,7 @@ def symmetric_trees(
     info = {
         "group_order": len(P),
         "representatives": len(g.reps),
-        "link_orbits": len(g.osize),
+        "link_orbits": len(g.orbit_size),
         "round_robin": rr,
         "weighted": w,
         "learned_sets": n_learned,
@@ -621,34 +461,25 @@ class _Greedy:
     """The fixed data of the greedy construction: rank-orbit representatives, link orbits and
     the per-orbit capacity accounting (see the module doc)."""
 
-    def __init__(self, topo: Topology, opt, P: np.ndarray, L: np.ndarray):
-        self.topo, self.P = topo, P
-        self.G = G = len(P)
+    def __init__(
+        self, topo: Topology, opt, P: np.ndarray, L: np.ndarray, compiled: bool | None = None
+    ):
+        self.topo, self.node_perms = topo, P
+        self.order = G = len(P)
         self.k = int(opt.k)
+        self.compiled = compiled
         comp = [int(v) for v in topo.compute_nodes]
         self.is_comp = [bool(c == 0) for c in topo.kind_codes.tolist()]
-        # rank orbits -> representatives
-        seen: set[int] = set()
-        self.reps: list[int] = []
-        for v in comp:
-            if v not in seen:
-                self.reps.append(v)
-                seen.update(int(x) for x in P[:, v])
-        # link orbits
+        self.reps: list[int] = representatives(P, comp)  # one root per rank orbit
         nl = len(topo.links)
-        self.orbit = orbit = [-1] * nl
-        self.osize: list[int] = []
-        for l in range(nl):
-            if orbit[l] < 0:
-                imgs = set(int(x) for x in L[:, l])
-                for x in imgs:
-                    orbit[x] = len(self.osize)
-                self.osize.append(len(imgs))
-        self.inc = [G // self.osize[orbit[l]] for l in range(nl)]
+        link_orbit, orbit_size = orbit_ids(L)
+        self.orbit = orbit = link_orbit.tolist()
+        self.orbit_size: list[int] = orbit_size.tolist()
+        self.inc = [G // self.orbit_size[orbit[l]] for l in range(nl)]
         self.caps = caps = [int(c) for c in opt.caps]
-        self.ocap = [0] * len(self.osize)
+        self.orbit_capacity = [0] * len(self.orbit_size)
         for l in range(nl):
-            self.ocap[orbit[l]] = caps[l]  # an automorphism keeps bandwidth, hence caps
+            self.orbit_capacity[orbit[l]] = caps[l]  # an automorphism keeps bandwidth, hence caps
         cmax = max(caps) if caps else 1
         self.weight = [cmax / c if c > 0 else 0.0 for c in caps]
         self.out_links: list[list[int]] = [[] for _ in range(topo.num_nodes)]
@@ -690,8 +521,8 @@ class _Greedy:
         for stuck_set in sets:
             if len(stuck_set) < 2:  # a tree enters a single node once anyway
                 continue
-            for g in range(self.G):
-                img = frozenset(int(x) for x in self.P[g][sorted(stuck_set)])
+            for g in range(self.order):
+                img = frozenset(int(x) for x in self.node_perms[g][sorted(stuck_set)])
                 if img in known:
                     continue
                 progress = True

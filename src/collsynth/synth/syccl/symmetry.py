@@ -20,8 +20,14 @@ not consulted.
 
 A fabric failing any check raises :class:`CollsynthError` with a one-line reason (SyCCL's
 stated limitation: no isomorphic groups, no decomposition). Fabrics whose symmetric mapping is
-not rank order inside islands are refused too (a limitation of this first version; a full
+not rank order inside islands are refused too (a limitation of this first version; a general
 automorphism search would lift it).
+
+This is a decomposition check specific to SyCCL, not an automorphism group: the islands are
+the connected components (:func:`collsynth.topology.symmetry.components`) of the island links,
+and the rail mapping is verified by the signatures above rather than by permuting links
+(:mod:`collsynth.topology.symmetry` finds and verifies automorphisms for ForestColl and
+TE-CCL).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import NoReturn
 from ...errors import CollsynthError
 from ...topology.model import Topology
 from ...topology.paths import RouteTable
+from ...topology.symmetry import components
 
 
 def _fail(msg: str) -> NoReturn:
@@ -117,35 +124,18 @@ def _islands(
 ) -> tuple[list[bool], list[list[int]]]:
     """Which links are island links, and the islands (equal sizes >= 2, at least two)."""
     n = t.num_ranks
-    # union-find over ranks
-    parent = list(range(n))
-
-    def find(a: int) -> int:
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    def union(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
+    same_island: list[tuple[int, int]] = []  # pairs of ranks
     island_link = [False] * len(t.links)
     for lk in t.links:
         if lk.src in island_sw or lk.dst in island_sw:
             island_link[lk.id] = True
         elif t.is_compute(lk.src) and t.is_compute(lk.dst):
             island_link[lk.id] = True
-            union(rank_of[lk.src], rank_of[lk.dst])
+            same_island.append((rank_of[lk.src], rank_of[lk.dst]))
     for x in sorted(island_sw):
         members = sorted(rank_of[y] for y in nbrs[x])
-        for r in members[1:]:
-            union(members[0], r)
-    comps: dict[int, list[int]] = {}
-    for r in range(n):
-        comps.setdefault(find(r), []).append(r)
-    islands = [sorted(v) for _, v in sorted(comps.items())]
+        same_island += [(members[0], r) for r in members[1:]]
+    islands = components(range(n), same_island)
     sizes = sorted({len(i) for i in islands})
     if len(sizes) > 1:
         _fail(f"islands have unequal sizes {sizes}")

@@ -3,8 +3,8 @@
 TE-CCL's MILP has a flow column per chunk, link and epoch, so a 32-GPU AllGather with fast
 epochs has hundreds of thousands of columns. Fabrics such as ``dgx2:chassis=2`` have a group
 ``G`` of automorphisms (permutations of nodes that map links onto links with the same
-bandwidth and alpha, :func:`collsynth.synth.forestcoll.symmetry.automorphisms`) acting freely
-on the ranks. When the collective's chunks are also permuted by ``G`` (AllGather: chunk ``j``
+bandwidth and alpha, :func:`collsynth.topology.symmetry.automorphisms`) acting freely on the
+ranks. When the collective's chunks are also permuted by ``G`` (AllGather: chunk ``j``
 of rank ``s`` goes to chunk ``j`` of rank ``g(s)``), the model keeps only one commodity per
 orbit and assumes every other one does the same thing mapped by its group element: the
 *symmetric* schedules, ``f[g q, g l, k] = f[q, l, k]``.
@@ -28,9 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...arrays import unique
 from ...schedule.ir import Schedule
 from ...topology.model import Topology
+from ...topology.symmetry import (
+    automorphisms,
+    is_invariant,
+    orbit_ids,
+    rank_permutations,
+    representatives,
+)
 from . import lower as _lower
 from .common import Commodities, EpochOp
 from .epochs import EpochGrid
@@ -70,35 +76,28 @@ class Symmetry:
 def find(topology: Topology, com: Commodities, grid: EpochGrid) -> Symmetry | None:
     """The symmetry of ``(topology, commodities, epoch grid)``, or None when the fabric has
     no usable automorphism group or the chunks are not permuted by it."""
-    from ..forestcoll.symmetry import automorphisms
-
     t = topology
     got = automorphisms(t)
     if got is None:
         return None
-    P, Lp = (np.asarray(a, dtype=np.int64) for a in got)
+    node_perms, link_perms = (np.asarray(a, dtype=np.int64) for a in got)
     # the grid derives from bandwidth and alpha, which the group keeps; check it anyway
-    for arr in (grid.delay, grid.window, grid.per_window, grid.alpha_ep):
-        if not np.array_equal(arr[Lp], np.broadcast_to(arr, Lp.shape)):
+    for per_link in (grid.delay, grid.window, grid.per_window, grid.alpha_ep):
+        if not is_invariant(per_link, link_perms):
             return None
-    if not np.array_equal(t.kind_codes[P], np.broadcast_to(t.kind_codes, P.shape)):
+    if not is_invariant(t.kind_codes, node_perms):
         return None
-    R = t.rank_of_node[P[:, t.compute_nodes]]  # (G, ranks)
-    image = _commodity_images(com, R)
+    rank_perms = rank_permutations(t, node_perms)  # (G, ranks)
+    image = _commodity_images(com, rank_perms)
     if image is None:
         return None
-    reps: list[int] = []
-    first = np.full(len(com), -1, dtype=np.int64)
-    for q in range(len(com)):
-        if first[q] < 0:
-            first[image[q]] = len(reps)
-            reps.append(q)
-    reps_a = np.array(reps, dtype=np.int64)
-    link_class, weight = _link_orbits(Lp)
-    return Symmetry(P, Lp, R, reps_a, image[reps_a], link_class, weight)
+    # the images of commodity q are row q of ``image``: its transpose is the group's table
+    reps = np.array(representatives(image.T, range(len(com))), dtype=np.int64)
+    link_class, weight = _link_orbits(link_perms)
+    return Symmetry(node_perms, link_perms, rank_perms, reps, image[reps], link_class, weight)
 
 
-def _commodity_images(com: Commodities, R: np.ndarray) -> np.ndarray | None:
+def _commodity_images(com: Commodities, rank_perms: np.ndarray) -> np.ndarray | None:
     """``image[q, g]``: the commodity with source ``g(src q)`` and destinations ``g(dests q)``
     (the i-th such commodity for the i-th; None if some has no image)."""
     by_key: dict[tuple, list[int]] = {}
@@ -108,10 +107,11 @@ def _commodity_images(com: Commodities, R: np.ndarray) -> np.ndarray | None:
         lst = by_key.setdefault(key, [])
         pos[q] = len(lst)
         lst.append(q)
-    image = np.empty((len(com), len(R)), dtype=np.int64)
+    image = np.empty((len(com), len(rank_perms)), dtype=np.int64)
     for q in range(len(com)):
-        for g in range(len(R)):
-            key = (int(R[g, com.src[q]]), tuple(sorted(R[g, com.dests[q]].tolist())))
+        for g in range(len(rank_perms)):
+            ranks = rank_perms[g]
+            key = (int(ranks[com.src[q]]), tuple(sorted(ranks[com.dests[q]].tolist())))
             got = by_key.get(key)
             if got is None or len(got) <= pos[q]:
                 return None
@@ -119,18 +119,11 @@ def _commodity_images(com: Commodities, R: np.ndarray) -> np.ndarray | None:
     return image
 
 
-def _link_orbits(Lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _link_orbits(link_perms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Orbit id of every link (numbered by smallest member) and ``|G| / |orbit|``."""
-    L = Lp.shape[1]
-    cls = np.full(L, -1, dtype=np.int64)
-    size: list[int] = []
-    for l in range(L):
-        if cls[l] < 0:
-            members = unique(Lp[:, l])
-            cls[members] = len(size)
-            size.append(len(members))
-    weight = Lp.shape[0] / np.array(size, dtype=np.float64)[cls]
-    return cls, weight
+    link_class, size = orbit_ids(link_perms)
+    weight = link_perms.shape[0] / size.astype(np.float64)[link_class]
+    return link_class, weight
 
 
 def expand(sym: Symmetry, com: Commodities, ops: list[EpochOp]) -> list[EpochOp]:
