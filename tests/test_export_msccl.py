@@ -60,11 +60,12 @@ def test_ordered_export_keeps_every_pair_order(algo, spec, kind):
     assert s.link_order
     xml = to_msccl_xml(s)
     check_msccl_xml(xml, t)
-    from collsynth.export.msccl import _Plan, whole_chunks  # the layout (internals)
+    from collsynth.export.lowering import whole_chunks
+    from collsynth.export.msccl_order import fuse_order, operation_tables
 
     w = whole_chunks(s)  # joins expanded: operations numbered as the exporter sees them
-    plan = _Plan(w, False)
-    pos = {op: i for i, op in enumerate(plan.order)}
+    fused = fuse_order(w, operation_tables(w))
+    pos = {op: i for i, op in enumerate(fused.order)}
     a, b = w.pair_order_edges()
     assert len(a)
     assert all(pos[int(x)] < pos[int(y)] for x, y in zip(a, b))

@@ -7,6 +7,8 @@
 * :func:`collsynth.export.mscclpp.to_mscclpp_plan` lowers a verified schedule to an MSCCL++
   execution plan (JSON); :func:`collsynth.export.mscclpp_check.check_mscclpp_plan` checks any
   plan on its own (references, pairing, deadlock, races, symbolic execution).
+* :mod:`collsynth.export.lowering` — what both exporters share (buffer layout, operation
+  order, whole chunks).
 * :mod:`collsynth.export.registry` — the exporter registry (``collsynth export FORMAT``), fed
   by :mod:`collsynth.export.builtin` and ``collsynth.exporters`` entry points.
 """

@@ -60,14 +60,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..collective import CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import OpKind, Schedule
-from .msccl import _layout, _linear_order, whole_chunks
+from .lowering import BufferLayout, Slot, buffer_layout, linear_order, whole_chunks
+from .mscclpp_blocks import BlockBuilder, ChannelTable, Event, slot_ref
 from .mscclpp_nvls import nvls_gpus
 
 #: what MSCCL++'s executor allows (execution_common.hpp)
@@ -89,67 +90,38 @@ _NAMES = {
 }
 
 
-@dataclass
-class _Event:
-    """One rank's half of a transfer (or an initial copy), in ``L`` order."""
+@dataclass(frozen=True)
+class MscclppOptions:
+    """What :func:`to_mscclpp_plan` was asked for, validated (``max_bytes``: the largest message
+    size, :data:`MAX_MESSAGE` for no limit)."""
 
-    pos: int  # position in L (-1: initial copy)
-    kind: str  # "init", "send" or "recv"
-    chunk: int
-    op: int = -1
-    peer: int = -1
-    ctype: str = "memory"
+    name: str | None = None
+    inplace: bool = False
+    channel: str = "auto"
+    max_tbs: int = MAX_TBS_DEFAULT
+    min_bytes: int = 0
+    max_bytes: int = MAX_MESSAGE
+    verify: bool = True
 
 
-@dataclass
-class _Block:
-    """One thread block being emitted."""
-
-    group: int
-    ops: list = field(default_factory=list)
-    dirty: set = field(default_factory=set)  # slots written since the last nop
-    channels: dict = field(default_factory=dict)  # ctype -> [gpu-level channel ids]
-    buffers: dict = field(default_factory=dict)  # ctype -> [gpu-level remote buffer ids]
-
-    unsignalled: list = field(default_factory=list)  # memory channels put to, not signalled
-
-    def sync(self, *slots: tuple[str, int]) -> None:
-        """A ``nop`` first if one of ``slots`` was written since the last one."""
-        if any(s in self.dirty for s in slots):
-            self.nop()
-
-    def nop(self) -> None:
-        if self.ops and self.ops[-1]["name"] != "nop":
-            self.ops.append({"name": "nop"})
-        self.dirty.clear()
-
-    def signal(self) -> None:
-        """Signal every memory channel put to since the last signal, after a ``nop`` (so the
-        puts are complete): one ``signal`` per up to 8 distinct channels."""
-        if not self.unsignalled:
-            return
-        self.nop()
-        batch: list[int] = []
-        for ch in self.unsignalled:
-            if ch in batch or len(batch) == 8:
-                self.ops.append({"name": "signal", "channel_ids": batch,
-                                 "channel_type": "memory"})  # fmt: skip
-                batch = []
-            batch.append(ch)
-        self.ops.append({"name": "signal", "channel_ids": batch, "channel_type": "memory"})
-        self.unsignalled = []
-
-    def local_channel(self, ctype: str, gpu_level: int) -> int:
-        ids = self.channels.setdefault(ctype, [])
-        if gpu_level not in ids:
-            ids.append(gpu_level)
-        return ids.index(gpu_level)
-
-    def local_buffer(self, ctype: str, gpu_level: int) -> int:
-        ids = self.buffers.setdefault(ctype, [])
-        if gpu_level not in ids:
-            ids.append(gpu_level)
-        return ids.index(gpu_level)
+def mscclpp_options(
+    name: str | None,
+    inplace: bool,
+    channel: str,
+    max_tbs: int,
+    min_bytes: int,
+    max_bytes: int | None,
+    verify: bool,
+) -> MscclppOptions:
+    """The options, once the channel type, thread-block limit and size range are valid."""
+    if channel not in CHANNEL_CHOICES:
+        raise CollsynthError(f"channel type {channel!r} is not one of {', '.join(CHANNEL_CHOICES)}")
+    if not isinstance(max_tbs, int) or isinstance(max_tbs, bool) or not 1 <= max_tbs <= 1024:
+        raise CollsynthError(f"max_tbs must be an integer in 1..1024, got {max_tbs!r}")
+    hi = MAX_MESSAGE if max_bytes is None else int(max_bytes)
+    if not 0 <= int(min_bytes) <= hi <= MAX_MESSAGE:
+        raise CollsynthError(f"message size range {min_bytes}..{hi} is not valid")
+    return MscclppOptions(name, inplace, channel, max_tbs, int(min_bytes), hi, verify)
 
 
 def to_mscclpp_plan(
@@ -171,32 +143,26 @@ def to_mscclpp_plan(
     size for allgather, the input size otherwise). Raises :class:`CollsynthError` with one line
     naming what cannot be exported.
     """
-    if channel not in CHANNEL_CHOICES:
-        raise CollsynthError(f"channel type {channel!r} is not one of {', '.join(CHANNEL_CHOICES)}")
-    if not isinstance(max_tbs, int) or isinstance(max_tbs, bool) or not 1 <= max_tbs <= 1024:
-        raise CollsynthError(f"max_tbs must be an integer in 1..1024, got {max_tbs!r}")
-    hi = MAX_MESSAGE if max_bytes is None else int(max_bytes)
-    if not 0 <= int(min_bytes) <= hi <= MAX_MESSAGE:
-        raise CollsynthError(f"message size range {min_bytes}..{hi} is not valid")
+    options = mscclpp_options(name, inplace, channel, max_tbs, min_bytes, max_bytes, verify)
     if schedule.has_groups:  # in-network: switch channels (glres) where the pattern fits
-        s = _prepare_groups(schedule, inplace, verify)
-        plan = nvls_gpus(s, inplace)
+        s = _prepare_groups(schedule, options)
+        plan = nvls_gpus(s, options.inplace)
     else:
-        s = _prepare(schedule, inplace, verify)
-        plan = _Lowering(s, inplace, channel).emit(max_tbs)
+        s = _prepare(schedule, options)
+        plan = _Lowering(s, options.inplace, options.channel).emit(options.max_tbs)
     coll = s.collective
     doc = {
-        "name": name or _default_name(s, inplace),
+        "name": options.name or _default_name(s, options.inplace),
         "collective": _NAMES[coll.kind],
         "protocol": "Simple",
-        "inplace": bool(inplace),
+        "inplace": bool(options.inplace),
         "reuse_resources": False,
         "gpus": plan,
         "num_threads_per_block": 1024,
         "use_double_scratch_buffer": False,
         "buffer_alignment": 16,
-        "min_message_size": int(min_bytes),
-        "max_message_size": hi,
+        "min_message_size": options.min_bytes,
+        "max_message_size": options.max_bytes,
     }
     return json.dumps(doc, indent=1) + "\n"
 
@@ -207,25 +173,25 @@ def _default_name(s: Schedule, inplace: bool) -> str:
     return f"collsynth-{algo}-{_NAMES[s.collective.kind]}-{s.topology.name}-{where}"
 
 
-def _prepare(schedule: Schedule, inplace: bool, verify: bool) -> Schedule:
+def _prepare(schedule: Schedule, options: MscclppOptions) -> Schedule:
     coll = schedule.collective
     if coll.kind not in _NAMES:
         raise CollsynthError(
             f"MSCCL++ export does not support {coll.kind.value} collectives "
             f"(supported: {', '.join(k.value for k in _NAMES)})"
         )
-    _layout(coll, inplace)  # the MSCCL layout's own refusals (in-place alltoall)
+    buffer_layout(coll, options.inplace)  # the layout's own refusals (in-place alltoall)
     schedule = whole_chunks(schedule)
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL++")
-    if verify:
+    if options.verify:
         from ..verify import ensure_verified
 
         ensure_verified(schedule)
     return schedule
 
 
-def _prepare_groups(schedule: Schedule, inplace: bool, verify: bool) -> Schedule:
+def _prepare_groups(schedule: Schedule, options: MscclppOptions) -> Schedule:
     """A schedule with in-network groups, for :func:`.mscclpp_nvls.nvls_gpus`: joins expanded,
     whole chunks, verified."""
     s = schedule.expand_joins()
@@ -234,26 +200,99 @@ def _prepare_groups(schedule: Schedule, inplace: bool, verify: bool) -> Schedule
             "the MSCCL++ export of in-network groups needs whole chunks (this schedule moves "
             "byte ranges)"
         )
-    _layout(s.collective, inplace)
-    if verify:
+    buffer_layout(s.collective, options.inplace)
+    if options.verify:
         from ..verify import ensure_verified
 
         ensure_verified(s)
     return s
 
 
+@dataclass(frozen=True)
+class WorkingSlots:
+    """Where each rank keeps each chunk it handles (``work``), the initial copies into a working
+    slot (``init``: from this input slot), where each transfer lands (``land``), the copies that
+    change nothing (``redundant``) and the scratch slots each rank needs."""
+
+    work: dict[tuple[int, int], Slot]
+    init: dict[tuple[int, int], Slot]
+    land: list[Slot]
+    redundant: frozenset[int]
+    scratch: list[int]
+
+
+def working_slots(s: Schedule, layout: BufferLayout, order: np.ndarray) -> WorkingSlots:
+    """Working slot of every (rank, chunk) handled, the initial copies, and where each
+    transfer lands (``order``: the operations in ``L`` order)."""
+    coll = s.collective
+    n = coll.num_ranks
+    src, dst, chunk = s.src.tolist(), s.dst.tolist(), s.chunk.tolist()
+    writes: dict[tuple[int, int], list[int]] = defaultdict(list)
+    touched: set[tuple[int, int]] = set()
+    for op in range(s.num_ops):
+        writes[dst[op], chunk[op]].append(op)
+        touched.add((src[op], chunk[op]))
+        touched.add((dst[op], chunk[op]))
+    if coll.reduces:
+        every = set(range(n))
+        holds = [every for _ in range(coll.num_chunks)]
+    else:
+        holds = [{int(r)} for r in coll.chunk_source.tolist()]
+    scratch = [0] * n
+
+    def new_scratch(r: int) -> Slot:
+        scratch[r] += 1
+        return ("s", scratch[r] - 1)
+
+    work: dict[tuple[int, int], Slot] = {}
+    init: dict[tuple[int, int], Slot] = {}
+    for c in range(coll.num_chunks):
+        dests = set(coll.destinations(c))
+        for r in range(n):
+            key = (r, c)
+            start = r in holds[c]
+            if not (key in touched or (r in dests and start)):
+                continue
+            if r in dests:
+                slot = layout.output_slot(r, c)
+            elif start and not writes.get(key):
+                slot = layout.input_slot(r, c)
+            else:
+                slot = new_scratch(r)
+            work[key] = slot
+            if start and slot != layout.input_slot(r, c):
+                init[key] = layout.input_slot(r, c)
+    land: list[Slot] = []
+    for op in range(s.num_ops):
+        key = (dst[op], chunk[op])
+        direct = s.kind[op] == OpKind.COPY and writes[key] == [op] and key not in init
+        land.append(work[key] if direct else new_scratch(dst[op]))
+    # a copy into a working slot that already holds the chunk (the rank started with it,
+    # or an earlier copy in L order brought it) changes nothing: it is only waited for
+    redundant: set[int] = set()
+    held = {(r, c) for (r, c) in work if r in holds[c]}
+    for op in order.tolist():
+        key = (dst[op], chunk[op])
+        if s.kind[op] == OpKind.COPY and not coll.reduces:
+            if key in held:
+                redundant.add(op)
+            held.add(key)
+    return WorkingSlots(work, init, land, frozenset(redundant), scratch)
+
+
 class _Lowering:
-    """Working slots, events per (rank, chunk), thread-block groups and emission."""
+    """Events per (rank, chunk), thread-block groups and emission, over the working slots."""
 
     def __init__(self, s: Schedule, inplace: bool, channel: str):
         self.s = s
         coll = s.collective
         self.n = coll.num_ranks
         self.coll = coll
-        self.ncpl, self.ic, self.oc, self.inloc, self.outloc = _layout(coll, inplace)
-        self.order = _linear_order(s)
+        self.order = linear_order(s)
         self.ctype = [self._ctype(op, channel) for op in range(s.num_ops)]
-        self._slots()
+        slots = working_slots(s, buffer_layout(coll, inplace), self.order)
+        self.work, self.init, self.land = slots.work, slots.init, slots.land
+        self.redundant, self.scratch = slots.redundant, slots.scratch
 
     def _ctype(self, op: int, channel: str) -> str:
         if channel != "auto":
@@ -262,79 +301,21 @@ class _Lowering:
         net = any(t.links[int(l)].cls in NETWORK_CLASSES for l in self.s.route(op))
         return "port" if net else "memory"
 
-    def _slots(self) -> None:
-        """Working slot of every (rank, chunk) handled, the initial copies, and where each
-        transfer lands."""
-        s, coll = self.s, self.coll
-        src, dst, chunk = s.src.tolist(), s.dst.tolist(), s.chunk.tolist()
-        writes: dict[tuple[int, int], list[int]] = defaultdict(list)
-        touched: set[tuple[int, int]] = set()
-        for op in range(s.num_ops):
-            writes[dst[op], chunk[op]].append(op)
-            touched.add((src[op], chunk[op]))
-            touched.add((dst[op], chunk[op]))
-        holds = self._initial_holders()
-        self.scratch = [0] * self.n
-        self.work: dict[tuple[int, int], tuple[str, int]] = {}
-        self.init: dict[tuple[int, int], tuple[str, int]] = {}  # copy from this input slot
-        for c in range(coll.num_chunks):
-            dests = set(coll.destinations(c))
-            for r in range(self.n):
-                key = (r, c)
-                start = r in holds[c]
-                if not (key in touched or (r in dests and start)):
-                    continue
-                if r in dests:
-                    slot = self.outloc(r, c)
-                elif start and not writes.get(key):
-                    slot = self.inloc(r, c)
-                else:
-                    slot = self._new_scratch(r)
-                self.work[key] = slot
-                if start and slot != self.inloc(r, c):
-                    self.init[key] = self.inloc(r, c)
-        self.land: list[tuple[str, int]] = []
-        for op in range(s.num_ops):
-            key = (dst[op], chunk[op])
-            direct = s.kind[op] == OpKind.COPY and writes[key] == [op] and key not in self.init
-            self.land.append(self.work[key] if direct else self._new_scratch(dst[op]))
-        # a copy into a working slot that already holds the chunk (the rank started with it,
-        # or an earlier copy in L order brought it) changes nothing: it is only waited for
-        self.redundant: set[int] = set()
-        held = {(r, c) for (r, c) in self.work if r in holds[c]}
-        for op in self.order.tolist():
-            key = (dst[op], chunk[op])
-            if s.kind[op] == OpKind.COPY and not coll.reduces:
-                if key in held:
-                    self.redundant.add(op)
-                held.add(key)
-
-    def _initial_holders(self) -> list[set[int]]:
-        coll = self.coll
-        if coll.reduces:
-            every = set(range(self.n))
-            return [every for _ in range(coll.num_chunks)]
-        return [{int(r)} for r in coll.chunk_source.tolist()]
-
-    def _new_scratch(self, r: int) -> tuple[str, int]:
-        self.scratch[r] += 1
-        return ("s", self.scratch[r] - 1)
-
     # ------------------------------------------------------------------ grouping
-    def _events(self) -> dict[tuple[int, int], list[_Event]]:
+    def _events(self) -> dict[tuple[int, int], list[Event]]:
         """Per (rank, chunk): its initial copy and transfer halves, in L order."""
         s = self.s
-        ev: dict[tuple[int, int], list[_Event]] = defaultdict(list)
+        ev: dict[tuple[int, int], list[Event]] = defaultdict(list)
         for key in sorted(self.init):
-            ev[key].append(_Event(-1, "init", key[1]))
+            ev[key].append(Event(-1, "init", key[1]))
         for pos, op in enumerate(self.order.tolist()):
             a, g, c = int(s.src[op]), int(s.dst[op]), int(s.chunk[op])
-            ev[a, c].append(_Event(pos, "send", c, op, g, self.ctype[op]))
-            ev[g, c].append(_Event(pos, "recv", c, op, a, self.ctype[op]))
+            ev[a, c].append(Event(pos, "send", c, op, g, self.ctype[op]))
+            ev[g, c].append(Event(pos, "recv", c, op, a, self.ctype[op]))
         return ev
 
     @staticmethod
-    def _weight(events: list[_Event]) -> int:
+    def _weight(events: list[Event]) -> int:
         """An upper bound on the plan operations of ``events`` (nops included)."""
         w = 0
         for e in events:
@@ -385,11 +366,11 @@ class _Lowering:
     def _try(self, ev: dict, k: int) -> tuple[list[dict] | None, tuple]:
         """The GPUs' plans with ``k`` chunk groups, or None and what overflowed."""
         group = self._groups(ev, k)
-        blocks: list[dict[int, _Block]] = [dict() for _ in range(self.n)]
-        merged: dict[tuple[int, int], list[_Event]] = defaultdict(list)
+        blocks: list[dict[int, BlockBuilder]] = [dict() for _ in range(self.n)]
+        merged: dict[tuple[int, int], list[Event]] = defaultdict(list)
         for (r, c), events in ev.items():
             merged[r, group[c]].extend(events)
-        chans = _Channels(self.n)
+        chans = ChannelTable(self.n)
         for (r, g), events in sorted(merged.items()):
             events.sort(key=lambda e: (e.pos, e.chunk))
             for e in events:
@@ -398,7 +379,7 @@ class _Lowering:
                 if e.kind == "send":
                     chans.need_buffer(r, e.peer, self.land[e.op][0], e.ctype)
         for (r, g), events in sorted(merged.items()):
-            blk = blocks[r].setdefault(g, _Block(g))
+            blk = blocks[r].setdefault(g, BlockBuilder(g))
             for e in events:
                 self._lower(r, blk, e, chans)
             blk.signal()
@@ -417,12 +398,14 @@ class _Lowering:
                                   f"than {MAX_REMOTE_BUFFERS_PER_TB}")  # fmt: skip
         return [self._gpu(r, blocks[r], chans) for r in range(self.n)], ()
 
-    def _lower(self, r: int, blk: _Block, e: _Event, chans: _Channels) -> None:
+    def _lower(self, r: int, blk: BlockBuilder, e: Event, chans: ChannelTable) -> None:
         c = e.chunk
         if e.kind == "init":
             src, dst = self.init[r, c], self.work[r, c]
             blk.sync(src, dst)
-            blk.ops.append({"name": "copy", "src_buff": [_ref(src)], "dst_buff": [_ref(dst)]})
+            blk.ops.append(
+                {"name": "copy", "src_buff": [slot_ref(src)], "dst_buff": [slot_ref(dst)]}
+            )
             blk.dirty.add(dst)
             return
         ch = blk.local_channel(e.ctype, chans.index(r, e.peer, blk.group, e.ctype))
@@ -433,7 +416,7 @@ class _Lowering:
             blk.sync(here)
             put = {
                 "name": "put",
-                "src_buff": [_ref(here)],
+                "src_buff": [slot_ref(here)],
                 "dst_buff": [{"buffer_id": buf, "index": there[1], "size": 1}],
                 "channel_ids": [ch],
                 "channel_type": e.ctype,
@@ -458,13 +441,15 @@ class _Lowering:
         if e.op in self.redundant:
             return
         if self.s.kind[e.op] == OpKind.REDUCE:
-            blk.ops.append({"name": "re", "src_buff": [_ref(work), _ref(landed)],
-                            "dst_buff": [_ref(work)], "reduce_op": "sum"})  # fmt: skip
+            blk.ops.append({"name": "re", "src_buff": [slot_ref(work), slot_ref(landed)],
+                            "dst_buff": [slot_ref(work)], "reduce_op": "sum"})  # fmt: skip
         else:
-            blk.ops.append({"name": "copy", "src_buff": [_ref(landed)], "dst_buff": [_ref(work)]})
+            blk.ops.append(
+                {"name": "copy", "src_buff": [slot_ref(landed)], "dst_buff": [slot_ref(work)]}
+            )
         blk.dirty.add(work)
 
-    def _gpu(self, r: int, blocks: dict[int, _Block], chans: _Channels) -> dict:
+    def _gpu(self, r: int, blocks: dict[int, BlockBuilder], chans: ChannelTable) -> dict:
         tbs = []
         for i, g in enumerate(sorted(blocks)):
             b = blocks[g]
@@ -496,58 +481,6 @@ class _Lowering:
         return chunk_counts(self.coll.kind, self.n, self.coll.chunks_per_rank)
 
 
-class _Channels:
-    """Channel pairs per (pair of ranks, group, type), and remote buffers per rank."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.pairs: dict[tuple[int, int, str], set[int]] = defaultdict(set)  # (lo, hi, type)
-        self._order: dict[int, dict[str, list[tuple[int, int]]]] | None = None
-        self.bufs: list[dict[tuple[int, str], set[str]]] = [defaultdict(set) for _ in range(n)]
-
-    def need(self, a: int, b: int, group: int, ctype: str) -> None:
-        self.pairs[min(a, b), max(a, b), ctype].add(group)
-        self._order = None
-
-    def _declared_order(self) -> dict[int, dict[str, list[tuple[int, int]]]]:
-        """Per rank and type: its channels as (peer, group), in GPU-level order (by peer,
-        then group: the k-th channel toward a peer pairs with the peer's k-th toward it)."""
-        if self._order is None:
-            out: dict[int, dict[str, list[tuple[int, int]]]] = {
-                r: defaultdict(list) for r in range(self.n)
-            }
-            for (lo, hi, ctype), groups in sorted(self.pairs.items()):
-                for g in sorted(groups):
-                    out[lo][ctype].append((hi, g))
-                    out[hi][ctype].append((lo, g))
-            for r in out:
-                for ctype in out[r]:
-                    out[r][ctype].sort()
-            self._order = out
-        return self._order
-
-    def index(self, r: int, peer: int, group: int, ctype: str) -> int:
-        return self._declared_order()[r][ctype].index((peer, group))
-
-    def declared(self, r: int) -> list[dict]:
-        order = self._declared_order()[r]
-        return [{"channel_type": t, "connected_to": [p for p, _ in order[t]]}
-                for t in sorted(order) if order[t]]  # fmt: skip
-
-    def need_buffer(self, r: int, peer: int, btype: str, ctype: str) -> None:
-        self.bufs[r][peer, btype].add(ctype)
-
-    def buffer(self, r: int, peer: int, btype: str, ctype: str) -> int:
-        """GPU-level id of ``peer``'s buffer ``btype`` in ``r``'s remote buffers (every
-        buffer declared first with :meth:`need_buffer`)."""
-        assert ctype in self.bufs[r][peer, btype]
-        return sorted(self.bufs[r]).index((peer, btype))
-
-    def remote_buffers(self, r: int) -> list[dict]:
-        return [{"rank": p, "type": t, "access_channel_types": sorted(self.bufs[r][p, t])}
-                for p, t in sorted(self.bufs[r])]  # fmt: skip
-
-
 def chunk_counts(kind: CollKind, n: int, c: int) -> tuple[int, int]:
     """(input, output) chunks of one rank's buffers for ``n`` ranks, ``c`` chunks per rank."""
     return {
@@ -557,7 +490,3 @@ def chunk_counts(kind: CollKind, n: int, c: int) -> tuple[int, int]:
         CollKind.ALLTOALL: (n * c, n * c),
         CollKind.BROADCAST: (c, c),
     }[kind]
-
-
-def _ref(slot: tuple[str, int]) -> dict:
-    return {"type": slot[0], "index": int(slot[1]), "size": 1}
