@@ -568,3 +568,11 @@ def test_byte_ranges_export_as_refined_chunks():
     a2a = synthesize("teccl", t, Collective.make("alltoall", 8, 1), size=1e6)
     if a2a.has_parts and not bool(np.all((a2a.part_lo == 0) & (a2a.part_hi == a2a.part_den))):
         check_msccl_xml(to_msccl_xml(a2a), t)
+
+
+@pytest.mark.parametrize("channels", [0, -1, True, 2.5])
+def test_a_bad_channel_count_is_one_line_before_any_arithmetic(channels):
+    """``channels=0`` used to reach the step-floor check first and divide by zero."""
+    s = synthesize("ring", load_topology("dgx1"), Collective.make("allgather", 8, 1))
+    with pytest.raises(CollsynthError, match="channels must be a positive integer"):
+        to_msccl_xml(s, channels=channels)

@@ -9,7 +9,7 @@ import pytest
 
 from collsynth.bound import bound
 from collsynth.collective import Collective
-from collsynth.export.msccl import _linear_order
+from collsynth.export.lowering import linear_order
 from collsynth.runtime.plan import build_rank_plan
 from collsynth.schedule.ir import ScheduleBuilder
 from collsynth.sim import REALIZED, simulate
@@ -156,7 +156,7 @@ def test_msccl_order_keeps_every_pair_order(spec, coll):
     base, size = _forest(spec, coll, 1e6)
     s = with_link_orders(base, size)
     pos = np.empty(s.num_ops, dtype=np.int64)
-    pos[_linear_order(s)] = np.arange(s.num_ops)
+    pos[linear_order(s)] = np.arange(s.num_ops)
     a, b = s.pair_order_edges()
     assert len(a)
     assert np.all(pos[a] < pos[b])

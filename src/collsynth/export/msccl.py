@@ -80,7 +80,6 @@ from ..schedule.ir import Schedule
 from .lowering import (
     MAX_REFINE,
     buffer_layout,
-    linear_order,
     refine_parts,
     refuse_groups,
     whole_chunks,
@@ -99,9 +98,6 @@ from .msccl_options import (
 from .msccl_order import fuse_order, operation_tables
 from .msccl_passes import TooManySteps, lower
 from .msccl_write import write_xml
-
-#: the name the order had when it lived here (tests of link orders import it)
-_linear_order = linear_order
 
 
 def to_msccl_xml(
@@ -168,6 +164,7 @@ def _prepare(schedule: Schedule, options: MscclOptions) -> Schedule:
     if schedule.num_ops == 0:
         raise CollsynthError("cannot export an empty schedule to MSCCL XML")
     channels = options.channels
+    _check_channels(options)  # before the step floor divides by it
     _check_step_floor(
         schedule, options.dialect, options.instances if channels is None else None, channels
     )
@@ -178,22 +175,26 @@ def _prepare(schedule: Schedule, options: MscclOptions) -> Schedule:
     return schedule
 
 
+def _check_channels(options: MscclOptions) -> None:
+    """A given channel count is a positive integer within MSCCL's channel limit."""
+    channels, instances = options.channels, options.instances
+    if channels is None:
+        return
+    if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) or channels < 1:
+        raise CollsynthError(f"channels must be a positive integer, got {channels!r}")
+    if channels * instances > MAX_CHANNELS:
+        raise CollsynthError(
+            f"{channels} channels x {instances} instances exceed the "
+            f"{MAX_CHANNELS}-channel limit of MSCCL"
+        )
+
+
 def _channel_candidates(schedule: Schedule, options: MscclOptions) -> list[int]:
     """The channel counts per instance to try, fewest first (just ``channels`` if given)."""
     channels, instances = options.channels, options.instances
     max_ch = MAX_CHANNELS // instances
     if channels is not None:
-        if (
-            isinstance(channels, bool)
-            or not isinstance(channels, (int, np.integer))
-            or channels < 1
-        ):
-            raise CollsynthError(f"channels must be a positive integer, got {channels!r}")
-        if channels * instances > MAX_CHANNELS:
-            raise CollsynthError(
-                f"{channels} channels x {instances} instances exceed the "
-                f"{MAX_CHANNELS}-channel limit of MSCCL"
-            )
+        _check_channels(options)
         return [int(channels)]
     # fewer channels than the busiest (GPU, peer) pair's transfers / step limit cannot fit
     floor1, limit, _, _ = step_floor(schedule, options.dialect, channels=1)
