@@ -17,7 +17,7 @@ from collsynth.synth.order import without_chosen_order
 from collsynth.topology import TopologyBuilder
 from collsynth.topology.model import Topology
 from collsynth.verify import verify
-from test_verify import rejects
+from conftest import rejects
 
 BW, ALPHA = 10e9, 1e-6
 

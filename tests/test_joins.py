@@ -18,15 +18,9 @@ from collsynth.sim import simulate
 from collsynth.synth import synthesize
 from collsynth.topology import load_topology
 from collsynth.topology.model import Topology
-from collsynth.verify import verify
-from test_verify import (  # noqa: F401 (the fixture runs every test with both executors)
-    RL,
-    allreduce_rs_ag,
-    reduce_into,
-    reduction_executor,
-    rejects,
-    ring4,
-)
+from collsynth.verify import ancestry as ancestry_module
+from collsynth.verify import check_schedule, verify
+from conftest import REDUCE_ENGINES, RL, allreduce_rs_ag, reduce_into, rejects, ring4
 
 
 def joined_allreduce(t: Topology, drop: int | None = None, join_route: bool = False) -> Schedule:
@@ -50,11 +44,11 @@ def same_ops(a: Schedule, b: Schedule) -> None:
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
 
 
-def test_join_verifies_and_expands_to_the_plain_schedule():
+def test_join_verifies_and_expands_to_the_plain_schedule(reduce_engine):
     t = ring4()
     s = joined_allreduce(t)
     assert s.has_joins and s.stats()["join_ops"] == 4
-    rep = verify(s)
+    rep = verify(s, reduce_engine=reduce_engine)
     assert rep.ok and rep.ops == 28
     plain = s.expand_joins()
     assert not plain.has_joins
@@ -77,8 +71,8 @@ def test_join_of_joins_expands_transitively():
     assert e.num_ops == 3 and e.deps(1).tolist() == [0] and e.deps(2).tolist() == [0]
 
 
-def test_planted_join_missing_a_reduction_is_a_race():
-    rejects(joined_allreduce(ring4(), drop=1), "race")
+def test_planted_join_missing_a_reduction_is_a_race(reduce_engine):
+    rejects(joined_allreduce(ring4(), drop=1), "race", reduce_engine=reduce_engine)
 
 
 def test_planted_join_with_a_route_is_refused():
@@ -112,13 +106,13 @@ def test_copy_collective_waits_through_a_join():
 
 
 @pytest.mark.parametrize("ext", ["json", "npz"])
-def test_joins_survive_files(tmp_path, ext):
+def test_joins_survive_files(tmp_path, ext, reduce_engine):
     s = joined_allreduce(ring4())
     path = str(tmp_path / f"s.{ext}")
     save_schedule(s, path)
     back = load_schedule(path)
     same_ops(back, s)
-    assert verify(back).ok
+    assert verify(back, reduce_engine=reduce_engine).ok
 
 
 @pytest.mark.parametrize(
@@ -152,12 +146,12 @@ def tree_allreduce() -> Schedule:
     return synthesize("forestcoll", t, Collective.make("allreduce", t.num_ranks), size=1e6)
 
 
-def test_tree_allreduce_uses_joins_where_they_save(tree_allreduce):
+def test_tree_allreduce_uses_joins_where_they_save(tree_allreduce, reduce_engine):
     s = tree_allreduce
     assert s.has_joins
-    assert verify(s).ok
+    assert verify(s, reduce_engine=reduce_engine).ok
     plain = s.expand_joins()
-    assert verify(plain).ok
+    assert verify(plain, reduce_engine=reduce_engine).ok
     assert len(s.dep_ids) < len(plain.dep_ids)
     # every join gathers at least two reductions for at least two broadcasts
     joins = np.flatnonzero(s.kind == OpKind.JOIN)
@@ -196,11 +190,9 @@ def _drop_dependency(s: Schedule, entry: int) -> Schedule:
     return replace(s, dep_ptr=ptr, dep_ids=np.delete(s.dep_ids, entry))
 
 
-def test_both_executors_give_the_same_verdicts_on_broken_reductions(tree_allreduce, monkeypatch):
+def test_both_executors_give_the_same_verdicts_on_broken_reductions(tree_allreduce):
     """Dependencies dropped at random from a tree AllReduce (with joins) and from a ring one:
     the compiled executor refuses exactly what the Python one does, with the same message."""
-    import collsynth.verify as v
-
     rng = np.random.default_rng(7)
     ring = synthesize("ring", load_topology("dgx1"), Collective.make("allreduce", 8, 2))
     refused = 0
@@ -208,9 +200,8 @@ def test_both_executors_give_the_same_verdicts_on_broken_reductions(tree_allredu
         for entry in rng.choice(len(s.dep_ids), size=12, replace=False).tolist():
             broken = _drop_dependency(s, int(entry))
             verdicts = []
-            for threshold in (1 << 62, 0):
-                monkeypatch.setattr(v, "COMPILED_REDUCE_MIN_OPS", threshold)
-                rep = v.check_schedule(broken)
+            for engine in REDUCE_ENGINES:
+                rep = check_schedule(broken, reduce_engine=engine)
                 verdicts.append((rep.ok, rep.error, rep.redundant_deliveries))
             assert verdicts[0] == verdicts[1]
             refused += not verdicts[0][0]
@@ -220,12 +211,9 @@ def test_both_executors_give_the_same_verdicts_on_broken_reductions(tree_allredu
 def test_visit_marks_wrap_around(tree_allreduce, monkeypatch):
     """The 32-bit visit marks are cleared and numbered again when they run out: with a tiny
     limit both executors still accept the tree AllReduce and refuse a broken one alike."""
-    import collsynth.verify as v
-
-    monkeypatch.setattr(v, "STAMP_WRAP", 3)
+    monkeypatch.setattr(ancestry_module, "STAMP_WRAP", 3)
     first_copy = int(np.flatnonzero(tree_allreduce.kind == OpKind.COPY)[0])
     broken = _drop_dependency(tree_allreduce, int(tree_allreduce.dep_ptr[first_copy]))
-    for threshold in (1 << 62, 0):
-        monkeypatch.setattr(v, "COMPILED_REDUCE_MIN_OPS", threshold)
-        assert v.verify(tree_allreduce).ok
-        assert v.check_schedule(broken).error_check == "race"
+    for engine in REDUCE_ENGINES:
+        assert verify(tree_allreduce, reduce_engine=engine).ok
+        assert check_schedule(broken, reduce_engine=engine).error_check == "race"

@@ -15,7 +15,7 @@ from collsynth.errors import CollsynthError
 from collsynth.schedule.binary import FORMAT, HEADER
 from collsynth.schedule.io import load_schedule, save_schedule, schedule_to_dict
 from collsynth.verify import verify
-from test_verify import assert_same_schedule, round_trip_cases
+from conftest import assert_same_schedule, round_trip_cases
 
 
 @pytest.mark.parametrize("case", sorted(round_trip_cases()))

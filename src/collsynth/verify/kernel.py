@@ -1,53 +1,24 @@
 """The reduction executor over arrays, for large schedules: one window of segments at a time.
 
-It runs the same rules as the verifier's Python executor (``_Verifier._execute_reductions``
-and ``_check_reduced``) on the same window, with the contributions of each (rank, segment)
-buffer as a bit set of 64-bit words and its readers and writers as linked lists in one node
-pool. It only decides: a window passes (and how many copies were redundant) or fails; on a
+It runs the same rules as the verifier's Python executor (:func:`.reducing.execute_window` and
+:func:`.reducing.check_reduced`) on the same window, with the contributions of each (rank,
+segment) buffer as a bit set of 64-bit words and its readers and writers as linked lists in one
+node pool. It only decides: a window passes (and how many copies were redundant) or fails; on a
 failure the verifier runs the Python executor on that window, which names the violation in
-exactly the words it always has. Compiled with numba when present (about 50 times faster than
-the Python executor per operation); plain Python otherwise.
+exactly the words it always has. Compiled with numba when present, through
+:func:`collsynth.jit.compiled` (about 50 times faster than the Python executor per operation);
+plain Python otherwise.
 """
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
+
+from ..jit import compiled
+from .ancestry import ancestor
 
 #: a window passed / failed (the Python executor then names the violation)
 PASS, FAIL = 0, 1
-
-
-def ancestor(a, x, pos, depth, ptr, ids, mark, stack, stamp):
-    """Is operation ``a`` a transitive dependency of ``x``? A backwards walk from ``x`` that
-    never enters an operation placed before ``a`` in the topological order (``pos``) or no
-    deeper than ``a`` (``depth``); visits are marked with the walk's number ``stamp[0]``
-    (marks cleared and numbering restarted at ``stamp[2]``)."""
-    if pos[a] >= pos[x] or depth[a] >= depth[x]:
-        return False
-    if stamp[0] >= stamp[2]:  # 32-bit marks: clear them and number again
-        mark[:] = 0
-        stamp[0] = 0
-    stamp[0] += 1  # (stamp[1] numbers the operations, for ``dmark``)
-    st = stamp[0]
-    pa = pos[a]
-    da = depth[a]
-    stack[0] = x
-    top = 1
-    mark[x] = st
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        for j in range(ptr[u], ptr[u + 1]):
-            d = ids[j]
-            if d == a:
-                return True
-            if mark[d] != st and pos[d] > pa and depth[d] > da:
-                mark[d] = st
-                stack[top] = d
-                top += 1
-    return False
 
 
 def _before(a, x, cur, dmark, pos, depth, ptr, ids, mark, stack, stamp):
@@ -208,32 +179,15 @@ def _complete(value, n_ranks, width, s0, s1, post_rank, post_seg_lo, post_seg_hi
     return True
 
 
-_KERNEL = None
-
-
 def compiled_run_window():
-    """:func:`run_window` compiled with numba once per process (cached on disk), or itself."""
-    global _KERNEL
-    if _KERNEL is None:
-        try:
-            from numba import njit
-        except ImportError:  # pragma: no cover - numba is a dependency
-            _KERNEL = run_window
-        else:
-            # the window's loop calls compiled helpers: copies of them whose globals say so
-            jit = njit(cache=True, nogil=True)
-
-            def rebind(func, **compiled):
-                glb = dict(func.__globals__, **compiled)
-                return jit(types.FunctionType(func.__code__, glb, func.__name__))
-
-            before = rebind(_before, ancestor=jit(ancestor))
-            helpers = {
-                "_before": before,
-                "_all_before": rebind(_all_before, _before=before),
-                "_own_contributions": jit(_own_contributions),
-                "_pool_size": jit(_pool_size),
-                "_complete": jit(_complete),
-            }
-            _KERNEL = rebind(run_window, **helpers)
-    return _KERNEL
+    """:func:`run_window` compiled with numba (memoized per process, cached on disk), or
+    itself without numba: the window's loop calls its helpers compiled."""
+    before = compiled(_before, helpers={"ancestor": compiled(ancestor)})
+    helpers = {
+        "_before": before,
+        "_all_before": compiled(_all_before, helpers={"_before": before}),
+        "_own_contributions": compiled(_own_contributions),
+        "_pool_size": compiled(_pool_size),
+        "_complete": compiled(_complete),
+    }
+    return compiled(run_window, helpers=helpers)
