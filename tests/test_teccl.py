@@ -6,7 +6,7 @@ import pytest
 
 from collsynth.errors import CollsynthError
 from collsynth.topology import load_topology
-from collsynth.topology.teccl import teccl_instance, topology_from_teccl
+from collsynth.topology.teccl_params import teccl_instance, topology_from_teccl
 
 
 def _input(name, chassis=1, **extra):

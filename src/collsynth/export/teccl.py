@@ -2,10 +2,11 @@
 output.
 
 Input: ``TopologyParams`` builds the topology
-(:func:`collsynth.topology.teccl.topology_from_teccl`); ``InstanceParams`` gives the collective
-(1 = AllGather, 2 = AlltoAll), chunks, epoch type/duration/multiplier, ``num_epochs``, alpha
-threshold and ratio, ``switch_copy`` and the objective; ``GurobiParams`` map to HiGHS where they
-mean something (the result's options are those of the ``teccl`` synthesizer):
+(:func:`collsynth.topology.teccl_params.topology_from_teccl`); ``InstanceParams`` gives the
+collective (1 = AllGather, 2 = AlltoAll), chunks, epoch type/duration/multiplier,
+``num_epochs``, alpha threshold and ratio, ``switch_copy`` and the objective; ``GurobiParams``
+map to HiGHS where they mean something (the result's options are those of the ``teccl``
+synthesizer):
 
 =================== =========================== ==============================================
 TE-CCL / Gurobi     teccl option / HiGHS option note
@@ -46,7 +47,7 @@ from ..collective import Collective, CollKind
 from ..errors import CollsynthError
 from ..schedule.ir import Schedule
 from ..topology.model import Topology
-from ..topology.teccl import teccl_instance, topology_from_teccl
+from ..topology.teccl_params import teccl_instance, topology_from_teccl
 
 __all__ = [
     "TecclInput",

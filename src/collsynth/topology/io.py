@@ -169,7 +169,7 @@ def load_topology_file(path: str) -> Topology:
     """Load a collsynth topology file, or a TE-CCL input file (detected by TopologyParams)."""
     data = read_structured(path)
     if isinstance(data, dict) and "TopologyParams" in data:
-        from .teccl import topology_from_teccl
+        from .teccl_params import topology_from_teccl
 
         return topology_from_teccl(data, source=path)
     return topology_from_dict(data, source=path)

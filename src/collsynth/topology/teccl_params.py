@@ -1,4 +1,9 @@
-"""Import of TE-CCL input files (``teccl solve --input_args FILE.json``).
+"""What a TE-CCL input (``teccl solve --input_args FILE.json``) means, as collsynth objects.
+
+This module interprets the parsed sections; it reads no file. TE-CCL's files are read and
+written in one place, :mod:`collsynth.export.teccl` (input in, output out), and the topology
+reader (:mod:`.io`) hands a topology file that is a TE-CCL input to
+:func:`topology_from_teccl`.
 
 A TE-CCL input has ``TopologyParams`` {name, chassis, chunk_size (GB), alpha [link, switch],
 side_length}, ``GurobiParams`` and ``InstanceParams`` (the JSON of TE-CCL's public code, Liu et
