@@ -8,6 +8,7 @@ absolute names, plus ``importlib.import_module`` calls with a literal name.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -15,19 +16,16 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "collsynth"
 
-# The layers of collsynth, lowest first; this mirrors the layer diagram in docs/architecture.md.
-# A top-level module (or package) of collsynth may import from its own package and from lower
-# layers only. Names in one inner list share a layer (the braces of the diagram) and must not
-# import each other. The diagram's bottom line "units, errors" is two layers here: ``errors``
-# sits below ``units`` (units raises CollsynthError); ``atomic`` (atomic file writes) and
-# ``plugins`` (entry-point loading) sit with ``units``; ``parallel`` (cases on Dask) sits just
-# above them (it keeps time limits). ``report`` sits above ``export`` and
-# ``runtime`` because tuning exports the winners. ``collsynth``'s own ``__init__``
-# and ``__main__`` are exempt.
+# THE layer map of collsynth, lowest layer first: the only place the order is written.
+# docs/architecture.md draws it (``test_architecture_draws_the_layer_map`` checks the drawing
+# against this list) and CONTRIBUTING.md points here. A top-level module (or package) of
+# collsynth may import from its own package and from lower layers only; names in one inner list
+# share a layer and must not import each other. ``collsynth``'s own ``__init__`` and
+# ``__main__`` are exempt.
 LAYERS = [
     ["errors", "interrupt"],
     ["units", "arrays", "atomic", "files", "plugins", "deadline", "jit"],
-    ["parallel"],
+    ["parallel", "params"],
     ["topology"],
     ["collective"],
     ["schedule"],
@@ -168,7 +166,9 @@ def test_every_module_imports_downward_only():
     assert not unknown, (
         "collsynth modules missing from LAYERS in tests/test_layers.py:\n" + "\n".join(unknown)
     )
-    assert not bad, "imports against the layer order (docs/architecture.md):\n" + "\n".join(bad)
+    assert not bad, (
+        "imports against the layer order (LAYERS in tests/test_layers.py):\n" + "\n".join(bad)
+    )
 
 
 def test_allow_list_has_no_stale_entries():
@@ -180,6 +180,67 @@ def test_allow_list_has_no_stale_entries():
 def test_layers_name_each_module_once():
     names = [n for layer in LAYERS for n in layer]
     assert len(names) == len(set(names))
+
+
+ARCHITECTURE = SRC.parents[1] / "docs" / "architecture.md"
+CONTRIBUTING = SRC.parents[1] / "CONTRIBUTING.md"
+
+
+def drawn_layers(markdown: str) -> list[list[str]]:
+    """The layers drawn in the first code block under ``## Layers``, lowest first.
+
+    The drawing lists the layers top down, one block per layer, blocks separated by a line
+    ``  v``. A block's names are at the left, indented at most two spaces (a layer of several in
+    braces, possibly over several lines); a run of two or more spaces starts its description,
+    and lines indented further hold only description.
+    """
+    section = markdown.split("\n## Layers", 1)[1]
+    block = section.split("```", 2)[1]
+    layers: list[list[str]] = []
+    names = ""
+    for line in block.splitlines()[1:]:
+        if line.strip() == "v":
+            layers.append(_layer_names(names))
+            names = ""
+        elif line.strip() and len(line) - len(line.lstrip(" ")) <= 2:
+            names += " " + re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+    layers.append(_layer_names(names))
+    return layers[::-1]
+
+
+def _layer_names(text: str) -> list[str]:
+    return [n.strip() for n in text.strip().strip("{}").split(",") if n.strip()]
+
+
+def test_architecture_draws_the_layer_map():
+    drawn = drawn_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert [sorted(layer) for layer in drawn] == [sorted(layer) for layer in LAYERS], (
+        "the layer drawing in docs/architecture.md differs from LAYERS in tests/test_layers.py "
+        f"(lowest first):\n drawn: {drawn}\n LAYERS: {LAYERS}"
+    )
+
+
+def test_drawn_layers_reads_braces_continuations_and_descriptions():
+    markdown = (
+        "# t\n\n## Layers\n\ntext\n\n```\n"
+        "cli                 the command line\n"
+        "  v\n"
+        "{ a, b,             first line of a description\n"
+        "  c }               more of it\n"
+        "                    only description\n"
+        "  v\n"
+        "d, e,               a layer without braces\n"
+        "  f\n"
+        "```\n\n## Next\n\n```\nx\n```\n"
+    )
+    assert drawn_layers(markdown) == [["d", "e", "f"], ["a", "b", "c"], ["cli"]]
+
+
+def test_contributing_points_at_the_layer_map():
+    text = CONTRIBUTING.read_text(encoding="utf-8")
+    section = text.split("\n## The layer map", 1)[1].split("\n## ", 1)[0]
+    assert "`LAYERS` in `tests/test_layers.py`" in " ".join(section.split())
+    assert "```" not in section, "CONTRIBUTING.md points at LAYERS; it holds no copy of the map"
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,7 @@ def test_every_entry_builds_with_defaults(name):
     # docstring: one-line summary, every parameter documented
     assert entry.summary and entry.summary.endswith(".")
     for key, p in entry.params.items():
-        assert p.doc, f"{name}.{key} has no doc"
+        assert p.help, f"{name}.{key} has no help"
     # all bandwidths positive, all links labelled with a known class
     assert all(l.bw > 0 and l.alpha >= 0 for l in topo.links)
     assert set(topo.classes()) <= {"nvlink", "xgmi", "nvswitch", "pcie", "ib", "eth", "wan", "link"}

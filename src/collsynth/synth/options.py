@@ -1,7 +1,9 @@
 """Declared algorithm options: one declaration per option, one parser for all of them.
 
 Each algorithm declares its options once, as :class:`Option` records (name, kind, unit,
-default, allowed range or words, help). Everything else is derived from that declaration:
+default, allowed range or words, help); ``Option`` is :class:`collsynth.params.Parameter`, the
+one declared-parameter type, which the topology registry uses too. Everything else is derived
+from that declaration:
 parsing and validating ``--opt KEY=VALUE`` strings (and typed values from Python callers), the
 ``--k``/``--slot``/... shorthands of the command line, ``collsynth list``, ``--help`` and the
 option tables of ``docs/options.md``.
@@ -19,196 +21,31 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CollsynthError
-from ..units import fmt_size, fmt_time, parse_size, parse_time
+from ..params import KINDS, Parameter
+from ..units import parse_size
+
+__all__ = [
+    "DEFAULT_SIZE",
+    "KINDS",
+    "Option",
+    "declare",
+    "int_option",
+    "parse_assignments",
+    "plan_size",
+    "resolve",
+    "size_option",
+    "split_items",
+]
 
 #: The message size (bytes) every size-aware algorithm plans for when none is given: 1 MiB.
 DEFAULT_SIZE = float(1 << 20)
 
-#: The kinds of option value, with the unit their numbers carry.
-KINDS = {"int": "", "float": "", "bool": "", "choice": "", "time": "s", "size": "B", "text": ""}
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One declared option of an algorithm.
-
-    ``kind`` is one of :data:`KINDS`. ``default`` is the typed value used when the option is not
-    given (a word such as ``"auto"`` where the algorithm decides). Numeric kinds accept the
-    literal ``words`` besides numbers (returned lower-case) and enforce ``minimum``/``maximum``
-    (inclusive; ``exclusive_minimum`` makes the lower end strict). ``choice`` accepts exactly
-    ``choices``. ``shorthand`` also offers the option as a ``--NAME`` flag of ``synth``,
-    ``compare`` and ``tune``.
-    """
-
-    name: str
-    kind: str
-    default: Any = None
-    help: str = ""
-    minimum: float | None = None
-    maximum: float | None = None
-    exclusive_minimum: bool = False
-    choices: tuple[str, ...] = ()
-    words: tuple[str, ...] = ()
-    unit: str = ""
-    shorthand: bool = False
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"option {self.name}: unknown kind {self.kind!r}")
-        if self.kind == "choice" and not self.choices:
-            raise ValueError(f"option {self.name}: a choice needs choices")
-        if not self.unit and KINDS[self.kind]:
-            object.__setattr__(self, "unit", KINDS[self.kind])
-
-    # ------------------------------------------------------------------ parsing
-    def parse(self, value: Any, algo: str) -> Any:
-        """The typed value of ``value`` (a string from the command line, or a typed value)."""
-        where = f"{algo} option {self.name}={value!r}"
-        if isinstance(value, str):
-            text = value.strip()
-            low = text.lower()
-            if self.kind == "choice":
-                for choice in self.choices:  # case-insensitive, the declared spelling back
-                    if low == choice.lower():
-                        return choice
-                raise CollsynthError(f"{where} is not one of {', '.join(self.choices)}")
-            if low in self.words:
-                return low
-            if self.kind == "text":
-                return text
-        elif self.kind == "text":
-            return value  # a structured value from a Python caller (e.g. a dict)
-        elif self.kind == "choice":
-            raise CollsynthError(f"{where} is not {self._expects()}")
-        if self.kind == "bool":
-            return self._parse_bool(value, where)
-        number = self._parse_number(value, where)
-        return self._check_range(number, f"{algo} option {self.name}={self._show(number)}")
-
-    def _parse_bool(self, value: Any, where: str) -> bool:
-        """``true/false``, ``yes/no``, ``on/off``, ``1/0`` (or a bool)."""
-        if isinstance(value, bool):
-            return value
-        low = str(value).strip().lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise CollsynthError(f"{where} is not true or false")
-
-    def _parse_number(self, value: Any, where: str) -> float | int:
-        """A number of this option's kind (time and size accept human units)."""
-        if isinstance(value, bool):
-            raise CollsynthError(f"{where} is not {self._expects()}")
-        try:
-            if self.kind == "time":
-                number: float | int = parse_time(value, f"{self.name}")
-            elif self.kind == "size":
-                number = parse_size(value, f"{self.name}")
-            else:
-                number = float(value.strip()) if isinstance(value, str) else float(value)
-        except CollsynthError:
-            raise CollsynthError(f"{where} is not {self._expects()}") from None
-        except (TypeError, ValueError, OverflowError):
-            raise CollsynthError(f"{where} is not {self._expects()}") from None
-        if not math.isfinite(number):
-            raise CollsynthError(f"{where} is not {self._expects()}")
-        if self.kind == "int":
-            if number != int(number):
-                raise CollsynthError(f"{where} is not {self._expects()}")
-            return int(number)
-        return float(number)
-
-    def _check_range(self, number: float | int, where: str) -> float | int:
-        """Enforce the declared bounds."""
-        lo, hi = self.minimum, self.maximum
-        if lo is not None and (number < lo or (self.exclusive_minimum and number <= lo)):
-            rel = "greater than" if self.exclusive_minimum else "at least"
-            raise CollsynthError(f"{where} must be {rel} {self._show(lo)}")
-        if hi is not None and number > hi:
-            raise CollsynthError(f"{where} must be at most {self._show(hi)}")
-        return number
-
-    # ------------------------------------------------------------------ describing
-    def _show(self, value: Any) -> str:
-        """A value in human units."""
-        if isinstance(value, str) or value is None or isinstance(value, bool):
-            return str(value).lower() if isinstance(value, bool) else str(value)
-        if self.kind == "time":
-            return fmt_time(value)
-        if self.kind == "size":
-            return fmt_size(value)
-        if self.kind == "int":
-            return str(int(value))
-        return f"{value:g}"
-
-    def _expects(self) -> str:
-        """What a valid value looks like, in words."""
-        base = {
-            "int": "an integer",
-            "float": "a number",
-            "bool": "true or false",
-            "time": "a duration (e.g. 2us)",
-            "size": "a size (e.g. 1MB)",
-            "choice": "one of " + ", ".join(self.choices),
-            "text": "text",
-        }[self.kind]
-        if self.words:
-            base += " or " + ", ".join(self.words)
-        return base
-
-    def values_text(self) -> str:
-        """The accepted values and range, e.g. ``integer >= 1, or auto``."""
-        if self.kind == "choice":
-            return " | ".join(self.choices)
-        if self.kind in ("bool", "text"):
-            return {"bool": "true | false", "text": "text"}[self.kind]
-        name = {"int": "integer", "float": "number", "time": "duration", "size": "size"}
-        text = name[self.kind]
-        bounds = []
-        if self.minimum is not None:
-            bounds.append(
-                (">" if self.exclusive_minimum else ">=") + " " + self._show(self.minimum)
-            )
-        if self.maximum is not None:
-            bounds.append("<= " + self._show(self.maximum))
-        if bounds:
-            text += " " + ", ".join(bounds)
-        if self.words:
-            text += " | " + " | ".join(self.words)
-        return text
-
-    def default_text(self) -> str:
-        """The default in human units."""
-        return self._show(self.default)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The declaration as JSON (numbers in bytes, seconds)."""
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "default": self.default,
-            "values": self.values_text(),
-            "help": self.help,
-        }
-        if self.unit:
-            out["unit"] = self.unit
-        for key in ("minimum", "maximum"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        if self.choices:
-            out["choices"] = list(self.choices)
-        if self.words:
-            out["words"] = list(self.words)
-        if self.shorthand:
-            out["shorthand"] = f"--{self.name.replace('_', '-')}"
-        return out
+#: An algorithm's or exporter's declared option: the one declared-parameter type, read in its
+#: ``option`` syntax (the default).
+Option = Parameter
 
 
 def declare(options: Iterable[Option] | None) -> dict[str, Option]:

@@ -1,6 +1,7 @@
 """Registry of named topology constructors (the zoo) and their typed parameters.
 
-A constructor is registered with :func:`zoo` and declares each parameter with :class:`Param`;
+A constructor is registered with :func:`zoo` and declares each parameter with :class:`Param`
+(the one declared-parameter type of :mod:`collsynth.params`, in the registry's spelling);
 ``build_named("mi250", {"chassis": "2"})`` parses the strings with the declared types, rejects
 unknown keys with a one-line error and calls the constructor with keyword arguments.
 """
@@ -12,64 +13,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CollsynthError
-from ..units import LATENCY, parse_bandwidth, parse_integer, parse_number, parse_size, parse_time
+from ..params import Parameter
 from .model import Topology
 
 
-def _parse_int(text: str, what: str) -> int:
-    return parse_integer(text, what)
+class Param(Parameter):
+    """A topology parameter: the one declared-parameter type (:class:`~collsynth.params.Parameter`)
+    in the topology registry's spelling, read in the ``spec`` syntax.
 
+    ``Param(kind, default, doc, choices=..., min=..., max=...)`` is
+    ``Parameter("", kind, default, doc, minimum=min, maximum=max, choices=choices,
+    syntax="spec")``: ``kind`` is int, float, bool, size, bw, time, text or choice; the name is
+    the keyword the parameter is declared under. ``doc`` is the registry's name for ``help``.
+    """
 
-def _parse_float(text: str, what: str) -> float:
-    return parse_number(text, what)
+    def __init__(
+        self,
+        kind: str,
+        default: Any,
+        doc: str = "",
+        choices: tuple[str, ...] = (),
+        min: float | None = None,
+        max: float | None = None,
+    ) -> None:
+        super().__init__(
+            "", kind, default, doc, minimum=min, maximum=max, choices=choices, syntax="spec"
+        )
 
-
-def _parse_bool(text: str, what: str) -> bool:
-    t = str(text).strip().lower()
-    if t in ("1", "true", "yes", "on"):
-        return True
-    if t in ("0", "false", "no", "off"):
-        return False
-    raise CollsynthError(f"{what} {text!r} is not a boolean (use true or false)")
-
-
-_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "int": _parse_int,
-    "float": _parse_float,
-    "bool": _parse_bool,
-    "size": lambda t, w: parse_size(t, w),
-    "bw": lambda t, w: parse_bandwidth(t, w),
-    "time": lambda t, w: parse_time(t, w, LATENCY),
-    "str": lambda t, w: str(t),
-}
-
-
-@dataclass(frozen=True)
-class Param:
-    """A typed zoo parameter: ``kind`` is int, float, bool, size, bw, time, str or choice."""
-
-    kind: str
-    default: Any
-    doc: str = ""
-    choices: tuple[str, ...] = ()
-    min: float | None = None
-    max: float | None = None
-
-    def parse(self, text: Any, what: str) -> Any:
-        if self.kind == "choice":
-            value = str(text)
-            if value not in self.choices:
-                raise CollsynthError(f"{what} {value!r} is not one of {', '.join(self.choices)}")
-        else:
-            value = _PARSERS[self.kind](text, what) if isinstance(text, str) else text
-        self.check(value, what)
-        return value
-
-    def check(self, value: Any, what: str) -> None:
-        if self.min is not None and value is not None and value < self.min:
-            raise CollsynthError(f"{what} {value!r} must be at least {self.min:g}")
-        if self.max is not None and value is not None and value > self.max:
-            raise CollsynthError(f"{what} {value!r} must be at most {self.max:g}")
+    @property
+    def doc(self) -> str:
+        return self.help
 
 
 @dataclass
