@@ -38,7 +38,7 @@ def test_options_and_topology_parameters_are_one_type():
         1,
         8,
     )
-    assert param.doc == param.help and param.syntax == "spec"
+    assert type(param) is Parameter and param.syntax == "spec"
     for entry in ZOO.values():
         assert all(isinstance(p, Parameter) for p in entry.params.values())
 

@@ -193,7 +193,7 @@ def catalog() -> dict[str, Any]:
             name: {
                 "summary": e.summary,
                 "params": {
-                    k: {"kind": p.kind, "default": _show_default(p), "doc": p.doc}
+                    k: {"kind": p.kind, "default": _show_default(p), "doc": p.help}
                     for k, p in e.params.items()
                 },
             }
@@ -203,7 +203,7 @@ def catalog() -> dict[str, Any]:
             e.name: {
                 "summary": e.summary,
                 "params": {
-                    k: {"kind": p.kind, "default": _show_default(p), "doc": p.doc}
+                    k: {"kind": p.kind, "default": _show_default(p), "doc": p.help}
                     for k, p in e.params.items()
                 },
             }

@@ -17,39 +17,32 @@ from ..params import Parameter
 from .model import Topology
 
 
-class Param(Parameter):
+def Param(
+    kind: str,
+    default: Any,
+    doc: str = "",
+    choices: tuple[str, ...] = (),
+    min: float | None = None,
+    max: float | None = None,
+) -> Parameter:
     """A topology parameter: the one declared-parameter type (:class:`~collsynth.params.Parameter`)
-    in the topology registry's spelling, read in the ``spec`` syntax.
+    in the spec syntax, declared in the topology registry's short form.
 
     ``Param(kind, default, doc, choices=..., min=..., max=...)`` is
     ``Parameter("", kind, default, doc, minimum=min, maximum=max, choices=choices,
     syntax="spec")``: ``kind`` is int, float, bool, size, bw, time, text or choice; the name is
-    the keyword the parameter is declared under. ``doc`` is the registry's name for ``help``.
+    the keyword the parameter is declared under (filled in by :func:`register`).
     """
-
-    def __init__(
-        self,
-        kind: str,
-        default: Any,
-        doc: str = "",
-        choices: tuple[str, ...] = (),
-        min: float | None = None,
-        max: float | None = None,
-    ) -> None:
-        super().__init__(
-            "", kind, default, doc, minimum=min, maximum=max, choices=choices, syntax="spec"
-        )
-
-    @property
-    def doc(self) -> str:
-        return self.help
+    return Parameter(
+        "", kind, default, doc, minimum=min, maximum=max, choices=choices, syntax="spec"
+    )
 
 
 @dataclass
 class ZooEntry:
     name: str
     func: Callable[..., Topology]
-    params: dict[str, Param]
+    params: dict[str, Parameter]
     doc: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
 
@@ -62,7 +55,7 @@ ZOO: dict[str, ZooEntry] = {}
 _ALIASES: dict[str, str] = {}
 
 
-def zoo(name: str, aliases: tuple[str, ...] = (), **params: Param):
+def zoo(name: str, aliases: tuple[str, ...] = (), **params: Parameter):
     """Decorator registering a zoo constructor under ``name`` with typed ``params``."""
 
     def deco(func: Callable[..., Topology]) -> Callable[..., Topology]:

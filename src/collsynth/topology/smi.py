@@ -32,6 +32,7 @@ from typing import NoReturn
 
 from ..errors import CollsynthError
 from ..files import read_text
+from ..params import Parameter
 from .cluster import FABRICS, NodePlan, PlanNic, build_cluster
 from .model import MAX_LINKS, MAX_NODES, Topology
 from .rates import (
@@ -77,7 +78,7 @@ def _label(path: str, fallback: str) -> str:
     return base.split(".")[0] or fallback
 
 
-def _common_params() -> dict[str, Param]:
+def _common_params() -> dict[str, Parameter]:
     return {
         "nodes": Param(
             "int", 1, "number of copies of the node, joined by the fabric", min=1, max=4096

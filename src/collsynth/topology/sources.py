@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CollsynthError
+from ..params import Parameter
 from .model import Topology
-from .registry import Param
 
 _KEY_ITEM = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
 
@@ -28,7 +28,7 @@ _KEY_ITEM = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
 class SourceEntry:
     name: str
     func: Callable[..., Topology]
-    params: dict[str, Param]
+    params: dict[str, Parameter]
     doc: str = ""
 
     @property
@@ -44,7 +44,7 @@ def _key(name: str) -> str:
 
 
 def source(
-    name: str, **params: Param
+    name: str, **params: Parameter
 ) -> Callable[[Callable[..., Topology]], Callable[..., Topology]]:
     """Decorator registering importer ``func(path, **options)`` as source ``name``."""
 
