@@ -31,9 +31,9 @@ from math import gcd
 
 import numpy as np
 
-from ..arrays import unique
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
+from ..schedule.dag import levels, owners
 from ..schedule.ir import OpKind, Schedule
 
 
@@ -208,11 +208,12 @@ def execution_order(sched: Schedule) -> np.ndarray:
     """A topological order of dependencies plus planned link orders.
 
     Operations are sorted by *level* (0 for an operation with no predecessor, else one more
-    than the highest level of its predecessors), then by op id; computed in waves with numpy.
+    than the highest level of its predecessors, :func:`collsynth.schedule.dag.levels` of the
+    dependencies and link orders together), then by op id.
     """
     n = sched.num_ops
     pred_src = [np.asarray(sched.dep_ids, dtype=np.int64)]  # predecessor
-    pred_dst = [np.repeat(np.arange(n, dtype=np.int64), np.diff(sched.dep_ptr))]
+    pred_dst = [owners(sched.dep_ptr)]
     if sched.link_order:
         for _, seq in sorted(sched.link_order.items()):
             seq = np.asarray(seq, dtype=np.int64)
@@ -221,30 +222,11 @@ def execution_order(sched: Schedule) -> np.ndarray:
                 pred_dst.append(seq[1:])
     a = np.concatenate(pred_src)
     b = np.concatenate(pred_dst)
-    indeg = np.bincount(b, minlength=n).astype(np.int64)
-    by_src = np.argsort(a, kind="stable")
-    succ = b[by_src]
-    succ_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(a, minlength=n), out=succ_ptr[1:])
-    level = np.full(n, -1, dtype=np.int64)
-    wave = np.flatnonzero(indeg == 0)
-    depth = 0
-    seen = 0
-    while len(wave):
-        level[wave] = depth
-        seen += len(wave)
-        lo, hi = succ_ptr[wave], succ_ptr[wave + 1]
-        counts = hi - lo
-        if counts.sum():
-            idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-            targets = succ[idx]
-            np.subtract.at(indeg, targets, 1)
-            cand = unique(targets)
-            wave = cand[indeg[cand] == 0]
-        else:
-            wave = wave[:0]
-        depth += 1
-    if seen != n:
+    by_dst = np.argsort(b, kind="stable")
+    pred_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(b, minlength=n), out=pred_ptr[1:])
+    level = levels(n, pred_ptr, a[by_dst])
+    if level is None:
         raise CollsynthError("the schedule's dependencies and link orders form a cycle")
     return np.lexsort((np.arange(n), level)).astype(np.int64)
 

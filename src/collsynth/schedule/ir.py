@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import unique
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..topology.model import Topology
+from .dag import ragged_arange
 
 
 class OpKind(IntEnum):
@@ -77,10 +77,10 @@ class OpKind(IntEnum):
 
 
 def spread_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(s, s + l)`` over ``zip(starts, lens)``."""
-    total = int(lens.sum())
-    offsets = np.cumsum(lens) - lens
-    return np.repeat(starts - offsets, lens) + np.arange(total, dtype=np.int64)
+    """The concatenation of ``arange(s, s + l)`` over ``zip(starts, lens)``:
+    :func:`collsynth.schedule.dag.ragged_arange` with the starts first (kept for its
+    importers)."""
+    return ragged_arange(lens, starts)
 
 
 def _csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -166,29 +166,9 @@ class Schedule:
             return self
         from dataclasses import replace
 
-        return replace(self, group=None, link_order=self._expanded_link_order())
+        from .derive import expanded_link_order
 
-    def _expanded_link_order(self) -> dict[int, np.ndarray] | None:
-        """The link orders once every group member carries its own data: each member that
-        shared a link with its group's carrier goes right after the carrier there."""
-        if not self.link_order or self.group is None:
-            return self.link_order
-        carried = self.carried_hops()
-        owner = np.repeat(np.arange(self.num_ops, dtype=np.int64), np.diff(self.route_ptr))
-        riders: dict[tuple[int, int], list[int]] = {}  # (link, group) -> members not carrying
-        for h in np.flatnonzero(~carried).tolist():
-            o = int(owner[h])
-            riders.setdefault((int(self.route_links[h]), int(self.group[o])), []).append(o)
-        out: dict[int, np.ndarray] = {}
-        for link, seq in self.link_order.items():
-            ops: list[int] = []
-            for o in np.asarray(seq).tolist():
-                ops.append(o)
-                g = int(self.group[o])
-                if g >= 0:
-                    ops.extend(riders.get((int(link), g), ()))
-            out[link] = np.array(ops, dtype=np.int64)
-        return out
+        return replace(self, group=None, link_order=expanded_link_order(self))
 
     def pair_order_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The link orders as each connection sees them: arrays ``(a, b)`` of operations with
@@ -197,25 +177,9 @@ class Schedule:
         the executors post a pair's messages in and the exporters give a thread block's steps;
         it is all of a link order that a runtime can enforce, since different pairs share a
         link however their messages are posted."""
-        empty = np.zeros(0, dtype=np.int64)
-        if not self.link_order:
-            return empty, empty
-        n = np.int64(self.topology.num_ranks)
-        a_parts, b_parts = [], []
-        for _, seq in sorted(self.link_order.items()):
-            seq = np.asarray(seq, dtype=np.int64)
-            if len(seq) < 2:
-                continue
-            key = self.src[seq].astype(np.int64) * n + self.dst[seq].astype(np.int64)
-            by = np.argsort(key, kind="stable")  # per pair, in the link's order
-            same = key[by][1:] == key[by][:-1]
-            a_parts.append(seq[by][:-1][same])
-            b_parts.append(seq[by][1:][same])
-        if not a_parts:
-            return empty, empty
-        m = np.int64(max(self.num_ops, 1))
-        key = unique(np.concatenate(a_parts) * m + np.concatenate(b_parts))
-        return key // m, key % m
+        from .derive import pair_order_edges
+
+        return pair_order_edges(self)
 
     def carried_hops(self) -> np.ndarray:
         """Per entry of ``route_links``: False where an earlier member of the operation's
@@ -223,24 +187,9 @@ class Schedule:
         prefix, an in-switch reduction's shared suffix: the same path from the common sender
         or to the common receiver), True elsewhere. The link's planned order and its capacity
         name the carrying member only."""
-        out = np.ones(len(self.route_links), dtype=bool)
-        if not self.has_groups:
-            return out
-        g = self.group
-        assert g is not None
-        seen: set[tuple] = set()
-        for o in np.flatnonzero(g >= 0).tolist():
-            lo, hi = int(self.route_ptr[o]), int(self.route_ptr[o + 1])
-            route = self.route_links[lo:hi].tolist()
-            copy = self.kind[o] == OpKind.COPY
-            for i in range(len(route)):
-                path = tuple(route[: i + 1]) if copy else tuple(route[i:])
-                key = (int(g[o]), path)
-                if key in seen:
-                    out[lo + i] = False
-                else:
-                    seen.add(key)
-        return out
+        from .derive import carried_hops
+
+        return carried_hops(self)
 
     @property
     def has_joins(self) -> bool:
@@ -276,81 +225,9 @@ class Schedule:
         by the join's own (transitively), duplicates dropped; the other operations keep their
         order and are renumbered. ``self`` when there is no join. The dependency lists grow to
         fan-in times fan-out entries, so this is for small schedules (exporters, executors)."""
-        is_join = self.kind == OpKind.JOIN
-        if not is_join.any():
-            return self
-        from dataclasses import replace
+        from .derive import expand_joins
 
-        n = self.num_ops
-        # each operation's stand-ins: itself, or for a join the non-join operations it awaits
-        resolved: dict[int, list[int]] = {}
-
-        def resolve(j: int) -> list[int]:
-            if j not in resolved:
-                out: dict[int, None] = {}
-                stack = [j]
-                seen = {j}
-                while stack:
-                    for d in self.deps(stack.pop()).tolist():
-                        if not is_join[d]:
-                            out[d] = None
-                        elif d in resolved:
-                            out.update(dict.fromkeys(resolved[d]))
-                        elif d not in seen:
-                            seen.add(d)
-                            stack.append(d)
-                resolved[j] = sorted(out)
-            return resolved[j]
-
-        lens = np.ones(n, dtype=np.int64)
-        joins = np.flatnonzero(is_join).tolist()
-        lists = [resolve(j) for j in joins]
-        lens[joins] = [len(x) for x in lists]
-        ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lens, out=ptr[1:])
-        ids = np.arange(n, dtype=np.int64).repeat(lens)
-        for j, x in zip(joins, lists):
-            ids[ptr[j] : ptr[j + 1]] = x
-        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
-        sel = ~is_join[owner]
-        owner, dep = owner[sel], self.dep_ids[sel]
-        new_owner = np.repeat(owner, lens[dep])
-        new_dep = ids[spread_ranges(ptr[dep], lens[dep])]
-        key = unique(new_owner * n + new_dep)  # sorted per owner, duplicates dropped
-        keep = ~is_join
-        renum = np.cumsum(keep) - 1
-        m = int(keep.sum())
-        dep_ids = renum[key % n]
-        dep_ptr = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(np.bincount(renum[key // n], minlength=m), out=dep_ptr[1:])
-        rlen = np.diff(self.route_ptr)[keep]
-        route_ptr = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(rlen, out=route_ptr[1:])
-
-        def cut(col: np.ndarray | None) -> np.ndarray | None:
-            return None if col is None else col[keep]
-
-        return replace(
-            self,
-            src=self.src[keep],
-            dst=self.dst[keep],
-            chunk=self.chunk[keep],
-            kind=self.kind[keep],
-            route_ptr=route_ptr,
-            route_links=self.route_links,  # joins have no links
-            dep_ptr=dep_ptr,
-            dep_ids=dep_ids,
-            start=cut(self.start),
-            duration=cut(self.duration),
-            step=cut(self.step),
-            part_lo=cut(self.part_lo),
-            part_hi=cut(self.part_hi),
-            part_den=cut(self.part_den),
-            group=cut(self.group),
-            link_order=(
-                {k: renum[v] for k, v in self.link_order.items()} if self.link_order else None
-            ),
-        )
+        return expand_joins(self)
 
     def stats(self) -> dict:
         routes = np.diff(self.route_ptr)

@@ -1,0 +1,237 @@
+"""The collsynth simulator: alpha-beta, store-and-forward at GPUs, cut-through at switches and
+routers, link contention. The model and its equations are in ``docs/simulator.md``.
+
+``simulate(schedule, size)`` returns a :class:`SimResult`: completion time overall and per rank,
+algbw and busbw (nccl-tests factors), per-link busy time and utilisation, and the timeline of
+every hop.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..deadline import TimeLimitError
+from ..errors import CollsynthError
+from ..schedule.dag import successors
+from ..schedule.ir import OpKind, Schedule
+from ..units import fmt_time
+from .engine import (
+    compiled_loaded,
+    compiled_rank_times,
+    compiled_run_events,
+    compiled_run_events_fair,
+    rank_times,
+    run_events,
+    run_events_fair,
+)
+from .groups import group_arrays, group_plan
+from .hops import hop_arrays, virtual_hops
+from .orders import connection_positions, connections, order_arrays
+from .result import SimResult
+
+ORDER_POLICIES = ("auto", "plan", "fcfs", "fair")
+# The link model the executors realize and the emulated testbed validated (docs/testbed.md):
+# links shared fairly by the connections (rank pairs) that use them, each connection carrying
+# its messages in the order its sender posts them (the schedule's link orders where it has them,
+# else first ready, first served). Every reported time defaults to it.
+REALIZED = "fair"
+# Below this many link hops ``simulate`` runs the plain Python loop unless the compiled one is
+# already loaded in this process: loading it (numba and its cache, about 0.7 s) takes longer
+# than the plain loop (about 10 k hops/s) on a small schedule.
+COMPILE_FROM_HOPS = 1_000
+# What each model is called in outputs (``model`` fields and table headers).
+MODEL_NAMES = {
+    "fair": "realized (links shared by connections, each in its posting order)",
+    "auto": "planned (the plan's priorities and link orders)",
+    "plan": "planned (the plan's priorities and link orders)",
+    "fcfs": "first served (one transfer at a time per link, first ready first served)",
+}
+
+
+def _check_args(size: float, order: str, reduce_bw: float | None, op_cost: float = 0.0) -> None:
+    """Refuse an unknown order policy, a size that is not a positive number of bytes, a
+    reduction bandwidth that is not positive and a per-operation cost that is negative (in that
+    order)."""
+    if order not in ORDER_POLICIES:
+        raise CollsynthError(f"order policy {order!r} is not one of {', '.join(ORDER_POLICIES)}")
+    if not (isinstance(size, (int, float)) and np.isfinite(size) and size > 0):
+        raise CollsynthError(f"size {size!r} must be a positive number of bytes")
+    if reduce_bw is not None and not (np.isfinite(reduce_bw) and reduce_bw > 0):
+        raise CollsynthError(f"reduction bandwidth {reduce_bw!r} must be positive")
+    if not (isinstance(op_cost, (int, float)) and np.isfinite(op_cost) and op_cost >= 0):
+        raise CollsynthError(f"per-operation cost {op_cost!r} must be zero or more seconds")
+
+
+def _op_delays(
+    s: Schedule, nbytes: np.ndarray, reduce_bw: float | None, release: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per operation: the reduction time added after arrival (``bytes / reduce_bw`` for reduce
+    operations) and the earliest start (the planned start with ``release``, else 0)."""
+    n_ops = s.num_ops
+    extra = np.zeros(n_ops)
+    if reduce_bw is not None:
+        extra = np.where(s.kind == OpKind.REDUCE, nbytes / reduce_bw, 0.0)
+    release_t = np.zeros(n_ops)
+    if release and s.start is not None:
+        release_t = np.where(np.isnan(s.start), 0.0, s.start)
+    return extra, release_t
+
+
+def _call_holding_signals(kernel, *args):
+    """``kernel(*args)`` with a time limit's alarm held until it returns: a Python signal
+    handler that raises while a compiled call is returning leaves the interpreter with an
+    exception set inside the call (a ``SystemError``, and now and then a crash), so during the
+    call the alarm only records that it rang; the limit's own handler then runs at once."""
+    import signal
+    import threading
+
+    if (
+        not hasattr(kernel, "py_func")  # the plain Python loop: the alarm may interrupt it
+        or threading.current_thread() is not threading.main_thread()
+        or not hasattr(signal, "SIGALRM")
+    ):
+        return kernel(*args)
+    from ..interrupt import deferred  # SIGINT, SIGTERM, SIGHUP: held the same way
+
+    limit_handler = signal.getsignal(signal.SIGALRM)
+    if not callable(limit_handler):
+        with deferred():
+            return kernel(*args)
+    rang: list = []
+    signal.signal(signal.SIGALRM, lambda signum, frame: rang.append((signum, frame)))
+    try:
+        with deferred():
+            out = kernel(*args)
+    except SystemError as e:  # an older handler installed inside the call raised anyway
+        if isinstance(e.__cause__, TimeLimitError):
+            raise e.__cause__ from None
+        raise
+    finally:
+        signal.signal(signal.SIGALRM, limit_handler)
+    if rang:
+        limit_handler(*rang[0])
+    return out
+
+
+def simulate(
+    schedule: Schedule,
+    size: float,
+    *,
+    reduce_bw: float | None = None,
+    order: str = REALIZED,
+    release: bool = False,
+    op_cost_s: float = 0.0,
+    compiled: bool | None = None,
+    _force_queues: bool = False,
+) -> SimResult:
+    """Simulate ``schedule`` moving ``size`` bytes (nccl-tests convention).
+
+    ``order``: ``fair`` (the default, :data:`REALIZED`: what the executors and exporters
+    realize and the testbed measured) shares each link equally among the rank pairs with data
+    on it, each pair's transfers going one at a time in the schedule's link order restricted to
+    that pair (the order its sender posts them), or first ready first served where the link has
+    no order (TCP connections or RDMA queue pairs; processor sharing, see
+    ``docs/simulator.md``); planned priorities are ignored. ``auto`` (= ``plan``) follows the
+    schedule's plan: explicit per-link orders are obeyed exactly across all pairs; otherwise a
+    free link starts the waiting transfer with the earliest planned start time (or step), then
+    the first ready. ``fcfs`` ignores every plan: first ready, first served.
+    ``release`` holds each operation until its planned start.
+    ``reduce_bw`` (bytes/s) adds ``bytes / reduce_bw`` to every reduce operation.
+    ``op_cost_s`` (seconds) is what issuing one operation costs its sender: a rank issues its
+    operations one at a time, each taking ``op_cost_s`` before its bytes start, while issued
+    operations travel in parallel (an executor's or a NIC's per-message work; 0, the default, is
+    the pure alpha-beta model). Modelled as one virtual link per rank in front of every route.
+    ``compiled``: run the numba-compiled loop (True), the plain Python one (False), or
+    (None, the default) the compiled one when it is already loaded or the schedule has
+    :data:`COMPILE_FROM_HOPS` link hops or more: below that, loading the compiled code costs
+    more than it saves. Both give the same results.
+    """
+    _check_args(size, order, reduce_bw, op_cost_s)
+    wall0 = _time.perf_counter()
+    s = schedule
+    t = s.topology
+    n_ops = s.num_ops
+    n_links = len(t.links)
+    plan = group_plan(s) if s.has_groups else None
+    own_ptr, own_links = (plan.own_ptr, plan.own_links) if plan else (s.route_ptr, s.route_links)
+    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes = hop_arrays(
+        s, size, own_ptr, own_links
+    )
+    (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail), route_ptr, n_all = virtual_hops(
+        s, op_cost_s, (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail),
+        own_ptr.astype(np.int64), n_links, plan.forked if plan else None,
+    )  # fmt: skip
+    groups, op_hops, op_first = group_arrays(plan, own_ptr, route_ptr)
+    if compiled is None:
+        compiled = len(hop_link) >= COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
+    op_last = route_ptr[1:] - 1
+    extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
+    succ_ptr, succ_ids = successors(n_ops, s.dep_ptr, s.dep_ids)
+    indeg = np.diff(s.dep_ptr).astype(np.int64)
+    pos, optr, ohops, prio, used = order_arrays(
+        s, "fcfs" if order == "fcfs" else "plan", hop_link, hop_op, n_all
+    )
+    kernel: Callable[..., tuple]
+    if order == "fair":
+        hop_class, class_ptr, shared = connections(s, hop_link, hop_op, n_links, n_all)
+        conn_pos = connection_positions(s, hop_class, optr, ohops)
+        used = "links shared fairly by rank pairs, each pair first ready, first served"
+        if len(ohops):
+            used = "links shared fairly by rank pairs, each pair in its planned link order"
+        kernel = compiled_run_events_fair() if compiled else run_events_fair
+        hop_start, hop_end, op_ready, op_finish, busy, done = _call_holding_signals(
+            kernel, hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last,
+            release_t, extra, succ_ptr, succ_ids, indeg, n_all, hop_class, class_ptr, shared,
+            conn_pos, op_hops, groups,
+        )  # fmt: skip
+    else:
+        kernel = compiled_run_events() if compiled else run_events
+        reserve = bool(np.all(prio == prio[0])) if n_ops else True
+        if _force_queues:
+            reserve = False
+        hop_start, hop_end, op_ready, op_finish, busy, done = _call_holding_signals(
+            kernel, hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio,
+            release_t, extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_all, reserve,
+            op_hops, groups,
+        )  # fmt: skip
+    if done != n_ops:
+        raise CollsynthError(
+            f"simulation stalled with {n_ops - done} of {n_ops} operations "
+            f"never started (dependency cycle or planned link order that "
+            f"deadlocks; verify the schedule)"
+        )
+    op_start = hop_start[route_ptr[:-1]] if n_ops else np.zeros(0)
+    if n_all > n_links:  # drop the virtual hops: the outputs speak of real links only
+        keep = hop_link < n_links
+        hop_link, hop_op = hop_link[keep], hop_op[keep]
+        hop_start, hop_end, busy = hop_start[keep], hop_end[keep], busy[:n_links]
+        if op_cost_s > 0:
+            used += f", {fmt_time(op_cost_s)} per operation at its sender"
+            real_first = own_ptr[:-1][s.kind != OpKind.JOIN]
+            op_start[s.kind != OpKind.JOIN] = hop_start[real_first]
+    total = float(op_finish.max()) if n_ops else 0.0
+    per_rank = (compiled_rank_times() if compiled else rank_times)(
+        s.src, s.dst, op_finish, t.num_ranks
+    )
+    return SimResult(
+        s,
+        float(size),
+        total,
+        per_rank,
+        op_start,
+        op_finish,
+        hop_link,
+        hop_op,
+        hop_start,
+        hop_end,
+        busy,
+        used,
+        _time.perf_counter() - wall0,
+        float(op_cost_s),
+    )
+
+
+__all__ = ["COMPILE_FROM_HOPS", "MODEL_NAMES", "ORDER_POLICIES", "REALIZED", "simulate"]
