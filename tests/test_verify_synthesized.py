@@ -212,7 +212,7 @@ def test_tree_lowering_with_a_bad_route_is_caught_by_the_verifier():
 def test_tree_templates_at_once_match_one_at_a_time(direction, seed):
     """The array construction of the lowering's tree templates (all trees at once) gives
     exactly the per-tree construction's templates, on random routed spanning trees."""
-    from collsynth.schedule import trees as tr
+    from collsynth.schedule import tree_tasks
 
     rng = np.random.default_rng(seed)
     n = 9
@@ -232,14 +232,16 @@ def test_tree_templates_at_once_match_one_at_a_time(direction, seed):
     cols = TreeForm(forms).columns
     ids = np.arange(len(forms), dtype=np.int64)
     chunks = [np.array([i]) for i in ids]
-    fast = tr._tasks_at_once(cols, ids, direction, n, chunks)
+    fast = tree_tasks.tasks_at_once(cols, ids, direction, n, chunks)
     assert fast is not None
     ptr = cols["tree_ptr"]
     for i, tree in enumerate(forms):
         lo, hi = int(ptr[i]), int(ptr[i + 1])
         src, dst = cols["edge_from"][lo:hi].tolist(), cols["edge_to"][lo:hi].tolist()
-        children = tr._check_edges(tree.root, src, dst, direction, n, "t")
-        slow = tr._Task.make(b, tree.root, direction, src, dst, cols, lo, children, chunks[i])
+        children = tree_tasks.check_edges(tree.root, src, dst, direction, n, "t")
+        slow = tree_tasks.TreeTask.make(
+            b, tree.root, direction, src, dst, cols, lo, children, chunks[i]
+        )
         for f in ("src", "dst", "depth", "route_len", "route_flat", "dep_len", "from_root"):
             assert np.array_equal(getattr(fast[i], f), getattr(slow, f)), (i, f)
         key = lambda x: sorted(zip(x.dep_owner.tolist(), x.dep_within.tolist(),  # noqa: E731
@@ -249,7 +251,7 @@ def test_tree_templates_at_once_match_one_at_a_time(direction, seed):
     bad = list(forms[0].edges)
     bad[0] = (bad[0][0], bad[0][0], bad[0][2])
     cols_bad = TreeForm([Tree(0, tuple(bad), 1, direction)]).columns
-    assert tr._tasks_at_once(cols_bad, np.array([0]), direction, n, chunks[:1]) is None
+    assert tree_tasks.tasks_at_once(cols_bad, np.array([0]), direction, n, chunks[:1]) is None
 
 
 def test_lowering_refuses_more_dependencies_than_the_limit(monkeypatch):

@@ -38,9 +38,6 @@ import numpy as np
 from ..errors import CollsynthError
 from .dag import owners, ragged_arange
 from .tree_lowering import lower
-from .tree_tasks import TreeTask as _Task  # noqa: F401 (importable here too)
-from .tree_tasks import check_edges as _check_edges  # noqa: F401
-from .tree_tasks import tasks_at_once as _tasks_at_once  # noqa: F401
 
 
 @dataclass(frozen=True)
