@@ -485,13 +485,12 @@ def test_runs_without_numba(monkeypatch):
     """Where numba cannot be imported the loop runs uncompiled, whatever the engine."""
     import sys
 
-    from collsynth.synth.scale import algo, loop
+    from collsynth.synth.scale import algo
 
     t = load_topology("wan:dcs=2,gpus=3")
     coll = Collective.make("allgather", t.num_ranks)
     ref = plan(t, coll, 3, MB, engine="python")
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
-    monkeypatch.setattr(loop, "_COMPILED", [])
     monkeypatch.setattr(algo, "_LOADED", {})
     assert not load_kernel()["compiled"]
     p = plan(t, coll, 3, MB, engine="numba")
@@ -551,3 +550,20 @@ def test_random_alphas_keep_causality():
     t = sample_alphas(load_topology("mesh2d:w=8,h=5"), seed=1, low=0.3e-6, high=3e-6)
     s = synthesize("scale", t, Collective.make("allgather", 40, 1), size=1e6)
     ensure_verified(s)
+
+
+def test_loop_compiles_as_one_group():
+    """The loop's modules share one namespace for numba: each function of theirs is in it under
+    its own name, and names mean one object across the modules."""
+    import types
+
+    from collsynth.synth.scale import kernel
+
+    space = kernel.namespace()
+    names = kernel.kernel_names()
+    assert len(names) == len(set(names)) and "run_loop" in names
+    for module in kernel.MODULES:
+        for name, value in vars(module).items():
+            if isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
+                assert name in names and space[name] is value
+    assert set(kernel.ALLOCATING) <= set(names)

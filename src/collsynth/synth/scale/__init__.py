@@ -21,11 +21,12 @@ Scalable Collective Communication Library for Wide-Area Distributed Training" (A
 * link statistics input and re-planning (:mod:`.stats`, :func:`replan`,
   ``collsynth wan replan``).
 
-The loop is written once, as plain Python over numpy arrays (:mod:`.loop`, reading the
+The loop is written once, as plain Python over numpy arrays (:mod:`.loop` and the modules
+it lists: state, bit sets, event heaps, router search, decisions, commit; reading the
 topology tables of :mod:`.tables`), and runs compiled with numba when numba is importable
-(:func:`load_kernel` loads it once per process; re-plans of a 3-DC x 8-GPU instance with 8
-subchunks then take about 15 ms of CPU) or uncompiled (``engine="python"``), with the same
-plan bit for bit.
+(:mod:`.kernel` compiles its functions as one group; :func:`load_kernel` loads it once per
+process; re-plans of a 3-DC x 8-GPU instance with 8 subchunks then take about 15 ms of CPU)
+or uncompiled (``engine="python"``), with the same plan bit for bit.
 
 Where it departs from the paper (see ``docs/scale.md``):
 

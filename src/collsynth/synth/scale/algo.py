@@ -1,9 +1,9 @@
 """SCALE-CCL planner: the plan record, engine choice, IR lowering, registry entry, re-planning.
 
 The event loop itself (time- and event-driven rounds, Load-Aware Neighbor Forwarding and
-Subchunk Scheduling) is :func:`.loop.run_loop`; the topology tables it reads are
-:func:`.tables.graph_tables`. :func:`plan` runs the loop compiled with numba or as plain
-Python (``engine``); both give the same plan, bit for bit.
+Subchunk Scheduling) is :func:`.loop.run_loop`, compiled by :func:`.kernel.compiled_run_loop`;
+the topology tables it reads are :func:`.tables.graph_tables`. :func:`plan` runs the loop
+compiled with numba or as plain Python (``engine``); both give the same plan, bit for bit.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
 from ..options import Option, int_option, size_option
-from . import loop as loop_module
-from .loop import (
+from .kernel import SOURCES, compiled_run_loop
+from .loop import run_loop
+from .state import (
     EVENTS,
     LWNF,
     LWNF_REFUSED,
@@ -36,9 +37,6 @@ from .loop import (
     TX_START,
     Links,
     Params,
-    compiled_run_loop,
-    numba_available,
-    run_loop,
 )
 from .stats import LinkStats
 from .tables import WORD, graph_tables
@@ -151,15 +149,15 @@ def _run(
     ``link_free0``: when each link has drained its queue (re-planning input)."""
     wall0 = _time.perf_counter()
     _check(topology, collective)
-    g = graph_tables(topology)
+    graph = graph_tables(topology)
     nch = collective.num_chunks
     S = nch * k
     W = (S + WORD - 1) // WORD
     sub_bytes = collective.chunk_bytes(size) / k
-    has, want = _bitsets(collective, g.n_ranks, k, W)
+    has, want = _bitsets(collective, graph.n_ranks, k, W)
     bw = topology.link_bw.astype(np.float64)
     free = (
-        np.zeros(g.n_links)
+        np.zeros(graph.n_links)
         if link_free0 is None
         else np.array(link_free0, dtype=np.float64, copy=True)
     )
@@ -176,12 +174,14 @@ def _run(
         noise=NOISE,
     )
     loop = compiled_run_loop() if compiled else run_loop
-    cnt, ops = loop(g, params, links, has, want, max(1, min(g.n_ranks * S, INITIAL_OPS)))
-    if cnt[STALLED]:
+    counters, ops = loop(
+        graph, params, links, has, want, max(1, min(graph.n_ranks * S, INITIAL_OPS))
+    )
+    if counters[STALLED]:
         raise CollsynthError(
             "scale: some ranks cannot be reached (the plan stalled with data still missing)"
         )
-    p = Plan(
+    result = Plan(
         topology,
         collective,
         k,
@@ -196,22 +196,24 @@ def _run(
         route_links=ops.route_links,
         engine="numba" if compiled and loop is not run_loop else "python",
     )
-    p.events = {EVENT_NAMES[e]: int(cnt[EVENTS + e]) for e in (TX_START, TX_END, RX_START, RX_END)}
-    p.decisions = {
-        "lwnf": int(cnt[LWNF]),
-        "lwnf_refused": int(cnt[LWNF_REFUSED]),
-        "ss_calls": int(cnt[SS_CALLS]),
-        "ss_duplicates": int(cnt[SS_DUPLICATES]),
-        "rounds": int(cnt[ROUNDS]),
+    result.events = {
+        EVENT_NAMES[e]: int(counters[EVENTS + e]) for e in (TX_START, TX_END, RX_START, RX_END)
     }
-    p.plan_s = float(ops.finish.max()) if len(ops.finish) else 0.0
-    p.wall_s = _time.perf_counter() - wall0
-    return p
+    result.decisions = {
+        "lwnf": int(counters[LWNF]),
+        "lwnf_refused": int(counters[LWNF_REFUSED]),
+        "ss_calls": int(counters[SS_CALLS]),
+        "ss_duplicates": int(counters[SS_DUPLICATES]),
+        "rounds": int(counters[ROUNDS]),
+    }
+    result.plan_s = float(ops.finish.max()) if len(ops.finish) else 0.0
+    result.wall_s = _time.perf_counter() - wall0
+    return result
 
 
 _LOADED: dict = {}
 #: the files the compiled loop is made from (their content keys the "compiled" marker)
-_SOURCES = (loop_module.__file__,)
+_SOURCES = SOURCES
 
 
 def _cached() -> bool:
@@ -348,7 +350,7 @@ def plan(
     if engine == "auto":
         pairs = topology.num_ranks * collective.num_chunks * c
         work = pairs * (graph_tables(topology).n_doms + 1)
-        compiled = bool(_LOADED) or (work >= AUTO_SIZE and numba_available() and _cached())
+        compiled = bool(_LOADED) or (work >= AUTO_SIZE and jit.numba_available() and _cached())
     else:
         compiled = engine == "numba"
     if compiled:

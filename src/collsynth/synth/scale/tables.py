@@ -5,7 +5,7 @@ so re-plans of one topology share them (:func:`graph_tables` keeps a few).
 
 Datacenters (*domains*) are the connected components of the GPU-only graph, numbered by their
 lowest rank. Sets of datacenters are bit sets of ``dom_words`` int64 words of 63 bits (see
-:mod:`.loop`).
+:mod:`.state`).
 """
 
 from __future__ import annotations
