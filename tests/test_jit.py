@@ -3,6 +3,8 @@ are resolved compiled, and each thing is compiled once per process."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from collsynth import jit
@@ -41,3 +43,38 @@ def test_compiled_group_resolves_each_other():
 def test_rebind_changes_only_the_named_globals():
     f = jit.rebind(_sum_doubled, {"_double": lambda x: 3 * x})
     assert f(np.arange(3)) == 9 and _sum_doubled(np.arange(3)) == 6
+
+
+def test_a_helper_edit_in_another_file_compiles_afresh(tmp_path, monkeypatch):
+    """numba checks a cached function against its own file only; a compiled caller is cached
+    under a folder named by the contents of every file it was built from, so editing only the
+    helper's file cannot leave the caller running the stale helper."""
+    import importlib
+
+    if not jit.numba_available():  # pragma: no cover - numba is a dependency
+        return
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    helper = tmp_path / "jit_helper_mod.py"
+    caller = tmp_path / "jit_caller_mod.py"
+    caller.write_text(
+        "def twice_sum(a):\n    t = 0\n    for v in a:\n        t += helper(v)\n    return t\n"
+    )
+
+    def build():
+        h = importlib.import_module("jit_helper_mod")
+        c = importlib.import_module("jit_caller_mod")
+        h, c = importlib.reload(h), importlib.reload(c)
+        fast = jit.compiled(c.twice_sum, helpers={"helper": jit.compiled(h.helper)})
+        return fast(np.arange(3, dtype=np.int64)), fast._cache._cache_path
+
+    helper.write_text("def helper(x):\n    return 2 * x\n")
+    first, folder1 = build()
+    helper.write_text("def helper(x):\n    return 3 * x\n")
+    second, folder2 = build()
+    assert (first, second) == (6, 9)
+    parent1, parent2 = (
+        os.path.basename(os.path.dirname(folder1)),
+        os.path.basename(os.path.dirname(folder2)),
+    )
+    assert parent1 != parent2 and parent1.startswith("sources-") and parent2.startswith("sources-")

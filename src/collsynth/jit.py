@@ -8,6 +8,12 @@ keeps running), memoized per process; without numba it returns the function itse
 computes the same results more slowly. Which engine a caller runs is always an argument of
 that caller (``compiled=`` or ``engine=``), never a module constant to patch.
 
+numba checks a cached function against its own source file only, so a compiled loop whose
+helpers live in other files would keep running stale helpers after those files change (a
+``git pull`` that edits only a helper's module). Every function compiled here is therefore
+cached under a folder of numba's cache named by a hash of the contents of every source file it
+was built from (its own, its helpers', the group's): a change to any of them compiles afresh.
+
 The first-run policy of collsynth's compiled loops:
 
 numba compiles a loop the first time a process uses it and keeps the machine code in its
@@ -37,7 +43,8 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from .errors import CollsynthError
@@ -49,6 +56,8 @@ _STARTED: set[str] = set()  # builds this process started
 
 
 _MEMO: dict[tuple, Any] = {}
+#: the source files each compiled object was built from (by id; kept alive by _MEMO)
+_FILES: dict[int, frozenset[str]] = {}
 
 
 def numba_available() -> bool:
@@ -81,6 +90,38 @@ def _options(inline: bool, refcount: bool) -> dict[str, Any]:
     return out
 
 
+def _sources_digest(files: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode())
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:  # pragma: no cover - a function without a readable file
+            h.update(b"?")
+    return h.hexdigest()[:16]
+
+
+@contextmanager
+def _cache_folder(files: frozenset[str]) -> Iterator[None]:
+    """numba's cache folder for functions decorated inside: one per content of ``files``
+    (numba picks the folder when a function is decorated, from ``config.CACHE_DIR``)."""
+    from numba.core import config
+
+    settings: Any = config  # numba's settings module (its names are set at run time)
+    old = settings.CACHE_DIR
+    base = (
+        old
+        or os.environ.get("NUMBA_CACHE_DIR")
+        or os.path.join(os.path.expanduser("~"), ".cache", "collsynth", "numba")
+    )
+    settings.CACHE_DIR = os.path.join(base, "sources-" + _sources_digest(files))
+    try:
+        yield
+    finally:
+        settings.CACHE_DIR = old
+
+
 def compiled(
     func: Callable,
     *,
@@ -106,7 +147,12 @@ def compiled(
         from numba import njit
 
         target = rebind(func, helpers) if helpers else func
-        out = njit(**_options(inline, refcount))(target)
+        files = frozenset([func.__code__.co_filename]).union(
+            *(_FILES.get(id(h), frozenset()) for h in (helpers or {}).values())
+        )
+        with _cache_folder(files):
+            out = njit(**_options(inline, refcount))(target)
+        _FILES[id(out)] = files
     # the key holds the helpers by identity: keep them alive as long as the memo entry
     _MEMO[key] = out
     _MEMO[(key, "helpers")] = tuple((helpers or {}).values())
@@ -135,12 +181,16 @@ def compiled_group(
         from numba import njit
 
         space = dict(namespace)
-        for name in chosen:
-            f = namespace[name]
-            space[name] = njit(**_options(False, refcount(name)))(
-                types.FunctionType(f.__code__, space, f.__name__, f.__defaults__, f.__closure__)
-            )
+        files = frozenset(namespace[name].__code__.co_filename for name in chosen)
+        with _cache_folder(files):
+            for name in chosen:
+                f = namespace[name]
+                space[name] = njit(**_options(False, refcount(name)))(
+                    types.FunctionType(f.__code__, space, f.__name__, f.__defaults__, f.__closure__)
+                )
         out = {name: space[name] for name in chosen}
+        for compiled_function in out.values():
+            _FILES[id(compiled_function)] = files
     _MEMO[key] = out
     return dict(out)
 
