@@ -16,10 +16,9 @@ Adding a module to the loop: define its functions there (names unique across the
 it to :data:`MODULES`; its file then also keys the "compiled" marker (:data:`SOURCES`).
 
 numba's on-disk cache checks each function against its own file only (a documented limit of
-``cache=True``): a compiled caller keeps the code of the callees it was compiled with when they
-change in another file. Installing collsynth rewrites every file, which invalidates them all;
-while editing one loop module, clear numba's cache directory before timing or testing the
-compiled loop.
+``cache=True``), so a compiled caller would keep stale callees from another file;
+:func:`collsynth.jit.compiled_group` caches the group under a folder named by the contents of
+all its files, so an edit to any loop module compiles the whole group afresh.
 """
 
 from __future__ import annotations
