@@ -23,6 +23,10 @@ what trusting it lost; and the best schedule against Open MPI's own collective.
 ``collsynth bench testbed -o bench/results`` (as root, with mpiexec) writes ``testbed.json``,
 ``testbed.md`` and one picture per case in ``testbed/``; ``--only dgx1`` re-runs the matching
 cases and merges them into those files.
+
+This module runs the study: it calibrates, measures, simulates the measured rows again and
+writes the files; :mod:`.testbed_study` holds the study's simulator models, its statistics and
+its markdown (its names are re-exported here).
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +42,47 @@ from ..collective import Collective
 from ..errors import CollsynthError
 from ..units import fmt_size
 from .common import merge_rows, read_json, select, summary, write_files
+from .testbed_study import (
+    ALTERNATIVE_TEXT,
+    ALTERNATIVES,
+    DOC_BEGIN,
+    DOC_END,
+    ORDER,
+    doc_path,
+    study,
+    study_markdown,
+    to_markdown,
+    update_doc,
+)
+
+__all__ = [
+    "ALTERNATIVES",
+    "ALTERNATIVE_TEXT",
+    "BW_BOUND",
+    "CASES",
+    "CASE_SIZES",
+    "DOC_BEGIN",
+    "DOC_END",
+    "OPTIONS",
+    "OP_COST_CHUNKS",
+    "OP_COST_SIZE",
+    "OP_COST_TOPOLOGY",
+    "ORDER",
+    "SIZES",
+    "Progress",
+    "calibrate",
+    "calibrate_op_cost",
+    "doc_path",
+    "op_cost_for",
+    "resimulate",
+    "run_case",
+    "run_suite",
+    "study",
+    "study_markdown",
+    "to_markdown",
+    "update_doc",
+    "with_model",
+]
 
 Progress = Callable[[str], None] | None
 
@@ -65,13 +109,6 @@ CASE_SIZES = {"ndv2:chassis=2": [64e3, 1e6, 4e6]}
 OPTIONS = {"teccl": {"time_limit": "20"}}
 #: a row is bandwidth-bound when its time per byte is within this factor of the largest size's
 BW_BOUND = 1.25
-#: the simulator's link model for the comparison: what the testbed's links do (TCP connections
-#: of different rank pairs share a link, each carries its messages in order; see
-#: :func:`collsynth.testbed.measure.measure`); the study also gives the first-served figures
-ORDER = "fair"
-#: the secondary models every row is also simulated with: name -> (order, with the calibrated
-#: cost per operation)
-ALTERNATIVES = {"op_cost": (ORDER, True), "fcfs": ("fcfs", False)}
 
 
 def _label(case: tuple[str, str]) -> str:
@@ -374,133 +411,6 @@ def _write(out_dir: str, header: dict, results: list, old: dict, only: str | Non
     return rows
 
 
-#: the study's figures in docs/testbed.md sit between these lines (rewritten by every run)
-DOC_BEGIN = "<!-- bench testbed: study figures (generated; do not edit by hand) -->"
-DOC_END = "<!-- bench testbed: end of generated figures -->"
-
-
-def doc_path(out_dir: str) -> str:
-    """docs/testbed.md of the checkout whose ``bench/results`` is ``out_dir``."""
-    return os.path.normpath(os.path.join(out_dir, os.pardir, os.pardir, "docs", "testbed.md"))
-
-
-def update_doc(path: str, data: dict) -> bool:
-    """Rewrite the generated figures of ``path`` (between ``DOC_BEGIN`` and ``DOC_END``) from
-    ``data``; False (nothing written) where the file or its markers are missing."""
-    from ..atomic import write_text_atomic
-
-    try:
-        text = open(path, encoding="utf-8").read()
-    except OSError:
-        return False
-    a, b = text.find(DOC_BEGIN), text.find(DOC_END)
-    if a < 0 or b < a:
-        return False
-    new = text[: a + len(DOC_BEGIN)] + "\n" + study_markdown(data) + text[b:]
-    if new != text:
-        write_text_atomic(path, new)
-    return True
-
-
-def study_markdown(data: dict) -> str:
-    """The study's figures as docs/testbed.md shows them."""
-    from ..testbed.measure import MESSAGES_PER_RANK
-
-    st, h = data["study"], data["header"]
-    sp, ra = st["spearman_bandwidth_bound"], st["ratio_calibrated_bandwidth_bound"]
-    cal = h["calibration"]
-    done = [c["case"] for c in data["cases"] if not c.get("failed")]
-    failed = [c for c in data["cases"] if c.get("failed")]
-    steps = [(c["case"], f) for c in data["cases"] for f in c.get("failed_steps", [])]
-    asked = sorted({r.get("requested_size_bytes", r["size_bytes"]) for r in data["rows"]})
-    out = [
-        f"Cases measured: {', '.join(done)} (sizes {', '.join(fmt_size(x) for x in asked)}, "
-        "each rounded per case to a size every schedule can split; "
-        f"{h['iters']} timed iterations each after a warm-up), every applicable algorithm, "
-        "`--check` on every row. Calibration: one link carries "
-        f"{100 * cal['efficiency']:.1f}% of its set rate; {_op_cost_text(cal)}"
-        if asked
-        else "No case was measured.",
-        "",
-        f"- **Rank correlation** (Spearman, simulated against measured time, per case and size "
-        f"with at least three bandwidth-bound schedules): median {_f(sp['median'])}, minimum "
-        f"{_f(sp['min'])}; {sp['at_least_0.8']} of {sp['of']} at least 0.8. "
-        f"{_op_cost_rho_text(st)}",
-        f"- **Calibrated measured/simulated ratio** (realized model) on the {ra['of']} "
-        f"bandwidth-bound rows: median {_f(ra['median'])}, range {_f(ra['min'])}-"
-        f"{_f(ra['max'])}; {ra['within_0.7_1.3']} of {ra['of']} within 0.7-1.3, "
-        f"{ra.get('within_0.9_1.1', '-')} within 0.9-1.1.",
-        _plan_ratio_text(st),
-        f"- **CPU headroom**: {st.get('remeasured_rows', 0)} rows had less than they need (3x, "
-        f"or 3x per {MESSAGES_PER_RANK} messages the busiest rank sends where that is more) and "
-        f"were measured again at a lower scale; {st.get('cpu_bound_rows', 0)} still had too "
-        "little at the lowest scale and are left out of the two figures above.",
-        f"- **Winners**: the simulator's pick was the measured best in {st['winner_agrees']} of "
-        f"{st['sizes']} (case, size); trusting it lost {100 * (st['median_loss'] or 0):.0f}% at "
-        f"the median and {100 * (st['max_loss'] or 0):.0f}% at most.",
-        f"- **Against Open MPI's own collective** on the same network, the best schedule was "
-        f"{_f(st['best_vs_mpi_median'])}x faster at the median.",
-    ]
-    for c in failed:
-        out.append(f"- **Failed case** {c['case']}: {c['failed']}")
-    for case, f in steps:
-        out.append(f"- **Failed step** {case}, {f['what']} at {fmt_size(f['size_bytes'])}: "
-                   f"{f['error']}")  # fmt: skip
-    return "\n".join(out) + "\n"
-
-
-def _plan_ratio_text(st: dict) -> str:
-    """The bullet on measured over the planned order's time."""
-    rp = st.get("ratio_calibrated_plan_bandwidth_bound")
-    if not rp or not rp.get("of"):
-        return "- **Over the planned order**: no row has a planned-order figure."
-    return (
-        f"- **Calibrated measured/planned ratio** (the planned order, one transfer at a time per "
-        f"link with the plan's priorities, which no executor enforces) on the same rows: median "
-        f"{_f(rp['median'])}, range {_f(rp['min'])}-{_f(rp['max'])}; "
-        f"{rp.get('within_0.9_1.1', '-')} of {rp['of']} within 0.9-1.1."
-    )
-
-
-def _op_cost_text(cal: dict) -> str:
-    """The per-operation calibration in a sentence."""
-    oc = cal.get("op_cost")
-    if not oc:
-        return "no cost per operation was calibrated."
-    return (
-        f"issuing one operation costs a rank {1e3 * oc['op_cost_raw_s']:.3f} ms (raw; "
-        f"{oc['ops']} small messages at once on `{oc['topology']}` took "
-        f"{1e3 * oc['measured_raw_s']:.1f} ms, the pure alpha-beta model says "
-        f"{1e3 * oc['simulated_alpha_beta_raw_s']:.1f} ms), scaled by the case's ranks / "
-        f"{oc['ranks']} (the ranks share the cores)."
-    )
-
-
-#: the secondary models as the study's text names them
-ALTERNATIVE_TEXT = {
-    "op_cost": "with the calibrated cost per operation",
-    "fcfs": "first-served (one transfer at a time per link)",
-}
-
-
-def _op_cost_rho_text(st: dict) -> str:
-    """The rank correlations and ratios of the secondary models, for comparison."""
-    out = []
-    for name, text in ALTERNATIVE_TEXT.items():
-        rho = st.get(f"spearman_{name}_bandwidth_bound")
-        ra = st.get(f"ratio_calibrated_{name}_bandwidth_bound")
-        if not rho or not rho["of"]:
-            continue
-        more = ""
-        if ra and ra["of"]:
-            more = f", ratio within 0.7-1.3 on {ra['within_0.7_1.3']} of {ra['of']} rows"
-        out.append(
-            f"Simulated {text} instead: median {_f(rho['median'])}, minimum {_f(rho['min'])}; "
-            f"{rho['at_least_0.8']} of {rho['of']} at least 0.8{more}."
-        )
-    return " ".join(out)
-
-
 def _case_summary(case: tuple[str, str], data: dict) -> dict:
     failed = data.get("failed")
     return {
@@ -513,165 +423,3 @@ def _case_summary(case: tuple[str, str], data: dict) -> dict:
         "failed_steps": failed if isinstance(failed, list) else [],  # one size, or MPI's own
         "picture": f"testbed/{_file(case)}",
     }
-
-
-def study(rows: list[dict], cases: list[dict]) -> dict:
-    """The study's figures over every case (see the module)."""
-    # rows still CPU-bound after the slower re-run test the CPU, not the simulator
-    bw = [r for r in rows if r["bandwidth_bound"] and not r.get("cpu_bound")]
-    ratios = sorted(r["ratio_calibrated"] for r in bw)
-    rhos_bw, agree, losses, vs_mpi = [], 0, [], []
-    rhos_alt: dict[str, list[float]] = {name: [] for name in ALTERNATIVES}
-    sizes = 0
-    for c in cases:
-        for s in c["per_size"]:
-            sizes += 1
-            mine = [r for r in bw if r["case"] == c["case"] and r["size_bytes"] == s["size_bytes"]]
-            if s["spearman"] is not None and len(mine) >= 3:
-                rhos_bw.append(s["spearman"])
-                for name, got in rhos_alt.items():
-                    if s.get(f"spearman_{name}") is not None:
-                        got.append(s[f"spearman_{name}"])
-            agree += s["simulated_winner"] == s["measured_winner"]
-            losses.append(s["loss"])
-            if s["best_vs_mpi"] is not None:
-                vs_mpi.append(s["best_vs_mpi"])
-    out = {
-        "bandwidth_bound_rows": len(bw),
-        "cpu_bound_rows": sum(bool(r.get("cpu_bound")) for r in rows),
-        "remeasured_rows": sum("remeasured_from_scale" in r for r in rows),
-        "rows_with_retransmits": sum(bool(r.get("tcp_retransmits")) for r in rows),
-        "spearman_bandwidth_bound": _rhos(rhos_bw),
-        "ratio_calibrated_bandwidth_bound": _ratios(ratios),
-        "winner_agrees": agree,
-        "sizes": sizes,
-        "median_loss": statistics.median(losses) if losses else None,
-        "max_loss": max(losses) if losses else None,
-        "best_vs_mpi_median": statistics.median(vs_mpi) if vs_mpi else None,
-    }
-    out["ratio_calibrated_plan_bandwidth_bound"] = _ratios(
-        sorted(r["ratio_calibrated_plan"] for r in bw if "ratio_calibrated_plan" in r)
-    )
-    for name, got in rhos_alt.items():  # the secondary models (ALTERNATIVES)
-        out[f"spearman_{name}_bandwidth_bound"] = _rhos(got)
-        out[f"ratio_calibrated_{name}_bandwidth_bound"] = _ratios(
-            sorted(r[f"ratio_calibrated_{name}"] for r in bw if f"ratio_calibrated_{name}" in r)
-        )
-    return out
-
-
-def _rhos(rhos: list[float]) -> dict:
-    """Rank correlations in figures: median, minimum, how many of how many reach 0.8."""
-    return {
-        "median": statistics.median(rhos) if rhos else None,
-        "min": min(rhos) if rhos else None,
-        "at_least_0.8": sum(x >= 0.8 for x in rhos),
-        "of": len(rhos),
-    }
-
-
-def _ratios(ratios: list[float]) -> dict:
-    """Sorted ratios in figures: range, median, how many of how many lie in 0.7-1.3."""
-    return {
-        "min": ratios[0] if ratios else None,
-        "median": statistics.median(ratios) if ratios else None,
-        "max": ratios[-1] if ratios else None,
-        "within_0.7_1.3": sum(0.7 <= x <= 1.3 for x in ratios),
-        "within_0.9_1.1": sum(0.9 <= x <= 1.1 for x in ratios),
-        "of": len(ratios),
-    }
-
-
-def _f(x: Any, fmt: str = ".2f") -> str:
-    return "-" if x is None else format(x, fmt)
-
-
-def _room(r: dict) -> str:
-    if "headroom" not in r:
-        return "-"
-    mark = "!" if r.get("cpu_bound") else "\\*" if "remeasured_from_scale" in r else ""
-    return f"{r['headroom']:.1f}x{mark}"
-
-
-def to_markdown(data: dict) -> str:
-    h, st = data["header"], data["study"]
-    cal = h["calibration"]
-    sp, ra = st["spearman_bandwidth_bound"], st["ratio_calibrated_bandwidth_bound"]
-    out = [
-        "# Testbed study: simulated against measured",
-        "",
-        f"{h['machine']}, Python {h['python']}, {h['iters']} timed iterations per case "
-        "(median; raw min..max in the JSON). Regenerate: `collsynth bench testbed -o "
-        "bench/results` (root, mpiexec). Times are in the topology's own units (measured "
-        "raw time x scale).",
-        "",
-        f"Calibration (one link, {fmt_size(cal['size_bytes'])}): ideal {cal['ideal_raw_s']:.3f} s, "
-        f"measured {cal['measured_raw_s']:.3f} s: efficiency **{cal['efficiency']:.3f}**; "
-        "`cal` = measured/simulated x efficiency.",
-        "",
-        "## Summary",
-        "",
-        f"- bandwidth-bound rows: {st['bandwidth_bound_rows']} (rows measured again at a lower "
-        f"scale for CPU headroom: {st.get('remeasured_rows', 0)}; still CPU-bound, left out: "
-        f"{st.get('cpu_bound_rows', 0)}; rows whose launch saw TCP retransmissions: "
-        f"{st.get('rows_with_retransmits', 0)})",
-        f"- Spearman (bandwidth-bound, per case and size): "
-        f"median {_f(sp['median'])}, min {_f(sp['min'])}, {sp['at_least_0.8']} of {sp['of']} "
-        f"at least 0.8. {_op_cost_rho_text(st)}",
-        f"- cost per operation: {_op_cost_text(cal)}",
-        f"- calibrated measured/simulated (bandwidth-bound): min {_f(ra['min'])}, median "
-        f"{_f(ra['median'])}, max {_f(ra['max'])}; {ra['within_0.7_1.3']} of {ra['of']} within "
-        "0.7-1.3",
-        f"- simulator's winner = measured winner: {st['winner_agrees']} of {st['sizes']} "
-        f"(case, size); trusting the simulator lost {100 * (st['median_loss'] or 0):.0f}% at the "
-        f"median, {100 * (st['max_loss'] or 0):.0f}% at most",
-        f"- best measured schedule against Open MPI's own collective: "
-        f"{_f(st['best_vs_mpi_median'])}x faster at the median",
-        "",
-    ]
-    for c in data["cases"]:
-        pic = [] if c.get("failed") else [f"![{c['case']}]({c['picture']})", ""]
-        out += [f"## {c['case']} (scale {c['scale']:.3g})", "", *pic,
-                "| size | Spearman | Spearman, op cost | Spearman, first-served "
-                "| simulator's pick | measured best | loss | best vs MPI |",
-                "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        for s in c["per_size"]:
-            out.append(
-                f"| {fmt_size(s['size_bytes'])} | {_f(s['spearman'])} "
-                f"| {_f(s.get('spearman_op_cost'))} | {_f(s.get('spearman_fcfs'))} "
-                f"| {s['simulated_winner']} "
-                f"| {s['measured_winner']} | {100 * s['loss']:.0f}% | {_f(s['best_vs_mpi'])}x |"
-            )
-        out += ["", "| algo | size | simulated | with op cost | first-served | measured | ratio "
-                "| cal | bw-bound | headroom | check | off-route ops | TCP resent |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        mine = [r for r in data["rows"] if r["case"] == c["case"]]
-        for r in sorted(mine, key=lambda r: (r["size_bytes"], r["measured_time_s"])):
-            out.append(
-                f"| {r['algo']} | {fmt_size(r['size_bytes'])} | {r['simulated_time_s']:.3g} "
-                f"| {_f(r.get('simulated_op_cost_s'), '.3g')} "
-                f"| {_f(r.get('simulated_fcfs_s'), '.3g')} | {r['measured_time_s']:.3g} "
-                f"| {r['ratio']:.2f} | {r['ratio_calibrated']:.2f} "
-                f"| {'yes' if r['bandwidth_bound'] else 'no'} | {_room(r)} | {r['check'] or '-'} "
-                f"| {r.get('route_mismatch_ops', '-')} | {r.get('tcp_retransmits', '-')} |"
-            )
-        for m in data["mpi"]:
-            if m["case"] == c["case"]:
-                out.append(
-                    f"| Open MPI's own | {fmt_size(m['size_bytes'])} | - | - | - "
-                    f"| {m['measured_time_s']:.3g} | - | - | - | - | - | - | "
-                    f"{m.get('tcp_retransmits', '-')} |"
-                )
-        if c.get("failed"):
-            out += ["", f"**This case failed:** {c['failed']}"]
-        for f in c.get("failed_steps", []):
-            out += ["", f"**{f['what']} at {fmt_size(f['size_bytes'])} failed:** {f['error']}"]
-        if c["ceiling"]:
-            out += ["", f"CPU ceiling: least headroom {c['ceiling']['headroom']:.1f}x "
-                    f"({c['ceiling']['algo']} at {fmt_size(c['ceiling']['size_bytes'])}); "
-                    "`*` measured again at a lower scale, `!` still under its required "
-                    "headroom."]  # fmt: skip
-        for sk in c["skipped"]:
-            out.append(f"\nskipped {sk['algo']}: {sk['reason']}")
-        out.append("")
-    return "\n".join(out) + "\n"
