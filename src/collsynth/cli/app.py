@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 
 from .. import __version__, deadline, interrupt
 from ..errors import CollsynthError
+from ..params import TRUE_WORDS
 from . import bench, bound, compare, demo, export, run, synth, testbed, topology, verify, wan
 from .common import HELP_AS_JSON, Parser, UsageError, add_quiet, time_limit_of
 
@@ -181,4 +182,4 @@ def _internal(e: Exception) -> int:
 def debugging() -> bool:
     """``COLLSYNTH_DEBUG`` is 1, true, yes or on (any case): internal errors show their
     traceback. Anything else (unset, empty, 0, false, no, off) keeps them to one line."""
-    return os.environ.get("COLLSYNTH_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get("COLLSYNTH_DEBUG", "").strip().lower() in TRUE_WORDS
