@@ -14,7 +14,7 @@ from ...schedule.ir import Schedule
 from ...topology.model import Topology
 from .. import register
 from ..options import Option, plan_size
-from .common import check_supported
+from .common import SUPPORTED, check_supported
 from .epochs import make_grid, parse_epoch
 from .highs import SolveSettings, parse_highs_options
 from .lower import to_schedule
@@ -142,14 +142,7 @@ OPTIONS = (
 
 @register(
     "teccl",
-    collectives={
-        CollKind.ALLGATHER,
-        CollKind.BROADCAST,
-        CollKind.ALLTOALL,
-        CollKind.GATHER,
-        CollKind.SCATTER,
-        CollKind.CUSTOM,
-    },
+    collectives=set(SUPPORTED),
     summary="TE-CCL: epoch multi-commodity-flow MILP (AllToAll: LP) on HiGHS; "
     "optimal for small instances, best-found within time_limit otherwise",
     options=OPTIONS,

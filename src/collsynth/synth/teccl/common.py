@@ -187,16 +187,22 @@ class Model:
         return len(self.row_lower)
 
 
-def check_supported(collective: Collective) -> None:
-    """Refuse the collectives TE-CCL's formulation does not cover (reductions and others)."""
-    if collective.reduces:
-        raise CollsynthError(f"teccl does not support {collective.kind.value} (reductions)")
-    if collective.kind not in (
+#: the collectives TE-CCL's formulation covers (none that reduces)
+SUPPORTED = frozenset(
+    {
         CollKind.ALLGATHER,
         CollKind.BROADCAST,
         CollKind.ALLTOALL,
         CollKind.GATHER,
         CollKind.SCATTER,
         CollKind.CUSTOM,
-    ):
+    }
+)
+
+
+def check_supported(collective: Collective) -> None:
+    """Refuse the collectives TE-CCL's formulation does not cover (reductions and others)."""
+    if collective.reduces:
+        raise CollsynthError(f"teccl does not support {collective.kind.value} (reductions)")
+    if collective.kind not in SUPPORTED:
         raise CollsynthError(f"teccl does not support {collective.kind.value}")
