@@ -50,7 +50,6 @@ import numpy as np
 from ..collective import Collective
 from ..errors import CollsynthError
 from ..topology.model import Topology
-from .dag import ragged_arange
 
 
 class OpKind(IntEnum):
@@ -74,13 +73,6 @@ class OpKind(IntEnum):
         ):
             return cls(int(value))
         raise CollsynthError(f"operation kind {value!r} is not copy, reduce or join")
-
-
-def spread_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(s, s + l)`` over ``zip(starts, lens)``:
-    :func:`collsynth.schedule.dag.ragged_arange` with the starts first (kept for its
-    importers)."""
-    return ragged_arange(lens, starts)
 
 
 def _csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from ...jit import compiled as jit_compiled
-from ...schedule.ir import spread_ranges
+from ...schedule.dag import ragged_arange
 from ...schedule.trees import TreeForm
 from ...topology.model import Topology
 from ...topology.symmetry import automorphisms, components, orbit_ids, representatives
@@ -577,8 +577,8 @@ def _images(trees: list[dict], P: np.ndarray, L: np.ndarray, rank) -> TreeForm:
     )
     e_off = np.concatenate([[0], np.cumsum(n_edges * G)])[:-1]
     l_off = np.concatenate([[0], np.cumsum(n_links * G)])[:-1]
-    e_sel = spread_ranges(e_off[sel_j] + sel_g * n_edges[sel_j], n_edges[sel_j])
-    l_sel = spread_ranges(l_off[sel_j] + sel_g * n_links[sel_j], n_links[sel_j])
+    e_sel = ragged_arange(n_edges[sel_j], e_off[sel_j] + sel_g * n_edges[sel_j])
+    l_sel = ragged_arange(n_links[sel_j], l_off[sel_j] + sel_g * n_links[sel_j])
     edge_rlen = rlen[e_sel]
     cols = {
         "tree_root": roots.ravel()[order],
