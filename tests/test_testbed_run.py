@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -14,6 +16,7 @@ import pytest
 
 from collsynth.cli import main
 from collsynth.collective import Collective
+from collsynth.errors import CollsynthError
 from collsynth.runtime.launcher import mpi_available
 from collsynth.synth import synthesize
 from collsynth.synth.order import without_chosen_order
@@ -138,6 +141,46 @@ def test_measure_keeps_finished_sizes_lowers_scale_for_cpu_bound_rows(monkeypatc
         M.measure(load_topology("ring:n=4"), cases, scale, ceiling=False)
 
 
+def test_measure_pools_several_launches_so_one_slow_launch_does_not_decide(monkeypatch):
+    """No namespaces: with ``launches=3`` every schedule runs in three launches and its time is
+    the median over all their iterations; one launch twice as slow leaves it unchanged."""
+    from types import SimpleNamespace
+
+    from collsynth.sim import simulate
+    from collsynth.testbed import measure as M
+
+    sched = _sched(algo="ring")
+    scale = 1e-3
+    size = fit_size(1e6, [sched])
+    want = simulate(sched, size).time_s / scale
+    launches = []
+
+    def fake_launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True):
+        launches.append(iters)
+        slow = 2.0 if len(launches) == 2 else 1.0  # the second launch: a busy machine
+        return SimpleNamespace(runs=[{"times_s": [want * slow] * iters, "check": "passed"}])
+
+    monkeypatch.setattr(M._Runner, "testbed", lambda self, sc, shaped=True: _FakeBed(sc, shaped))
+    monkeypatch.setattr(M, "_launch", fake_launch)
+    monkeypatch.setattr(M, "netns_retransmits", lambda tb: 0)
+    monkeypatch.setattr(M, "route_mismatches", lambda sched, wiring: 0)
+    m = M.measure(load_topology("ring:n=4"), [M.Case("ring", 1e6, sched)], scale,
+                  ceiling=False, reference=False, launches=3, iters=3)  # fmt: skip
+    (row,) = m.rows
+    assert launches == [3, 3, 3] and row["launches"] == 3
+    assert len(row["raw"]["times_s"]) == 9
+    assert row["raw"]["launch_medians_s"] == pytest.approx([want, 2 * want, want])
+    assert row["ratio"] == pytest.approx(1.0) and row["check"] == "passed"
+    # one launch alone would have read the slow one as the schedule's time
+    launches.clear()
+    launches.append(0)  # the next launch is the second: the slow one
+    (one,) = M.measure(load_topology("ring:n=4"), [M.Case("ring", 1e6, sched)], scale,
+                       ceiling=False, reference=False).rows  # fmt: skip
+    assert one["ratio"] == pytest.approx(2.0)
+    with pytest.raises(CollsynthError, match="launches"):
+        M.measure(load_topology("ring:n=4"), [M.Case("ring", 1e6, sched)], scale, launches=0)
+
+
 def test_divisor_lifts_headroom_to_three():
     from collsynth.testbed.measure import LOWEST, _divisor
 
@@ -201,6 +244,7 @@ def test_route_alpha_sums_each_route():
     "argv,needle",
     [
         (["--iters", "0"], "--iters"),
+        (["--launches", "0"], "--launches"),
         (["--scale", "0"], "--scale"),
         (["--timeout", "0"], "--timeout"),
         (["-t", "ring:n=5"], "is not"),
@@ -374,8 +418,9 @@ def _long_run(tmp_path):
 @pytest.mark.parametrize("victim", ["rank", "parent"])
 def test_a_kill_leaves_no_namespace_or_process(tmp_path, victim):
     """A killed rank ends the run (status 3, one line); a parent killed with SIGKILL cannot
-    clean up itself: its reaper removes the testbed and its ranks."""
+    clean up itself: its reaper removes the testbed, its ranks and the run's scratch folder."""
     before = set(namespaces())
+    scratch = set(glob.glob(os.path.join(tempfile.gettempdir(), "collsynth-testbed-*")))
     proc = _long_run(tmp_path)
     try:
         prefix, pids = _wait_for_ranks(before, 4)
@@ -400,6 +445,15 @@ def test_a_kill_leaves_no_namespace_or_process(tmp_path, victim):
                            capture_output=True)  # fmt: skip
             raise AssertionError("the testbed outlived the run")
     assert _gone(pids)
+    if victim == "parent":  # the reaper removes the scratch folder after the testbed
+
+        def left() -> set[str]:
+            return set(glob.glob(os.path.join(tempfile.gettempdir(), "collsynth-testbed-*")))
+
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 10 and not left() <= scratch:
+            time.sleep(0.2)
+        assert left() <= scratch, f"the run's scratch folder outlived it: {left() - scratch}"
 
 
 def test_bench_rewrites_only_the_generated_part_of_the_doc(tmp_path):

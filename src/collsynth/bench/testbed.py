@@ -4,10 +4,14 @@ For every case (topology x collective), every applicable algorithm is synthesize
 ``collsynth compare`` and measured on a fresh testbed (:func:`collsynth.testbed.measure`) at 64
 KB, 1 MB and 8 MB, next to Open MPI's own collective; every schedule also runs on the same
 wiring without shaping (its CPU headroom), and rows with too little headroom (3x, more for
-schedules with many messages per rank) run again at a lower scale. One calibration runs first:
-two ranks on one link exchange 4 MB at the default shaping, and the ratio of the ideal time to
-the measured one is the testbed's *efficiency* (TCP/IP headers, acknowledgements, the executor's
-own work); every measured/simulated ratio is also given multiplied by it (``ratio_calibrated``).
+schedules with many messages per rank) run again at a lower scale. Every shaped measurement runs
+in ``LAUNCHES`` launches and a row's time is the median over all their iterations. One
+calibration runs first: two ranks on one link exchange 4 MB at the default shaping
+(``LAUNCHES`` launches, the median one), and the ratio of the ideal time to the measured one is
+the testbed's *efficiency* (TCP/IP headers, acknowledgements, the executor's own work); every
+measured/simulated ratio is also given multiplied by it (``ratio_calibrated``). Each row keeps
+the efficiency of the run that measured it (``efficiency``; a case merged by ``--only`` keeps
+its own run's calibration).
 A second calibration finds the testbed's cost per operation (:func:`calibrate_op_cost`). The
 primary figures simulate with links shared by the rank pairs' connections (``order="fair"``, as
 the testbed's TCP links behave); every row is also simulated with the cost per operation
@@ -34,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +65,7 @@ __all__ = [
     "ALTERNATIVE_TEXT",
     "BW_BOUND",
     "CASES",
+    "LAUNCHES",
     "CASE_SIZES",
     "DOC_BEGIN",
     "DOC_END",
@@ -120,9 +126,17 @@ def _file(case: tuple[str, str]) -> str:
     return f"{keep}_{case[1]}.png"
 
 
-def calibrate(progress: Progress = None) -> dict:
-    """Two ranks, one link, 4 MB: the ideal time over the measured one (the efficiency); and
-    the testbed's cost per operation (:func:`calibrate_op_cost`)."""
+#: launches of the one-link calibration (its efficiency is the median launch's) and of every
+#: schedule's shaped measurement (a row's time is the median over all their iterations): one
+#: slow launch on a shared machine once read 0.755 for an efficiency that is 0.93-0.95, and
+#: swapped two schedules of equal simulated time by 10-20% between launches
+LAUNCHES = 3
+
+
+def calibrate(progress: Progress = None, launches: int = LAUNCHES) -> dict:
+    """Two ranks, one link, 4 MB: the ideal time over the measured one (the efficiency; the
+    median of ``launches`` launches of 5 iterations each); and the testbed's cost per
+    operation (:func:`calibrate_op_cost`)."""
     from ..synth import synthesize
     from ..testbed.measure import Case, default_scale, measure
     from ..topology import load_topology
@@ -130,19 +144,25 @@ def calibrate(progress: Progress = None) -> dict:
     topo = load_topology("line:n=2")
     sched = synthesize("direct", topo, Collective.make("allgather", 2, 1))
     scale = default_scale(load_topology("dgx1")) * 2  # dgx1's fastest link, at its scale
-    if progress:
-        progress("calibrating: one link, 4 MB")
-    m = measure(topo, [Case("direct", 4e6, sched)], scale, iters=5, ceiling=False,
-                reference=False)  # fmt: skip
-    (row,) = m.rows
+    times, size = [], 0
+    for k in range(launches):
+        if progress:
+            progress(f"calibrating: one link, 4 MB (launch {k + 1} of {launches})")
+        m = measure(topo, [Case("direct", 4e6, sched)], scale, iters=5, ceiling=False,
+                    reference=False)  # fmt: skip
+        (row,) = m.rows
+        times.append(row["raw"]["time_s"])
+        size = row["size_bytes"]
     rate = topo.links[0].bw * scale
-    ideal = row["size_bytes"] / 2 / rate + topo.links[0].alpha / scale
+    ideal = size / 2 / rate + topo.links[0].alpha / scale
+    measured = statistics.median(times)
     return {
         "link_rate_Bps": rate,
-        "size_bytes": row["size_bytes"],
+        "size_bytes": size,
         "ideal_raw_s": ideal,
-        "measured_raw_s": row["raw"]["time_s"],
-        "efficiency": ideal / row["raw"]["time_s"],
+        "measured_raw_s": measured,
+        "launches_raw_s": times,
+        "efficiency": ideal / measured,
         "op_cost": calibrate_op_cost(progress),
     }
 
@@ -207,15 +227,15 @@ def _finish(data: dict, case: tuple[str, str], scheds: dict, cal: dict, ranks: i
     for r in data["rows"]:
         per_byte = r["simulated_time_s"] / r["size_bytes"]
         largest[r["algo"]] = min(largest.get(r["algo"], per_byte), per_byte)
+    eff = cal["efficiency"]
     for r in data["rows"]:
         r["case"] = _label(case)
-        r["ratio_calibrated"] = r["ratio"] * cal["efficiency"]
+        r["efficiency"] = eff  # the calibration of the run that measured the row
+        r["ratio_calibrated"] = r["ratio"] * eff
         if r.get("simulated_plan_s"):  # measured over the planned order's time
-            r["ratio_calibrated_plan"] = (
-                r["measured_time_s"] / r["simulated_plan_s"] * cal["efficiency"]
-            )
+            r["ratio_calibrated_plan"] = r["measured_time_s"] / r["simulated_plan_s"] * eff
         for name in ALTERNATIVES:
-            r[f"ratio_calibrated_{name}"] = r[f"ratio_{name}"] * cal["efficiency"]
+            r[f"ratio_calibrated_{name}"] = r[f"ratio_{name}"] * eff
         r["bandwidth_bound"] = (
             r["simulated_time_s"] / r["size_bytes"] <= BW_BOUND * largest[r["algo"]]
         )
@@ -253,7 +273,8 @@ def resimulate(out_dir: str, progress: Progress = None, only: str | None = None)
             continue
         data = {"rows": rows, "mpi": mpi, "summary": meta["per_size"],
                 "ceiling": meta["ceiling"], "skipped": meta["skipped"], "scale": meta["scale"],
-                "failed": meta["failed"] or meta["failed_steps"] or None}  # fmt: skip
+                "failed": meta["failed"] or meta["failed_steps"] or None,
+                "calibration": meta.get("calibration")}  # fmt: skip
         if case in chosen:
             if progress:
                 progress(f"{label}: simulating {len(rows)} measured rows again")
@@ -271,7 +292,8 @@ def resimulate(out_dir: str, progress: Progress = None, only: str | None = None)
                     changed.append(f"{label} {r['algo']} {fmt_size(r['size_bytes'])}")
             m = Measurement(label, coll.describe(), meta["scale"], "", rows=rows, mpi=mpi)
             data.update(summary=m.summary(), topology=topo.name, collective=coll.describe())
-            _finish(data, case, keep, cal, topo.num_ranks)
+            _finish(data, case, keep, meta.get("calibration") or cal, topo.num_ranks)
+            data["calibration"] = meta.get("calibration")
             plot_testbed(data, os.path.join(out_dir, "testbed", _file(case)))
         results.append((case, data))
     rows = _write(out_dir, header, results, {}, None)
@@ -350,9 +372,10 @@ def run_case(case: tuple[str, str], cal: dict, iters: int, plots: str,
     if progress:
         progress(f"{_label(case)}: measuring {len(cases)} schedule-size pairs")
     m = measure(topo, cases, default_scale(topo), iters=iters, check=True, on_step=progress,
-                order=ORDER)  # fmt: skip
+                order=ORDER, launches=LAUNCHES)  # fmt: skip
     m.skipped = comparison.skipped
     data = m.to_dict()
+    data["calibration"] = cal
     scheds = {(c.label, c.size): c.schedule for c in cases}
     _finish(data, case, scheds, cal, topo.num_ranks)
     os.makedirs(plots, exist_ok=True)
@@ -374,6 +397,7 @@ def run_suite(out_dir: str, repeat: int = 3, progress: Progress = None,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "python": platform.python_version(),
         "iters": max(3, repeat),
+        "launches": LAUNCHES,
         "calibration": cal,
     }
     results: list[tuple[tuple[str, str], dict]] = []
@@ -386,7 +410,7 @@ def run_suite(out_dir: str, repeat: int = 3, progress: Progress = None,
             if progress:
                 progress(f"{_label(case)}: failed: {e}")
             data = {"rows": [], "mpi": [], "summary": [], "ceiling": None, "skipped": [],
-                    "scale": 0.0, "failed": str(e)}  # fmt: skip
+                    "scale": 0.0, "failed": str(e), "calibration": cal}  # fmt: skip
         results.append((case, data))
         rows = _write(out_dir, header, results, old, only)  # after every case: a long run
     return {"summary": summary(len(CASES), len(chosen), len(rows), time.perf_counter() - t0, only)}
@@ -422,4 +446,7 @@ def _case_summary(case: tuple[str, str], data: dict) -> dict:
         "failed": failed if isinstance(failed, str) else None,  # the whole case
         "failed_steps": failed if isinstance(failed, list) else [],  # one size, or MPI's own
         "picture": f"testbed/{_file(case)}",
+        # the calibration of the run that measured the case (cases merged from other runs
+        # keep theirs; the header has the latest run's)
+        "calibration": data.get("calibration"),
     }

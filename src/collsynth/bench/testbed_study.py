@@ -134,9 +134,9 @@ def study_markdown(data: dict) -> str:
     out = [
         f"Cases measured: {', '.join(done)} (sizes {', '.join(fmt_size(x) for x in asked)}, "
         "each rounded per case to a size every schedule can split; "
-        f"{h['iters']} timed iterations each after a warm-up), every applicable algorithm, "
-        "`--check` on every row. Calibration: one link carries "
-        f"{100 * cal['efficiency']:.1f}% of its set rate; {_op_cost_text(cal)}"
+        f"{_iterations_text(h)}), every applicable algorithm, "
+        f"`--check` on every row. Calibration: one link carries {_efficiency_text(data)} of its "
+        f"set rate; {_op_cost_text(cal)}"
         if asked
         else "No case was measured.",
         "",
@@ -165,6 +165,25 @@ def study_markdown(data: dict) -> str:
         out.append(f"- **Failed step** {case}, {f['what']} at {fmt_size(f['size_bytes'])}: "
                    f"{f['error']}")  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+def _iterations_text(h: dict) -> str:
+    """How many timed iterations (and launches) each row's median is over."""
+    launches = h.get("launches", 1)
+    if launches > 1:
+        return (f"{launches} launches of {h['iters']} timed iterations each after a warm-up, "
+                "the median over all of them")  # fmt: skip
+    return f"{h['iters']} timed iterations each after a warm-up"
+
+
+def _efficiency_text(data: dict) -> str:
+    """The calibrated efficiency in words: one figure, or the range over the cases' runs."""
+    latest = data["header"]["calibration"]
+    effs = sorted({(c.get("calibration") or latest)["efficiency"] for c in data["cases"]})
+    effs = effs or [latest["efficiency"]]
+    if len(effs) == 1 or effs[-1] - effs[0] < 5e-4:
+        return f"{100 * effs[0]:.1f}%"
+    return f"{100 * effs[0]:.1f}-{100 * effs[-1]:.1f}% (each case's own run)"
 
 
 def _plan_ratio_text(st: dict) -> str:
@@ -242,14 +261,15 @@ def to_markdown(data: dict) -> str:
     out = [
         "# Testbed study: simulated against measured",
         "",
-        f"{h['machine']}, Python {h['python']}, {h['iters']} timed iterations per case "
-        "(median; raw min..max in the JSON). Regenerate: `collsynth bench testbed -o "
+        f"{h['machine']}, Python {h['python']}, {_iterations_text(h)} per row "
+        "(raw min..max in the JSON). Regenerate: `collsynth bench testbed -o "
         "bench/results` (root, mpiexec). Times are in the topology's own units (measured "
         "raw time x scale).",
         "",
-        f"Calibration (one link, {fmt_size(cal['size_bytes'])}): ideal {cal['ideal_raw_s']:.3f} s, "
-        f"measured {cal['measured_raw_s']:.3f} s: efficiency **{cal['efficiency']:.3f}**; "
-        "`cal` = measured/simulated x efficiency.",
+        f"Calibration (one link, {fmt_size(cal['size_bytes'])}, the latest run): ideal "
+        f"{cal['ideal_raw_s']:.3f} s, measured {cal['measured_raw_s']:.3f} s: efficiency "
+        f"**{cal['efficiency']:.3f}**; `cal` = measured/simulated x the efficiency of the run "
+        "that measured the row (each case's heading gives it).",
         "",
         "## Summary",
         "",
@@ -275,7 +295,8 @@ def to_markdown(data: dict) -> str:
     ]
     for c in data["cases"]:
         pic = [] if c.get("failed") else [f"![{c['case']}]({c['picture']})", ""]
-        out += [f"## {c['case']} (scale {c['scale']:.3g})", "", *pic,
+        eff = (c.get("calibration") or cal)["efficiency"]
+        out += [f"## {c['case']} (scale {c['scale']:.3g}, efficiency {eff:.3f})", "", *pic,
                 "| size | Spearman | Spearman, op cost | Spearman, first-served "
                 "| simulator's pick | measured best | loss | best vs MPI |",
                 "|---|---|---|---|---|---|---|---|"]  # fmt: skip

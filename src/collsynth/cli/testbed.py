@@ -142,6 +142,13 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iters", type=int, default=3, help="timed iterations per case (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="untimed iterations first (default 1)")
     p.add_argument(
+        "--launches",
+        type=int,
+        default=1,
+        help="launches per size (default 1); a row's time is the median over every launch's "
+        "iterations, so that one slow launch on a busy machine does not decide it",
+    )
+    p.add_argument(
         "--check", action="store_true", help="also check every result against a computed one"
     )
     p.add_argument(
@@ -225,7 +232,10 @@ def _measure_args(args: argparse.Namespace) -> dict:
     timeout = parse_time(args.timeout, "--timeout")
     if not timeout > 0:
         raise CollsynthError(f"--timeout {args.timeout!r} must be positive")
+    if args.launches < 1 or args.launches > 100:
+        raise CollsynthError(f"--launches must be between 1 and 100, got {args.launches}")
     return {
+        "launches": args.launches,
         "iters": args.iters,
         "warmup": args.warmup,
         "check": args.check,

@@ -24,6 +24,7 @@ from ..errors import CollsynthError, RunFailedError
 from ..schedule.io import save_schedule
 from ..schedule.ir import Schedule
 from ..topology.model import Topology
+from .reaper import SCRATCH_PREFIX
 
 #: default shaping: the sum of every link's scaled bandwidth (what the CPU must move when all
 #: links are busy) is this many bytes/s, well under what two cores move over veth pairs
@@ -167,11 +168,14 @@ def measure(
     ceiling: bool = True,
     op_cost_raw_s: float = 0.0,
     order: str = "fair",
+    launches: int = 1,
     on_step: Callable[[str], None] | None = None,
 ) -> Measurement:
     """Run ``cases`` on a testbed of ``topology`` shaped at ``scale`` (see the module).
 
-    Per size, one launch runs every schedule and a second one times Open MPI's own collective
+    Per size, ``launches`` launches run every schedule (``iters`` timed iterations each; a row's
+    time is the median over all of them, so that one slow launch, as a shared machine has now
+    and then, does not decide a row) and one more times Open MPI's own collective
     (its deadline allows 8 times the slowest schedule's expected time; where it still fails,
     the size keeps its schedule rows and the failure is recorded). With ``ceiling``, every
     schedule first runs on the same wiring without shaping or emulated latency: its *headroom*
@@ -209,8 +213,11 @@ def measure(
         mine = [c for c in cases if c.size == want]
         fitted = fit_size(want, [c.schedule for c in mine])
         groups[fitted] = [(c, simulate(c.schedule, fitted, order=order).time_s) for c in mine]
-    with tempfile.TemporaryDirectory(prefix="collsynth-testbed-") as tmp:
-        run = _Runner(topology, tmp, iters, warmup, check, timeout, step, op_cost_raw_s, order)
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as tmp:
+        if launches < 1:
+            raise CollsynthError(f"launches must be at least 1, got {launches}")
+        run = _Runner(topology, tmp, iters, warmup, check, timeout, step, op_cost_raw_s, order,
+                      launches)  # fmt: skip
         unshaped = run.unshaped(groups) if ceiling else {}
         rows: dict[tuple[int, int], dict] = {}
         slower: dict[int, list[tuple[int, int]]] = {}  # scale divisor -> (size, index)
@@ -287,11 +294,12 @@ class _Runner:
     step: Callable[[str], None]
     op_cost_raw: float = 0.0
     order: str = "fair"
+    launches: int = 1
 
     def testbed(self, scale: float, shaped: bool = True) -> Any:
         from .session import Testbed
 
-        return Testbed(self.topology, scale, shaped=shaped)
+        return Testbed(self.topology, scale, shaped=shaped, scratch=self.tmp)
 
     def unshaped(self, groups: dict[int, list[tuple[Case, float]]]) -> dict[tuple[int, int], float]:
         """Every schedule's median raw time without shaping or delays (CPU-bound)."""
@@ -312,28 +320,36 @@ class _Runner:
                result: Measurement) -> dict[int, dict]:  # fmt: skip
         """Rows of ``group`` at ``size`` on ``tb`` (empty, and a ``failed`` entry, on failure)."""
 
-        self.step(f"measuring {len(group)} schedule(s) at {size} B")
         sims = [sim for _, sim in group]
         # a step's deadline covers the slowest schedule's expected raw time, 4 times over
         limit = max(self.timeout, 4 * max(sims) / scale + 30)
         before = netns_retransmits(tb)
-        try:
-            rep = _launch(tb, [c for c, _ in group], size, self.tmp, self.iters, self.warmup,
-                          self.check, limit, False)  # fmt: skip
-        except RunFailedError as e:
-            result.failed.append({"size_bytes": size, "what": "schedules", "scale": scale,
-                                  "error": str(e)})  # fmt: skip
-            return {}
+        runs: list[list[dict]] = []  # per launch, per schedule
+        for k in range(self.launches):
+            more = f" (launch {k + 1} of {self.launches})" if self.launches > 1 else ""
+            self.step(f"measuring {len(group)} schedule(s) at {size} B{more}")
+            try:
+                rep = _launch(tb, [c for c, _ in group], size, self.tmp, self.iters,
+                              self.warmup, self.check, limit, False)  # fmt: skip
+            except RunFailedError as e:
+                result.failed.append({"size_bytes": size, "what": "schedules", "scale": scale,
+                                      "error": str(e)})  # fmt: skip
+                return {}
+            runs.append(rep.runs)
         resent = netns_retransmits(tb) - before
         out = {}
-        for i, ((c, sim_s), run) in enumerate(zip(group, rep.runs)):
+        for i, (c, sim_s) in enumerate(group):
+            run = _pooled([launch[i] for launch in runs])
             row = _row(c, run, size, self._with_cost(c, size, scale, sim_s), scale)
             row.update(simulated_order=self.order,
                        simulated_plan_s=planned_time(c.schedule, size))  # fmt: skip
             if self.op_cost_raw > 0:
                 row.update(simulated_alpha_beta_s=sim_s, op_cost_s=self.op_cost_raw * scale)
             row["route_mismatch_ops"] = route_mismatches(c.schedule, tb.wiring)
-            row["tcp_retransmits"] = resent  # over the whole launch, every schedule in it
+            row["tcp_retransmits"] = resent  # over the launches, every schedule in them
+            row["launches"] = self.launches
+            if self.launches > 1:
+                row["raw"]["launch_medians_s"] = run["launch_medians_s"]
             out[i] = row
         return out
 
@@ -427,6 +443,18 @@ def route_mismatches(sched: Schedule, wiring: Any) -> int:
         if nodes != wiring.paths[int(rank[nodes[0]])][int(rank[nodes[-1]])]:
             bad += 1
     return bad
+
+
+def _pooled(runs: list[dict]) -> dict:
+    """One schedule's runs over several launches as one run: every launch's timed iterations
+    (``times_s``), each launch's median (``launch_medians_s``), the first failed check if
+    any."""
+    out = dict(runs[0])
+    out["times_s"] = [t for r in runs for t in r["times_s"]]
+    out["launch_medians_s"] = [statistics.median(r["times_s"]) for r in runs]
+    if any(r.get("check") == "failed" for r in runs):
+        out["check"] = "failed"
+    return out
 
 
 def _timed(label: str, size: int, times: Sequence[float], scale: float, busbw: float) -> dict:

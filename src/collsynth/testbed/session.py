@@ -5,7 +5,8 @@ on SIGTERM/SIGHUP (they become KeyboardInterrupt while it is up). A kill of the 
 (SIGKILL) cannot run any clean-up in the parent, so ``up`` also starts a *reaper*
 (``python -m collsynth.testbed.reaper``): a small process in a session of its own that watches
 the parent and, once it is gone, kills every process left in the testbed's namespaces and
-removes the testbed. The reaper ends by itself once the testbed is removed.
+removes the testbed, and the caller's scratch folder if it named one (``scratch=``). The reaper
+ends by itself once the testbed is removed.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ class Testbed:
     """``with Testbed(topology, scale) as tb:`` a live testbed (``tb.wiring``) for the block."""
 
     def __init__(
-        self, topology: Topology, scale: float, *, shaped: bool = True, latency: str = "auto"
+        self,
+        topology: Topology,
+        scale: float,
+        *,
+        shaped: bool = True,
+        latency: str = "auto",
+        scratch: str | None = None,
     ) -> None:
         netns.require_tools()
         if latency not in ("auto", "executor"):
@@ -53,6 +60,8 @@ class Testbed:
         self._want_netem = shaped and latency == "auto"
         self._reaper: subprocess.Popen | None = None
         self._old: dict = {}
+        #: the caller's scratch folder, removed with the testbed if the caller dies
+        self.scratch = scratch
 
     @property
     def prefix(self) -> str:
@@ -83,8 +92,9 @@ class Testbed:
             self._restore_signals()
 
     def _start_reaper(self) -> None:
+        argv = [sys.executable, "-m", "collsynth.testbed.reaper", self.prefix, str(os.getpid())]
         self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "collsynth.testbed.reaper", self.prefix, str(os.getpid())],
+            argv + ([self.scratch] if self.scratch else []),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
