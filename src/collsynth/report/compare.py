@@ -239,6 +239,11 @@ def algorithm_case(
 
 def _same_orders(a: Schedule, b: Schedule) -> bool:
     """Whether two orderings of one algorithm's schedule (same operations) have the same link
-    orders."""
+    orders and the same dependencies (the senders' pacing adds some)."""
     la, lb = a.link_order or {}, b.link_order or {}
-    return la.keys() == lb.keys() and all(np.array_equal(la[k], lb[k]) for k in la)
+    return (
+        la.keys() == lb.keys()
+        and all(np.array_equal(la[k], lb[k]) for k in la)
+        and np.array_equal(a.dep_ptr, b.dep_ptr)
+        and np.array_equal(a.dep_ids, b.dep_ids)
+    )

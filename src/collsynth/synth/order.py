@@ -29,6 +29,20 @@ sort key for every link keeps the orders consistent across the links of a route 
 dependencies (an operation starts after its dependencies finish, so (start, finish, id) is a
 linear extension of them): the orders can never deadlock (the verifier checks that anyway).
 A schedule whose algorithm wrote link orders of its own (TE-CCL, MTEG: their plan) keeps them.
+
+**Sender pacing** (:func:`paced`). A link order binds one connection; links that carry many
+connections share their bandwidth among them, whatever each one's order. Where one rank sends
+everything a link carries, to several receivers, and each receiver gets only a transfer or two
+(trees without pipelining, as ForestColl's at 1,024 GPUs), sharing spreads the rank's sends
+over the whole phase: every one of them ends late, and the forwarding behind each waits. The
+sender itself can keep that from happening: each of its transfers on such a link waits until
+the one ``W`` places earlier in the link's planned order has completed (a dependency between
+two of its own sends, which every executor realizes locally: a send request completed, an
+earlier step of the same GPU). Then at most ``W`` of its transfers share the link, in the
+planned order. Where the schedule qualifies, windows 2, 4 and 8 are tried on the slower such
+links (slower than the fastest link class the schedule's senders use that way), then one window
+at a time up or down from the best while that helps, and the best is kept if it beats the
+orders alone (``meta["link_order"]["pacing"]``).
 """
 
 from __future__ import annotations
@@ -108,6 +122,133 @@ def with_link_orders(schedule: Schedule, size: float) -> Schedule:
     return best
 
 
+#: the windows sender pacing tries (transfers of one sender in flight on a paced link)
+PACING_WINDOWS = (2, 4, 8)
+#: pacing is tried where paced links carry at most this many transfers per receiver (median)
+PACING_MAX_PER_PAIR = 8
+#: most windows tried in all: PACING_WINDOWS, then one at a time from the best
+PACING_MAX_TRIES = 7
+
+
+def pacing_links(schedule: Schedule, orders: dict[int, np.ndarray]) -> list[int]:
+    """The links :func:`paced` would pace: those whose every transfer one rank sends, to two or
+    more receivers, with at most :data:`PACING_MAX_PER_PAIR` transfers per receiver at the
+    median over them; of those, the ones slower than the fastest (all of them where they are
+    equally fast). Empty where none qualifies."""
+    s = schedule
+    cand: list[int] = []
+    per_pair: list[float] = []
+    for link, ops in orders.items():
+        if len(ops) < 2 or not np.all(s.src[ops] == s.src[ops[0]]):
+            continue
+        receivers = np.unique(s.dst[ops])
+        if len(receivers) < 2:
+            continue
+        cand.append(link)
+        per_pair.append(len(ops) / len(receivers))
+    if not cand or float(np.median(per_pair)) > PACING_MAX_PER_PAIR:
+        return []
+    bw = np.array([s.topology.links[link].bw for link in cand])
+    slower = [link for link, b in zip(cand, bw) if b < bw.max()]
+    return sorted(slower or cand)
+
+
+def _pacing_pairs(
+    orders: dict[int, np.ndarray], links: list[int], window: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(earlier, later) operation pairs of pacing ``links`` with ``window``: on each link, the
+    transfer at place ``k`` waits for the one at ``k - window`` in the link's order."""
+    before = [orders[link][:-window] for link in links if len(orders[link]) > window]
+    after = [orders[link][window:] for link in links if len(orders[link]) > window]
+    if not before:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(before).astype(np.int64), np.concatenate(after).astype(np.int64)
+
+
+def paced(schedule: Schedule, links: list[int], window: int) -> Schedule | None:
+    """``schedule`` (with link orders) with its senders paced on ``links``: each transfer waits
+    for the one ``window`` places before it in the link's order (see the module). The added
+    dependencies come last in each operation's list. None where the schedule has no link
+    orders, nothing to pace, or a pacing pair is a dependency already (then the pacing could
+    not be told apart from the algorithm's own dependencies and taken off again)."""
+    s = schedule
+    if not s.link_order or window < 1:
+        return None
+    before, after = _pacing_pairs(s.link_order, links, window)
+    if not len(after):
+        return None
+    n = s.num_ops
+    old_to = np.repeat(np.arange(n, dtype=np.int64), np.diff(s.dep_ptr))
+    have = old_to * np.int64(n) + s.dep_ids.astype(np.int64)
+    if np.isin(after * np.int64(n) + before, have).any():
+        return None
+    to = np.concatenate([old_to, after])
+    frm = np.concatenate([s.dep_ids.astype(np.int64), before])
+    idx = np.argsort(to, kind="stable")  # the algorithm's own dependencies first, in order
+    dep_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(to, minlength=n), out=dep_ptr[1:])
+    meta = dict(s.meta)
+    meta["link_order"] = dict(meta.get("link_order") or {})
+    meta["link_order"]["pacing"] = {"window": int(window), "links": [int(x) for x in links]}
+    return replace(s, dep_ptr=dep_ptr, dep_ids=frm[idx].astype(s.dep_ids.dtype), meta=meta)
+
+
+def unpaced(schedule: Schedule) -> Schedule:
+    """``schedule`` without the dependencies :func:`paced` added (as it was before)."""
+    info = (schedule.meta.get("link_order") or {}).get("pacing")
+    orders = schedule.link_order
+    if not info or not orders:
+        return schedule
+    s = schedule
+    before, after = _pacing_pairs(orders, list(info["links"]), int(info["window"]))
+    n = s.num_ops
+    old_to = np.repeat(np.arange(n, dtype=np.int64), np.diff(s.dep_ptr))
+    drop = np.isin(old_to * np.int64(n) + s.dep_ids, after * np.int64(n) + before)
+    keep_to, keep_from = old_to[~drop], s.dep_ids[~drop]
+    dep_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keep_to, minlength=n), out=dep_ptr[1:])
+    meta = dict(s.meta)
+    meta["link_order"] = {k: v for k, v in meta["link_order"].items() if k != "pacing"}
+    return replace(s, dep_ptr=dep_ptr, dep_ids=keep_from, meta=meta)
+
+
+def _with_pacing(schedule: Schedule, links: list[int], size: float, time_s: float) -> Schedule:
+    """``schedule`` (ordered by planned start times) paced on ``links`` with the window of
+    :data:`PACING_WINDOWS` that realizes fastest, where that beats ``time_s`` (the best the
+    orders alone realize); otherwise ``schedule`` itself. ``meta["link_order"]["pacing"]``
+    says which window and the time of every one tried."""
+    best, best_t, tried = schedule, time_s, {}
+
+    def attempt(window: int) -> bool:
+        """Try ``window``; whether it is the best so far."""
+        nonlocal best, best_t
+        cand = paced(schedule, links, window)
+        if cand is None:
+            return False
+        t = simulate(cand, size, order=REALIZED).time_s
+        tried[str(window)] = t
+        if t < best_t:
+            best, best_t = cand, t
+            return True
+        return False
+
+    for window in PACING_WINDOWS:
+        attempt(window)
+    if best is schedule:
+        return schedule
+    w = best.meta["link_order"]["pacing"]["window"]
+    for step in (-1, 1):  # then one window at a time from the best, while it gets better
+        k = w + step
+        while k >= 1 and str(k) not in tried and len(tried) < PACING_MAX_TRIES and attempt(k):
+            k += step
+    meta = dict(best.meta)
+    info = dict(meta["link_order"])
+    info["pacing"] = dict(info["pacing"], realized_time_s=tried)
+    info["time_s"] = best_t
+    meta["link_order"] = info
+    return replace(best, meta=meta)
+
+
 def _ordered(schedule: Schedule, size: float) -> Schedule:
     """``schedule`` with the better of its two candidate link orders in the realized model."""
     planned = simulate(schedule, size, order="plan")
@@ -131,7 +272,14 @@ def _ordered(schedule: Schedule, size: float) -> Schedule:
         "time_s": min(t_plan, t_first),
         "realized_time_s": {"planned": t_plan, "first_ready": t_first},
     }
-    return replace(schedule, link_order=orders or None, meta=meta)
+    out = replace(schedule, link_order=orders or None, meta=meta)
+    links = pacing_links(schedule, planned_orders)
+    if not links:
+        return out
+    info = dict(meta["link_order"], **{"from": FROM_PLAN})
+    planned_out = replace(schedule, link_order=planned_orders, meta=dict(meta, link_order=info))
+    paced_out = _with_pacing(planned_out, links, size, info["time_s"])
+    return out if paced_out is planned_out else paced_out
 
 
 def reduce_then_broadcast(schedule: Schedule) -> Schedule | None:
@@ -226,5 +374,6 @@ def without_chosen_order(schedule: Schedule) -> Schedule:
     replaced, so they stay)."""
     if not has_chosen_order(schedule):
         return schedule
+    schedule = unpaced(schedule)
     meta = {k: v for k, v in schedule.meta.items() if k != "link_order"}
     return replace(schedule, link_order=None, meta=meta)

@@ -12,7 +12,9 @@ violation in one line naming the operation (``VerificationError.check`` names th
 ``dependency-cycle`` the dependencies form no cycle.
 ``link-order``     a planned per-link order lists exactly the operations that use the link and,
                    together with the dependencies, cannot deadlock.
-``step-order``     an operation's step is later than the steps of the operations it depends on.
+``step-order``     an operation's step is later than the steps of the operations it depends on
+                   (a paced schedule's pacing dependencies apart: two transfers of one sender
+                   in the order of a link they share, ``meta["link_order"]["pacing"]``).
 ``causality``      (timed schedules) an operation starts no earlier than its dependencies finish.
 ``capacity``       (timed schedules) at no instant do the operations planned on a link need more
                    than its bandwidth (fluid model: an operation moves its bytes at a constant

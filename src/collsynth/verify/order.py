@@ -172,6 +172,8 @@ def check_steps(ctx: Context) -> None:
         a = step[s.dep_ids]
         b = step[owner]
         bad = np.flatnonzero((a >= 0) & (b >= 0) & (a >= b))
+        if len(bad) and _paced(s):
+            bad = bad[~_pacing_shaped(s, s.dep_ids[bad], owner[bad])]
         if len(bad):
             op = int(owner[bad[0]])
             dep = int(s.dep_ids[bad[0]])
@@ -182,3 +184,36 @@ def check_steps(ctx: Context) -> None:
                 op,
             )
     ctx.checks.append("step-order")
+
+
+def _paced(s) -> bool:
+    """Whether the schedule says its senders are paced (``meta["link_order"]["pacing"]``)."""
+    info = s.meta.get("link_order")
+    return isinstance(info, dict) and bool(info.get("pacing")) and bool(s.link_order)
+
+
+def _pacing_shaped(s, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Per dependency ``after`` -> ``before``: whether it has a pacing dependency's shape, two
+    transfers of one sender with ``before`` earlier than ``after`` in the order of a link both
+    use. A paced schedule's plan keeps its steps; its senders' pacing is an order between their
+    own transfers along a link's order (which the ``link-order`` rule already ties to the
+    dependencies), not a step of the plan."""
+    out = np.zeros(len(before), dtype=bool)
+    same = s.src[before] == s.src[after]
+    if not same.any():
+        return out
+    place: dict[tuple[int, int], int] = {}
+    wanted = set(before[same].tolist()) | set(after[same].tolist())
+    for link, seq in s.link_order.items():
+        for k, op in enumerate(np.asarray(seq).tolist()):
+            if op in wanted:
+                place[int(link), op] = k
+    links_of: dict[int, list[int]] = {}
+    for link, op in place:
+        links_of.setdefault(op, []).append(link)
+    for i in np.flatnonzero(same).tolist():
+        d, o = int(before[i]), int(after[i])
+        out[i] = any(
+            (link, o) in place and place[link, d] < place[link, o] for link in links_of.get(d, [])
+        )
+    return out
