@@ -32,8 +32,9 @@ A schedule whose algorithm wrote link orders of its own (TE-CCL, MTEG: their pla
 
 **Sender pacing** (:func:`paced`). A link order binds one connection; links that carry many
 connections share their bandwidth among them, whatever each one's order. Where one rank sends
-everything a link carries, to several receivers, and each receiver gets only a transfer or two
-(trees without pipelining, as ForestColl's at 1,024 GPUs), sharing spreads the rank's sends
+everything a link carries, to several receivers, and each receiver gets only a few transfers
+(at most ``PACING_MAX_PER_PAIR`` at the median: trees without pipelining, as ForestColl's at
+1,024 GPUs), sharing spreads the rank's sends
 over the whole phase: every one of them ends late, and the forwarding behind each waits. The
 sender itself can keep that from happening: each of its transfers on such a link waits until
 the one ``W`` places earlier in the link's planned order has completed (a dependency between
