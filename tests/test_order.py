@@ -369,6 +369,8 @@ def test_step_order_still_refuses_a_same_step_dependency_that_is_not_pacing():
 def test_a_paced_schedule_runs_and_exports():
     from collsynth.export.check import check_msccl_xml
     from collsynth.export.msccl import to_msccl_xml
+    from collsynth.export.mscclpp import to_mscclpp_plan
+    from collsynth.export.mscclpp_check import check_mscclpp_plan
     from collsynth.runtime.fake import run_in_process
     from collsynth.runtime.plan import size_quantum
 
@@ -377,3 +379,4 @@ def test_a_paced_schedule_runs_and_exports():
     res = run_in_process(s, size_quantum(s, 4) * 2, net_seed=5)
     assert all(np.array_equal(o, e) for o, e in zip(res["outputs"], res["expected"]))
     check_msccl_xml(to_msccl_xml(s), s.topology)
+    check_mscclpp_plan(to_mscclpp_plan(s))
