@@ -196,3 +196,35 @@ def test_scalability_table_rows():
     assert "0.990 of the bound | <= 10 min" in md and "6.00 M hops/s" in md
     assert "failed: exit 1: boom" in md and md.count("| yes |") == 6
     assert "2 workers 70.0 s (1.43x)" in md
+
+
+@pytest.mark.slow
+def test_bench_sim_runs_the_simulate_command_per_model(tmp_path, monkeypatch):
+    """``bench sim`` on a small schedule (the real cases are 1,024 and 4,096 GPUs): each case
+    runs ``collsynth simulate`` in a fresh process, takes medians of the command's wall time
+    and of its own ``sim_wall_s``, and writes the tables; ``--only`` keeps the other rows."""
+    from collsynth.bench import sim
+
+    small = sim.Schedule("1024", "dgx1", "allgather", "1MB")
+    big = sim.Schedule("4096", "ring:n=4", "allreduce", "1MB", library=True)
+    monkeypatch.setattr(sim, "SCHEDULES", {"1024": small, "4096": big})
+    monkeypatch.setattr(sim, "MIN_RUNS", 2)
+    out = tmp_path / "results"
+    got = sim.run_suite(str(out), repeat=1)
+    assert got["summary"]["rows"] == len(sim.CASES)
+    data = json.loads((out / "sim.json").read_text())
+    rows = {r["case"]: r for r in data["rows"]}
+    assert set(rows) == set(sim.CASES)
+    for label, (_, model, fixed) in sim.CASES.items():
+        r = rows[label]
+        assert "error" not in r, r
+        assert r["model"] == model and r["runs"] == (fixed or 2)
+        assert r["hops"] > 0 and 0 < r["sim_wall_s"] < r["command_wall_s"]
+        assert r["sim_hops_per_s"] == pytest.approx(r["hops"] / r["sim_wall_s"])
+        assert r["peak_bytes"] > 10 * 2**20
+    md = (out / "sim.md").read_text()
+    assert "| 1024:fair | realized |" in md and "| 4096:allreduce | realized |" in md
+    before = rows["1024:plan"]
+    sim.run_suite(str(out), repeat=1, only="fcfs")
+    again = {r["case"]: r for r in json.loads((out / "sim.json").read_text())["rows"]}
+    assert list(again) == list(sim.CASES) and again["1024:plan"] == before

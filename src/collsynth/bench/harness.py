@@ -20,8 +20,8 @@ Suites:
   MTEG on DGX-2 x2 with copying NVSwitches, with and without switch multicast
   (``switch_copy=1``), and TE-CCL's MILP with a 45 s limit on DGX-2 x2, NDv2 x4 and an 8x5
   mesh.
-* ``sim`` — simulator throughput (transfer-hops simulated per second) and the 1024-GPU ring
-  AllGather with 8 chunks per rank.
+
+The simulator's own speed is ``bench sim`` (:mod:`collsynth.bench.sim`).
 """
 
 from __future__ import annotations
@@ -176,18 +176,10 @@ def _cases_quality() -> list[Case]:
     ]
 
 
-def _cases_sim() -> list[Case]:
-    return [
-        Case("ring:n=1024", "allgather", "ring", (1 * GB,), chunks=8),
-        Case("h800_rails:servers=128", "allgather", "ring", (1 * GB,), chunks=8),
-    ]
-
-
 SUITES: dict[str, Callable[[], list[Case]]] = {
     "quick": _cases_quick,
     "paper": _cases_paper,
     "fabrics": _cases_scale,
-    "sim": _cases_sim,
     "quality": _cases_quality,
 }
 

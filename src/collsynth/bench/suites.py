@@ -55,6 +55,12 @@ def _run_scalability(out_dir: str, repeat: int, progress: Progress, only: str | 
     return scalability.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
 
 
+def _run_sim(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import sim
+
+    return sim.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+
+
 def _run_sweep(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
     from . import sweep
 
@@ -69,6 +75,7 @@ MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "scale_ccl": _run_scale_ccl,
     "testbed": _run_testbed,
     "testbed_sim": _run_testbed_sim,
+    "sim": _run_sim,
     "sweep": _run_sweep,
     "scalability": _run_scalability,
 }

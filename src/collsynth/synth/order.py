@@ -223,7 +223,8 @@ def _with_pacing(schedule: Schedule, links: list[int], size: float, time_s: floa
     :data:`PACING_WINDOWS` that realizes fastest, where that beats ``time_s`` (the best the
     orders alone realize); otherwise ``schedule`` itself. ``meta["link_order"]["pacing"]``
     says which window and the time of every one tried."""
-    best, best_t, tried = schedule, time_s, {}
+    best, best_t = schedule, time_s
+    tried: dict[str, float] = {}
 
     hops = len(schedule.route_links)
     budget = max(1, PACING_HOPS_BUDGET // max(1, hops))
