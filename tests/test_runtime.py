@@ -286,6 +286,8 @@ def test_mpiexec_four_ranks_every_algorithm(tmp_path):
     rep = launch(paths, _common_size(scheds, 2), 4, check=True, iters=2, warmup=1, timeout=20)
     assert rep.ok and rep.returncode == 0, rep.stderr
     assert [r["schedule"] for r in rep.runs] == paths
+    # the first schedule also pays the processes' cold start: one more untimed iteration
+    assert [r["warmup"] for r in rep.runs] == [2] + [1] * (len(paths) - 1)
     for r in rep.runs:
         assert r["check"] == "passed", r
         assert r["time_s"] > 0 and len(r["times_s"]) == 2
