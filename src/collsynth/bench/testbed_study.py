@@ -134,7 +134,7 @@ def study_markdown(data: dict) -> str:
     out = [
         f"Cases measured: {', '.join(done)} (sizes {', '.join(fmt_size(x) for x in asked)}, "
         "each rounded per case to a size every schedule can split; "
-        f"{_iterations_text(h)}), every applicable algorithm, "
+        f"{_iterations_text(h, data['rows'])}), every applicable algorithm, "
         f"`--check` on every row. Calibration: one link carries {_efficiency_text(data)} of its "
         f"set rate; {_op_cost_text(cal)}"
         if asked
@@ -167,12 +167,14 @@ def study_markdown(data: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def _iterations_text(h: dict) -> str:
+def _iterations_text(h: dict, rows: list[dict]) -> str:
     """How many timed iterations (and launches) each row's median is over."""
     launches = h.get("launches", 1)
     if launches > 1:
+        older = sum(r.get("launches", 1) < launches for r in rows)
+        more = f"; {older} rows merged from earlier runs: one launch" if older else ""
         return (f"{launches} launches of {h['iters']} timed iterations each after a warm-up, "
-                "the median over all of them")  # fmt: skip
+                f"the median over all of them{more}")  # fmt: skip
     return f"{h['iters']} timed iterations each after a warm-up"
 
 
@@ -261,7 +263,7 @@ def to_markdown(data: dict) -> str:
     out = [
         "# Testbed study: simulated against measured",
         "",
-        f"{h['machine']}, Python {h['python']}, {_iterations_text(h)} per row "
+        f"{h['machine']}, Python {h['python']}, {_iterations_text(h, data['rows'])} per row "
         "(raw min..max in the JSON). Regenerate: `collsynth bench testbed -o "
         "bench/results` (root, mpiexec). Times are in the topology's own units (measured "
         "raw time x scale).",
