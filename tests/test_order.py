@@ -333,6 +333,14 @@ def test_pacing_needs_shared_sender_links_and_refuses_an_existing_dependency():
     s = with_link_orders(base, size)
     assert pacing_links(s, s.link_order) == [] and "pacing" not in s.meta["link_order"]
     assert paced(base, [0], 2) is None  # no link orders: nothing to pace by
+    # planned start times (pacing would move them): not paced; in-network groups likewise
+    # (tests/test_groups.py: NVLS schedules verify)
+    from dataclasses import replace as _replace
+
+    p = _paced_forest()
+    assert pacing_links(p, p.link_order)
+    timed = _replace(p, start=np.zeros(p.num_ops))
+    assert pacing_links(timed, timed.link_order) == []
     # a pacing pair that is a dependency already: refused (it could not be taken off again)
     p = _paced_forest()
     base = unpaced(p)

@@ -140,8 +140,12 @@ def pacing_links(schedule: Schedule, orders: dict[int, np.ndarray]) -> list[int]
     """The links :func:`paced` would pace: those whose every transfer one rank sends, to two or
     more receivers, with at most :data:`PACING_MAX_PER_PAIR` transfers per receiver at the
     median over them; of those, the ones slower than the fastest (all of them where they are
-    equally fast). Empty where none qualifies."""
+    equally fast). Empty where none qualifies, and for schedules with in-network groups (a
+    multicast's members must wait for the same operations) or planned start times (pacing
+    would move them)."""
     s = schedule
+    if s.has_groups or (s.start is not None and not np.all(np.isnan(s.start))):
+        return []
     cand: list[int] = []
     per_pair: list[float] = []
     for link, ops in orders.items():
