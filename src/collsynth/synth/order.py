@@ -195,12 +195,17 @@ def paced(schedule: Schedule, links: list[int], window: int) -> Schedule | None:
     to = np.concatenate([old_to, after])
     frm = np.concatenate([s.dep_ids.astype(np.int64), before])
     idx = np.argsort(to, kind="stable")  # the algorithm's own dependencies first, in order
-    dep_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(to, minlength=n), out=dep_ptr[1:])
     meta = dict(s.meta)
     meta["link_order"] = dict(meta.get("link_order") or {})
     meta["link_order"]["pacing"] = {"window": int(window), "links": [int(x) for x in links]}
-    return replace(s, dep_ptr=dep_ptr, dep_ids=frm[idx].astype(s.dep_ids.dtype), meta=meta)
+    return _with_deps(s, to[idx], frm[idx], meta)
+
+
+def _with_deps(s: Schedule, to: np.ndarray, frm: np.ndarray, meta: dict) -> Schedule:
+    """``s`` with the dependencies ``to[i]`` waits for ``frm[i]`` (``to`` sorted) and ``meta``."""
+    dep_ptr = np.zeros(s.num_ops + 1, dtype=np.int64)
+    np.cumsum(np.bincount(to, minlength=s.num_ops), out=dep_ptr[1:])
+    return replace(s, dep_ptr=dep_ptr, dep_ids=frm.astype(s.dep_ids.dtype), meta=meta)
 
 
 def unpaced(schedule: Schedule) -> Schedule:
@@ -214,12 +219,9 @@ def unpaced(schedule: Schedule) -> Schedule:
     n = s.num_ops
     old_to = np.repeat(np.arange(n, dtype=np.int64), np.diff(s.dep_ptr))
     drop = np.isin(old_to * np.int64(n) + s.dep_ids, after * np.int64(n) + before)
-    keep_to, keep_from = old_to[~drop], s.dep_ids[~drop]
-    dep_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keep_to, minlength=n), out=dep_ptr[1:])
     meta = dict(s.meta)
     meta["link_order"] = {k: v for k, v in meta["link_order"].items() if k != "pacing"}
-    return replace(s, dep_ptr=dep_ptr, dep_ids=keep_from, meta=meta)
+    return _with_deps(s, old_to[~drop], s.dep_ids[~drop], meta)
 
 
 def _with_pacing(schedule: Schedule, links: list[int], size: float, time_s: float) -> Schedule:
