@@ -172,12 +172,13 @@ def simulate(
     succ_ptr, succ_ids = successors(n_ops, s.dep_ptr, s.dep_ids)
     indeg = np.diff(s.dep_ptr).astype(np.int64)
     pos, optr, ohops, prio, used = order_arrays(
-        s, "fcfs" if order == "fcfs" else "plan", hop_link, hop_op, n_all
+        s, "fcfs" if order == "fcfs" else "plan", hop_link, route_ptr, n_all
     )
     kernel: Callable[..., tuple]
     if order == "fair":
-        hop_class, class_ptr, shared = connections(s, hop_link, hop_op, n_links, n_all)
-        conn_pos = connection_positions(s, hop_class, optr, ohops)
+        hop_class, class_ptr, shared = connections(s, hop_link, hop_op, n_links, n_all,
+                                                     compiled)  # fmt: skip
+        conn_pos = connection_positions(hop_class, len(class_ptr) - 1, ohops, compiled)
         used = "links shared fairly by rank pairs, each pair first ready, first served"
         if len(ohops):
             used = "links shared fairly by rank pairs, each pair in its planned link order"
