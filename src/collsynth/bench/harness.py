@@ -298,7 +298,10 @@ def _algo_info(sched) -> dict:
     fc = sched.meta.get("forestcoll")
     if not fc:
         return {}
-    return {"k": fc.get("k"), "pipeline": fc.get("pipeline"), "tree_height": fc.get("tree_height")}
+    out = {"k": fc.get("k"), "pipeline": fc.get("pipeline"), "tree_height": fc.get("tree_height")}
+    if fc.get("allreduce"):
+        out["allreduce"] = fc["allreduce"]  # "lp": the Appendix E trees, k = trees per rank
+    return out
 
 
 def _algo_label(row: dict) -> str:
@@ -342,7 +345,8 @@ def _markdown(suite: str, rows: list[dict]) -> str:
             f"{r['sim_wall_s']:.3g} | {mh:.3g} |"
         )
         if choices:
-            line += f" {r.get('k', '')} | {r.get('pipeline', '')} | {r.get('tree_height', '')} |"
+            k = f"{r.get('k', '')}{' (LP)' if r.get('allreduce') == 'lp' else ''}"
+            line += f" {k} | {r.get('pipeline', '')} | {r.get('tree_height', '')} |"
         if tree_lp:
             x = r.get("ratio_to_tree_lp")
             line += f" {x:.4g}{'' if r.get('tree_lp_exact') else '*'} |" if x is not None else "  |"
@@ -367,6 +371,13 @@ def _markdown(suite: str, rows: list[dict]) -> str:
             "(best in-tree + out-tree scheme, bandwidth only); `*`: topology with "
             "switches, where the LP is relaxed through them (a lower bound for tree "
             "schemes, not always reachable). Empty: LP too big.",
+        ]
+    if any(r.get("allreduce") == "lp" for r in ok):
+        lines += [
+            "",
+            "`k (LP)`: ForestColl's AllReduce trees shaped by that LP (unequal shares per "
+            "rank, reductions and broadcasts sharing the links), `k` trees per rank on "
+            "average; `height`: an in-tree's plus an out-tree's.",
         ]
     skipped = [r for r in rows if r.get("status") == "skipped"]
     if skipped:

@@ -6,8 +6,9 @@ of its tree with a dependency on the operation that brought it to the edge's tai
 or on the operations that brought the children's partial sums (in-trees). AllReduce is
 ReduceScatter over the in-trees followed by AllGather over the out-trees; a chunk's broadcasts
 from its root wait for its reductions into the root through one join where that makes fewer
-dependencies. Operations are emitted round-robin over the trees. Each tree's edge order and
-dependencies come from :mod:`collsynth.schedule.tree_tasks`.
+dependencies. With ``shares="mult"`` (AllReduce) a root's share of the buffer is its trees'
+multiplicity over all the trees' instead of ``1/N``. Operations are emitted round-robin over the
+trees. Each tree's edge order and dependencies come from :mod:`collsynth.schedule.tree_tasks`.
 """
 
 from __future__ import annotations
@@ -60,16 +61,58 @@ def _chunk_plan(roots: dict[int, list[int]], mult: list[int], pipeline: int) -> 
     return cpr, plan
 
 
+def _mult_plan(
+    in_roots: dict[int, list[int]],
+    out_roots: dict[int, list[int]],
+    mult: list[int],
+    pipeline: int,
+    n: int,
+) -> tuple[int, dict, dict]:
+    """``shares="mult"``: chunks per rank and, per tree index, the buffer's chunk indices it
+    carries; root ``r`` owns ``k_r * pipeline`` consecutive chunks, roots in rank order."""
+    ks = {r: sum(mult[i] for i in ts) for r, ts in sorted(in_roots.items())}
+    if ks != {r: sum(mult[i] for i in ts) for r, ts in sorted(out_roots.items())}:
+        raise CollsynthError("shares='mult': every root's in-trees and out-trees must agree")
+    total = sum(ks.values()) * pipeline
+    if total % n:
+        raise CollsynthError(
+            f"shares='mult': {sum(ks.values())} trees times pipeline {pipeline} do not "
+            f"split into {n} ranks' chunks"
+        )
+    plans: list[dict] = []
+    for roots in (in_roots, out_roots):
+        plan, off = {}, 0
+        for _, ts in sorted(roots.items()):
+            for i in ts:
+                cnt = mult[i] * pipeline
+                plan[i] = range(off, off + cnt)
+                off += cnt
+        plans.append(plan)
+    return total // n, plans[0], plans[1]
+
+
 def lower(
     topology: Topology,
     collective: Collective,
     form: TreeForm,
     pipeline: int = 1,
     meta: dict | None = None,
+    shares: str = "rank",
 ) -> Schedule:
-    """Lower trees to a chunk schedule for ``collective`` (its chunk count is set here)."""
+    """Lower trees to a chunk schedule for ``collective`` (its chunk count is set here).
+
+    ``shares="rank"`` (default): every root's data is cut into ``k * pipeline`` chunks, each
+    root the same amount. ``shares="mult"`` (AllReduce only): a root's share of the buffer is
+    its trees' total multiplicity over all roots' (its in-trees and out-trees must agree), so
+    roots may reduce and broadcast different amounts; the buffer is cut into
+    ``K * pipeline`` chunks for ``K`` trees in all (a multiple of the ranks), root after root.
+    """
     if pipeline < 1:
         raise CollsynthError(f"pipeline depth must be at least 1, got {pipeline}")
+    if shares not in ("rank", "mult"):
+        raise CollsynthError(f"shares must be 'rank' or 'mult', got {shares!r}")
+    if shares == "mult" and collective.kind is not CollKind.ALLREDUCE:
+        raise CollsynthError("shares='mult' lowers AllReduce trees only")
     n = topology.num_ranks
     kind = collective.kind
     out_roots = _roots(form, "out")
@@ -87,6 +130,8 @@ def lower(
         need_out = need_in = everyone
     else:
         raise CollsynthError(f"trees cannot express {kind.value}")
+    if shares == "mult":  # a root may hold no share, but it then has neither kind of tree
+        need_out = need_in = set(out_roots) | set(in_roots)
     for name, roots, need in (("out", out_roots, need_out), ("in", in_roots, need_in)):
         if set(roots) != need:
             miss = sorted(need - set(roots)) or sorted(set(roots) - need)
@@ -96,13 +141,25 @@ def lower(
             )
     cols = form.columns
     mult = cols["tree_mult"].tolist()
-    cpr_out, plan_out = _chunk_plan(out_roots, mult, pipeline) if out_roots else (None, {})
-    cpr_in, plan_in = _chunk_plan(in_roots, mult, pipeline) if in_roots else (None, {})
-    if cpr_out and cpr_in and cpr_out != cpr_in:
-        raise CollsynthError("in-trees and out-trees must split each rank's data alike")
-    cpr = cpr_out or cpr_in
+    cpr: int | None
+    if shares == "mult":
+        cpr, plan_in, plan_out = _mult_plan(in_roots, out_roots, mult, pipeline, n)
+    else:
+        cpr_out, plan_out = _chunk_plan(out_roots, mult, pipeline) if out_roots else (None, {})
+        cpr_in, plan_in = _chunk_plan(in_roots, mult, pipeline) if in_roots else (None, {})
+        if cpr_out and cpr_in and cpr_out != cpr_in:
+            raise CollsynthError("in-trees and out-trees must split each rank's data alike")
+        cpr = cpr_out or cpr_in
     assert cpr is not None  # some trees are needed, so one of the plans exists
     coll = collective.with_chunks(cpr)
+    owner = None  # AllReduce: the root that reduces each chunk
+    if kind is CollKind.ALLREDUCE and shares == "mult":
+        owner = np.zeros(coll.num_chunks, dtype=np.int64)
+        for r, ts in in_roots.items():
+            for t in ts:
+                owner[plan_in[t].start : plan_in[t].stop] = r
+    elif kind is CollKind.ALLREDUCE:  # chunk r * per rank + i belongs to r
+        owner = np.arange(coll.num_chunks, dtype=np.int64) // coll.chunks_per_rank
     b = ScheduleBuilder(topology, coll, meta=meta)
     b.trees = form
     ptr = cols["tree_ptr"].tolist()
@@ -111,12 +168,16 @@ def lower(
     # priority on shared links, so older pipeline rounds go first and every tree advances
     # together. AllReduce: every reduction is emitted (and stepped) before the broadcasts that
     # depend on it.
+    # shares="mult": reductions and broadcasts are meant to share the links at once (the LP
+    # plans both on every link), so steps go by pipeline round across both directions: round
+    # q's broadcasts come before round q + 1's reductions in every link's planned order
+    layout = _Layout(form, n, coll.num_chunks) if shares == "mult" else None
     reduced = _Reduced(coll.num_chunks)  # chunk -> ops that completed its reduction at the root
     step0, base = 0, 0
     for direction, roots, plan in (("in", in_roots, plan_in), ("out", out_roots, plan_out)):
         ids = [t for _, ts in sorted(roots.items()) for t in ts]
         chunks = [
-            np.array([_chunk_id(coll, r, loc) for loc in plan[t]], np.int64)
+            np.array([_chunk_id(coll, r, loc, shares) for loc in plan[t]], np.int64)
             for r, ts in sorted(roots.items())
             for t in ts
         ]
@@ -133,13 +194,15 @@ def lower(
                     ch = chunks[len(tasks)]
                     tasks.append(TreeTask.make(b, r, direction, src, dst, cols, lo, children, ch))
         if direction == "out" and tasks and reduced.ptr is not None:
-            joins = _joins(tasks, reduced, coll, step0, base)
+            assert owner is not None  # out-trees after in-trees: AllReduce
+            join_step = layout.join_steps() if layout is not None else step0
+            joins = _joins(tasks, reduced, coll, owner, join_step, base)
             if joins is not None:
                 b.add_many(**joins)
                 base += len(joins["src"])
                 step0 += 1
         if tasks:
-            block, step0 = _emit(tasks, direction, reduced, step0, base)
+            block, step0 = _emit(tasks, direction, reduced, step0, base, layout)
             del tasks  # one direction's tasks at a time
             b.add_many(**block)
             base += len(block["src"])
@@ -189,13 +252,18 @@ class _Reduced:
 
 
 def _joins(
-    tasks: list[TreeTask], reduced: _Reduced, coll: Collective, step: int, base: int
+    tasks: list[TreeTask],
+    reduced: _Reduced,
+    coll: Collective,
+    owner: np.ndarray,
+    step: int | np.ndarray,
+    base: int,
 ) -> dict | None:
     """AllReduce: a join at the root of every chunk whose broadcasts would otherwise each
     wait for every reduction into the root, where that saves dependencies (fan-in times
     fan-out above fan-in plus fan-out), as :meth:`ScheduleBuilder.add_many` columns (op ids
-    from ``base``, all at ``step``); ``reduced`` then names the join for those chunks. None
-    where no chunk gains."""
+    from ``base``, all at ``step``, or at ``step[chunk]``); ``reduced`` then names the join for
+    those chunks. None where no chunk gains."""
     fan_out = np.zeros(coll.num_chunks, dtype=np.int64)
     for t in tasks:
         fan_out[t.chunks] = len(t.from_root)
@@ -208,7 +276,7 @@ def _joins(
     dep_ptr = np.zeros(len(chunks) + 1, dtype=np.int64)
     np.cumsum(lens, out=dep_ptr[1:])
     dep_ids = reduced.ids[ragged_arange(lens, reduced.ptr[chunks])]
-    root = chunks // coll.chunks_per_rank  # AllReduce: chunk r * per rank + i belongs to r
+    root = owner[chunks]
     reduced.replace(chunks, base + np.arange(len(chunks), dtype=np.int64))
     return {
         "src": root,
@@ -219,16 +287,42 @@ def _joins(
         "dep_ptr": dep_ptr,
         "dep_ids": dep_ids,
         "kind": int(OpKind.JOIN),
-        "step": np.full(len(chunks), step, dtype=np.int64),
+        "step": step[chunks] if isinstance(step, np.ndarray) else np.full(len(chunks), step),
     }
 
 
+class _Layout:
+    """Steps by pipeline round across both directions (``shares="mult"``): round ``q`` of a
+    chunk holds steps ``q * width`` on; its reductions at ``+ level``, its join at ``+ h_in +
+    1``, its broadcasts at ``+ h_in + 2 + depth`` (``h_in``, ``h_out``: the tallest in-tree and
+    out-tree), so every dependency goes to a later step."""
+
+    def __init__(self, form: TreeForm, n: int, num_chunks: int):
+        heights = form.heights(n)
+        into = form.columns["tree_in"] == 1
+        self.h_in = int(heights[into].max()) if into.any() else 0
+        h_out = int(heights[~into].max()) if (~into).any() else 0
+        self.width = self.h_in + h_out + 3
+        self.offset = {"in": 0, "out": self.h_in + 2}
+        self.round_of = np.zeros(num_chunks, dtype=np.int64)  # set by the in-trees
+
+    def join_steps(self) -> np.ndarray:
+        """Per chunk, the step of its join."""
+        return self.round_of * self.width + self.h_in + 1
+
+
 def _emit(
-    tasks: list[TreeTask], direction: str, reduced: _Reduced, step0: int, base: int
+    tasks: list[TreeTask],
+    direction: str,
+    reduced: _Reduced,
+    step0: int,
+    base: int,
+    layout: _Layout | None = None,
 ) -> tuple[dict, int]:
     """The operations of one direction's trees as :meth:`ScheduleBuilder.add_many` columns
     (op ids from ``base``), and the first step after them. Operations are ordered by pipeline
-    round, then tree, then edge."""
+    round, then tree, then edge; their steps go by round within the direction, or across both
+    directions with a ``layout``."""
     rounds = np.array([len(t.chunks) for t in tasks], dtype=np.int64)
     sizes = np.array([len(t.src) for t in tasks], dtype=np.int64)
     q_max = int(rounds.max())
@@ -252,13 +346,21 @@ def _emit(
         src[ids] = t.src
         dst[ids] = t.dst
         chunk[ids] = t.chunks[:, None]
-        step[ids] = step0 + q[:, None] * width + t.depth[None, :]
+        if layout is None:
+            step[ids] = step0 + q[:, None] * width + t.depth[None, :]
+        else:
+            if direction == "in":
+                layout.round_of[t.chunks] = q
+            rq = layout.round_of[t.chunks]
+            step[ids] = rq[:, None] * layout.width + layout.offset[direction] + t.depth[None, :]
+            last = max(last, int(step[ids].max()) + 1)
         rlen[ids] = t.route_len
         dlen[ids] = t.dep_len
         if direction == "out" and len(t.from_root):
             dlen[ids[:, t.from_root]] = reduced.len[t.chunks][:, None]
         depth = int(t.depth.max()) if len(t.depth) else 0
-        last = max(last, step0 + (int(rounds[j]) - 1) * width + depth + 1)
+        if layout is None:
+            last = max(last, step0 + (int(rounds[j]) - 1) * width + depth + 1)
         if direction == "in":
             reduced.add(t.chunks, first[:, None] + t.from_root[None, :])
     route_ptr = np.zeros(total + 1, dtype=np.int64)
@@ -309,9 +411,9 @@ def _emit(
     return block, last
 
 
-def _chunk_id(coll: Collective, root: int, local: int) -> int:
-    if coll.kind in (CollKind.BROADCAST, CollKind.REDUCE):
-        return local
+def _chunk_id(coll: Collective, root: int, local: int, shares: str = "rank") -> int:
+    if shares == "mult" or coll.kind in (CollKind.BROADCAST, CollKind.REDUCE):
+        return local  # (shares="mult": the plan numbers the buffer's chunks directly)
     return root * coll.chunks_per_rank + local
 
 

@@ -18,7 +18,9 @@ every edge of its tree with a dependency on the operation that brought it to the
 (out-trees) or on the operations that brought the children's partial sums (in-trees). AllReduce
 is ReduceScatter over the in-trees followed by AllGather over the out-trees; a chunk's broadcasts
 from its root wait for its reductions into the root through one join operation where that makes
-fewer dependencies (fan-in plus fan-out instead of fan-in times fan-out). Operations are
+fewer dependencies (fan-in plus fan-out instead of fan-in times fan-out). With
+``shares="mult"`` an AllReduce's roots hold unequal shares instead: each tree carries its
+multiplicity's share of the whole buffer (ForestColl's Appendix E trees). Operations are
 emitted round-robin over the trees (every tree's first chunk, then every tree's second chunk,
 ...), so that equally ready transfers are served in pipeline order.
 

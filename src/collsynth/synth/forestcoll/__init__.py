@@ -25,8 +25,9 @@ the middle half of the bracket; the split order and the tree-growth order are ou
 deterministic heuristics (farthest pairs first, breadth-first trees); when a logical arc's
 capacity is carried by several switch paths and a tree batch needs more than one of them, the
 batch is split into trees of smaller multiplicity with one route per edge; a composed switch
-path that revisits a switch is shortcut (it then uses fewer links). Allreduce's LP
-(Appendix E) is solved only as a check (:func:`allreduce_lp`). Symmetry (:mod:`.symmetry`, on
+path that revisits a switch is shortcut (it then uses fewer links). AllReduce's LP
+(Appendix E, :func:`allreduce_lp`) shapes AllReduce trees on switch-free topologies
+(:func:`allreduce_lp_trees`, :mod:`.lp_trees`). Symmetry (:mod:`.symmetry`, on
 by default from :data:`SYMMETRY_MIN_RANKS` ranks): trees for one root per orbit of a verified
 automorphism group, mapped to the others, same optimum, congestion re-checked, exact pipeline as
 fallback. Edge splitting is guaranteed only for Eulerian topologies (the paper's assumption);
@@ -38,8 +39,8 @@ Max-flows are OR-Tools ``SimpleMaxFlow`` on exact integers (:mod:`collsynth.flow
 
 Modules: :mod:`.trees` (the pipeline, :func:`forestcoll_trees`), :mod:`.splitting`,
 :mod:`.packing`, :mod:`.routing` (tree edges to link paths, the congestion check),
-:mod:`.symmetry`, :mod:`.allreduce_lp`, and :mod:`.algo` (the registered synthesizer: trees to
-IR per message size).
+:mod:`.symmetry`, :mod:`.allreduce_lp`, :mod:`.lp_trees`, and :mod:`.algo` (the registered
+synthesizer: trees to IR per message size).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from ...flow.optimality import (
     transpose,
 )
 from .allreduce_lp import allreduce_lp
+from .lp_trees import allreduce_lp_trees
 from .packing import pack_trees
 from .routing import route_trees, tree_congestion
 from .splitting import LogicalTopology, remove_switches
@@ -76,4 +78,5 @@ __all__ = [
     "symmetric_trees",
     "SYMMETRY_MIN_RANKS",
     "allreduce_lp",
+    "allreduce_lp_trees",
 ]

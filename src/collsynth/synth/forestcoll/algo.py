@@ -3,13 +3,15 @@ Collective Communications on Heterogeneous Network Fabrics", arXiv 2402.06787): 
 message size.
 
 AllGather uses the packed out-trees, ReduceScatter the in-trees built on the transposed topology
-(§4.6), AllReduce both (reduce up the in-trees, then broadcast down the out-trees; Appendix E's
-LP does not shape the trees, so the two tree sets split each root's data alike: the in-trees
-use the out-trees' ``k`` through Algorithm 3; the LP is solved as a check by
-:func:`~collsynth.synth.forestcoll.allreduce_lp` and reported by ``bench quality``). Trees are
-lowered by :func:`collsynth.schedule.trees.lower`: every root's data is cut into
-``k * pipeline`` chunks; a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees
-(see :func:`_unit_trees`).
+(§4.6), AllReduce both (reduce up the in-trees, then broadcast down the out-trees): either
+ReduceScatter + AllGather trees that split each root's data alike (the in-trees use the
+out-trees' ``k`` through Algorithm 3), or, on switch-free topologies where Appendix E's LP is
+at least 1% faster (``LP_GAIN``), the LP's trees (:mod:`.lp_trees`: unequal shares per root,
+reduce and broadcast sharing each link), kept where the estimate below says they are faster.
+Trees are lowered by :func:`collsynth.schedule.trees.lower`: every root's data is cut into
+``k * pipeline`` chunks (the LP's trees: the buffer into ``K * pipeline``, ``k_v * pipeline``
+per root); a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees (see
+:func:`_unit_trees`).
 
 Without a size the schedule is the paper's: the optimum's ``k`` and no pipelining (one chunk
 per tree; pipelining is left to the runtime). Per size (departure from the paper): with ``k``
@@ -47,6 +49,8 @@ from ...schedule.trees import TreeForm, lower
 from ...topology.model import Topology
 from .. import register
 from ..options import Option, int_option
+from .allreduce_lp import allreduce_lp
+from .lp_trees import allreduce_lp_trees
 from .trees import forestcoll_trees
 
 #: Largest number of operations the automatic pipeline depth aims for.
@@ -108,7 +112,7 @@ def _estimate(
     n = collective.num_ranks
     t_bw = float(cand["inv_x"]) * size / n
     h = cand["height"]
-    share = FILL_SHARE_IN if "in" in cand else FILL_SHARE
+    share = FILL_SHARE_IN if "in" in cand or "lp" in cand else FILL_SHARE
     return t_bw * (1 + (h - 1) / (share * pipeline)) + h * cand["alpha"]
 
 
@@ -169,6 +173,8 @@ def forestcoll(
         p_val = None  # the tree form decides the chunking; C is ignored (documented)
     ks = _k_scan(collective, k_val, k_opt_only, size)
     cands = _candidates(topology, collective.kind, ks)
+    if collective.kind is CollKind.ALLREDUCE and k_val is None:
+        cands += _lp_candidate(topology, min(float(c["inv_x"]) for c in cands))
     best = _choose(topology, collective, cands, p_val, size)
     return _lower(topology, collective, cands, best, size)
 
@@ -215,6 +221,43 @@ def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> lis
     return cands
 
 
+#: The LP's trees must beat ReduceScatter + AllGather's bandwidth time by this factor to be
+#: considered (where they tie, as on every fabric whose ranks are alike, the simpler trees stay).
+LP_GAIN = 0.99
+
+
+def _lp_candidate(topology: Topology, rs_ag_inv_x: float) -> list[dict]:
+    """AllReduce: the trees of Appendix E's LP (:mod:`.lp_trees`) as one more candidate, where
+    the topology allows them (no switches, one link per rank pair, LP small enough), time is
+    left and their bandwidth time is below ``LP_GAIN`` times ReduceScatter + AllGather's
+    (``rs_ag_inv_x``, per shard byte); empty otherwise."""
+    if deadline.nearly_out() or topology.num_nodes != topology.num_ranks:
+        return []
+    n = topology.num_ranks
+    try:
+        lp = allreduce_lp(topology)
+        if lp["inv_X"] * n > LP_GAIN * rs_ag_inv_x:
+            return []
+        form, info = allreduce_lp_trees(topology, lp=lp)
+    except CollsynthError:
+        return []
+    if info["inv_time"] * n > LP_GAIN * rs_ag_inv_x:
+        return []
+    return [
+        {
+            "k": info["K"] // topology.num_ranks,
+            "inv_x": info["inv_time"] * topology.num_ranks,
+            "lp": info,
+            "form": form,
+            # a piece goes up an in-tree and then down an out-tree before it is done, and
+            # with unequal shares no two phases overlap the way RS + AG's do: the fill is
+            # that of the whole path
+            "height": info["heights"]["in"] + info["heights"]["out"],
+            "alpha": _route_alpha_max(topology, form),
+        }
+    ]
+
+
 def _choose(
     topology: Topology,
     collective: Collective,
@@ -257,8 +300,21 @@ def _lower(
         "tree_height": cand["height"],
         "optimal_time_per_byte": str(cand["inv_x"] / collective.num_ranks),
         "estimated_time_s": est if size is not None else None,
-        "candidates_k": [c["k"] for c in cands],
+        "candidates_k": [c["k"] for c in cands if "lp" not in c],
+        "allreduce": "lp" if "lp" in cand else ("rs+ag" if "in" in cand and "out" in cand else ""),
     }
+    if "lp" in cand:
+        lp = cand["lp"]
+        info["lp_trees"] = {
+            "K": lp["K"],
+            "roots_k": lp["ks"],
+            "lp_time_per_byte": lp["inv_X"],
+            "rounding_loss": lp["rounding_loss"],
+            "trees": lp["trees"],
+            "synth_wall_s": sum(lp["timings_s"].values()),
+        }
+    if not info["allreduce"]:
+        del info["allreduce"]
     for d in ("out", "in"):
         if d in cand:
             inf = cand[d]
@@ -277,4 +333,5 @@ def _lower(
         _unit_trees(cand["form"]),
         pipeline=p,
         meta={"forestcoll": info},
+        shares="mult" if "lp" in cand else "rank",
     )

@@ -44,7 +44,8 @@ def allreduce_lp(topo: Topology, *, max_variables: int = MAX_VARIABLES) -> dict[
     """Solve LP (6) on ``topo`` (see the module doc).
 
     Returns ``{"X_Bps": X, "inv_X": 1/X (seconds per byte of the AllReduce buffer),
-    "x_Bps": per-rank x_v, "re_share": c_re/b per link, "status", "variables",
+    "x_Bps": per-rank x_v, "re_share": c_re/b per link, "re_Bps"/"bc_Bps": c_re and c_bc per
+    link (bytes/second), "status", "variables",
     "constraints", "wall_s"}``. Raises CollsynthError if the LP would have more than
     ``max_variables`` variables or the solver fails.
     """
@@ -77,12 +78,15 @@ def allreduce_lp(topo: Topology, *, max_variables: int = MAX_VARIABLES) -> dict[
     if X <= 0:
         raise CollsynthError("the AllReduce LP found no bandwidth (is the topology connected?)")
     cre = res.x[n : n + E]
+    cbc = res.x[n + E : n + 2 * E]
     share = np.divide(cre, b, out=np.zeros(E), where=b > 0)
     return {
         "X_Bps": X,
         "inv_X": 1.0 / X,
         "x_Bps": xs.tolist(),
         "re_share": share.tolist(),
+        "re_Bps": (cre * scale).tolist(),
+        "bc_Bps": (cbc * scale).tolist(),
         "status": "optimal",
         "variables": ncol,
         "constraints": rows.count,

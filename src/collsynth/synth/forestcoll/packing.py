@@ -31,6 +31,7 @@ Implementation choices (not in the paper; optimality is unaffected):
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,24 +66,31 @@ class _RootSet:
 
 
 def pack_trees(
-    logical, k: int | None = None, *, stats: dict | None = None
+    logical, k: int | Sequence[int] | None = None, *, stats: dict | None = None
 ) -> list[tuple[int, int, list[tuple[int, int]]]]:
     """Algorithm 5 on ``logical`` (a :class:`~.splitting.LogicalTopology` or anything with
-    ``num_ranks`` and ``caps[(u, v)]``): ``k`` (default ``logical.k``) spanning out-trees per root.
+    ``num_ranks`` and ``caps[(u, v)]``): ``k`` (default ``logical.k``) spanning out-trees per root,
+    or ``k[u]`` trees rooted at ``u`` when ``k`` is a sequence (Theorem 12 holds for any root
+    multiplicities; a root with ``k[u] = 0`` gets no tree).
 
     Returns ``[(root_rank, multiplicity, [(parent_rank, child_rank), ...]), ...]`` sorted by root;
-    per root the multiplicities sum to ``k``; every arc ``(u, v)`` is used by at most
+    per root the multiplicities sum to its ``k``; every arc ``(u, v)`` is used by at most
     ``logical.caps[(u, v)]`` trees counting multiplicity. Raises CollsynthError if the capacities
-    cannot hold ``k`` trees per root.
+    cannot hold that many trees.
     """
     t0 = time.perf_counter()
     mf0 = _flow.COUNTERS["maxflows"]
     n = int(logical.num_ranks)
-    k = int(logical.k if k is None else k)
-    if k < 1:
-        raise CollsynthError(f"k must be positive, got {k}")
-    pk = _Packing(logical, n, k)
-    queue = list(range(n))
+    if k is None or isinstance(k, int | np.integer):
+        ks = [int(logical.k if k is None else k)] * n
+        if ks[0] < 1:
+            raise CollsynthError(f"k must be positive, got {ks[0]}")
+    else:
+        ks = [int(x) for x in k]
+        if len(ks) != n or min(ks) < 0 or max(ks) < 1:
+            raise CollsynthError(f"per-root k needs {n} counts >= 0, not all 0")
+    pk = _Packing(logical, n, ks)
+    queue = list(range(len(pk.sets)))
     qi = 0
     while qi < len(queue):
         i = queue[qi]
@@ -93,7 +101,7 @@ def pack_trees(
         if not pk.grow(i, queue):
             raise CollsynthError(
                 f"tree packing failed: root set of rank {r.root} cannot grow (the logical "
-                f"topology cannot hold {k} spanning out-trees per root)"
+                f"topology cannot hold {ks[r.root]} spanning out-trees rooted there)"
             )
         if len(r.members) < n:
             queue.append(i)
@@ -110,7 +118,7 @@ class _Packing:
     """The state of Algorithm 5: remaining arc capacities, the root sets, and their membership
     matrix (row = root set) and multiplicities, grown as root sets split."""
 
-    def __init__(self, logical, n: int, k: int):
+    def __init__(self, logical, n: int, ks: list[int]):
         g: dict[tuple[int, int], int] = {
             e: int(c) for e, c in sorted(logical.caps.items()) if c > 0
         }
@@ -123,12 +131,13 @@ class _Packing:
         self.outn: list[list[int]] = [[] for _ in range(n)]
         for a, b in arcs:
             self.outn[a].append(b)
-        self.sets: list[_RootSet] = [_RootSet(u, k, {u}, {u: 0}, [u], 1 << u) for u in range(n)]
+        roots = [u for u in range(n) if ks[u] > 0]
+        self.sets: list[_RootSet] = [_RootSet(u, ks[u], {u}, {u: 0}, [u], 1 << u) for u in roots]
         self.st = {"mu_flows": 0, "mu_zero": 0, "set_splits": 0}
         self.mem = np.zeros((max(2 * n, 8), n), dtype=bool)
-        self.mem[np.arange(n), np.arange(n)] = True
+        self.mem[np.arange(len(roots)), roots] = True
         self.mult = np.zeros(self.mem.shape[0], dtype=np.int64)
-        self.mult[:n] = k
+        self.mult[: len(roots)] = [ks[u] for u in roots]
 
     def mu(self, i: int, x: int, y: int) -> int:
         """Trees of root set ``i`` that can take arc ``(x, y)`` (Theorem 12, one max-flow)."""
