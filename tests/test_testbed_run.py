@@ -487,6 +487,34 @@ def test_bench_rewrites_only_the_generated_part_of_the_doc(tmp_path):
     assert not bt.update_doc(str(tmp_path / "missing.md"), data)
 
 
+def test_study_flags_a_calibration_far_from_the_others():
+    """A case whose own one-link calibration is far from the other cases' (a run that shared
+    the machine) is named in the study's figures; cases close together are not."""
+    from collsynth.bench.testbed_study import calibration_outliers, study_markdown
+
+    def case(name, eff):
+        return {"case": name, "scale": 1e-4, "failed": None, "failed_steps": [],
+                "calibration": {"efficiency": eff}}  # fmt: skip
+
+    header = {"iters": 3, "calibration": {"efficiency": 0.95, "op_cost": None}}
+    effs = {"a allgather": 0.951, "b allgather": 0.948, "c allgather": 0.82, "d allgather": 0.95}
+    cases = [case(k, v) for k, v in effs.items()]
+    got = calibration_outliers({"cases": cases})
+    assert [(c, e) for c, e, _ in got] == [("c allgather", 0.82)]
+    assert got[0][2] == pytest.approx(0.949)
+    assert calibration_outliers({"cases": cases[:2]}) == []  # too few to judge
+    close = [case(k, 0.95 + 0.01 * i) for i, k in enumerate(effs)]
+    assert calibration_outliers({"cases": close}) == []
+    study = {"spearman_bandwidth_bound": {"median": None, "min": None, "at_least_0.8": 0, "of": 0},
+             "ratio_calibrated_bandwidth_bound": {"median": None, "min": None, "max": None,
+                                                  "within_0.7_1.3": 0, "of": 0},
+             "winner_agrees": 0, "sizes": 0, "median_loss": 0, "max_loss": 0,
+             "best_vs_mpi_median": None}  # fmt: skip
+    text = study_markdown({"header": header, "study": study, "cases": cases, "rows": []})
+    assert "**Calibration far from the others** c allgather: one link carried 82.0%" in text
+    assert "a allgather:" not in text
+
+
 def test_bench_testbed_sim_resimulates_measured_rows(tmp_path, monkeypatch):
     """``bench testbed_sim`` simulates the measured rows again (links shared, first served,
     plan order and with the cost per operation) and rewrites the study from them, without a testbed."""

@@ -141,6 +141,7 @@ def calibrate(progress: Progress = None, launches: int = LAUNCHES) -> dict:
     from ..testbed.measure import Case, default_scale, measure
     from ..topology import load_topology
 
+    load = os.getloadavg()[0]  # other work on the machine spoils the calibration
     topo = load_topology("line:n=2")
     sched = synthesize("direct", topo, Collective.make("allgather", 2, 1))
     scale = default_scale(load_topology("dgx1")) * 2  # dgx1's fastest link, at its scale
@@ -163,6 +164,7 @@ def calibrate(progress: Progress = None, launches: int = LAUNCHES) -> dict:
         "measured_raw_s": measured,
         "launches_raw_s": times,
         "efficiency": ideal / measured,
+        "load_1min_before": load,
         "op_cost": calibrate_op_cost(progress),
     }
 
