@@ -12,7 +12,8 @@ the AllReduce transmission bound.
 
 From the LP's solution to trees:
 
-1. Scale to ``K`` trees in all (``K = scale * N``): rank ``v`` roots ``k_v`` in-trees and
+1. Scale to ``K`` trees in all (``K = scale * N``; the synthesizer tries several scales,
+   ``LP_SCALES`` in :mod:`.algo`): rank ``v`` roots ``k_v`` in-trees and
    ``k_v`` out-trees, the largest-remainder rounding of ``x_v K / X``; each tree then carries
    ``1 / K`` of the buffer.
 2. Arc capacities in trees: ``ceil(c_re(e) K / X)`` for the in-trees, ``ceil(c_bc(e) K / X)`` for
