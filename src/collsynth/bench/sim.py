@@ -45,6 +45,8 @@ MODELS = {"plan": "planned", "fcfs": "first served", "fair": "realized"}
 HOPS_PER_S_TARGET = 10e6
 #: the 4,096-GPU AllReduce's targets: seconds and bytes of the whole command
 BIG_SECONDS, BIG_BYTES = 30.0, 4 * GiB
+#: the input limit the 4,096-GPU row raises ``COLLSYNTH_MAX_FILE_BYTES`` to
+BIG_FILE_BYTES = 16 * GiB
 #: one child process's limit
 CHILD_LIMIT_S = 1800.0
 #: runs per model at least (the figures are medians)
@@ -75,11 +77,15 @@ CASES: dict[str, tuple[str, str, int | None]] = {
 }
 
 
-def _run(argv: list[str], limit: float = CHILD_LIMIT_S) -> tuple[str, float, int]:
-    """Run ``argv``; its stdout, wall time and peak resident bytes (one line on failure)."""
+def _run(
+    argv: list[str], limit: float = CHILD_LIMIT_S, env: dict[str, str] | None = None
+) -> tuple[str, float, int]:
+    """Run ``argv`` (with ``env`` added to the environment); its stdout, wall time and peak
+    resident bytes (one line on failure)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        full = dict(os.environ, **env) if env else None
+        p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=full)
         deadline = t0 + limit
         while True:  # wait4: this child's own peak memory, not the largest child's so far
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
@@ -136,6 +142,9 @@ def run_case(label: str, folder: str, repeat: int, progress: Progress = None) ->
     sched = SCHEDULES[name]
     path = _make(sched, folder, progress)
     load = os.getloadavg()[0]
+    # a file that expands beyond the default input limit (the 4,096-GPU schedule: about
+    # 2.5 GB) is read with the limit raised, as its user would have to; the row says so
+    env = {"COLLSYNTH_MAX_FILE_BYTES": str(BIG_FILE_BYTES)} if name == "4096" else None
     walls: list[float] = []
     sims: list[float] = []
     peak, hops = 0, 0
@@ -143,7 +152,7 @@ def run_case(label: str, folder: str, repeat: int, progress: Progress = None) ->
         if progress:
             progress(f"{label}: simulate --order {model} ({i + 1} of {fixed or repeat})")
         text, wall, mem = _run([sys.executable, "-m", "collsynth", "simulate", path, "--size",
-                                sched.size, "--order", model, "--json"])  # fmt: skip
+                                sched.size, "--order", model, "--json"], env=env)  # fmt: skip
         doc = json.loads(text)
         walls.append(wall)
         sims.append(float(doc["timing"]["sim_wall_s"]))
@@ -167,6 +176,8 @@ def run_case(label: str, folder: str, repeat: int, progress: Progress = None) ->
         "peak_bytes": peak,
         "load_average": load,
     }
+    if env:
+        row["env"] = env
     if name == "4096":
         row["target"] = f"<= {BIG_SECONDS:.0f} s and <= {BIG_BYTES / GiB:.0f} GiB (command)"
         row["holds"] = wall <= BIG_SECONDS and peak <= BIG_BYTES
@@ -234,6 +245,11 @@ def to_markdown(data: dict) -> str:
             f"| {r['peak_bytes'] / GiB:.2f} | {r['load_average']:.1f} | {r['target']} "
             f"| {'yes' if r['holds'] else 'no'} |"
         )
+    envs = [r for r in data["rows"] if r.get("env")]
+    for r in envs:
+        setting = " ".join(f"{k}={v}" for k, v in sorted(r["env"].items()))
+        out.append(f"\n`{r['case']}` ran with `{setting}`: its file expands beyond the default "
+                   "input limit (docs/cli.md), which a user must raise the same way.")  # fmt: skip
     return "\n".join(out) + "\n"
 
 
