@@ -244,3 +244,52 @@ def test_allreduce_transmission_bound_between_chassis():
     for algo in ("ring", "forestcoll"):
         s = synthesize(algo, topo, coll, size=1e9)
         assert simulate(s, 1e9).time_s >= tx.time_s
+
+
+def test_allreduce_transmission_bound_finds_the_partition_itself():
+    """The three-chassis ring again, with no chassis attribute to name the groups: the searched
+    partition finds the three pairs itself and binds with the same 4 crossings over 60 GB/s."""
+    from collsynth.bound.transmissions import searched_partition
+    from collsynth.topology import TopologyBuilder
+
+    b = TopologyBuilder("three-pairs")
+    g = [b.compute(f"gpu{i}") for i in range(6)]
+    for c in range(3):
+        b.bilink(g[2 * c], g[2 * c + 1], 100e9, 1e-6, "nvlink")
+        b.bilink(g[2 * c + 1], g[(2 * c + 2) % 6], 10e9, 5e-6, "ib")
+    topo = b.build()
+    assert sorted(sorted(s) for s in searched_partition(topo)) == [[0, 1], [2, 3], [4, 5]]
+    res = bound(topo, Collective.make("allreduce", 6), 1e9)
+    tx = next(x for x in res.bounds if x.kind == "transmissions")
+    assert res.kind == "transmissions" and tx.witness.startswith("3 groups'")
+    assert tx.detail["partition"] == [["gpu0", "gpu1"], ["gpu2", "gpu3"], ["gpu4", "gpu5"]]
+    assert tx.time_s == pytest.approx(4e9 / 60e9 + 1e-6, rel=1e-12)
+
+
+def test_partition_bound_meets_the_tree_lp_where_it_is_exact():
+    """On switch-free fabrics with links equal both ways, the best partition equals the best
+    in-tree + out-tree AllReduce (Tutte / Nash-Williams): the searched one reaches ForestColl's
+    exact Appendix E LP on mi250 (where the per-rank count is 8 % short of it), dgx1 and mesh2d."""
+    from collsynth.synth.forestcoll import allreduce_lp
+
+    for spec in ("mi250", "dgx1", "mesh2d"):
+        topo = load_topology(spec)
+        lp = allreduce_lp(topo)
+        assert lp["exact"]
+        tx = bound(topo, Collective.make("allreduce", topo.num_ranks), 1e9, ["transmissions"])
+        alpha = float(tx.best.time_s - tx.best.detail["bytes"] / tx.best.detail["bw"])
+        assert tx.time_s - alpha == pytest.approx(1e9 * lp["inv_X"], rel=1e-9), spec
+    mi250 = load_topology("mi250")
+    rank_only = 2 * 15 * 1e9 / float(mi250.link_bw.sum())  # every link leaves a GPU
+    assert 1e9 * allreduce_lp(mi250)["inv_X"] > 1.08 * rank_only
+
+
+@pytest.mark.parametrize("spec", ["mi250", "mi250:chassis=2", "a800_clos", "dgx2", "wan"])
+def test_partition_bound_holds_under_schedules(spec):
+    """No AllReduce schedule beats the transmissions bound, searched partition included."""
+    topo = load_topology(spec)
+    coll = Collective.make("allreduce", topo.num_ranks)
+    tx = bound(topo, coll, 1e9, ["transmissions"]).time_s
+    for algo in ("ring", "forestcoll"):
+        s = synthesize(algo, topo, coll, size=1e9)
+        assert simulate(s, 1e9).time_s >= tx * (1 - 1e-9), algo

@@ -30,9 +30,11 @@ Simple certified bounds (:mod:`.simple`):
   plus the smallest alpha between two ranks (the last byte still travels). The same holds
   between groups (chassis, servers, datacenters): a group merges its members' partial sums for
   free, so every byte crosses between ``m`` groups ``2(m-1)`` times, over the groups' outside
-  links. It holds because switches only forward: a switch that reduces or multicasts (SHARP,
-  NVLS) would need its own bound. On symmetric fabrics it equals the ReduceScatter bound plus
-  the AllGather bound, so there ReduceScatter followed by AllGather is optimal.
+  links; the groups come from node attributes or from a searched partition
+  (:func:`.transmissions.searched_partition`). It holds because switches only forward: a
+  switch that reduces or multicasts (SHARP, NVLS) would need its own bound. On symmetric
+  fabrics it equals the ReduceScatter bound plus the AllGather bound, so there ReduceScatter
+  followed by AllGather is optimal.
 
 ``B_in``/``B_out``/``B`` per collective (``M`` = size, ``n`` ranks) are in :func:`demands`.
 More providers register with :func:`register` (:mod:`.model`) from modules named by
