@@ -13,6 +13,11 @@ Trees are lowered by :func:`collsynth.schedule.trees.lower`: every root's data i
 per root); a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees (see
 :func:`_unit_trees`).
 
+Every ``k`` is also packed once more with the links faster than its bottleneck cut scaled
+down to ``SLACK_SCALE`` (:func:`_slack_variant`); where that keeps the optimum and the tallest
+tree, those trees come first among equals: they leave the faster links slack, which the
+realized (fairly shared) model rewards (docs/simulator.md).
+
 Without a size the schedule is the paper's: the optimum's ``k`` and no pipelining (one chunk
 per tree; pipelining is left to the runtime). Per size (departure from the paper): with ``k``
 and ``pipeline`` left to ``auto`` the synthesizer scans small ``k`` (1, 2, 4 and the
@@ -39,6 +44,7 @@ tractable to verify and simulate.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ... import deadline
@@ -217,8 +223,62 @@ def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> lis
             continue
         seen.add(meta["k"])
         meta.update(form=form, height=_height(meta), alpha=_route_alpha_max(topology, form))
-        cands.append(meta)
+        slack = _slack_variant(topology, kind, meta) if SLACK_SCALE else None
+        cands.extend([slack, meta] if slack is not None else [meta])
     return cands
+
+
+#: The faster links' share that :func:`_slack_variant` leaves the trees (0: no slack variant).
+SLACK_SCALE = 0.8
+
+
+def _slack_variant(topology: Topology, kind: CollKind, meta: dict) -> dict | None:
+    """The same ``k``'s trees packed with every link faster than the bottleneck cut's links
+    scaled down to :data:`SLACK_SCALE` of its bandwidth, where that leaves the optimum and the
+    tallest tree as they are (else ``None``).
+
+    An optimal packing fills many links at once: on ``a800_clos`` the GPUs that feed a NIC also
+    take nearly all their chassis' reductions over NVLink, so the NVLink into them is as busy as
+    the NIC (0.9 of the time) and the two bottlenecks in series stall each other under fair
+    sharing (ReduceScatter 1.10x the bound). Packed with NVLink at 80 %, the same optimum
+    spreads the reductions and the NIC is the only full link (1.007x)."""
+    cut_links: set[int] = set()
+    for d in ("out", "in"):
+        names = meta.get(d, {}).get("bottleneck_cut")
+        if names is None:
+            if d in meta:
+                return None
+            continue
+        inside = {topology.index(x) for x in names}
+        for l in topology.links:
+            if (l.src in inside) != (l.dst in inside):
+                cut_links.add(l.id)
+    if not cut_links:
+        return None
+    threshold = max(topology.links[i].bw for i in cut_links)
+    faster = [l for l in topology.links if l.bw > threshold * (1 + 1e-9)]
+    if not faster or deadline.nearly_out():
+        return None
+    scaled = Topology(
+        topology.name,
+        list(topology.nodes),
+        [
+            replace(l, bw=l.bw * SLACK_SCALE) if l.bw > threshold * (1 + 1e-9) else l
+            for l in topology.links
+        ],
+        topology.meta,
+    )
+    try:
+        form, m2 = _trees(scaled, kind, meta["k"])
+    except CollsynthError:
+        return None
+    if m2["inv_x"] != meta["inv_x"]:
+        return None
+    m2.update(form=form, height=_height(m2), alpha=_route_alpha_max(topology, form))
+    if m2["height"] > meta["height"]:
+        return None
+    m2["slack"] = SLACK_SCALE
+    return m2
 
 
 #: The LP's trees must beat ReduceScatter + AllGather's bandwidth time by this factor to be
@@ -329,6 +389,8 @@ def _lower(
         }
     if not info["allreduce"]:
         del info["allreduce"]
+    if "slack" in cand:
+        info["slack"] = cand["slack"]
     for d in ("out", "in"):
         if d in cand:
             inf = cand[d]
