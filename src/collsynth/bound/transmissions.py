@@ -18,6 +18,8 @@ greedy heuristic, and any partition it returns is a valid bound whether or not i
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..collective import Collective
@@ -115,9 +117,14 @@ def searched_partition(t: Topology) -> list[set[int]] | None:
     bound is then the only partition)."""
     if t.num_nodes > MAX_PARTITION_NODES or t.num_ranks < 3:
         return None
-    a = _agglomerate(t, by_value=True)
-    b = _agglomerate(t, by_value=False)
-    return a[1] if a[0] >= b[0] else b[1]
+    if t not in _PARTITIONS:  # a topology is immutable: one search per topology (every size)
+        a = _agglomerate(t, by_value=True)
+        b = _agglomerate(t, by_value=False)
+        _PARTITIONS[t] = a[1] if a[0] >= b[0] else b[1]
+    return [set(g) for g in _PARTITIONS[t]]
+
+
+_PARTITIONS: weakref.WeakKeyDictionary[Topology, list[set[int]]] = weakref.WeakKeyDictionary()
 
 
 def _agglomerate(t: Topology, by_value: bool) -> tuple[float, list[set[int]]]:
