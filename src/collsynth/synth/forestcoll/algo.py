@@ -13,10 +13,11 @@ Trees are lowered by :func:`collsynth.schedule.trees.lower`: every root's data i
 per root); a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees (see
 :func:`_unit_trees`).
 
-Every ``k`` is also packed once more with the links faster than its bottleneck cut scaled
-down to ``SLACK_SCALE`` (:func:`_slack_variant`); where that keeps the optimum and the tallest
-tree, those trees come first among equals: they leave the faster links slack, which the
-realized (fairly shared) model rewards (docs/simulator.md).
+Every ``k`` is also packed with classes of links (one bandwidth each) scaled down to
+``SLACK_SCALE`` (:func:`_slack_variant`); where that keeps the optimum and the tree height,
+those trees replace the ``k``'s own (the estimate below, and so the choice of ``k`` and
+pipeline depth, is unchanged): they leave slack on links the optimum does not need full,
+which the realized (fairly shared) model rewards (docs/simulator.md).
 
 Without a size the schedule is the paper's: the optimum's ``k`` and no pipelining (one chunk
 per tree; pipelining is left to the runtime). Per size (departure from the paper): with ``k``
@@ -45,11 +46,13 @@ tractable to verify and simulate.
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
 from ... import deadline
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
+from ...flow.optimality import fixed_k, transpose
 from ...schedule.ir import Schedule
 from ...schedule.trees import TreeForm, lower
 from ...topology.model import Topology
@@ -224,61 +227,82 @@ def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> lis
         seen.add(meta["k"])
         meta.update(form=form, height=_height(meta), alpha=_route_alpha_max(topology, form))
         slack = _slack_variant(topology, kind, meta) if SLACK_SCALE else None
-        cands.extend([slack, meta] if slack is not None else [meta])
+        cands.append(slack or meta)
     return cands
 
 
-#: The faster links' share that :func:`_slack_variant` leaves the trees (0: no slack variant).
+#: The share of a link class's bandwidth that :func:`_slack_variant` leaves the trees (0: no
+#: slack variant).
 SLACK_SCALE = 0.8
+#: Topologies with more link classes (distinct bandwidths) than this get no slack variant.
+SLACK_MAX_CLASSES = 4
 
 
 def _slack_variant(topology: Topology, kind: CollKind, meta: dict) -> dict | None:
-    """The same ``k``'s trees packed with every link faster than the bottleneck cut's links
-    scaled down to :data:`SLACK_SCALE` of its bandwidth, where that leaves the optimum and the
-    tallest tree as they are (else ``None``).
+    """The same ``k``'s trees packed with some links scaled down to :data:`SLACK_SCALE` of their
+    bandwidth, where that leaves the optimum and the tree height as they are (else ``None``).
 
-    An optimal packing fills many links at once: on ``a800_clos`` the GPUs that feed a NIC also
-    take nearly all their chassis' reductions over NVLink, so the NVLink into them is as busy as
-    the NIC (0.9 of the time) and the two bottlenecks in series stall each other under fair
-    sharing (ReduceScatter 1.10x the bound). Packed with NVLink at 80 %, the same optimum
-    spreads the reductions and the NIC is the only full link (1.007x)."""
-    cut_links: set[int] = set()
-    for d in ("out", "in"):
-        names = meta.get(d, {}).get("bottleneck_cut")
-        if names is None:
-            if d in meta:
-                return None
-            continue
-        inside = {topology.index(x) for x in names}
-        for l in topology.links:
-            if (l.src in inside) != (l.dst in inside):
-                cut_links.add(l.id)
-    if not cut_links:
+    An optimal packing fills many links at once, also links that the optimum does not need
+    full: on ``a800_clos`` the GPUs that feed a NIC also take nearly all their chassis'
+    reductions over NVLink, so the NVLink into them is as busy as the NIC (0.9 of the time);
+    on two DGX-2 the 12.5 GB/s links between the chassis run 0.93 busy although the optimum
+    needs a third of them. Two full links in series stall each other under fair sharing
+    (ReduceScatter 1.10x and 1.04x the bound). Each link class (one bandwidth) is tried
+    scaled alone; the classes that keep the optimum are then scaled together if that keeps it
+    too, else the first alone. With the slack, the bottleneck is the only full link (1.003x and
+    1.009x)."""
+    classes = sorted({float(b) for b in topology.link_bw}, reverse=True)
+    if not 2 <= len(classes) <= SLACK_MAX_CLASSES:
         return None
-    threshold = max(topology.links[i].bw for i in cut_links)
-    faster = [l for l in topology.links if l.bw > threshold * (1 + 1e-9)]
-    if not faster or deadline.nearly_out():
+    kept: list[float] = []
+    for bw in classes:
+        if deadline.nearly_out():
+            return None
+        if _optimum_of(_scaled(topology, {bw}), kind, meta["k"]) == meta["inv_x"]:
+            kept.append(bw)
+    if not kept or deadline.nearly_out():
         return None
-    scaled = Topology(
-        topology.name,
-        list(topology.nodes),
-        [
-            replace(l, bw=l.bw * SLACK_SCALE) if l.bw > threshold * (1 + 1e-9) else l
-            for l in topology.links
-        ],
-        topology.meta,
-    )
+    if (
+        len(kept) > 1
+        and _optimum_of(_scaled(topology, set(kept)), kind, meta["k"]) != meta["inv_x"]
+    ):
+        kept = kept[:1]
     try:
-        form, m2 = _trees(scaled, kind, meta["k"])
+        form, m2 = _trees(_scaled(topology, set(kept)), kind, meta["k"])
     except CollsynthError:
         return None
-    if m2["inv_x"] != meta["inv_x"]:
+    if m2["inv_x"] != meta["inv_x"]:  # pragma: no cover - the same optimum as checked
         return None
-    m2.update(form=form, height=_height(m2), alpha=_route_alpha_max(topology, form))
-    if m2["height"] > meta["height"]:
+    # the same height and (for the size estimate) the same alpha: the slack trees take their
+    # parent's place and never change which k and pipeline depth the estimate picks
+    m2.update(form=form, height=_height(m2), alpha=meta["alpha"])
+    if m2["height"] != meta["height"]:
         return None
-    m2["slack"] = SLACK_SCALE
+    m2["slack"] = {"scale": SLACK_SCALE, "links_Bps": kept}
     return m2
+
+
+def _scaled(topology: Topology, classes: set[float]) -> Topology:
+    """``topology`` with the links of bandwidth in ``classes`` at :data:`SLACK_SCALE`."""
+    return Topology(
+        topology.name,
+        list(topology.nodes),
+        [replace(l, bw=l.bw * SLACK_SCALE) if l.bw in classes else l for l in topology.links],
+        topology.meta,
+    )
+
+
+def _optimum_of(topology: Topology, kind: CollKind, k: int) -> Fraction | None:
+    """The exact time per byte of ``k`` trees per root (Algorithm 3), as :func:`_trees` reports
+    it (``inv_x``), without packing the trees; ``None`` where there is none."""
+    try:
+        if kind is CollKind.ALLGATHER:
+            return fixed_k(topology, k).inv_x
+        if kind is CollKind.REDUCESCATTER:
+            return fixed_k(transpose(topology), k).inv_x
+        return fixed_k(topology, k).inv_x + fixed_k(transpose(topology), k).inv_x
+    except CollsynthError:
+        return None
 
 
 #: The LP's trees must beat ReduceScatter + AllGather's bandwidth time by this factor to be
