@@ -56,15 +56,15 @@ def transmission_bounds(topology: Topology, collective: Collective, size: float)
         if bw <= 0:
             continue
         total = 2.0 * (m - 1) * size
-        what = "every rank's" if attr == "rank" else f"every {attr}'s"
-        if attr == "partition":
-            what = f"{m} groups' (a searched partition)"
         detail: dict = {"bytes": total, "bw": float(bw), "groups": m}
         detail["transmissions_per_byte"] = 2 * (m - 1)
         if attr == "partition":
+            what = f"{m} groups' (a searched partition)"
             detail["partition"] = [
                 sorted(t.nodes[v].name for v in r if t.nodes[v].is_compute) for r in regions
             ]
+        else:
+            what = "every rank's" if attr == "rank" else f"every {attr}'s"
         b = Bound("transmissions", total / bw + alpha, f"{what} {side}", detail)
         if best is None or b.time_s > best.time_s:
             best = b

@@ -247,10 +247,10 @@ def _slack_variant(topology: Topology, kind: CollKind, meta: dict) -> dict | Non
     reductions over NVLink, so the NVLink into them is as busy as the NIC (0.9 of the time);
     on two DGX-2 the 12.5 GB/s links between the chassis run 0.93 busy although the optimum
     needs a third of them. Two full links in series stall each other under fair sharing
-    (ReduceScatter 1.10x and 1.04x the bound). Each link class (one bandwidth) is tried
-    scaled alone; the classes that keep the optimum are then scaled together if that keeps it
-    too, else the first alone. With the slack, the bottleneck is the only full link (1.003x and
-    1.009x)."""
+    (ReduceScatter at 1 GB, realized model: 1.099x and 1.033x the bound). Each link class (one
+    bandwidth) is tried scaled alone, by its exact optimum only; the classes that keep it are
+    then scaled together if that keeps it too, else the first alone, and the trees are packed
+    once. With the slack, the bottleneck is the only full link (1.003x on both, same model)."""
     classes = sorted({float(b) for b in topology.link_bw}, reverse=True)
     if not 2 <= len(classes) <= SLACK_MAX_CLASSES:
         return None
