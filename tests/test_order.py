@@ -388,3 +388,71 @@ def test_a_paced_schedule_runs_and_exports():
     assert all(np.array_equal(o, e) for o, e in zip(res["outputs"], res["expected"]))
     check_msccl_xml(to_msccl_xml(s), s.topology)
     check_mscclpp_plan(to_mscclpp_plan(s))
+
+
+def _alternatives_algorithm(name: str, first: str, second: str):
+    """Register ``name``: an algorithm giving ``first``'s then ``second``'s schedule as
+    near-tied alternatives (taken off again by the caller)."""
+    from collsynth.synth import Alternatives, register
+
+    @register(name, summary="test: two alternatives")
+    def algo(topology, collective):
+        return Alternatives(
+            tuple(synthesize(a, topology, collective, link_order=False) for a in (first, second))
+        )
+
+    return algo
+
+
+def test_synthesis_keeps_the_alternative_that_realizes_fastest():
+    from collsynth.synth import ALGORITHMS, synthesize_alternatives
+    from collsynth.synth.order import fastest, realized_time
+
+    t = load_topology("dgx_a100")
+    c = Collective.make("allgather", t.num_ranks)
+    _alternatives_algorithm("test-alts", "direct", "ring")
+    try:
+        made = synthesize_alternatives("test-alts", t, c)
+        assert [m.meta["algorithm"] for m in made] == ["test-alts", "test-alts"]
+        assert synthesize("test-alts", t, c, link_order=False).num_ops == made[0].num_ops
+        size = 64e6
+        times = [simulate(with_link_orders(m, size), size, order=REALIZED).time_s for m in made]
+        assert times[1] < times[0]  # the second (the ring) is the faster here
+        kept = synthesize("test-alts", t, c, size=size)
+        info = kept.meta["alternatives"]
+        assert info["given"] == 2 and info["kept"] == 1
+        assert info["realized_time_s"] == pytest.approx(times, rel=1e-12)
+        assert kept.num_ops == made[1].num_ops and kept.link_order
+        assert realized_time(kept, size) == pytest.approx(times[1], rel=1e-12)
+        verify(kept)
+        # the same schedule twice: a tie keeps the first, and one schedule is only ordered
+        tie = fastest((made[0], made[0]), size)
+        assert tie.meta["alternatives"]["kept"] == 0
+        assert "alternatives" not in fastest((made[1],), size).meta
+    finally:
+        ALGORITHMS.pop("test-alts", None)
+
+
+def test_forestcoll_gives_its_near_ties_and_the_fastest_realized_is_kept():
+    from collsynth.synth import synthesize_alternatives
+    from collsynth.synth.forestcoll import algo as fc
+
+    t = load_topology("dgx1")
+    c = Collective.make("allreduce", t.num_ranks)
+    size = 8e6
+    made = synthesize_alternatives("forestcoll", t, c, size=size)
+    assert 2 <= len(made) <= fc.TIE_MAX
+    est = [m.meta["forestcoll"]["estimated_time_s"] for m in made]
+    assert est == sorted(est) and est[-1] <= est[0] * (1 + fc.TIE)
+    choices = {(m.meta["forestcoll"]["k"], m.meta["forestcoll"]["pipeline"]) for m in made}
+    assert len(choices) == len(made)  # distinct choices, not copies
+    kept = synthesize("forestcoll", t, c, size=size)
+    info = kept.meta["alternatives"]
+    assert info["given"] == len(made) and len(info["realized_time_s"]) == len(made)
+    assert info["realized_time_s"][info["kept"]] == min(info["realized_time_s"])
+    assert simulate(kept, size, order=REALIZED).time_s == pytest.approx(
+        min(info["realized_time_s"]), rel=1e-9
+    )
+    verify(kept)
+    # without a size (the paper's schedule) there is one choice, and no alternatives
+    assert len(synthesize_alternatives("forestcoll", t, c)) == 1

@@ -17,6 +17,7 @@ from .options import DEFAULT_SIZE, Option
 from .registry import (
     ALGORITHMS,
     Algorithm,
+    Alternatives,
     get,
     load_all,
     options_for,
@@ -24,11 +25,12 @@ from .registry import (
     register,
     shorthand_options,
 )
-from .run import synthesize
+from .run import synthesize, synthesize_alternatives
 
 __all__ = [
     "ALGORITHMS",
     "Algorithm",
+    "Alternatives",
     "DEFAULT_SIZE",
     "Option",
     "get",
@@ -38,4 +40,5 @@ __all__ = [
     "register",
     "shorthand_options",
     "synthesize",
+    "synthesize_alternatives",
 ]

@@ -53,6 +53,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .. import deadline
 from ..arrays import unique
 from ..collective import CollKind
 from ..schedule.dag import is_acyclic
@@ -98,6 +99,44 @@ def _one_pair_per_link(schedule: Schedule) -> bool:
     links = s.route_links.astype(np.int64)
     uniq = np.unique(np.stack([links, pair]), axis=1)
     return len(unique(uniq[0])) == uniq.shape[1]
+
+
+def fastest(schedules: tuple[Schedule, ...] | list[Schedule], size: float) -> Schedule:
+    """Of an algorithm's alternatives (:class:`~collsynth.synth.registry.Alternatives`: the
+    schedules its own estimate could not tell apart, its first choice first), the one that is
+    fastest in the realized model at ``size`` bytes once :func:`with_link_orders` has ordered
+    it (ties: the earlier). A single schedule is just ordered. ``meta["alternatives"]`` gives
+    every alternative's realized time and which was kept. Alternatives after the first are
+    skipped when less than half of a time limit is left (:func:`collsynth.deadline.nearly_out`).
+    """
+    first = with_link_orders(schedules[0], size)
+    if len(schedules) == 1:
+        return first
+    kept, times = first, [realized_time(first, size)]
+    for alt in schedules[1:]:
+        if deadline.nearly_out():
+            break
+        cand = with_link_orders(alt, size)
+        times.append(realized_time(cand, size))
+        if times[-1] < min(times[:-1]):
+            kept = cand
+    meta = dict(kept.meta)
+    meta["alternatives"] = {
+        "size_bytes": float(size),
+        "realized_time_s": times,
+        "kept": times.index(min(times)),
+        "given": len(schedules),
+    }
+    return replace(kept, meta=meta)
+
+
+def realized_time(schedule: Schedule, size: float) -> float:
+    """``schedule``'s time in the realized model at ``size`` bytes: the one
+    :func:`with_link_orders` found for it at that size, else simulated."""
+    info = schedule.meta.get("link_order") or {}
+    if has_chosen_order(schedule) and float(info.get("size_bytes", -1)) == float(size):
+        return float(info["time_s"])
+    return simulate(schedule, size, order=REALIZED).time_s
 
 
 def with_link_orders(schedule: Schedule, size: float) -> Schedule:

@@ -17,13 +17,32 @@ from ..schedule.ir import Schedule
 from .options import Option, declare, parse_assignments, resolve
 
 
+@dataclass(frozen=True)
+class Alternatives:
+    """What an algorithm returns when its own estimate cannot tell schedules apart: the
+    candidates within its tie window, its own first choice first. The algorithm knows nothing
+    of how they execute; :func:`collsynth.synth.synthesize` keeps the one that is fastest in
+    the realized model once its link orders are chosen (:func:`collsynth.synth.order.fastest`),
+    and ``link_order=False`` keeps the first."""
+
+    schedules: tuple[Schedule, ...]
+
+    def __post_init__(self) -> None:
+        if not self.schedules:
+            raise CollsynthError("an algorithm returned no schedule")
+
+
+#: What :func:`register` takes: ``func(topology, collective, [size=,] **options)``
+AlgorithmFunc = Callable[..., Schedule | Alternatives]
+
+
 @dataclass
 class Algorithm:
     """A registered synthesizer: its function, the collectives it supports, its declared
     options and whether it adapts the schedule to the message size."""
 
     name: str
-    func: Callable[..., Schedule]
+    func: AlgorithmFunc
     collectives: frozenset[CollKind]
     summary: str
     options: dict[str, Option] = field(default_factory=dict)
@@ -46,10 +65,11 @@ def register(
     size_aware: bool = False,
     reference: str = "",
 ):
-    """Decorator: register ``func(topology, collective, [size=,] **options) -> Schedule`` as
-    algorithm ``name`` with its declared :class:`~collsynth.synth.options.Option` list."""
+    """Decorator: register ``func(topology, collective, [size=,] **options) -> Schedule`` (or
+    :class:`Alternatives`) as algorithm ``name`` with its declared
+    :class:`~collsynth.synth.options.Option` list."""
 
-    def deco(func: Callable[..., Schedule]) -> Callable[..., Schedule]:
+    def deco(func: AlgorithmFunc) -> AlgorithmFunc:
         ALGORITHMS[name] = Algorithm(
             name,
             func,

@@ -1,5 +1,8 @@
 """:func:`synthesize`: run a registered algorithm by name with validated, typed options, within
-a time limit, and give its schedule per-link orders planned at the message size."""
+a time limit, and give its schedule per-link orders planned at the message size (of the
+schedules an algorithm could not tell apart, the one that realizes fastest with them);
+:func:`synthesize_alternatives`: the algorithm's schedules as they are, for callers that order
+them per size themselves."""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ from ..schedule.ir import Schedule
 from ..schedule.timing import collect_timing
 from ..topology.model import Topology
 from .options import plan_size
-from .order import with_link_orders
-from .registry import get
+from .order import fastest
+from .registry import Alternatives, get
 
 
 def synthesize(
@@ -41,22 +44,44 @@ def synthesize(
     ``link_order`` (default): the schedule carries per-link orders taken from its planned
     timing at ``size`` (:mod:`collsynth.synth.order`), which the executors and exporters
     realize, so that its realized time is its planned one wherever one connection uses a link.
-    ``link_order=False`` gives the algorithm's schedule as it is (callers that order it per
-    size themselves, as :func:`collsynth.report.compare.compare` does for algorithms that are
-    not size-aware).
+    Where the algorithm returns :class:`~collsynth.synth.registry.Alternatives` (schedules its
+    own estimate cannot tell apart), each is ordered so and the fastest in the realized model
+    is kept (:func:`collsynth.synth.order.fastest`; ``meta["alternatives"]`` gives every one's
+    time).
+    ``link_order=False`` gives the algorithm's schedule as it is (its first choice where it
+    gave alternatives; callers that order per size themselves use
+    :func:`synthesize_alternatives`).
     """
     budget = deadline.parse_limit(budget_s if budget_s is not None else deadline.each())
     with deadline.time_limit(budget, what=f"synthesis with {name}"):
         deadline.check(f"synthesis with {name}")
-        schedule = _synthesize(name, topology, collective, size, options)
+        schedules = _synthesize(name, topology, collective, size, options)
         if link_order:
-            schedule = with_link_orders(schedule, plan_size(size, name))
-        return schedule
+            return fastest(schedules, plan_size(size, name))
+        return schedules[0]
+
+
+def synthesize_alternatives(
+    name: str,
+    topology: Topology,
+    collective: Collective,
+    *,
+    size: float | None = None,
+    budget_s: float | str | None = None,
+    **options: Any,
+) -> tuple[Schedule, ...]:
+    """The schedules algorithm ``name`` gives (as :func:`synthesize` with ``link_order=False``):
+    one, or its :class:`~collsynth.synth.registry.Alternatives` (its first choice first).
+    :func:`collsynth.synth.order.fastest` orders them at a size and keeps the fastest."""
+    budget = deadline.parse_limit(budget_s if budget_s is not None else deadline.each())
+    with deadline.time_limit(budget, what=f"synthesis with {name}"):
+        deadline.check(f"synthesis with {name}")
+        return _synthesize(name, topology, collective, size, options)
 
 
 def _synthesize(
     name: str, topology: Topology, collective: Collective, size: float | None, options: dict
-) -> Schedule:
+) -> tuple[Schedule, ...]:
     algo = get(name)
     if collective.kind not in algo.collectives:
         raise CollsynthError(
@@ -65,11 +90,15 @@ def _synthesize(
         )
     values = algo.resolve_options(options)
     if algo.size_aware:
-        schedule = algo.func(topology, collective, size=plan_size(size, name), **values)
+        made = algo.func(topology, collective, size=plan_size(size, name), **values)
     else:
-        schedule = algo.func(topology, collective, **values)
+        made = algo.func(topology, collective, **values)
     meta: dict[str, Any] = {"algorithm": name}
     if options:
         meta["options"] = {k: values[k] for k in sorted(options)}
-    schedule = schedule.with_meta(**meta)
-    return replace(schedule, meta=collect_timing(schedule.meta))
+    schedules = made.schedules if isinstance(made, Alternatives) else (made,)
+    out = []
+    for schedule in schedules:
+        schedule = schedule.with_meta(**meta)
+        out.append(replace(schedule, meta=collect_timing(schedule.meta)))
+    return tuple(out)

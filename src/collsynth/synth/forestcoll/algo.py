@@ -41,6 +41,14 @@ limits keep them real: pieces are no smaller than ``MIN_PIECE`` bytes (a runtime
 per-message cost that the alpha-beta model omits; NCCL's own pipeline slices are far larger),
 and the number of operations stays under ``OP_BUDGET`` so that 1000-GPU schedules remain
 tractable to verify and simulate.
+
+The estimate is good to a few tenths of a percent, not better: choices within ``TIE`` (0.2 %)
+of the best (at most ``TIE_MAX``) are near ties it cannot order, and are all returned, the best
+estimate first, as :class:`~collsynth.synth.registry.Alternatives`. This module never simulates
+them; :func:`collsynth.synth.synthesize` orders each and keeps the one that realizes fastest
+(AllReduce on mi250:chassis=2 at 1 GB: ``k = 8, P = 94`` is estimated 1.0457x the bound and
+realizes 1.034x, ``k = 16, P = 47`` is estimated 1.0467x and realizes 1.028x, in the realized
+model).
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ from ...flow.optimality import fixed_k, transpose
 from ...schedule.ir import Schedule
 from ...schedule.trees import TreeForm, lower
 from ...topology.model import Topology
-from .. import register
+from .. import Alternatives, register
 from ..options import Option, int_option
 from .allreduce_lp import allreduce_lp
 from .lp_trees import allreduce_lp_trees
@@ -73,6 +81,12 @@ K_SCAN = (1, 2, 4, 8, 16)
 #: Calibrated share of the lone-tree pipeline fill that remains (see the module docstring).
 FILL_SHARE = 32
 FILL_SHARE_IN = 10
+#: Choices whose estimates lie within this share of the best are near ties the estimate cannot
+#: tell apart (its fill term is calibrated to a few tenths of a percent at best); up to
+#: ``TIE_MAX`` of them are returned as :class:`~collsynth.synth.registry.Alternatives`, and the
+#: synthesis keeps the one that realizes fastest (see the module docstring).
+TIE = 0.002
+TIE_MAX = 3
 
 
 def _trees(topology: Topology, kind: CollKind, k: int | None) -> tuple[TreeForm, dict]:
@@ -173,7 +187,7 @@ def forestcoll(
     k: Any = None,
     pipeline: Any = None,
     size: float | None = None,
-) -> Schedule:
+) -> Schedule | Alternatives:
     """ForestColl trees lowered to pipelined chunk transfers."""
     k_opt_only = isinstance(k, str) and k.strip().lower() == "opt"
     k_val = None if k_opt_only else int_option(k, "k", "forestcoll")
@@ -184,8 +198,9 @@ def forestcoll(
     cands = _candidates(topology, collective.kind, ks)
     if collective.kind is CollKind.ALLREDUCE and k_val is None:
         cands += _lp_candidate(topology, min(float(c["inv_x"]) for c in cands))
-    best = _choose(topology, collective, cands, p_val, size)
-    return _lower(topology, collective, cands, best, size)
+    chosen = _choose(topology, collective, cands, p_val, size)
+    schedules = tuple(_lower(topology, collective, cands, c, size) for c in chosen)
+    return schedules[0] if len(schedules) == 1 else Alternatives(schedules)
 
 
 def _k_scan(
@@ -362,10 +377,11 @@ def _choose(
     cands: list[dict],
     p_val: int | None,
     size: float | None,
-) -> tuple[float, dict, int]:
-    """The (estimated time, candidate, pipeline depth) of least estimated time (ties: the
-    first)."""
-    best: tuple[float, dict, int] | None = None
+) -> list[tuple[float, dict, int]]:
+    """The (estimated time, candidate, pipeline depth) of least estimated time, then (with a
+    size, at most ``TIE_MAX`` in all) those within ``TIE`` of it, by estimate (estimates equal
+    to 1e-9: in the candidates' order, the optimum's ``k`` first)."""
+    options_all: list[tuple[float, dict, int]] = []
     for cand in cands:
         p_cap = _max_pipeline(collective.num_ranks, cand["k"], collective.kind, size)
         if p_val is not None:
@@ -375,12 +391,15 @@ def _choose(
         else:
             options = sorted({p for p in PIPELINES if p <= p_cap} | {min(p_cap, PIPELINES[-1])})
         for p in options:
-            est = _estimate(topology, collective, cand, size or 1e9, p)
-            if best is None or est < best[0] - 1e-15:
-                best = (est, cand, p)
-    if best is None:  # pragma: no cover - _candidates raises before leaving none
+            options_all.append((_estimate(topology, collective, cand, size or 1e9, p), cand, p))
+    if not options_all:  # pragma: no cover - _candidates raises before leaving none
         raise CollsynthError("forestcoll: no tree candidate")
-    return best
+    # estimates equal to 1e-9 (they differ in the last bits only) keep the candidates' order
+    ref = min(o[0] for o in options_all)
+    ranked = sorted(options_all, key=lambda o: round(o[0] / ref, 9) if ref > 0 else o[0])
+    if size is None:
+        return ranked[:1]
+    return [o for o in ranked if o[0] <= ranked[0][0] * (1 + TIE)][:TIE_MAX]
 
 
 def _lower(
