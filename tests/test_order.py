@@ -404,6 +404,7 @@ def _alternatives_algorithm(name: str, first: str, second: str):
     return algo
 
 
+@pytest.mark.alternatives
 def test_synthesis_keeps_the_alternative_that_realizes_fastest():
     from collsynth.synth import ALGORITHMS, synthesize_alternatives
     from collsynth.synth.order import fastest, realized_time
@@ -433,6 +434,7 @@ def test_synthesis_keeps_the_alternative_that_realizes_fastest():
         ALGORITHMS.pop("test-alts", None)
 
 
+@pytest.mark.alternatives
 def test_forestcoll_gives_its_near_ties_and_the_fastest_realized_is_kept():
     from collsynth.synth import synthesize_alternatives
     from collsynth.synth.forestcoll import algo as fc
