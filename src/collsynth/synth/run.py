@@ -6,6 +6,8 @@ them per size themselves."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -52,9 +54,7 @@ def synthesize(
     gave alternatives; callers that order per size themselves use
     :func:`synthesize_alternatives`).
     """
-    budget = deadline.parse_limit(budget_s if budget_s is not None else deadline.each())
-    with deadline.time_limit(budget, what=f"synthesis with {name}"):
-        deadline.check(f"synthesis with {name}")
+    with _time_limit(name, budget_s):
         schedules = _synthesize(name, topology, collective, size, options)
         if link_order:
             return fastest(schedules, plan_size(size, name))
@@ -73,10 +73,18 @@ def synthesize_alternatives(
     """The schedules algorithm ``name`` gives (as :func:`synthesize` with ``link_order=False``):
     one, or its :class:`~collsynth.synth.registry.Alternatives` (its first choice first).
     :func:`collsynth.synth.order.fastest` orders them at a size and keeps the fastest."""
+    with _time_limit(name, budget_s):
+        return _synthesize(name, topology, collective, size, options)
+
+
+@contextmanager
+def _time_limit(name: str, budget_s: float | str | None) -> Iterator[None]:
+    """The synthesis time limit (``budget_s``, else :func:`collsynth.deadline.each`), checked
+    once on entry."""
     budget = deadline.parse_limit(budget_s if budget_s is not None else deadline.each())
     with deadline.time_limit(budget, what=f"synthesis with {name}"):
         deadline.check(f"synthesis with {name}")
-        return _synthesize(name, topology, collective, size, options)
+        yield
 
 
 def _synthesize(
