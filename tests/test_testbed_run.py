@@ -94,7 +94,9 @@ def test_measure_keeps_finished_sizes_lowers_scale_for_cpu_bound_rows(monkeypatc
     sim = {(s, size): simulate(s, size).time_s for s in (fast, slow) for size in (small, big)}
     calls = []
 
-    def fake_launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True):
+    def fake_launch(
+        tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True, **kw
+    ):
         calls.append((tb.scale, tb.shaped, size, len(group), reference))
         if tb.shaped and size == small and not reference:
             raise RunFailedError("injected: this size fails")
@@ -155,7 +157,9 @@ def test_measure_pools_several_launches_so_one_slow_launch_does_not_decide(monke
     want = simulate(sched, size).time_s / scale
     launches = []
 
-    def fake_launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True):
+    def fake_launch(
+        tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True, **kw
+    ):
         launches.append(iters)
         slow = 2.0 if len(launches) == 2 else 1.0  # the second launch: a busy machine
         return SimpleNamespace(runs=[{"times_s": [want * slow] * iters, "check": "passed"}])
@@ -179,6 +183,105 @@ def test_measure_pools_several_launches_so_one_slow_launch_does_not_decide(monke
     assert one["ratio"] == pytest.approx(2.0)
     with pytest.raises(CollsynthError, match="launches"):
         M.measure(load_topology("ring:n=4"), [M.Case("ring", 1e6, sched)], scale, launches=0)
+
+
+def _times(sched, size, scale, slow_op=None, slow=1.0):
+    """Per-operation times (as ``run --trace`` records them, raw seconds) of ``sched`` run
+    one hop at a time in op order at every link's rate; ``slow_op`` at ``slow`` of it."""
+    from collsynth.runtime.driver import op_times
+
+    n, t, recs = sched.num_ops, 0.0, []
+    nbytes = sched.op_bytes(size)
+    post, end = [0.0] * n, [0.0] * n
+    for op in range(n):
+        rate = float(sched.topology.link_bw[sched.route(op)].min()) * scale
+        post[op] = t
+        t += nbytes[op] / rate / (slow if op == slow_op else 1.0)
+        end[op] = t
+    for r in range(sched.collective.num_ranks):
+        mine = [op for op in range(n) if r in (int(sched.src[op]), int(sched.dst[op]))]
+        recs.append({"zero": 0.0, "ops": mine, "is_send": [int(sched.src[o]) == r for o in mine],
+                     "post": [post[o] for o in mine], "end": [end[o] for o in mine],
+                     "nbytes": [float(nbytes[o]) for o in mine]})  # fmt: skip
+    return op_times(sched, recs)
+
+
+def test_link_fidelity_judges_lone_transfers_by_their_links_rate():
+    from collsynth.testbed.measure import FIDELITY_MIN_RAW_S, link_fidelity
+
+    sched = _sched(algo="ring")
+    size, scale = 8e6, 1e-5  # every transfer takes far longer than FIDELITY_MIN_RAW_S
+    full = link_fidelity(sched, _times(sched, size, scale), scale)
+    assert full["lone_transfers"] == sched.num_ops
+    assert full["worst_share"] == pytest.approx(1.0) and full["median_share"] == pytest.approx(1)
+    got = link_fidelity(sched, _times(sched, size, scale, slow_op=3, slow=0.6), scale)
+    assert got["worst_op"] == 3 and got["worst_share"] == pytest.approx(0.6)
+    # transfers too short to judge, or sharing a link with another, are not judged
+    assert link_fidelity(sched, _times(sched, 1e3, scale), scale) is None
+    assert sched.op_bytes(1e3).max() / (sched.topology.link_bw.min() * scale) < FIDELITY_MIN_RAW_S
+    both = _times(sched, size, scale)
+    same = [op for op in range(sched.num_ops) if sched.route(op)[0] == sched.route(0)[0]]
+    assert len(same) > 1
+    both["send_post_s"][same[1]] = both["send_post_s"][same[0]]  # overlaps op same[0]
+    assert link_fidelity(sched, both, scale)["lone_transfers"] == sched.num_ops - 2
+
+
+def test_measure_runs_a_row_again_where_a_lone_transfer_missed_its_links_rate(monkeypatch):
+    """No namespaces: the first (traced) launch shows a transfer alone on its link at half its
+    rate; the row runs again at half the scale, where the links carry their rate."""
+    from types import SimpleNamespace
+
+    from collsynth.sim import simulate
+    from collsynth.testbed import measure as M
+
+    sched = _sched(algo="ring")
+    scale = 1e-4  # transfers long enough to judge
+    calls = []
+
+    def fake_launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True,
+                    trace=None):  # fmt: skip
+        calls.append((tb.scale, tb.shaped, trace is not None))
+        t = simulate(sched, size).time_s / tb.scale
+        run = {"times_s": [t] * iters, "check": None}
+        if tb.shaped:
+            if tb.scale == scale:  # two iterations of three: op 2 at half its link's rate
+                run["times_s"] = [1.5 * t, 1.5 * t, t]
+                slow = [0.5, 0.5, 1.0]
+            else:
+                slow = [1.0] * iters
+            run["traces"] = [_times(sched, size, tb.scale, 2, x) for x in slow]
+        return SimpleNamespace(runs=[run])
+
+    monkeypatch.setattr(M._Runner, "testbed", lambda self, sc, shaped=True: _FakeBed(sc, shaped))
+    monkeypatch.setattr(M, "_launch", fake_launch)
+    monkeypatch.setattr(M, "netns_retransmits", lambda tb: 0)
+    monkeypatch.setattr(M, "route_mismatches", lambda sched, wiring: 0)
+    monkeypatch.setattr(M, "required_headroom", lambda sched: 0.0)  # headroom is not the rule
+    (row,) = M.measure(load_topology("ring:n=4"), [M.Case("ring", 8e6, sched)], scale,
+                       reference=False).rows  # fmt: skip
+    assert [c for c in calls if c[1]] == [(scale, True, True), (scale / 2, True, True)]
+    assert row["remeasured_from_scale"] == scale and row["scale"] == scale / 2
+    assert row["remeasured_because"] == "link fidelity" and row["link_faithful"]
+    assert row["link_fidelity"]["worst_share"] == pytest.approx(1.0)
+    assert row["ratio"] == pytest.approx(1.0)
+    # one unfaithful iteration of three leaves the median and the row stays at its scale
+    calls.clear()
+
+    def one_bad(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True,
+                trace=None):  # fmt: skip
+        t = simulate(sched, size).time_s / tb.scale
+        slow = [1.0, 0.5, 1.0]
+        return SimpleNamespace(runs=[{"times_s": [t, 3 * t, 1.2 * t], "check": None,
+                                      "traces": [_times(sched, size, tb.scale, 1, x)
+                                                 for x in slow]}])  # fmt: skip
+
+    monkeypatch.setattr(M, "_launch", one_bad)
+    (row,) = M.measure(load_topology("ring:n=4"), [M.Case("ring", 8e6, sched)], scale,
+                       reference=False).rows  # fmt: skip
+    assert "remeasured_from_scale" not in row and row["link_faithful"]
+    assert row["link_fidelity"]["faithful_iterations"] == 2
+    assert row["ratio"] == pytest.approx(1.1)  # the median of t and 1.2 t, not of all three
+    assert len(row["raw"]["times_all_s"]) == 3
 
 
 def test_divisor_lifts_headroom_to_three():

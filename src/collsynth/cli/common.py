@@ -377,6 +377,14 @@ def emit_json(obj: Any) -> None:
         sys.stdout.flush()
 
 
+def write_json_file(path: str, obj: Any) -> None:
+    """Write ``obj`` to ``path`` as strict JSON (as :func:`emit_json`), atomically: a reader
+    sees the old file or the whole new one, never half of it."""
+    from ..atomic import write_text_atomic
+
+    write_text_atomic(path, json.dumps(finite_json(obj), default=_json_default, allow_nan=False))
+
+
 def finite_json(obj: Any) -> Any:
     """``obj`` with every float that is not finite replaced by ``None`` (numpy numbers and
     arrays converted; containers copied, other values kept)."""

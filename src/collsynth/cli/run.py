@@ -138,6 +138,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="FAULT",
         help=f"for tests, repeatable: make the run fail on purpose: {INJECT_HELP}",
     )
+    p.add_argument(
+        "--trace",
+        metavar="FILE.json",
+        help="rank 0 writes the last timed iteration of every run in the Trace Event Format "
+        "(Perfetto, chrome://tracing): a track per rank and per busy link, raw seconds; with "
+        "--json each run also carries its per-operation times of every timed iteration "
+        "(traces)",
+    )
     p.add_argument("--json", action="store_true", help="rank 0 prints one JSON object on stdout")
     p.add_argument(
         "--nccl-tests",
@@ -222,6 +230,7 @@ def _launch(args: argparse.Namespace) -> int:
         csv_out=args.csv,
         inject=args.inject or (),
         alpha_delay=args.alpha_delay,
+        trace=args.trace,
     )
     cmd = mpiexec_command(args.launch, argv)
     res = supervise(cmd, args.launch, parse_time(args.timeout, "--timeout"), verbose=args.verbose)
@@ -255,6 +264,10 @@ def _validate(args: argparse.Namespace):
     if not (args.alpha_delay >= 0 and args.alpha_delay < 1e12):
         raise CollsynthError(f"--alpha-delay {args.alpha_delay!r} must be between 0 and 1e12")
     inject = Inject.parse(args.inject)
+    if args.trace is not None:
+        from ..atomic import check_outputs
+
+        check_outputs({"--trace": args.trace}, {"the schedule": list(args.schedules)})
     scheds = [(path, load_schedule(path)) for path in args.schedules]
     ranks = {s.collective.num_ranks for _, s in scheds}
     if len(ranks) > 1:
@@ -428,7 +441,8 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
         raise CollsynthError(verdicts[0])
     from ..runtime.driver import run_on_backend
 
-    runs = []
+    runs: list[dict] = []
+    traces: list[dict | None] = []
     try:
         for k, (size, (i, (path, sched))) in enumerate(
             (z, ps) for z in sizes for ps in enumerate(scheds)
@@ -449,8 +463,14 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
                 inject=inject,
                 progress=prog,
                 alpha_delay=args.alpha_delay,
+                trace=bool(args.trace),
             )
-            runs.append({**summ.to_dict(), "warmup": warmup})
+            run = {**summ.to_dict(), "warmup": warmup}
+            # the per-operation times go to the trace file (the last timed iteration), and
+            # to --json's runs (every timed iteration)
+            got = run.get("traces") if args.json else run.pop("traces", None)
+            traces.append(got[-1] if got else None)
+            runs.append(run)
     except RunTimeout as e:
         # let the other ranks say where they stand
         _fail(backend, prog, e, min(2.0, max(1.0, timeout / 4)))
@@ -470,6 +490,8 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
         "runs": runs,
     }
     if not quiet:
+        if args.trace:
+            _write_trace(args.trace, runs, traces, scheds)
         if args.json:
             emit_json(info)  # strict JSON, like every --json output
         elif args.nccl_tests:
@@ -490,6 +512,21 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
     if hasattr(backend, "close"):
         backend.close()
     return RUN_FAILED if failed else 0
+
+
+def _write_trace(path: str, runs: list[dict], traces: list, scheds: list) -> None:
+    """Rank 0 writes the runs' timelines (raw seconds) to one Trace Event file: one set of
+    tracks per run, named by the schedule and the size."""
+    from ..report.trace import measured_trace, merge_traces
+    from .common import write_json_file
+
+    parts = []
+    for k, (run, times) in enumerate(zip(runs, traces)):
+        name, sched = scheds[k % len(scheds)]
+        about = {"schedule_file": name, "size_bytes": run["size"]}
+        trace = measured_trace(sched.expand_joins().expand_groups(), times, about=about)
+        parts.append((f"{name} {fmt_size(run['size'])}", trace))
+    write_json_file(path, merge_traces(parts))
 
 
 def _fail(backend: Any, prog: Any, e: Exception, wait: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from ..errors import CollsynthError
@@ -20,6 +21,7 @@ from .common import (
     emit_json,
     parse_sizes,
     sizes_text,
+    write_json_file,
 )
 
 
@@ -182,6 +184,13 @@ def _add_measuring(p: argparse.ArgumentParser) -> None:
         "the schedule's link order, connections share a link), fcfs (one transfer at a time "
         "per link), or auto, the planned order (the plan's priorities first)",
     )
+    p.add_argument(
+        "--trace",
+        metavar="DIR",
+        help="write each row's timelines into DIR in the Trace Event Format (Perfetto, "
+        "chrome://tracing), in the topology's time: NAME-SIZE.measured.json (the last timed "
+        "iteration of the last launch) and NAME-SIZE.simulated.json (the --order model)",
+    )
     add_quiet(p)
     add_json(p)
 
@@ -234,7 +243,14 @@ def _measure_args(args: argparse.Namespace) -> dict:
         raise CollsynthError(f"--timeout {args.timeout!r} must be positive")
     if args.launches < 1 or args.launches > 100:
         raise CollsynthError(f"--launches must be between 1 and 100, got {args.launches}")
+    if args.trace is not None:
+        from ..atomic import check_output_dir
+
+        ours = (".measured.json", ".simulated.json")
+        check_output_dir(args.trace, "--trace", {"--topology": args.topology},
+                         owned=lambda name: name.endswith(ours))  # fmt: skip
     return {
+        "trace": args.trace is not None,
         "launches": args.launches,
         "iters": args.iters,
         "warmup": args.warmup,
@@ -280,7 +296,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CollsynthError(f"{path}: the schedules are not all the same collective")
     _ready_to_run()
     cases = [Case(_label(path), size, s) for size in sizes for path, s in scheds]
-    return _report(args, measure(topo, cases, _scale(args, topo), on_step=_say(args), **opts))
+    result = measure(topo, cases, _scale(args, topo), on_step=_say(args), **opts)
+    _write_traces(args, result, cases)
+    return _report(args, result)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -306,12 +324,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cases = [Case(algo, size, sched) for (algo, size), sched in keep.items()]
     result = measure(req.topology, cases, _scale(args, req.topology), on_step=say, **opts)
     result.skipped = comparison.skipped
+    _write_traces(args, result, cases)
     return _report(args, result, plot=args.plot)
 
 
 def _label(path: str) -> str:
-    import os
-
     return os.path.splitext(os.path.basename(path))[0]
 
 
@@ -321,6 +338,33 @@ def _say(args: argparse.Namespace):
     if args.quiet:
         return lambda msg: None
     return lambda msg: print(f"collsynth: {msg}", file=sys.stderr, flush=True)
+
+
+def _write_traces(args: argparse.Namespace, result: Any, cases: list) -> None:
+    """With ``--trace DIR``: each row's measured and simulated timelines (the rows lose their
+    per-operation times, which stay in the files)."""
+    if not args.trace:
+        return
+    from ..report.trace import measured_trace, simulated_trace
+    from ..sim import simulate
+
+    os.makedirs(args.trace, exist_ok=True)
+    scheds = {(c.label, c.size): c.schedule for c in cases}
+    for row in result.rows:
+        got = row.pop("trace", None)
+        if not got:
+            continue
+        sched = scheds[row["algo"], row["requested_size_bytes"]]
+        size = row["size_bytes"]
+        stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in row["algo"])
+        stem = os.path.join(args.trace, f"{stem}-{size}B")
+        about = {"size_bytes": size, "measured_time_s": row["measured_time_s"]}
+        expanded = sched.expand_joins().expand_groups()
+        write_json_file(stem + ".measured.json",
+                        measured_trace(expanded, got["times"], got["scale"], about))  # fmt: skip
+        sim = simulate(sched, size, order=args.order)
+        write_json_file(stem + ".simulated.json", simulated_trace(sim))
+        row["trace_files"] = [stem + ".measured.json", stem + ".simulated.json"]
 
 
 def _report(args: argparse.Namespace, result: Any, plot: str | None = None) -> int:

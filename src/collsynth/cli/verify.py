@@ -22,7 +22,9 @@ from .common import (
     emit_json,
     parse_positive_size,
     parse_sizes,
+    refuse_overwriting_inputs,
     sizes_text,
+    write_json_file,
 )
 
 
@@ -83,6 +85,12 @@ def add_parser(sub: Any) -> None:
         "operations one at a time (default 0: the pure alpha-beta model)",
     )
     sim.add_argument("--gantt", metavar="FILE.png", help="draw the per-link timeline")
+    sim.add_argument(
+        "--trace",
+        metavar="FILE.json",
+        help="write the timeline in the Trace Event Format (Perfetto, chrome://tracing): a "
+        "track per rank and per busy link, an arrow from each send to its receive",
+    )
     add_quiet(sim)
     add_timing(sim)
     add_json(sim)
@@ -142,7 +150,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from ..sim import simulate
     from ..verify import check_schedule
 
-    check_plot(args.gantt, {"the schedule": args.schedule, "-t": args.topology}, "--gantt")
+    inputs = {"the schedule": args.schedule, "-t": args.topology}
+    check_plot(args.gantt, inputs, "--gantt")
+    if args.trace is not None:
+        refuse_overwriting_inputs({"--trace": args.trace, "--gantt": args.gantt}, inputs)
     if sum(map(bool, (args.json, args.csv, args.nccl_tests))) > 1:
         raise CollsynthError("choose one of --json, --csv and --nccl-tests")
     sweep = sizes_text(args)
@@ -150,6 +161,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise CollsynthError("give -s/--size or a sweep (--sizes, -b/-e/-f/-i), not both")
     if sweep is not None and args.gantt:
         raise CollsynthError("--gantt draws one size: give -s/--size")
+    if args.trace is not None and (sweep is not None or args.csv or args.nccl_tests):
+        raise CollsynthError("--trace writes one size's timeline: give -s/--size")
     sched = _load(args)
     if sweep is not None:
         sizes = parse_sizes(sweep)
@@ -171,6 +184,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from ..report.plots import plot_gantt
 
         plot_gantt(res, args.gantt)
+    if args.trace:
+        from ..report.trace import simulated_trace
+
+        write_json_file(args.trace, simulated_trace(res))
     if args.json:
         info = res.to_dict()
         wall = info.pop("sim_wall_s")  # wall clock: in the timing block
@@ -202,8 +219,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"  busiest: {link['src']}->{link['dst']} busy {fmt_time(link['busy_s'])} "
             f"({100 * link['utilisation']:.1f}%)"
         )
-    if args.gantt:
-        con.print(f"wrote {args.gantt}")
+    for path in (args.gantt, args.trace):
+        if path:
+            con.print(f"wrote {path}")
     return 0
 
 

@@ -6,6 +6,7 @@ rank, the same summary (gathered from all ranks); rank 0 prints it.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import statistics
@@ -153,6 +154,7 @@ def run_on_backend(
     inject: Inject | None = None,
     progress: Progress | None = None,
     alpha_delay: float = 0.0,
+    trace: bool = False,
 ) -> RunSummary:
     """Run ``sched`` on this rank; every rank calls it with the same arguments.
 
@@ -162,6 +164,8 @@ def run_on_backend(
     ``alpha_delay`` > 0 emulates latency: each send waits ``alpha_delay`` times the summed
     ``alpha`` of its route before it is posted (the testbed passes 1/scale, so latency is
     dilated like bandwidth).
+    ``trace``: the summary's ``extra["traces"]`` holds every operation's times in each timed
+    iteration (:func:`op_times`, one per entry of ``times_s``).
     """
     sched = sched.expand_joins().expand_groups()  # point-to-point transfers only
     inject = inject or Inject()
@@ -182,23 +186,27 @@ def run_on_backend(
     delay = None
     if alpha_delay > 0:
         delay = np.where(plan.is_send, route_alpha(sched)[plan.ops] * alpha_delay, 0.0)
-    exe = RankExecutor(sched, plan, backend, et, drop=inject.drop, send_delay=delay)
+    exe = RankExecutor(sched, plan, backend, et, drop=inject.drop, send_delay=delay, trace=trace)
     inp = make_input(coll, rank, cb, dtype, seed)
     clock = time.monotonic
     prog.step(f"the barrier before the run of {name}", one)
     backend.barrier(clock() + timeout, "the barrier before the run")
     inject.strike(rank, "run")
     times: list[float] = []
+    mine: list[dict] = []  # with trace: this rank's record of each timed iteration
     for it in range(warmup + iters):
         exe.load(inp)
         prog.step(f"iteration {it} of {name}", two)
         backend.barrier(clock() + timeout, f"the barrier before iteration {it}")
         inject.strike(rank, it)
         t0 = backend.now()
+        zero = clock()
         exe.run(clock() + timeout)
         t = backend.now() - t0
         if it >= warmup:
             times.append(t)
+            if trace:
+                mine.append({"zero": zero, **exe.trace_record()})
     out = exe.output()
     if rank in inject.corrupt and out.size:  # fault injection: invert two whole elements
         w = et.itemsize
@@ -208,7 +216,15 @@ def run_on_backend(
     ref_times, ref_name, err, wrong = ref.run(out, inp, cb, dtype, seed, reference, check)
     prog.step(f"gathering the results of {name}", one)
     gathered = backend.allgather_obj(
-        {"times": times, "ref": ref_times, "err": err, "wrong": wrong}, clock() + timeout
+        {
+            "times": times,
+            "ref": ref_times,
+            "err": err,
+            "wrong": wrong,
+            "trace": mine,
+            "nbytes": plan.nbytes.tolist() if trace else None,
+        },
+        clock() + timeout,
     )
     worst, med = _median_of_max([g["times"] for g in gathered])
     ref_worst, ref_med = _median_of_max([g["ref"] for g in gathered])
@@ -232,8 +248,50 @@ def run_on_backend(
             "busbw_Bps": size / med * coll.busbw_factor if med > 0 else None,
             "dtype": str(et),
             "reference_times_s": ref_worst if ref_times else None,
+            **({"traces": _iterations(sched, gathered)} if trace else {}),
         },
     )
+
+
+def _iterations(sched: Schedule, gathered: list[dict]) -> list[dict]:
+    """Every timed iteration's :func:`op_times` from the ranks' gathered records."""
+    return [
+        op_times(sched, [dict(g["trace"][k], nbytes=g["nbytes"]) for g in gathered])
+        for k in range(len(gathered[0]["trace"]))
+    ]
+
+
+def op_times(sched: Schedule, per_rank: list[dict]) -> dict:
+    """Every operation's times in one traced iteration, from the ranks' records (the
+    executor's :meth:`~.interp.RankExecutor.trace_record` plus the iteration's start
+    ``zero`` and the local operations' bytes), in seconds from the earliest rank's start:
+    ``send_post_s`` (the sender posted it: its data was ready and its emulated latency over),
+    ``send_end_s`` (the engine had taken the send), ``recv_post_s`` (the receiver posted the
+    receive) and ``arrival_s`` (the data had arrived); NaN where an operation never got that
+    far. With each operation's ``src``, ``dst``, ``chunk`` and ``bytes`` (after joins and
+    groups are expanded, as the executor runs them), and ``time_s``, the iteration's time
+    (the last arrival or send)."""
+    zero = min(r["zero"] for r in per_rank)
+    n = sched.num_ops
+    out = {k: [math.nan] * n for k in ("send_post_s", "send_end_s", "recv_post_s", "arrival_s")}
+    nbytes = [0] * n
+    for r in per_rank:
+        for op, is_send, post, end, b in zip(r["ops"], r["is_send"], r["post"], r["end"],
+                                             r["nbytes"]):  # fmt: skip
+            a, e = ("send_post_s", "send_end_s") if is_send else ("recv_post_s", "arrival_s")
+            out[a][op] = post - zero
+            out[e][op] = end - zero
+            if is_send:
+                nbytes[op] = int(b)
+    ends = [x for k in ("send_end_s", "arrival_s") for x in out[k] if not math.isnan(x)]
+    return {
+        "src": sched.src.tolist(),
+        "dst": sched.dst.tolist(),
+        "chunk": sched.chunk.tolist(),
+        "bytes": nbytes,
+        **out,
+        "time_s": max(ends) if ends else 0.0,
+    }
 
 
 @dataclass

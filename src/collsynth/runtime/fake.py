@@ -9,6 +9,7 @@ rank that wrote into a byte range it was still sending would be caught).
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -108,8 +109,10 @@ def run_in_process(
     drop: tuple[int, ...] = (),
     window: int = 64,
     max_rounds: int = 1_000_000,
+    trace: bool = False,
 ) -> dict:
-    """Execute every rank of ``sched`` in this process; returns outputs and expected outputs.
+    """Execute every rank of ``sched`` in this process; returns outputs and expected outputs
+    (and with ``trace`` every operation's times, :func:`~.driver.op_times`, under ``trace``).
 
     Raises :class:`CollsynthError` naming the stuck operations when the run cannot finish.
     """
@@ -121,9 +124,10 @@ def run_in_process(
     net = FakeNetwork(n, seed=net_seed, tag_limit=tag_limit)
     order = execution_order(sched)
     exes = []
+    zero = time.monotonic()  # the executors post their first operations as they begin
     for r in range(n):
         plan = build_rank_plan(sched, r, cb, et.itemsize, tag_limit, order)
-        exe = RankExecutor(sched, plan, net.backend(r), et, drop=drop, window=window)
+        exe = RankExecutor(sched, plan, net.backend(r), et, drop=drop, window=window, trace=trace)
         exe.load(make_input(coll, r, cb, dtype, seed))
         exe.begin()
         exes.append(exe)
@@ -140,7 +144,14 @@ def run_in_process(
             raise CollsynthError(f"in-process run cannot finish: {stuck}")
     else:
         raise CollsynthError("in-process run did not finish within the round limit")
+    out = {}
+    if trace:
+        from .driver import op_times
+
+        recs = [dict(e.trace_record(), zero=zero, nbytes=e.plan.nbytes.tolist()) for e in exes]
+        out["trace"] = op_times(sched, recs)
     return {
+        **out,
         "outputs": [e.output() for e in exes],
         "expected": [computed_reference(coll, r, cb, dtype, seed) for r in range(n)],
         "chunk_bytes": cb,

@@ -16,6 +16,7 @@ this rank is still reading. Sends read straight from the working buffer.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import time
 from collections.abc import Iterable
@@ -101,8 +102,12 @@ class RankExecutor:
         drop: Iterable[int] = (),
         window: int = 64,
         send_delay: Any = None,
+        trace: bool = False,
     ):
         self.window = int(window)
+        #: record when each local operation was posted and when it completed (its send handed
+        #: over, its receive arrived), in ``time.monotonic()`` seconds: :meth:`trace_record`
+        self.trace = bool(trace)
         #: per local op, seconds a send waits once ready before it is posted (emulated latency)
         self.send_delay = (
             None
@@ -184,6 +189,9 @@ class RankExecutor:
         self.remaining = L
         #: when each send's data dependencies were met (its emulated latency counts from then)
         self.data_ready = [time.monotonic()] * L
+        if self.trace:
+            self.t_post = [math.nan] * L
+            self.t_end = [math.nan] * L
         for j in range(L):
             if self.is_send[j]:
                 if self.done_wait[j] == 0 and self.post_wait[j] == 0:
@@ -216,6 +224,8 @@ class RankExecutor:
         a = self.offset[j]
         b = a + self.nbytes[j]
         self.state[j] = POSTED
+        if self.trace:
+            self.t_post[j] = time.monotonic()
         for k in self.on_posted[j]:
             self.post_wait[k] -= 1
             if self.post_wait[k] == 0 and self.done_wait[k] == 0 and self.state[k] == IDLE:
@@ -229,6 +239,8 @@ class RankExecutor:
 
     def _post_recv(self, j: int) -> None:
         self.state[j] = POSTED
+        if self.trace:
+            self.t_post[j] = time.monotonic()
         self.posted_early[j] = self.done_wait[j] > 0
         stage = self.stage[j]
         assert stage is not None  # only sends have no staging buffer
@@ -313,6 +325,10 @@ class RankExecutor:
                         self.active_j[i] = -1
                         self.active_req[i] = null
                     self.n_active -= len(done)
+                    if self.trace:
+                        now = time.monotonic()
+                        for j in done:
+                            self.t_end[j] = now
                     for j in done:
                         if self.is_send[j]:
                             del self.sending[self.offset[j] // self.cb][j]
@@ -368,6 +384,15 @@ class RankExecutor:
             if clock() > deadline:
                 raise RunTimeout(self.stuck_report())
             idle_wait(idle)
+
+    def trace_record(self) -> dict:
+        """The last run's per-operation times (``trace=True``): this rank's global op ids,
+        whether each is a send, and ``time.monotonic()`` seconds when it was posted and when
+        it completed (a send handed to the engine, a receive arrived; NaN: not reached)."""
+        if not self.trace or not self._begun:
+            raise CollsynthError("the executor recorded no trace (trace=False or never run)")
+        return {"ops": list(self.op_ids), "is_send": list(self.is_send),
+                "post": list(self.t_post), "end": list(self.t_end)}  # fmt: skip
 
     # ------------------------------------------------------------------ diagnosis
     def stuck_report(self) -> str:

@@ -86,6 +86,7 @@ def run_argv(
     sweep: bool = False,
     nccl_tests: bool = False,
     csv_out: bool = False,
+    trace: str | None = None,
 ) -> list[str]:
     """The ``collsynth run`` arguments for these settings (``sweep``: ``size`` is a
     ``--sizes`` list)."""
@@ -123,6 +124,8 @@ def run_argv(
         argv += ["--inject", str(item)]
     if alpha_delay:
         argv += ["--alpha-delay", repr(float(alpha_delay))]
+    if trace:
+        argv += ["--trace", os.path.abspath(trace)]
     return argv
 
 
@@ -164,6 +167,7 @@ def launch(
     alpha_delay: float = 0.0,
     mca: Sequence[str] = (),
     wrapper: Sequence[str] = (),
+    trace: str | None = None,
 ) -> RunReport:
     """Run schedule file(s) under ``mpiexec -n nprocs`` and return rank 0's parsed report.
 
@@ -171,7 +175,9 @@ def launch(
     stops ends the run within about ``timeout`` seconds, and no rank process outlives it.
     ``wall_limit`` (seconds) bounds the whole run as well. ``alpha_delay``, ``mca`` and
     ``wrapper`` serve the emulated testbed: emulated latency (``run --alpha-delay``), more
-    mpiexec options, and a command that starts each rank (in its network namespace). With
+    mpiexec options, and a command that starts each rank (in its network namespace).
+    ``trace``: the run writes its timeline there (``run --trace``) and every run of the
+    report carries its per-operation times of every timed iteration (``traces``). With
     ``raise_on_error`` a failed run (bad input, timeout, failed check) raises
     :class:`CollsynthError` with the run's one-line error; otherwise the report says so.
     """
@@ -191,6 +197,7 @@ def launch(
         json_out=True,
         inject=inject,
         alpha_delay=alpha_delay,
+        trace=trace,
     )
     cmd = mpiexec_command(nprocs, argv, mca, wrapper)
     with tempfile.TemporaryFile() as out:

@@ -147,6 +147,58 @@ LOWEST = 8
 MESSAGES_PER_RANK = 1000
 
 
+#: a transfer that the fidelity check judges moves data for at least this long at its link's
+#: rate (raw seconds), so that what a message costs besides its bytes does not count
+FIDELITY_MIN_RAW_S = 0.05
+#: a transfer alone on its links that got less than this share of their rate: the testbed did
+#: not emulate the link (traces showed 1 MB transfers alone on DGX-1's links at 0.67-0.85 of the
+#: rate in four of six runs at 4.2e-5 of the bandwidth, none in four at half that, where the
+#: same schedules then measured 1.00-1.01x their simulated time), and the row runs again at a
+#: lower scale
+FIDELITY_MIN = 0.8
+
+
+def link_fidelity(schedule: Schedule, times: dict, scale: float) -> dict | None:
+    """How well the testbed carried the transfers that were alone on their links, from one
+    traced iteration (``times``: :func:`collsynth.runtime.driver.op_times` for ``schedule``
+    expanded as the executor ran it, raw seconds): for every operation whose time in flight
+    (its send's posting to its arrival; emulated latency is waited out before the posting)
+    overlapped no other operation's on any link of its route and whose bytes take at least
+    ``FIDELITY_MIN_RAW_S`` at the route's slowest rate, the share of that rate it got. The
+    number of such transfers, the worst share (and its operation) and the median; None when
+    there is none. Model-free: it uses only the links' rates and the measured times."""
+    sched = schedule.expand_joins().expand_groups()
+    ptr = np.asarray(sched.route_ptr, dtype=np.int64)
+    links = np.asarray(sched.route_links, dtype=np.int64)
+    bw = np.asarray(sched.topology.link_bw, dtype=np.float64) * scale
+    spans: dict[int, list[tuple[float, float, int]]] = {}
+    ok = []
+    for op in range(sched.num_ops):
+        a, z = times["send_post_s"][op], times["arrival_s"][op]
+        if a is None or z is None or not (math.isfinite(a) and math.isfinite(z)):
+            continue
+        ok.append(op)
+        for lk in links[ptr[op] : ptr[op + 1]].tolist():
+            spans.setdefault(lk, []).append((a, z, op))
+    shares: list[tuple[float, int]] = []
+    for op in ok:
+        route = links[ptr[op] : ptr[op + 1]]
+        if not len(route):
+            continue
+        ideal = times["bytes"][op] / float(bw[route].min())
+        if ideal < FIDELITY_MIN_RAW_S:
+            continue
+        a, z = times["send_post_s"][op], times["arrival_s"][op]
+        if any(o != op and s < z and a < e for lk in route.tolist() for s, e, o in spans[lk]):
+            continue  # shared a link: the model decides its share, not the link alone
+        shares.append((ideal / (z - a) if z > a else math.inf, op))
+    if not shares:
+        return None
+    worst = min(shares)
+    return {"lone_transfers": len(shares), "worst_share": worst[0], "worst_op": worst[1],
+            "median_share": statistics.median(x for x, _ in shares)}  # fmt: skip
+
+
 def required_headroom(schedule: Schedule) -> float:
     """The CPU headroom a measurement of ``schedule`` needs: ``MIN_HEADROOM``, times the most
     messages a rank sends over ``MESSAGES_PER_RANK`` where that is more than one."""
@@ -170,6 +222,7 @@ def measure(
     order: str = "fair",
     launches: int = 1,
     on_step: Callable[[str], None] | None = None,
+    trace: bool = False,
 ) -> Measurement:
     """Run ``cases`` on a testbed of ``topology`` shaped at ``scale`` (see the module).
 
@@ -181,7 +234,12 @@ def measure(
     schedule first runs on the same wiring without shaping or emulated latency: its *headroom*
     is the shaped run's expected raw time over that unshaped time, and a row with less than
     its :func:`required_headroom` is measured again at a lower scale (rows of one size may
-    then carry different scales; their times are all in the topology's own units). A size
+    then carry different scales; their times are all in the topology's own units). Every
+    timed iteration is traced: one in which a transfer alone on its links got less than
+    ``FIDELITY_MIN`` of their rate (:func:`link_fidelity`) measured the emulation, not the
+    schedule, and leaves the row's median (``raw.times_all_s`` keeps every iteration,
+    ``link_fidelity`` counts them); where that is more than half of them, the row is measured
+    again at a lower scale as well (``remeasured_because`` says which rule). A size
     whose launch fails is recorded in ``failed`` and the others go on; only when every size
     fails is it an error.
 
@@ -199,6 +257,10 @@ def measure(
     then also simulated with that cost (``simulate(op_cost_s=op_cost_raw_s * scale)``, the
     row's scale) and ``simulated_time_s`` and ``ratio`` use it; the pure alpha-beta figure
     stays in ``simulated_alpha_beta_s``.
+
+    ``trace``: every row also carries ``trace``, the per-operation times of the last timed
+    iteration of its last launch (:func:`collsynth.runtime.driver.op_times`, raw seconds)
+    and its ``scale``, for pictures of the timeline.
     """
     from ..sim import simulate
 
@@ -217,7 +279,7 @@ def measure(
         if launches < 1:
             raise CollsynthError(f"launches must be at least 1, got {launches}")
         run = _Runner(topology, tmp, iters, warmup, check, timeout, step, op_cost_raw_s, order,
-                      launches)  # fmt: skip
+                      launches, trace)  # fmt: skip
         unshaped = run.unshaped(groups) if ceiling else {}
         rows: dict[tuple[int, int], dict] = {}
         slower: dict[int, list[tuple[int, int]]] = {}  # scale divisor -> (size, index)
@@ -228,33 +290,45 @@ def measure(
                 for i, row in got.items():
                     rows[size, i] = row
                     raw = unshaped.get((size, i))
+                    div = 1
                     if raw is not None:
                         need = required_headroom(group[i][0].schedule)
                         row.update(unshaped_raw_s=raw, headroom=group[i][1] / scale / raw,
                                    required_headroom=need)  # fmt: skip
                         if row["headroom"] < need:
                             div = _divisor(row["headroom"], need)
-                            slower.setdefault(div, []).append((size, i))
+                            row["remeasured_because"] = "headroom"
+                    if ceiling and not _faithful(row):
+                        div = max(div, 2)
+                        row.setdefault("remeasured_because", "link fidelity")
+                    if div > 1:
+                        slower.setdefault(div, []).append((size, i))
                 if reference and got:
                     run.reference(tb, size, group, scale, coll, result)
         for div, keys in sorted(slower.items()):
             low = scale / div
-            step(f"measuring {len(keys)} CPU-bound row(s) again at scale/{div}")
+            step(f"measuring {len(keys)} row(s) again at scale/{div} (CPU headroom or link "
+                 "fidelity)")  # fmt: skip
             with run.testbed(low) as tb:
                 for size in sorted({k[0] for k in keys}):
                     sub = [i for (s2, i) in keys if s2 == size]
                     got = run.shaped(tb, size, [groups[size][i] for i in sub], low, result)
                     for j, row in got.items():
                         i = sub[j]
-                        raw = unshaped[size, i]
-                        row.update(unshaped_raw_s=raw, headroom=groups[size][i][1] / low / raw,
-                                   required_headroom=required_headroom(groups[size][i][0].schedule),
-                                   remeasured_from_scale=scale)  # fmt: skip
+                        raw = unshaped.get((size, i))
+                        why = rows[size, i]["remeasured_because"]
+                        if raw is not None:
+                            need = required_headroom(groups[size][i][0].schedule)
+                            row.update(unshaped_raw_s=raw, headroom=groups[size][i][1] / low / raw,
+                                       required_headroom=need)  # fmt: skip
+                        row.update(remeasured_from_scale=scale, remeasured_because=why)
                         rows[size, i] = row
     for key in sorted(rows):
         row = rows[key]
         if "headroom" in row:
             row["cpu_bound"] = row["headroom"] < row["required_headroom"]
+        if row.get("link_fidelity") is not None:
+            row["link_faithful"] = _faithful(row)
         result.rows.append(row)
     if not result.rows:
         raise RunFailedError("; ".join(f["error"] for f in result.failed) or "nothing measured")
@@ -269,8 +343,54 @@ def measure(
             "headroom": worst["headroom"],
             "rows_remeasured": sum("remeasured_from_scale" in r for r in result.rows),
             "rows_cpu_bound": sum(r["cpu_bound"] for r in with_room),
+            "rows_unfaithful": sum(not r.get("link_faithful", True) for r in result.rows),
         }
     return result
+
+
+def _faithful(row: dict) -> bool:
+    """Whether at least half of the row's timed iterations showed the links carrying their
+    rate (or it had no transfer to judge): see :func:`_judged`."""
+    got = row.get("link_fidelity")
+    return got is None or 2 * got["faithful_iterations"] >= got["iterations"]
+
+
+def _judged(schedule: Schedule, runs: list[dict], scale: float) -> tuple[list[dict], dict | None]:
+    """The launches' runs of one schedule with only their *faithful* iterations, where every
+    transfer alone on its links got at least ``FIDELITY_MIN`` of their rate
+    (:func:`link_fidelity` of each iteration's trace), provided that at least half of all the
+    iterations are (else every iteration, and the row is not faithful); and a summary (None
+    without traces, or with no transfer to judge). An iteration in which the testbed did not
+    carry a link's rate measured the emulation, not the schedule."""
+    ok: list[list[bool]] = []
+    worst, medians, judged = math.inf, [], 0
+    for r in runs:
+        traces = r.get("traces") or []
+        if len(traces) != len(r["times_s"]):
+            return runs, None
+        flags = []
+        for t in traces:
+            f = link_fidelity(schedule, t, scale)
+            if f is not None:
+                judged += 1
+                worst = min(worst, f["worst_share"])
+                medians.append(f["median_share"])
+            flags.append(f is None or f["worst_share"] >= FIDELITY_MIN)
+        ok.append(flags)
+    if not judged:
+        return runs, None
+    total = sum(len(f) for f in ok)
+    good = sum(sum(f) for f in ok)
+    summary = {"iterations": total, "judged_iterations": judged, "faithful_iterations": good,
+               "worst_share": worst, "median_share": statistics.median(medians)}  # fmt: skip
+    if 2 * good < total:
+        return runs, summary
+    kept = []
+    for r, flags in zip(runs, ok):
+        times = [t for t, keep in zip(r["times_s"], flags) if keep]
+        if times:
+            kept.append(dict(r, times_s=times))
+    return kept, summary
 
 
 def _divisor(headroom: float, need: float = MIN_HEADROOM) -> int:
@@ -295,6 +415,7 @@ class _Runner:
     op_cost_raw: float = 0.0
     order: str = "fair"
     launches: int = 1
+    trace: bool = False
 
     def testbed(self, scale: float, shaped: bool = True) -> Any:
         from .session import Testbed
@@ -328,9 +449,10 @@ class _Runner:
         for k in range(self.launches):
             more = f" (launch {k + 1} of {self.launches})" if self.launches > 1 else ""
             self.step(f"measuring {len(group)} schedule(s) at {size} B{more}")
-            try:
+            try:  # traced: the link fidelity check, and --trace's files
                 rep = _launch(tb, [c for c, _ in group], size, self.tmp, self.iters,
-                              self.warmup, self.check, limit, False)  # fmt: skip
+                              self.warmup, self.check, limit, False,
+                              trace=os.path.join(self.tmp, "trace.json"))  # fmt: skip
             except RunFailedError as e:
                 result.failed.append({"size_bytes": size, "what": "schedules", "scale": scale,
                                       "error": str(e)})  # fmt: skip
@@ -339,8 +461,13 @@ class _Runner:
         resent = netns_retransmits(tb) - before
         out = {}
         for i, (c, sim_s) in enumerate(group):
-            run = _pooled([launch[i] for launch in runs])
+            per = [launch[i] for launch in runs]
+            kept, fidelity = _judged(c.schedule, per, scale)
+            run = _pooled(kept)
             row = _row(c, run, size, self._with_cost(c, size, scale, sim_s), scale)
+            if fidelity is not None:
+                row["link_fidelity"] = fidelity
+                row["raw"]["times_all_s"] = [t for r in per for t in r["times_s"]]
             row.update(simulated_order=self.order,
                        simulated_plan_s=planned_time(c.schedule, size))  # fmt: skip
             if self.op_cost_raw > 0:
@@ -350,6 +477,8 @@ class _Runner:
             row["launches"] = self.launches
             if self.launches > 1:
                 row["raw"]["launch_medians_s"] = run["launch_medians_s"]
+            if self.trace and per[-1].get("traces"):
+                row["trace"] = {"times": per[-1]["traces"][-1], "scale": scale}
             out[i] = row
         return out
 
@@ -392,7 +521,8 @@ def netns_retransmits(tb: Any) -> int:
     return netns.tcp_retransmits(list(tb.wiring.namespaces))
 
 
-def _launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True):
+def _launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True,
+            trace=None):  # fmt: skip
     from ..runtime.launcher import launch
 
     paths = []
@@ -414,6 +544,7 @@ def _launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, dela
         mca=tb.mpi_options(),
         wrapper=tb.wrapper(),
         raise_on_error=False,
+        trace=trace,
     )
     if not rep.ok:
         if rep.returncode == 2:
