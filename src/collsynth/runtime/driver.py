@@ -216,16 +216,13 @@ def run_on_backend(
     ref_times, ref_name, err, wrong = ref.run(out, inp, cb, dtype, seed, reference, check)
     prog.step(f"gathering the results of {name}", one)
     gathered = backend.allgather_obj(
-        {
-            "times": times,
-            "ref": ref_times,
-            "err": err,
-            "wrong": wrong,
-            "trace": mine,
-            "nbytes": plan.nbytes.tolist() if trace else None,
-        },
-        clock() + timeout,
+        {"times": times, "ref": ref_times, "err": err, "wrong": wrong}, clock() + timeout
     )
+    traces = None
+    if trace:  # only rank 0 reports them: gathered there alone where the backend can
+        gather = getattr(backend, "gather_obj", backend.allgather_obj)
+        got = gather({"trace": mine, "nbytes": plan.nbytes.tolist()}, clock() + timeout)
+        traces = _iterations(sched, got) if got is not None and rank == 0 else None
     worst, med = _median_of_max([g["times"] for g in gathered])
     ref_worst, ref_med = _median_of_max([g["ref"] for g in gathered])
     errors = [g["err"] for g in gathered if g["err"]]
@@ -248,7 +245,7 @@ def run_on_backend(
             "busbw_Bps": size / med * coll.busbw_factor if med > 0 else None,
             "dtype": str(et),
             "reference_times_s": ref_worst if ref_times else None,
-            **({"traces": _iterations(sched, gathered)} if trace else {}),
+            **({"traces": traces} if traces is not None else {}),
         },
     )
 

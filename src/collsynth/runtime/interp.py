@@ -44,7 +44,8 @@ class Backend(Protocol):
     between one pair of ranks with the same tag must match in posting order (MPI's
     non-overtaking rule). ``tag_limit`` is the number of distinct tags (1 for engines that
     match by order only, like NCCL). The MPI and torch backends also have ``barrier``,
-    ``allgather_obj``, ``reference`` (the engine's own collective), ``abort`` and ``close``.
+    ``allgather_obj``, ``reference`` (the engine's own collective), ``abort`` and ``close``; and
+    optionally ``gather_obj`` (to rank 0 only: the run's traces).
     """
 
     name: str

@@ -73,6 +73,11 @@ class MPIBackend:
         self.barrier(deadline, "gathering results")
         return self.comm.allgather(obj)
 
+    def gather_obj(self, obj: Any, deadline: float) -> list | None:
+        """Every rank's ``obj`` at rank 0 (None elsewhere): for what only rank 0 reports."""
+        self.barrier(deadline, "gathering traces")
+        return self.comm.gather(obj, root=0)
+
     def reference(
         self, coll: Collective, send: np.ndarray, recv: np.ndarray, elem: np.dtype, deadline: float
     ) -> bool:

@@ -132,6 +132,13 @@ class TorchBackend:
         self.dist.all_gather_object(out, obj)
         return out
 
+    def gather_obj(self, obj: Any, deadline: float) -> list | None:
+        """Every rank's ``obj`` at rank 0 (None elsewhere): for what only rank 0 reports."""
+        self.barrier(deadline, "gathering traces")
+        out: list | None = [None] * self.size if self.rank == 0 else None
+        self.dist.gather_object(obj, out, dst=0)
+        return out
+
     def reference(
         self, coll: Collective, send: np.ndarray, recv: np.ndarray, elem: np.dtype, deadline: float
     ) -> bool:
