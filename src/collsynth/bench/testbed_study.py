@@ -27,8 +27,10 @@ ALTERNATIVES = {"op_cost": (ORDER, True), "fcfs": ("fcfs", False)}
 
 def study(rows: list[dict], cases: list[dict]) -> dict:
     """The study's figures over every case (see :mod:`collsynth.bench.testbed`)."""
-    # rows still CPU-bound after the slower re-run test the CPU, not the simulator
-    bw = [r for r in rows if r["bandwidth_bound"] and not r.get("cpu_bound")]
+    # rows still CPU-bound after the slower re-run test the CPU, not the simulator; rows whose
+    # links still failed their rate test the emulation
+    bw = [r for r in rows if r["bandwidth_bound"] and not r.get("cpu_bound")
+          and r.get("link_faithful", True)]  # fmt: skip
     ratios = sorted(r["ratio_calibrated"] for r in bw)
     rhos_bw, agree, losses, vs_mpi = [], 0, [], []
     rhos_alt: dict[str, list[float]] = {name: [] for name in ALTERNATIVES}
@@ -58,6 +60,7 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
         "median_loss": statistics.median(losses) if losses else None,
         "max_loss": max(losses) if losses else None,
         "best_vs_mpi_median": statistics.median(vs_mpi) if vs_mpi else None,
+        "link_fidelity": _fidelity(rows),
     }
     out["ratio_calibrated_plan_bandwidth_bound"] = _ratios(
         sorted(r["ratio_calibrated_plan"] for r in bw if "ratio_calibrated_plan" in r)
@@ -68,6 +71,29 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
             sorted(r[f"ratio_calibrated_{name}"] for r in bw if f"ratio_calibrated_{name}" in r)
         )
     return out
+
+
+def _fidelity(rows: list[dict]) -> dict:
+    """The link fidelity check over the rows that were traced (:func:`collsynth.testbed.
+    measure.link_fidelity`): how many rows, how many of their timed iterations were judged,
+    how many of those left the median (a transfer alone on its links under the floor), how many
+    rows were measured again for it, and how many stayed unfaithful."""
+    traced = [r for r in rows if r.get("link_fidelity")]
+    judged = sum(r["link_fidelity"]["judged_iterations"] for r in traced)
+    total = sum(r["link_fidelity"]["iterations"] for r in traced)
+    good = sum(r["link_fidelity"]["faithful_iterations"] for r in traced)
+    return {
+        "rows": len(traced),
+        "iterations": total,
+        "judged_iterations": judged,
+        "left_out": sum(
+            len(r["raw"].get("times_all_s", r["raw"]["times_s"])) - len(r["raw"]["times_s"])
+            for r in traced
+        ),  # fmt: skip
+        "unfaithful_iterations": total - good,
+        "remeasured_rows": sum(r.get("remeasured_because") == "link fidelity" for r in rows),
+        "unfaithful_rows": sum(not r.get("link_faithful", True) for r in rows),
+    }
 
 
 def _rhos(rhos: list[float]) -> dict:
@@ -153,6 +179,7 @@ def study_markdown(data: dict) -> str:
         f"or 3x per {MESSAGES_PER_RANK} messages the busiest rank sends where that is more) and "
         f"were measured again at a lower scale; {st.get('cpu_bound_rows', 0)} still had too "
         "little at the lowest scale and are left out of the two figures above.",
+        _fidelity_text(st),
         f"- **Winners**: the simulator's pick was the measured best in {st['winner_agrees']} of "
         f"{st['sizes']} (case, size); trusting it lost {100 * (st['median_loss'] or 0):.0f}% at "
         f"the median and {100 * (st['max_loss'] or 0):.0f}% at most.",
@@ -172,6 +199,25 @@ def study_markdown(data: dict) -> str:
         out.append(f"- **Failed step** {case}, {f['what']} at {fmt_size(f['size_bytes'])}: "
                    f"{f['error']}")  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+def _fidelity_text(st: dict) -> str:
+    """The bullet on the link fidelity check."""
+    from ..testbed.measure import FIDELITY_MIN
+
+    f = st.get("link_fidelity") or {}
+    if not f.get("rows"):
+        return "- **Link fidelity**: no row was traced (measured before the check existed)."
+    return (
+        f"- **Link fidelity** (every timed iteration traced; an iteration in which a transfer "
+        f"alone on its links got under {FIDELITY_MIN:.0%} of their rate measured the emulation, "
+        f"not the schedule): {f['rows']} rows traced, {f['judged_iterations']} of their "
+        f"{f['iterations']} iterations had such a transfer to judge, {f['unfaithful_iterations']} "
+        f"failed and {f['left_out']} of those left their row's median; {f['remeasured_rows']} "
+        f"rows were measured again at a lower scale for it, {f['unfaithful_rows']} still had "
+        "fewer than three faithful iterations and are left out of the ratios above, as rows "
+        "still CPU-bound are. Rows merged from runs before the check have no trace."
+    )
 
 
 def _iterations_text(h: dict, rows: list[dict]) -> str:
