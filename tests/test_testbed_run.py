@@ -451,18 +451,26 @@ def test_one_shaped_link_carries_its_rate(tmp_path):
 
     save_schedule(_sched("line:n=2", "allgather", "direct"), str(tmp_path / "l2.json"))
     scale = 4e6 / 50e9  # 50 GB/s link -> 4 MB/s each way
-    got = _run_cli(
-        tmp_path, "testbed", "run", "l2.json", "--sizes", "4MB", "--scale", repr(scale),
-        "--iters", "5", "--no-ceiling", "--no-reference", "--json", "-q",
-    )  # fmt: skip
-    assert got.returncode == 0, got.stderr
-    (row,) = json.loads(got.stdout)["rows"]
-    ideal = (row["size_bytes"] / 2) / 4e6  # + 700 ns x 1/scale of emulated latency
-    ideal += 700e-9 / scale
+    fastest = []
+    for _ in range(2):  # a second testbed where the first one's every iteration was slow
+        got = _run_cli(
+            tmp_path, "testbed", "run", "l2.json", "--sizes", "4MB", "--scale", repr(scale),
+            "--iters", "5", "--no-ceiling", "--no-reference", "--json", "-q",
+        )  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        (row,) = json.loads(got.stdout)["rows"]
+        ideal = (row["size_bytes"] / 2) / 4e6  # + 700 ns x 1/scale of emulated latency
+        ideal += 700e-9 / scale
+        assert len(row["raw"].get("times_all_s", row["raw"]["times_s"])) == 5
+        # no iteration can beat the link's rate
+        assert min(row["raw"]["times_s"]) > ideal * 0.85
+        fastest.append(min(row["raw"]["times_s"]))
+        if fastest[-1] < ideal * 1.15:
+            break
     # the fastest iteration: a shared 2-core machine stalls single iterations now and then
-    # (measured: 0.53 s typical, 0.58-0.81 s outliers); no iteration can beat the link's rate
-    assert len(row["raw"]["times_s"]) == 5
-    assert min(row["raw"]["times_s"]) == pytest.approx(ideal, rel=0.15)
+    # (measured: 0.53 s typical, 0.58-0.81 s outliers), and once every iteration of a testbed
+    # (0.75 s in the full suite, 0.51-0.53 s alone): the better of two testbeds
+    assert min(fastest) == pytest.approx(ideal, rel=0.15)
 
 
 def _wait_for_ranks(prefix_before: set[str], n: int, limit: float = 60.0) -> tuple[str, list]:

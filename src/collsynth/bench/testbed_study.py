@@ -215,8 +215,8 @@ def _fidelity_text(st: dict) -> str:
         f"{f['iterations']} iterations had such a transfer to judge, {f['unfaithful_iterations']} "
         f"failed and {f['left_out']} of those left their row's median; {f['remeasured_rows']} "
         f"rows were measured again at a lower scale for it, {f['unfaithful_rows']} still had "
-        "fewer than three faithful iterations and are left out of the ratios above, as rows "
-        "still CPU-bound are. Rows merged from runs before the check have no trace."
+        "fewer than half of their iterations faithful and are left out of the ratios above, as "
+        "rows still CPU-bound are. Rows merged from runs before the check have no trace."
     )
 
 
