@@ -289,18 +289,8 @@ def measure(
                 got = run.shaped(tb, size, group, scale, result)
                 for i, row in got.items():
                     rows[size, i] = row
-                    raw = unshaped.get((size, i))
-                    div = 1
-                    if raw is not None:
-                        need = required_headroom(group[i][0].schedule)
-                        row.update(unshaped_raw_s=raw, headroom=group[i][1] / scale / raw,
-                                   required_headroom=need)  # fmt: skip
-                        if row["headroom"] < need:
-                            div = _divisor(row["headroom"], need)
-                            row["remeasured_because"] = "headroom"
-                    if ceiling and not _faithful(row):
-                        div = max(div, 2)
-                        row.setdefault("remeasured_because", "link fidelity")
+                    _with_headroom(row, group[i], unshaped.get((size, i)), scale)
+                    div = _lower_by(row, ceiling)
                     if div > 1:
                         slower.setdefault(div, []).append((size, i))
                 if reference and got:
@@ -315,12 +305,8 @@ def measure(
                     got = run.shaped(tb, size, [groups[size][i] for i in sub], low, result)
                     for j, row in got.items():
                         i = sub[j]
-                        raw = unshaped.get((size, i))
+                        _with_headroom(row, groups[size][i], unshaped.get((size, i)), low)
                         why = rows[size, i]["remeasured_because"]
-                        if raw is not None:
-                            need = required_headroom(groups[size][i][0].schedule)
-                            row.update(unshaped_raw_s=raw, headroom=groups[size][i][1] / low / raw,
-                                       required_headroom=need)  # fmt: skip
                         row.update(remeasured_from_scale=scale, remeasured_because=why)
                         rows[size, i] = row
     for key in sorted(rows):
@@ -346,6 +332,28 @@ def measure(
             "rows_unfaithful": sum(not r.get("link_faithful", True) for r in result.rows),
         }
     return result
+
+
+def _with_headroom(row: dict, case: tuple[Case, float], raw: float | None, scale: float) -> None:
+    """Add the row's CPU headroom at ``scale``: its case's expected raw time over ``raw``, its
+    unshaped time (nothing where there is none)."""
+    if raw is not None:
+        need = required_headroom(case[0].schedule)
+        row.update(unshaped_raw_s=raw, headroom=case[1] / scale / raw, required_headroom=need)
+
+
+def _lower_by(row: dict, ceiling: bool) -> int:
+    """The factor to lower the scale by for a row measured on the first testbed (1: none):
+    for too little CPU headroom, or (with ``ceiling``) too few faithful iterations; the
+    reason goes into ``remeasured_because``."""
+    div = 1
+    if "headroom" in row and row["headroom"] < row["required_headroom"]:
+        div = _divisor(row["headroom"], row["required_headroom"])
+        row["remeasured_because"] = "headroom"
+    if ceiling and not _faithful(row):
+        div = max(div, 2)
+        row.setdefault("remeasured_because", "link fidelity")
+    return div
 
 
 def _faithful(row: dict) -> bool:
