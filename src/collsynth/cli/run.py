@@ -439,38 +439,10 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
             prog.finish(2)
             return 2
         raise CollsynthError(verdicts[0])
-    from ..runtime.driver import run_on_backend
-
     runs: list[dict] = []
     traces: list[dict | None] = []
     try:
-        for k, (size, (i, (path, sched))) in enumerate(
-            (z, ps) for z in sizes for ps in enumerate(scheds)
-        ):
-            warmup = args.warmup + (COLD_START_WARMUP if k == 0 and args.warmup > 0 else 0)
-            summ = run_on_backend(
-                sched,
-                backend,
-                size,
-                name=path,
-                iters=args.iters,
-                warmup=warmup,
-                check=args.check,
-                seed=args.seed,
-                timeout=timeout,
-                dtype=dtype,
-                reference=not args.no_reference and (i == 0 or not args.reference_once),
-                inject=inject,
-                progress=prog,
-                alpha_delay=args.alpha_delay,
-                trace=bool(args.trace),
-            )
-            run = {**summ.to_dict(), "warmup": warmup}
-            # the per-operation times go to the trace file (the last timed iteration), and
-            # to --json's runs (every timed iteration)
-            got = run.get("traces") if args.json else run.pop("traces", None)
-            traces.append(got[-1] if got else None)
-            runs.append(run)
+        _run_all(args, backend, prog, scheds, sizes, timeout, dtype, inject, runs, traces)
     except RunTimeout as e:
         # let the other ranks say where they stand
         _fail(backend, prog, e, min(2.0, max(1.0, timeout / 4)))
@@ -512,6 +484,40 @@ def _run_rank(args: argparse.Namespace, prog: Any) -> int:
     if hasattr(backend, "close"):
         backend.close()
     return RUN_FAILED if failed else 0
+
+
+def _run_all(args, backend, prog, scheds, sizes, timeout, dtype, inject, runs, traces) -> None:
+    """Every schedule at every size on this rank, appended to ``runs`` (and, with
+    ``--trace``, each run's last timed iteration to ``traces``)."""
+    from ..runtime.driver import run_on_backend
+
+    for k, (size, (i, (path, sched))) in enumerate(
+        (z, ps) for z in sizes for ps in enumerate(scheds)
+    ):
+        warmup = args.warmup + (COLD_START_WARMUP if k == 0 and args.warmup > 0 else 0)
+        summ = run_on_backend(
+            sched,
+            backend,
+            size,
+            name=path,
+            iters=args.iters,
+            warmup=warmup,
+            check=args.check,
+            seed=args.seed,
+            timeout=timeout,
+            dtype=dtype,
+            reference=not args.no_reference and (i == 0 or not args.reference_once),
+            inject=inject,
+            progress=prog,
+            alpha_delay=args.alpha_delay,
+            trace=bool(args.trace),
+        )
+        run = {**summ.to_dict(), "warmup": warmup}
+        # the per-operation times go to the trace file (the last timed iteration), and to
+        # --json's runs (every timed iteration)
+        got = run.get("traces") if args.json else run.pop("traces", None)
+        traces.append(got[-1] if got else None)
+        runs.append(run)
 
 
 def _write_trace(path: str, runs: list[dict], traces: list, scheds: list) -> None:

@@ -295,20 +295,7 @@ def measure(
                         slower.setdefault(div, []).append((size, i))
                 if reference and got:
                     run.reference(tb, size, group, scale, coll, result)
-        for div, keys in sorted(slower.items()):
-            low = scale / div
-            step(f"measuring {len(keys)} row(s) again at scale/{div} (CPU headroom or link "
-                 "fidelity)")  # fmt: skip
-            with run.testbed(low) as tb:
-                for size in sorted({k[0] for k in keys}):
-                    sub = [i for (s2, i) in keys if s2 == size]
-                    got = run.shaped(tb, size, [groups[size][i] for i in sub], low, result)
-                    for j, row in got.items():
-                        i = sub[j]
-                        _with_headroom(row, groups[size][i], unshaped.get((size, i)), low)
-                        why = rows[size, i]["remeasured_because"]
-                        row.update(remeasured_from_scale=scale, remeasured_because=why)
-                        rows[size, i] = row
+        _remeasure(run, slower, groups, unshaped, rows, scale, result)
     for key in sorted(rows):
         row = rows[key]
         if "headroom" in row:
@@ -332,6 +319,26 @@ def measure(
             "rows_unfaithful": sum(not r.get("link_faithful", True) for r in result.rows),
         }
     return result
+
+
+def _remeasure(run: _Runner, slower: dict, groups: dict, unshaped: dict, rows: dict,
+               scale: float, result: Measurement) -> None:  # fmt: skip
+    """Measure the rows in ``slower`` (scale divisor -> (size, index)) again on a testbed at
+    ``scale`` lowered by their divisor, each replacing its row in ``rows``."""
+    for div, keys in sorted(slower.items()):
+        low = scale / div
+        run.step(f"measuring {len(keys)} row(s) again at scale/{div} (CPU headroom or link "
+                 "fidelity)")  # fmt: skip
+        with run.testbed(low) as tb:
+            for size in sorted({k[0] for k in keys}):
+                sub = [i for (s2, i) in keys if s2 == size]
+                got = run.shaped(tb, size, [groups[size][i] for i in sub], low, result)
+                for j, row in got.items():
+                    i = sub[j]
+                    _with_headroom(row, groups[size][i], unshaped.get((size, i)), low)
+                    why = rows[size, i]["remeasured_because"]
+                    row.update(remeasured_from_scale=scale, remeasured_because=why)
+                    rows[size, i] = row
 
 
 def _with_headroom(row: dict, case: tuple[Case, float], raw: float | None, scale: float) -> None:
