@@ -142,3 +142,65 @@ def test_slack_variant_on_the_links_between_dgx2_chassis():
     s = synthesize("forestcoll", topo, coll, size=8e6)
     assert s.meta["forestcoll"]["slack"]["links_Bps"] == [12.5e9]
     assert simulate(s, 8e6).time_s < 1.075 * bound(topo, coll, 8e6).time_s  # 1.087 without
+
+
+def _two_switch_chassis(ib_gbps: float = 25.0):
+    """Two chassis of 8 GPUs on a switch each, odd GPUs sending to the other chassis' even
+    GPUs (a small DGX-2 whose cross-chassis links are not the bottleneck)."""
+    from collsynth.topology.model import TopologyBuilder
+
+    b = TopologyBuilder("two_switch_chassis")
+    gpus = []
+    for c in range(2):
+        gs = [b.compute(f"c{c}.gpu{j}", chassis=c) for j in range(8)]
+        sw = b.switch(f"c{c}.sw", role="nvswitch", chassis=c)
+        for x in gs:
+            b.bilink(x, sw, 125e9, 0.35e-6, "nvswitch")
+        gpus.append(gs)
+    for c in range(2):
+        for odd in range(1, 8, 2):
+            b.link(gpus[c][odd], gpus[1 - c][odd - 1], ib_gbps * 1e9, 2.6e-6, "ib")
+    return b.build()
+
+
+def test_phase_shares_trade_where_egress_and_ingress_differ():
+    """ReduceScatter gets half the mean egress out of every rank, AllGather half of it into
+    every rank; where ranks are alike there is nothing to trade."""
+    from collsynth.synth.forestcoll.shares import phase_shares
+
+    for spec in ("dgx1", "dgx_a100", "mi250", "fat_tree"):
+        assert phase_shares(load_topology(spec)) is None
+    t = load_topology("dgx2")
+    shares = phase_shares(t)
+    assert shares is not None
+    for i, link in enumerate(t.links):
+        a, b = t.nodes[link.src].name, t.nodes[link.dst].name
+        if link.cls == "ib":
+            assert shares[i] == 0.5
+        elif b.endswith("nvswitch"):  # even GPUs send at 125 GB/s alone: RS takes more
+            assert shares[i] == (0.525 if int(a.split("gpu")[1]) % 2 == 0 else 0.475)
+        else:  # even GPUs also receive over IB: AllGather takes less of their switch link
+            assert shares[i] == (0.525 if int(b.split("gpu")[1]) % 2 == 0 else 0.475)
+
+
+def test_shared_phases_reach_the_allreduce_bound_where_rs_then_ag_cannot():
+    """On two switch chassis with odd GPUs sending across, ReduceScatter + AllGather trees take
+    1.1x the AllReduce bound in bandwidth time; trees on each phase's share reach it."""
+    from fractions import Fraction
+
+    from collsynth.synth.forestcoll import algo
+
+    t = _two_switch_chassis()
+    c = Collective.make("allreduce", t.num_ranks)
+    (rs_ag,) = algo._candidates(t, c.kind, [None])
+    (cand,) = algo._shares_candidate(t, float(rs_ag["inv_x"]))
+    size = 1e9
+    b = bound(t, c, size).time_s
+    assert float(rs_ag["inv_x"]) * size / t.num_ranks == pytest.approx(1.1 * b, rel=1e-3)
+    assert float(cand["inv_x"]) * size / t.num_ranks == pytest.approx(b, rel=1e-3)
+    assert isinstance(cand["inv_x"], Fraction) and cand["k"] == 11
+    assert cand["height"] == cand["in"]["heights"]["max"] + cand["out"]["heights"]["max"]
+    s = algo._lower(t, c, [rs_ag, cand], (1.0, cand, 2), size)
+    verify(s)
+    assert s.meta["overlap_phases"] == {"rounds": 2}
+    assert s.meta["forestcoll"]["allreduce"] == "shared phases"

@@ -250,6 +250,61 @@ def test_reduce_then_broadcast_applies_only_where_it_is_safe():
     assert reduce_then_broadcast(b.build()) is None
 
 
+def test_reduce_then_broadcast_by_groups_pipelines_the_phases():
+    """Groups of chunks: one join per rank and group, a rank's copies of a group wait for its
+    join of that group; chained, its reductions of the next group wait for it too."""
+    from collsynth.schedule.ir import OpKind
+    from collsynth.synth.order import reduce_then_broadcast
+
+    base, _ = _forest("ring:n=6", "allreduce", size=1e6)
+    n, r = base.num_ops, base.topology.num_ranks
+    groups = np.arange(base.collective.num_chunks) % 2
+    for chain in (False, True):
+        s = reduce_then_broadcast(base, groups, chain=chain)
+        assert s is not None and s.step is None
+        verify(s)
+        joins = np.arange(n, s.num_ops)
+        assert len(joins) == 2 * r and np.all(s.kind[joins] == OpKind.JOIN)
+        join_of = {(int(s.src[j]), int(groups[base.chunk[s.deps(j)[0]]])): j
+                   for j in joins.tolist()}  # fmt: skip
+        for j in joins.tolist():  # every reduction a join waits for is of its one group
+            assert len({int(groups[base.chunk[d]]) for d in s.deps(j).tolist()}) == 1
+        for o in range(n):
+            g = int(groups[base.chunk[o]])
+            extra = set(s.deps(o).tolist()) - set(base.deps(o).tolist())
+            if base.kind[o] == OpKind.COPY:
+                assert extra == {join_of[(int(base.src[o]), g)]}
+            elif base.kind[o] == OpKind.REDUCE and chain and g == 1:
+                assert extra == {join_of[(int(base.src[o]), 0)]}
+            else:
+                assert not extra
+
+
+def test_overlapping_phases_are_tried_pipelined_by_whole_rounds():
+    """A schedule whose algorithm planned its phases to overlap (``meta[OVERLAP_PHASES]``) is
+    also tried pipelined by 2, 4 and 8 groups of whole pipeline rounds, where they divide the
+    rounds; the fastest form in the realized model is kept and every form's time recorded."""
+    from dataclasses import replace
+
+    from collsynth.synth.order import OVERLAP_PHASES, _chunk_groups, with_link_orders
+
+    t = load_topology("ring:n=6")
+    c = Collective.make("allreduce", t.num_ranks)
+    base = synthesize("forestcoll", t, c, size=GB, k=1, pipeline=4, link_order=False)
+    flagged = replace(base, meta=dict(base.meta, **{OVERLAP_PHASES: {"rounds": 4}}))
+    groups = _chunk_groups(flagged, 2)
+    assert groups is not None and np.array_equal(groups, (np.arange(len(groups)) % 4) // 2)
+    assert _chunk_groups(flagged, 8) is None  # 8 groups would cut the 4 rounds
+    s = with_link_orders(flagged, GB)
+    verify(s)
+    times = s.meta["phases"]["realized_time_s"]
+    assert len(times) == 4  # as planned, phased, 2 and 4 groups
+    assert s.meta["link_order"]["time_s"] == pytest.approx(min(times.values()), rel=1e-12)
+    assert simulate(s, GB).time_s == pytest.approx(min(times.values()), rel=1e-9)
+    assert "phases" in with_link_orders(base, GB).meta
+    assert len(with_link_orders(base, GB).meta["phases"]["realized_time_s"]) == 2
+
+
 def test_allreduce_keeps_the_phased_form_where_it_realizes_faster():
     """ForestColl's AllReduce on two MI250 chassis (one tree per root, 8 pieces): the phases
     interleaved realize 1.39x the bound, reduce-then-broadcast 1.35x (with the interleaved

@@ -67,6 +67,13 @@ FROM_FIRST_READY = "first ready, first served"
 #: :func:`reduce_then_broadcast`'s
 INTERLEAVED = "as planned"
 PHASED = "reduce, then broadcast, per rank"
+#: ``meta`` key by which an algorithm says its AllReduce's reductions and broadcasts were
+#: planned to share the links at once (ForestColl's shared phases), ``{"rounds": P}`` with
+#: chunk ``c`` in pipeline round ``c mod P``: :func:`with_link_orders` then also tries them
+#: pipelined by groups of whole rounds (:func:`reduce_then_broadcast`, chained)
+OVERLAP_PHASES = "overlap_phases"
+#: the numbers of chunk groups tried for such a schedule
+OVERLAP_GROUPS = (2, 4, 8)
 
 
 def link_orders_by(schedule: Schedule, key: np.ndarray, tie: np.ndarray) -> dict[int, np.ndarray]:
@@ -144,23 +151,50 @@ def with_link_orders(schedule: Schedule, size: float) -> Schedule:
     the realized model at ``size`` bytes; ``meta["link_order"]`` says which, and both times.
     An AllReduce is also tried with each rank's broadcasts held until its reductions are done
     (:func:`reduce_then_broadcast`), and that form is kept where it is faster in the realized
-    model (``meta["phases"]`` says so, with both forms' times). A schedule that has link orders
+    model (``meta["phases"]`` says so, with every form's time); one whose algorithm planned its
+    phases to overlap (``meta[OVERLAP_PHASES]``) is also tried pipelined by ``OVERLAP_GROUPS``
+    groups of chunks (:func:`reduce_then_broadcast` chained). A schedule that has link orders
     already (chosen before, or an algorithm's own plan: TE-CCL, MTEG) is returned as it is."""
     if schedule.num_ops == 0 or schedule.link_order:  # chosen already, or the algorithm's own
         return schedule
     best = _ordered(schedule, size)
-    phased = reduce_then_broadcast(schedule)
-    if phased is not None:
-        alt = _ordered(phased, size)
-        t_best, t_alt = best.meta["link_order"]["time_s"], alt.meta["link_order"]["time_s"]
-        chosen = alt if t_alt < t_best else best
-        meta = dict(chosen.meta)
-        meta["phases"] = {
-            "form": PHASED if chosen is alt else INTERLEAVED,
-            "realized_time_s": {INTERLEAVED: t_best, PHASED: t_alt},
-        }
-        best = replace(chosen, meta=meta)
+    forms = {PHASED: reduce_then_broadcast(schedule)}
+    if schedule.meta.get(OVERLAP_PHASES) and forms[PHASED] is not None:
+        for g in OVERLAP_GROUPS:
+            groups = _chunk_groups(schedule, g)
+            if groups is not None:
+                forms[_pipelined(g)] = reduce_then_broadcast(schedule, groups, chain=True)
+    times = {INTERLEAVED: best.meta["link_order"]["time_s"]}
+    kept = INTERLEAVED
+    for name, form in forms.items():
+        if form is None or (name != PHASED and deadline.nearly_out()):
+            continue
+        alt = _ordered(form, size)
+        times[name] = alt.meta["link_order"]["time_s"]
+        if times[name] < times[kept]:
+            best, kept = alt, name
+    if len(times) > 1:
+        meta = dict(best.meta)
+        meta["phases"] = {"form": kept, "realized_time_s": times}
+        best = replace(best, meta=meta)
     return best
+
+
+def _pipelined(groups: int) -> str:
+    """``meta["phases"]["form"]`` of the phases pipelined by ``groups`` groups of chunks."""
+    return f"reduce, then broadcast, per rank and group of chunks ({groups} groups)"
+
+
+def _chunk_groups(schedule: Schedule, groups: int) -> np.ndarray | None:
+    """Each chunk's group (``0 .. groups-1``) of ``groups`` groups of whole pipeline rounds,
+    where ``meta[OVERLAP_PHASES]["rounds"]`` gives the rounds (chunk ``c`` is in round
+    ``c mod rounds``); ``None`` where ``groups`` does not divide the rounds: a group that cut a
+    round would hold some ranks' reductions of that round back and not others'."""
+    rounds = int(schedule.meta[OVERLAP_PHASES].get("rounds", 0))
+    if groups < 2 or rounds % groups:
+        return None
+    chunk = np.arange(schedule.collective.num_chunks, dtype=np.int64)
+    return ((chunk % rounds) * groups) // rounds
 
 
 #: the windows sender pacing tries first (transfers of one sender in flight on a paced link)
@@ -339,13 +373,21 @@ def _ordered(schedule: Schedule, size: float) -> Schedule:
     return out if paced_out is planned_out else paced_out
 
 
-def reduce_then_broadcast(schedule: Schedule) -> Schedule | None:
+def reduce_then_broadcast(
+    schedule: Schedule, groups: np.ndarray | None = None, chain: bool = False
+) -> Schedule | None:
     """An AllReduce whose every rank starts sending broadcast data (copies) only once all the
     reductions it sends or receives are done: one join per rank that waits for those
     reductions, and a dependency on it for every copy the rank sends. The two phases then
     never share a rank's links, which the realized model rewards where the plan interleaved
     them (ForestColl's AllReduce on ``mi250:chassis=2`` at 1 GB: 1.10x the bound instead of
     1.26x). Dependencies are only added, so the result is as correct as ``schedule``.
+
+    ``groups`` (each chunk's group, ``0 .. G-1``) cuts the data into ``G`` groups with one join
+    per rank and group: a rank's copies of group ``g`` wait for its reductions of group ``g``
+    alone, so the broadcast of one group overlaps the reductions of the next; with ``chain``
+    a rank's reductions of group ``g + 1`` also wait for its join of group ``g`` (a software
+    pipeline: the groups go through the reductions one after the other).
 
     None where it does not apply: not an AllReduce, no reductions or no copies, planned start
     times (the barrier would move them), in-network groups, steps that interleave the phases,
@@ -359,8 +401,11 @@ def reduce_then_broadcast(schedule: Schedule) -> Schedule | None:
     copies = np.flatnonzero(s.kind == OpKind.COPY)
     if not len(red) or not len(copies):
         return None
+    n_groups = 1 if groups is None else int(groups.max()) + 1
     step = s.step
-    if step is not None and np.all(step >= 0):
+    if n_groups > 1:
+        step = None  # a rank's later reductions may wait for its join: no single step order
+    elif step is not None and np.all(step >= 0):
         first_copy = int(step[copies].min())
         if int(step[red].max()) >= first_copy:
             return None
@@ -368,30 +413,43 @@ def reduce_then_broadcast(schedule: Schedule) -> Schedule | None:
     else:
         step = None
     n, r = s.num_ops, s.topology.num_ranks
-    # each rank's join waits for the reductions it sends or receives
-    touch = unique(np.concatenate([s.src[red] * np.int64(n) + red, s.dst[red] * np.int64(n) + red]))
-    join_rank, join_dep = touch // n, touch % n
-    ranks = unique(join_rank)
-    join_of = np.full(r, -1, dtype=np.int64)
-    join_of[ranks] = n + np.arange(len(ranks), dtype=np.int64)
-    # every copy a rank with a join sends waits for that join
+    group = np.zeros(n, np.int64) if groups is None else groups[s.chunk].astype(np.int64)
+    # each rank's join of a group waits for the reductions of that group it sends or receives
+    slot = np.concatenate([s.src[red], s.dst[red]]).astype(np.int64) * n_groups + np.tile(
+        group[red], 2
+    )
+    touch = unique(slot * np.int64(n) + np.tile(red, 2))
+    join_slot, join_dep = touch // n, touch % n
+    slots = unique(join_slot)
+    join_of = np.full(r * n_groups, -1, dtype=np.int64)
+    join_of[slots] = n + np.arange(len(slots), dtype=np.int64)
+    # every copy a rank with a join sends waits for that join; chained, every reduction of a
+    # later group waits for the rank's join of the group before
+    waits_on = np.full(n, -1, dtype=np.int64)
+    waits_on[copies] = join_of[s.src[copies].astype(np.int64) * n_groups + group[copies]]
+    if chain and n_groups > 1:
+        later = red[group[red] > 0]
+        waits_on[later] = join_of[s.src[later].astype(np.int64) * n_groups + group[later] - 1]
+    waits = np.flatnonzero(waits_on >= 0)
     extra = np.zeros(n, dtype=np.int64)
-    waits = copies[join_of[s.src[copies]] >= 0]
     extra[waits] = 1
     old_len = np.diff(s.dep_ptr)
-    lengths = np.concatenate([old_len + extra, np.bincount(join_rank, minlength=r)[ranks]])
-    dep_ptr = np.zeros(n + len(ranks) + 1, dtype=np.int64)
+    lengths = np.concatenate(
+        [old_len + extra, np.bincount(join_slot, minlength=r * n_groups)[slots]]
+    )
+    dep_ptr = np.zeros(n + len(slots) + 1, dtype=np.int64)
     np.cumsum(lengths, out=dep_ptr[1:])
     dep_ids = np.empty(int(dep_ptr[-1]), dtype=np.int64)
     owner = np.repeat(np.arange(n, dtype=np.int64), old_len)
     # the join comes first in each list: a depth-first walk back from a copy (the verifier's
     # ancestor queries) then meets the copy's own chain before the join's wide fan-in
     dep_ids[dep_ptr[owner] + extra[owner] + (np.arange(len(owner)) - s.dep_ptr[owner])] = s.dep_ids
-    dep_ids[dep_ptr[waits]] = join_of[s.src[waits]]
-    dep_ids[dep_ptr[n] :] = join_dep  # sorted by rank, as the joins are
-    edges_to = np.repeat(np.arange(n + len(ranks), dtype=np.int64), lengths)
-    if not is_acyclic(n + len(ranks), dep_ids, edges_to):
+    dep_ids[dep_ptr[waits]] = waits_on[waits]
+    dep_ids[dep_ptr[n] :] = join_dep  # sorted by rank and group, as the joins are
+    edges_to = np.repeat(np.arange(n + len(slots), dtype=np.int64), lengths)
+    if not is_acyclic(n + len(slots), dep_ids, edges_to):
         return None
+    ranks = slots // n_groups
     k = len(ranks)
 
     def more(a: np.ndarray, fill: float | int) -> np.ndarray:

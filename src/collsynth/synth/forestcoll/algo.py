@@ -7,7 +7,12 @@ AllGather uses the packed out-trees, ReduceScatter the in-trees built on the tra
 ReduceScatter + AllGather trees that split each root's data alike (the in-trees use the
 out-trees' ``k`` through Algorithm 3), or, on switch-free topologies where Appendix E's LP is
 at least 1% faster (``LP_GAIN``), the LP's trees (:mod:`.lp_trees`: unequal shares per root,
-reduce and broadcast sharing each link), kept where the estimate below says they are faster.
+reduce and broadcast sharing each link), kept where the estimate below says they are faster;
+or, where ranks' egress and ingress differ (two DGX-2: the odd GPUs send over InfiniBand, the even
+ones receive), ReduceScatter and AllGather trees packed on each phase's own share of every link
+and run at once (:mod:`.shares`), where that is at least 1% faster too; synthesis pipelines
+their phases (``meta["overlap_phases"]``) and also keeps the best other choice as an
+alternative, so that the realized model decides.
 Trees are lowered by :func:`collsynth.schedule.trees.lower`: every root's data is cut into
 ``k * pipeline`` chunks (the LP's trees: the buffer into ``K * pipeline``, ``k_v * pipeline``
 per root); a tree batch of multiplicity ``m`` is lowered as ``m`` identical trees (see
@@ -66,8 +71,10 @@ from ...schedule.trees import TreeForm, lower
 from ...topology.model import Topology
 from .. import Alternatives, register
 from ..options import Option, int_option
+from ..order import OVERLAP_PHASES
 from .allreduce_lp import allreduce_lp
 from .lp_trees import allreduce_lp_trees
+from .shares import phase_shares, share_trees
 from .trees import forestcoll_trees
 
 #: Largest number of operations the automatic pipeline depth aims for.
@@ -197,7 +204,9 @@ def forestcoll(
     ks = _k_scan(collective, k_val, k_opt_only, size)
     cands = _candidates(topology, collective.kind, ks)
     if collective.kind is CollKind.ALLREDUCE and k_val is None:
-        cands += _lp_candidate(topology, min(float(c["inv_x"]) for c in cands))
+        rs_ag = min(float(c["inv_x"]) for c in cands)
+        cands += _lp_candidate(topology, rs_ag)
+        cands += _shares_candidate(topology, rs_ag)
     chosen = _choose(topology, collective, cands, p_val, size)
     schedules = tuple(_lower(topology, collective, cands, c, size) for c in chosen)
     return schedules[0] if len(schedules) == 1 else Alternatives(schedules)
@@ -371,6 +380,33 @@ def _lp_candidate(topology: Topology, rs_ag_inv_x: float) -> list[dict]:
     return out
 
 
+def _shares_candidate(topology: Topology, rs_ag_inv_x: float) -> list[dict]:
+    """AllReduce: ReduceScatter and AllGather trees on each phase's share of the links
+    (:mod:`.shares`) as one more candidate, where the ranks' egress and ingress differ, time
+    is left and the slower phase's bandwidth time is below ``LP_GAIN`` times ReduceScatter +
+    AllGather's (``rs_ag_inv_x``); empty otherwise."""
+    if deadline.nearly_out():
+        return []
+    shares = phase_shares(topology)
+    if shares is None:
+        return []
+    try:
+        form, meta = share_trees(topology, shares)
+    except CollsynthError:
+        return []
+    if float(meta["inv_x"]) > LP_GAIN * rs_ag_inv_x:
+        return []
+    # a piece goes up an in-tree and down an out-tree, the two phases overlapping piece by
+    # piece as the LP's do: the fill is the whole path's
+    meta.update(
+        form=form,
+        shares=shares,
+        height=meta["in"]["heights"]["max"] + meta["out"]["heights"]["max"],
+        alpha=_route_alpha_max(topology, form),
+    )
+    return [meta]
+
+
 def _choose(
     topology: Topology,
     collective: Collective,
@@ -390,6 +426,8 @@ def _choose(
             options = [1]
         else:
             options = sorted({p for p in PIPELINES if p <= p_cap} | {min(p_cap, PIPELINES[-1])})
+            if "shares" in cand:  # powers of two only: the phases are pipelined by groups
+                options = [p for p in options if p & (p - 1) == 0]  # of whole rounds
         for p in options:
             options_all.append((_estimate(topology, collective, cand, size or 1e9, p), cand, p))
     if not options_all:  # pragma: no cover - _candidates raises before leaving none
@@ -399,7 +437,14 @@ def _choose(
     ranked = sorted(options_all, key=lambda o: round(o[0] / ref, 9) if ref > 0 else o[0])
     if size is None:
         return ranked[:1]
-    return [o for o in ranked if o[0] <= ranked[0][0] * (1 + TIE)][:TIE_MAX]
+    chosen = [o for o in ranked if o[0] <= ranked[0][0] * (1 + TIE)][:TIE_MAX]
+    if "shares" in chosen[0][1]:
+        # the shared phases realize their estimate only once pipelined by groups, which the
+        # estimate cannot see: the best other choice stays in, for the realized model to judge
+        other = next((o for o in ranked if "shares" not in o[1]), None)
+        if other is not None and not any(o is other for o in chosen):
+            chosen.append(other)
+    return chosen
 
 
 def _lower(
@@ -420,6 +465,10 @@ def _lower(
         "candidates_k": [c["k"] for c in cands if "lp" not in c],
         "allreduce": "lp" if "lp" in cand else ("rs+ag" if "in" in cand and "out" in cand else ""),
     }
+    if "shares" in cand:
+        sh = cand["shares"]
+        info["allreduce"] = "shared phases"
+        info["phase_shares"] = {"min": float(sh.min()), "max": float(sh.max())}
     if "lp" in cand:
         lp = cand["lp"]
         info["lp_trees"] = {
@@ -446,11 +495,15 @@ def _lower(
                 "fallback": inf["fallback"],
                 "synth_wall_s": inf["timings_s"]["total"],
             }
+    meta: dict[str, Any] = {"forestcoll": info}
+    if "shares" in cand:
+        # unit trees, k per root: chunk c is in pipeline round c mod p
+        meta[OVERLAP_PHASES] = {"rounds": p}
     return lower(
         topology,
         collective.with_chunks(1),
         _unit_trees(cand["form"]),
         pipeline=p,
-        meta={"forestcoll": info},
+        meta=meta,
         shares="mult" if "lp" in cand else "rank",
     )
