@@ -62,6 +62,44 @@ def test_spearman_and_summary():
     assert s["spearman"] == pytest.approx(0.5)
 
 
+def _tb_row(measured, sim=1.0, eff=0.95, **extra):
+    return {"case": "c", "algo": "a", "size_bytes": 100, "simulated_time_s": sim,
+            "measured_time_s": measured, "ratio": measured / sim,
+            "ratio_calibrated": measured / sim * eff, "efficiency": eff,
+            "measured_algbw_Bps": 100 / measured, **extra}  # fmt: skip
+
+
+def test_a_case_measured_again_reports_the_median_of_its_runs():
+    """``bench testbed --only``: a row keeps the runs of the same schedule (at most three,
+    newest last) and reports each figure's median over those that count; a changed schedule
+    (another simulated time) starts over."""
+    from collsynth.bench.testbed import RUNS_KEPT, with_runs
+
+    (one,) = with_runs([], [_tb_row(1.2)])
+    assert len(one["runs"]) == 1 and one["measured_time_s"] == 1.2
+    (two,) = with_runs([one], [_tb_row(1.0)])
+    assert [r["measured_time_s"] for r in two["runs"]] == [1.2, 1.0]
+    assert two["measured_time_s"] == pytest.approx(1.1)
+    assert two["ratio_calibrated"] == pytest.approx(1.1 * 0.95)
+    assert two["measured_algbw_Bps"] == pytest.approx(100 / 1.1)
+    (three,) = with_runs([two], [_tb_row(2.0, eff=0.9)])
+    assert three["measured_time_s"] == pytest.approx(1.2)
+    assert three["ratio_calibrated"] == pytest.approx(1.2 * 0.95)
+    (four,) = with_runs([three], [_tb_row(1.3)])
+    assert len(four["runs"]) == RUNS_KEPT == 3
+    assert [r["measured_time_s"] for r in four["runs"]] == [1.0, 2.0, 1.3]
+    assert four["measured_time_s"] == pytest.approx(1.3)
+    # a run whose links failed the rate check, or that stayed CPU-bound, does not count
+    (odd,) = with_runs([two], [_tb_row(3.0, link_faithful=False)])
+    assert odd["measured_time_s"] == pytest.approx(1.1) and odd["link_faithful"] is True
+    (cpu,) = with_runs([], [_tb_row(3.0, cpu_bound=True)])
+    (cpu2,) = with_runs([cpu], [_tb_row(1.0)])
+    assert cpu2["measured_time_s"] == 1.0 and cpu2["cpu_bound"] is False
+    # another schedule (simulated time changed): the old runs go
+    (new,) = with_runs([four], [_tb_row(0.5, sim=0.4)])
+    assert len(new["runs"]) == 1 and new["measured_time_s"] == 0.5
+
+
 class _FakeBed:
     """Stands in for a live testbed: records the scales and shaping it was made with."""
 
