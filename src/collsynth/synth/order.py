@@ -190,7 +190,8 @@ def _chunk_groups(schedule: Schedule, groups: int) -> np.ndarray | None:
     where ``meta[OVERLAP_PHASES]["rounds"]`` gives the rounds (chunk ``c`` is in round
     ``c mod rounds``); ``None`` where ``groups`` does not divide the rounds: a group that cut a
     round would hold some ranks' reductions of that round back and not others'."""
-    rounds = int(schedule.meta[OVERLAP_PHASES].get("rounds", 0))
+    info = schedule.meta.get(OVERLAP_PHASES)
+    rounds = int(info.get("rounds", 0)) if isinstance(info, dict) else 0
     if groups < 2 or rounds % groups:
         return None
     chunk = np.arange(schedule.collective.num_chunks, dtype=np.int64)
