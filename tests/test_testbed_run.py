@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import signal
 import subprocess
@@ -223,16 +224,21 @@ def test_measure_pools_several_launches_so_one_slow_launch_does_not_decide(monke
         M.measure(load_topology("ring:n=4"), [M.Case("ring", 1e6, sched)], scale, launches=0)
 
 
-def _times(sched, size, scale, slow_op=None, slow=1.0):
+def _times(sched, size, scale, slow_op=None, slow=1.0, late=None):
     """Per-operation times (as ``run --trace`` records them, raw seconds) of ``sched`` run
-    one hop at a time in op order at every link's rate; ``slow_op`` at ``slow`` of it."""
+    one hop at a time in op order at every link's rate; ``slow_op`` at ``slow`` of it. With
+    ``late`` (op, seconds), every send's due time is recorded too, and that op was posted
+    that long after it was due."""
     from collsynth.runtime.driver import op_times
 
     n, t, recs = sched.num_ops, 0.0, []
     nbytes = sched.op_bytes(size)
-    post, end = [0.0] * n, [0.0] * n
+    post, end, due = [0.0] * n, [0.0] * n, [0.0] * n
     for op in range(n):
         rate = float(sched.topology.link_bw[sched.route(op)].min()) * scale
+        due[op] = t
+        if late is not None and op == late[0]:
+            t += late[1]
         post[op] = t
         t += nbytes[op] / rate / (slow if op == slow_op else 1.0)
         end[op] = t
@@ -241,7 +247,19 @@ def _times(sched, size, scale, slow_op=None, slow=1.0):
         recs.append({"zero": 0.0, "ops": mine, "is_send": [int(sched.src[o]) == r for o in mine],
                      "post": [post[o] for o in mine], "end": [end[o] for o in mine],
                      "nbytes": [float(nbytes[o]) for o in mine]})  # fmt: skip
+        if late is not None:
+            recs[-1]["due"] = [due[o] if int(sched.src[o]) == r else math.nan for o in mine]
     return op_times(sched, recs)
+
+
+def test_post_delay_is_the_longest_wait_of_a_due_send():
+    from collsynth.testbed.measure import post_delay
+
+    sched = _sched(algo="ring")
+    assert post_delay(_times(sched, 1e6, 1e-4)) is None  # no due times recorded
+    got = post_delay(_times(sched, 1e6, 1e-4, late=(3, 0.02)))
+    assert got[1] == 3 and got[0] == pytest.approx(0.02)
+    assert post_delay(_times(sched, 1e6, 1e-4, late=(3, 0.0)))[0] == pytest.approx(0.0)
 
 
 def test_link_fidelity_judges_lone_transfers_by_their_links_rate():
@@ -320,6 +338,44 @@ def test_measure_runs_a_row_again_where_a_lone_transfer_missed_its_links_rate(mo
     assert row["link_fidelity"]["faithful_iterations"] == 2
     assert row["ratio"] == pytest.approx(1.1)  # the median of t and 1.2 t, not of all three
     assert len(row["raw"]["times_all_s"]) == 3
+
+
+def test_measure_leaves_out_iterations_whose_sends_waited_for_the_cpu(monkeypatch):
+    """No namespaces: at the first scale two iterations of three post a send late by a fifth
+    of the expected time (its rank's process was not running), so the row runs again at half
+    the scale; there one iteration is late by 1 % (under the threshold) and one by 20 %,
+    which leaves the median."""
+    from types import SimpleNamespace
+
+    from collsynth.sim import simulate
+    from collsynth.testbed import measure as M
+
+    sched = _sched(algo="ring")
+    scale = 1e-4
+
+    def fake_launch(tb, group, size, tmp, iters, warmup, check, timeout, reference, delay=True,
+                    trace=None):  # fmt: skip
+        t = simulate(sched, size).time_s / tb.scale
+        lates = [0.2, 0.2, 0.0] if tb.scale == scale else [0.01, 0.2, 0.0]
+        run = {"times_s": [t * (1 + x) for x in lates], "check": None}
+        if tb.shaped:
+            run["traces"] = [_times(sched, size, tb.scale, late=(2, x * t)) for x in lates]
+        return SimpleNamespace(runs=[run])
+
+    monkeypatch.setattr(M._Runner, "testbed", lambda self, sc, shaped=True: _FakeBed(sc, shaped))
+    monkeypatch.setattr(M, "_launch", fake_launch)
+    monkeypatch.setattr(M, "netns_retransmits", lambda tb: 0)
+    monkeypatch.setattr(M, "route_mismatches", lambda sched, wiring: 0)
+    monkeypatch.setattr(M, "required_headroom", lambda sched: 0.0)
+    (row,) = M.measure(load_topology("ring:n=4"), [M.Case("ring", 8e6, sched)], scale,
+                       reference=False).rows  # fmt: skip
+    assert row["remeasured_from_scale"] == scale and row["scale"] == scale / 2
+    assert row["remeasured_because"] == "posting fidelity" and row["link_faithful"]
+    got = row["link_fidelity"]
+    assert got["late_iterations"] == 1 and got["faithful_iterations"] == 2
+    t = row["raw"]["times_all_s"][0] / 1.01  # the second scale's expected raw time
+    assert got["worst_post_delay_raw_s"] == pytest.approx(0.2 * t, rel=1e-6)
+    assert row["ratio"] == pytest.approx(1.005)  # the median of 1.01 t and t
 
 
 def test_divisor_lifts_headroom_to_three():

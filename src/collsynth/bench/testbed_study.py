@@ -76,8 +76,10 @@ def study(rows: list[dict], cases: list[dict]) -> dict:
 def _fidelity(rows: list[dict]) -> dict:
     """The link fidelity check over the rows that were traced (:func:`collsynth.testbed.
     measure.link_fidelity`): how many rows, how many of their timed iterations were judged,
-    how many of those left the median (a transfer alone on its links under the floor), how many
-    rows were measured again for it, and how many stayed unfaithful."""
+    how many of those left the median (a transfer alone on its links under the floor, or, where
+    the trace has the executor's due times, a send posted late: :func:`collsynth.testbed.
+    measure.post_delay`), how many rows were measured again for it, and how many stayed
+    unfaithful."""
     traced = [r for r in rows if r.get("link_fidelity")]
     judged = sum(r["link_fidelity"]["judged_iterations"] for r in traced)
     total = sum(r["link_fidelity"]["iterations"] for r in traced)
@@ -91,7 +93,9 @@ def _fidelity(rows: list[dict]) -> dict:
             for r in traced
         ),  # fmt: skip
         "unfaithful_iterations": total - good,
-        "remeasured_rows": sum(r.get("remeasured_because") == "link fidelity" for r in rows),
+        "posting_judged_rows": sum("late_iterations" in r["link_fidelity"] for r in traced),
+        "late_iterations": sum(r["link_fidelity"].get("late_iterations", 0) for r in traced),
+        "remeasured_rows": sum("fidelity" in r.get("remeasured_because", "") for r in rows),
         "unfaithful_rows": sum(not r.get("link_faithful", True) for r in rows),
     }
 
@@ -203,11 +207,20 @@ def study_markdown(data: dict) -> str:
 
 def _fidelity_text(st: dict) -> str:
     """The bullet on the link fidelity check."""
-    from ..testbed.measure import FIDELITY_MIN
+    from ..testbed.measure import FIDELITY_MIN, POST_LATE_MIN_S, POST_LATE_SHARE
 
     f = st.get("link_fidelity") or {}
     if not f.get("rows"):
         return "- **Link fidelity**: no row was traced (measured before the check existed)."
+    posting = ""
+    if f.get("posting_judged_rows"):
+        posting = (
+            f" In {f['posting_judged_rows']} rows the trace also has when each send was due "
+            f"(its data ready, its emulated latency over): an iteration with a send posted more "
+            f"than {POST_LATE_SHARE:.0%} of the row's expected time (at least "
+            f"{POST_LATE_MIN_S * 1e3:g} ms raw) after it was due waited for its rank's CPU and "
+            f"fails as well ({f['late_iterations']} iterations)."
+        )
     return (
         f"- **Link fidelity** (every timed iteration traced; an iteration in which a transfer "
         f"alone on its links got under {FIDELITY_MIN:.0%} of their rate measured the emulation, "
@@ -216,7 +229,7 @@ def _fidelity_text(st: dict) -> str:
         f"failed and {f['left_out']} of those left their row's median; {f['remeasured_rows']} "
         f"rows were measured again at a lower scale for it, {f['unfaithful_rows']} still had "
         "fewer than half of their iterations faithful and are left out of the ratios above, as "
-        "rows still CPU-bound are. Rows merged from runs before the check have no trace."
+        "rows still CPU-bound are. Rows merged from runs before the check have no trace." + posting
     )
 
 

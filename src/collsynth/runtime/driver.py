@@ -262,24 +262,27 @@ def op_times(sched: Schedule, per_rank: list[dict]) -> dict:
     """Every operation's times in one traced iteration, from the ranks' records (the
     executor's :meth:`~.interp.RankExecutor.trace_record` plus the iteration's start
     ``zero`` and the local operations' bytes), in seconds from the earliest rank's start:
-    ``send_post_s`` (the sender posted it: its data was ready and its emulated latency over),
-    ``send_end_s`` (the engine had taken the send), ``recv_post_s`` (the receiver posted the
-    receive) and ``arrival_s`` (the data had arrived); NaN where an operation never got that
-    far. With each operation's ``src``, ``dst``, ``chunk`` and ``bytes`` (after joins and
-    groups are expanded, as the executor runs them), and ``time_s``, the iteration's time
-    (the last arrival or send)."""
+    ``send_due_s`` (it could be posted: its dependencies met and its emulated latency over),
+    ``send_post_s`` (the sender posted it), ``send_end_s`` (the engine had taken the send),
+    ``recv_post_s`` (the receiver posted the receive) and ``arrival_s`` (the data had arrived);
+    NaN where an operation never got that far. With each operation's ``src``, ``dst``,
+    ``chunk`` and ``bytes`` (after joins and groups are expanded, as the executor runs them),
+    and ``time_s``, the iteration's time (the last arrival or send)."""
     zero = min(r["zero"] for r in per_rank)
     n = sched.num_ops
-    out = {k: [math.nan] * n for k in ("send_post_s", "send_end_s", "recv_post_s", "arrival_s")}
+    keys = ("send_due_s", "send_post_s", "send_end_s", "recv_post_s", "arrival_s")
+    out = {k: [math.nan] * n for k in keys}
     nbytes = [0] * n
     for r in per_rank:
-        for op, is_send, post, end, b in zip(r["ops"], r["is_send"], r["post"], r["end"],
-                                             r["nbytes"]):  # fmt: skip
+        due = r.get("due") or [math.nan] * len(r["ops"])
+        for op, is_send, post, end, b, d in zip(r["ops"], r["is_send"], r["post"], r["end"],
+                                                r["nbytes"], due):  # fmt: skip
             a, e = ("send_post_s", "send_end_s") if is_send else ("recv_post_s", "arrival_s")
             out[a][op] = post - zero
             out[e][op] = end - zero
             if is_send:
                 nbytes[op] = int(b)
+                out["send_due_s"][op] = d - zero
     ends = [x for k in ("send_end_s", "arrival_s") for x in out[k] if not math.isnan(x)]
     return {
         "src": sched.src.tolist(),

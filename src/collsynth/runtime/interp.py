@@ -193,10 +193,12 @@ class RankExecutor:
         if self.trace:
             self.t_post = [math.nan] * L
             self.t_end = [math.nan] * L
+            #: when each send was due: postable, and its emulated latency waited out
+            self.t_due = [math.nan] * L
         for j in range(L):
             if self.is_send[j]:
                 if self.done_wait[j] == 0 and self.post_wait[j] == 0:
-                    heapq.heappush(self.ready_send, j)
+                    self._queue_send(j)
             elif self.recv_wait[j] == 0:
                 self._recv_ready(j)
         self._begun = True
@@ -215,11 +217,17 @@ class RankExecutor:
                     if self.send_delay is not None:
                         self.data_ready[k] = time.monotonic()
                     if self.post_wait[k] == 0 and self.state[k] == IDLE:
-                        heapq.heappush(self.ready_send, k)
+                        self._queue_send(k)
                 elif self.state[k] == ARRIVED:
                     heapq.heappush(self.applicable, k)
                 elif self.state[k] == IDLE and self.recv_wait[k] == 0:
                     self._recv_ready(k)
+
+    def _queue_send(self, j: int) -> None:
+        """Send ``j`` may be posted (after its emulated latency, if any)."""
+        if self.trace:
+            self.t_due[j] = time.monotonic()
+        heapq.heappush(self.ready_send, j)
 
     def _post_send(self, j: int) -> None:
         a = self.offset[j]
@@ -230,7 +238,7 @@ class RankExecutor:
         for k in self.on_posted[j]:
             self.post_wait[k] -= 1
             if self.post_wait[k] == 0 and self.done_wait[k] == 0 and self.state[k] == IDLE:
-                heapq.heappush(self.ready_send, k)
+                self._queue_send(k)
         if self.drop and self.op_ids[j] in self.drop:  # fault injection: never sent
             self._mark_done(j)
             return
@@ -366,7 +374,10 @@ class RankExecutor:
             now = time.monotonic()
             while self.ready_send:
                 j = heapq.heappop(self.ready_send)
-                heapq.heappush(delayed, (self.data_ready[j] + delay[j], j))
+                due = self.data_ready[j] + delay[j]
+                if self.trace:
+                    self.t_due[j] = max(self.t_due[j], due)
+                heapq.heappush(delayed, (due, j))
             if not delayed or delayed[0][0] > now:
                 return posted
             while delayed and delayed[0][0] <= now:
@@ -389,11 +400,14 @@ class RankExecutor:
     def trace_record(self) -> dict:
         """The last run's per-operation times (``trace=True``): this rank's global op ids,
         whether each is a send, and ``time.monotonic()`` seconds when it was posted and when
-        it completed (a send handed to the engine, a receive arrived; NaN: not reached)."""
+        it completed (a send handed to the engine, a receive arrived; NaN: not reached), and
+        when each send was due (``due``: postable, its emulated latency over; NaN for
+        receives): a send posted well after it was due waited for this rank's CPU."""
         if not self.trace or not self._begun:
             raise CollsynthError("the executor recorded no trace (trace=False or never run)")
         return {"ops": list(self.op_ids), "is_send": list(self.is_send),
-                "post": list(self.t_post), "end": list(self.t_end)}  # fmt: skip
+                "post": list(self.t_post), "end": list(self.t_end),
+                "due": list(self.t_due)}  # fmt: skip
 
     # ------------------------------------------------------------------ diagnosis
     def stuck_report(self) -> str:

@@ -156,6 +156,14 @@ FIDELITY_MIN_RAW_S = 0.05
 #: same schedules then measured 1.00-1.01x their simulated time), and the row runs again at a
 #: lower scale
 FIDELITY_MIN = 0.8
+#: a send posted more than this share of the row's expected raw time after it was due (and
+#: more than ``POST_LATE_MIN_S``) waited for its rank's CPU: eight ranks share two cores, and
+#: traces of scale's DGX-1 AllGather at 1 MB showed critical sends posted up to 19 ms late in a
+#: 128 ms iteration, which then measured 1.14-1.21x its simulated time
+POST_LATE_SHARE = 0.05
+#: ... and never less than this (raw seconds): a scheduler's time slice, which latency-bound
+#: rows cannot be spared
+POST_LATE_MIN_S = 0.002
 
 
 def link_fidelity(schedule: Schedule, times: dict, scale: float) -> dict | None:
@@ -236,12 +244,13 @@ def measure(
     its :func:`required_headroom` is measured again at a lower scale (rows of one size may
     then carry different scales; their times are all in the topology's own units). Every
     timed iteration is traced: one in which a transfer alone on its links got less than
-    ``FIDELITY_MIN`` of their rate (:func:`link_fidelity`) measured the emulation, not the
-    schedule, and leaves the row's median (``raw.times_all_s`` keeps every iteration,
-    ``link_fidelity`` counts them); where that is more than half of them, the row is measured
-    again at a lower scale as well (``remeasured_because`` says which rule). A size
-    whose launch fails is recorded in ``failed`` and the others go on; only when every size
-    fails is it an error.
+    ``FIDELITY_MIN`` of their rate (:func:`link_fidelity`), or in which a send was posted long
+    after it was due because its rank's process was not running (:func:`post_delay`), measured
+    the emulation, not the schedule, and leaves the row's median (``raw.times_all_s`` keeps
+    every iteration, ``link_fidelity`` counts them); where that is more than half of them, the
+    row is measured again at a lower scale as well (``remeasured_because`` says which rule). A
+    size whose launch fails is recorded in ``failed`` and the others go on; only when every
+    size fails is it an error.
 
     ``order``: the simulator's link model for the comparison. ``fair`` (default, the realized
     model) is what the testbed's links do: collsynth's executor posts each send as soon as its
@@ -359,45 +368,91 @@ def _lower_by(row: dict, ceiling: bool) -> int:
         row["remeasured_because"] = "headroom"
     if ceiling and not _faithful(row):
         div = max(div, 2)
-        row.setdefault("remeasured_because", "link fidelity")
+        got = row["link_fidelity"]
+        why = [w for w, k in (("link fidelity", "slow_link_iterations"),
+                              ("posting fidelity", "late_iterations")) if got.get(k)]  # fmt: skip
+        row.setdefault("remeasured_because", " and ".join(why) or "link fidelity")
     return div
 
 
 def _faithful(row: dict) -> bool:
     """Whether at least half of the row's timed iterations showed the links carrying their
-    rate (or it had no transfer to judge): see :func:`_judged`."""
+    rate and the ranks posting their sends when due (or it had nothing to judge): see
+    :func:`_judged`."""
     got = row.get("link_fidelity")
     return got is None or 2 * got["faithful_iterations"] >= got["iterations"]
 
 
-def _judged(schedule: Schedule, runs: list[dict], scale: float) -> tuple[list[dict], dict | None]:
+def post_delay(times: dict) -> tuple[float, int] | None:
+    """The longest a send of one traced iteration (``times``, as for :func:`link_fidelity`)
+    waited between being due (its dependencies met, its emulated latency over) and being
+    posted, in raw seconds, and its operation; None without the executor's due times. The
+    executor posts a due send at its next poll, so a long wait is time its rank's process was
+    not running (ranks share the machine's cores): an iteration with one measured the CPU
+    scheduler, not the schedule. Model-free, like :func:`link_fidelity`."""
+    due, post = times.get("send_due_s"), times["send_post_s"]
+    if due is None:
+        return None
+    waits = [(p - d, op) for op, (d, p) in enumerate(zip(due, post))
+             if math.isfinite(d) and math.isfinite(p)]  # fmt: skip
+    return max(waits) if waits else None
+
+
+def _iteration_ok(schedule: Schedule, times: dict, scale: float, late_s: float,
+                  tally: dict) -> bool:  # fmt: skip
+    """Whether one traced iteration measured the schedule: every transfer alone on its links
+    got at least ``FIDELITY_MIN`` of their rate, and no send was posted more than ``late_s``
+    raw seconds after it was due; ``tally`` gathers the figures for the row's summary."""
+    ok = True
+    f = link_fidelity(schedule, times, scale)
+    if f is not None:
+        tally["judged"] += 1
+        tally["worst"] = min(tally["worst"], f["worst_share"])
+        tally["medians"].append(f["median_share"])
+        ok = f["worst_share"] >= FIDELITY_MIN
+        tally["slow"] += not ok
+    wait = post_delay(times)
+    if wait is not None:
+        tally["waits"].append(wait[0])
+        if wait[0] > late_s:
+            tally["late"] += 1
+            ok = False
+    return ok
+
+
+def _judged(schedule: Schedule, runs: list[dict], scale: float,
+            expected_raw_s: float) -> tuple[list[dict], dict | None]:  # fmt: skip
     """The launches' runs of one schedule with only their *faithful* iterations, where every
     transfer alone on its links got at least ``FIDELITY_MIN`` of their rate
-    (:func:`link_fidelity` of each iteration's trace), provided that at least half of all the
+    (:func:`link_fidelity` of each iteration's trace) and no send waited for its rank's CPU
+    more than ``POST_LATE_SHARE`` of the row's expected raw time (``expected_raw_s``; at
+    least ``POST_LATE_MIN_S``: :func:`post_delay`), provided that at least half of all the
     iterations are (else every iteration, and the row is not faithful); and a summary (None
-    without traces, or with no transfer to judge). An iteration in which the testbed did not
-    carry a link's rate measured the emulation, not the schedule."""
+    without traces). An iteration in which the testbed did not carry a link's rate, or a
+    rank's process did not run when its send was due, measured the emulation, not the
+    schedule."""
+    late_s = max(POST_LATE_MIN_S, POST_LATE_SHARE * expected_raw_s)
+    tally: dict[str, Any] = {"judged": 0, "worst": math.inf, "medians": [], "waits": [],
+                             "late": 0, "slow": 0}  # fmt: skip
     ok: list[list[bool]] = []
-    worst, medians, judged = math.inf, [], 0
     for r in runs:
         traces = r.get("traces") or []
         if len(traces) != len(r["times_s"]):
             return runs, None
-        flags = []
-        for t in traces:
-            f = link_fidelity(schedule, t, scale)
-            if f is not None:
-                judged += 1
-                worst = min(worst, f["worst_share"])
-                medians.append(f["median_share"])
-            flags.append(f is None or f["worst_share"] >= FIDELITY_MIN)
-        ok.append(flags)
-    if not judged:
+        ok.append([_iteration_ok(schedule, t, scale, late_s, tally) for t in traces])
+    if not tally["judged"] and not tally["waits"]:
         return runs, None
     total = sum(len(f) for f in ok)
     good = sum(sum(f) for f in ok)
-    summary = {"iterations": total, "judged_iterations": judged, "faithful_iterations": good,
-               "worst_share": worst, "median_share": statistics.median(medians)}  # fmt: skip
+    summary: dict[str, Any] = {"iterations": total, "judged_iterations": tally["judged"],
+                               "faithful_iterations": good}  # fmt: skip
+    if tally["judged"]:
+        summary.update(slow_link_iterations=tally["slow"], worst_share=tally["worst"],
+                       median_share=statistics.median(tally["medians"]))  # fmt: skip
+    if tally["waits"]:
+        summary.update(late_iterations=tally["late"], late_after_raw_s=late_s,
+                       worst_post_delay_raw_s=max(tally["waits"]),
+                       median_post_delay_raw_s=statistics.median(tally["waits"]))  # fmt: skip
     if 2 * good < total:
         return runs, summary
     kept = []
@@ -477,7 +532,7 @@ class _Runner:
         out = {}
         for i, (c, sim_s) in enumerate(group):
             per = [launch[i] for launch in runs]
-            kept, fidelity = _judged(c.schedule, per, scale)
+            kept, fidelity = _judged(c.schedule, per, scale, sim_s / scale)
             run = _pooled(kept)
             row = _row(c, run, size, self._with_cost(c, size, scale, sim_s), scale)
             if fidelity is not None:
