@@ -1,5 +1,7 @@
 """The simulator against hand-derived formulas (docs/simulator.md)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -409,3 +411,50 @@ def test_fair_completes_when_a_completion_ties_in_floating_point():
     for size in (8e6, 1e6):
         r = simulate(s, size, order="fair")
         assert np.all(np.isfinite(r.op_finish_s)) and r.time_s > 0
+
+
+def test_indexed_heap_keeps_one_entry_per_item_in_key_order():
+    from collsynth.sim.heap import index_set
+
+    rng = np.random.default_rng(5)
+    n = 40
+    key = np.full(n, np.inf)
+    order = np.zeros(n, dtype=np.int64)
+    pos = np.full(n, -1, dtype=np.int64)
+    size = 0
+    for _ in range(2000):  # set, move and remove keys at random, ties included
+        item = int(rng.integers(n))
+        value = np.inf if rng.random() < 0.3 else float(rng.integers(20))
+        size = index_set(key, order, pos, size, item, value)
+        live = [i for i in range(n) if key[i] != np.inf]
+        assert size == len(live) and sorted(order[:size].tolist()) == live
+        assert all(pos[order[i]] == i for i in range(size))
+        assert all(pos[i] == -1 for i in range(n) if key[i] == np.inf)
+        if size:
+            assert order[0] == min(live, key=lambda i: (key[i], i))  # (key, item) first
+
+
+def test_fair_connection_waits_in_request_then_hop_order_and_in_planned_order():
+    # one rank pair over one link: its transfers go one at a time; unordered ones by request
+    # time then op id, ordered ones by their place in the link order whatever their requests
+    b = TopologyBuilder("pair")
+    g0, g1 = b.compute("gpu0"), b.compute("gpu1")
+    b.link(g0, g1, B, 0.0)  # no latency: requests tie at one instant
+    b.link(g1, g0, B, 0.0)
+    topo = b.build()
+    coll = Collective.make("gather", 2, 3, root=1)
+    sb = ScheduleBuilder(topo, coll)
+    for k in range(3):
+        sb.add(0, 1, k)
+    s = sb.build()
+    m = 6e6
+    w = m / 6 / B
+    r = simulate(s, m, order="fair")
+    assert r.op_finish_s.tolist() == pytest.approx([w, 2 * w, 3 * w], rel=1e-12)
+    link = int(s.route(0)[0])
+    ordered = dataclasses.replace(s, link_order={link: np.array([2, 0, 1])})
+    r = simulate(ordered, m, order="fair")
+    assert r.op_finish_s.tolist() == pytest.approx([2 * w, 3 * w, w], rel=1e-12)
+    assert np.array_equal(
+        r.op_finish_s, simulate(ordered, m, order="fair", compiled=False).op_finish_s
+    )

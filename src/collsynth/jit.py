@@ -12,7 +12,9 @@ numba checks a cached function against its own source file only, so a compiled l
 helpers live in other files would keep running stale helpers after those files change (a
 ``git pull`` that edits only a helper's module). Every function compiled here is therefore
 cached under a folder of numba's cache named by a hash of the contents of every source file it
-was built from (its own, its helpers', the group's): a change to any of them compiles afresh.
+was built from (its own, its helpers', the group's) and of its compile options: a change to any
+of them compiles afresh (numba's own index would load a function compiled with reference
+counting for a caller that now asks for it without, and the other way round).
 
 The first-run policy of collsynth's compiled loops:
 
@@ -90,8 +92,8 @@ def _options(inline: bool, refcount: bool) -> dict[str, Any]:
     return out
 
 
-def _sources_digest(files: Iterable[str]) -> str:
-    h = hashlib.sha256()
+def _sources_digest(files: Iterable[str], options: str = "") -> str:
+    h = hashlib.sha256(options.encode())
     for path in sorted(files):
         h.update(path.encode())
         try:
@@ -103,9 +105,11 @@ def _sources_digest(files: Iterable[str]) -> str:
 
 
 @contextmanager
-def _cache_folder(files: frozenset[str]) -> Iterator[None]:
-    """numba's cache folder for functions decorated inside: one per content of ``files``
-    (numba picks the folder when a function is decorated, from ``config.CACHE_DIR``)."""
+def _cache_folder(files: frozenset[str], options: str = "") -> Iterator[None]:
+    """numba's cache folder for functions decorated inside: one per content of ``files`` and
+    compile ``options`` (numba picks the folder when a function is decorated, from
+    ``config.CACHE_DIR``; its own cache index does not tell a function compiled without
+    reference counting from the same source compiled with it, and would load either)."""
     from numba.core import config
 
     settings: Any = config  # numba's settings module (its names are set at run time)
@@ -115,7 +119,7 @@ def _cache_folder(files: frozenset[str]) -> Iterator[None]:
         or os.environ.get("NUMBA_CACHE_DIR")
         or os.path.join(os.path.expanduser("~"), ".cache", "collsynth", "numba")
     )
-    settings.CACHE_DIR = os.path.join(base, "sources-" + _sources_digest(files))
+    settings.CACHE_DIR = os.path.join(base, "sources-" + _sources_digest(files, options))
     try:
         yield
     finally:
@@ -150,8 +154,9 @@ def compiled(
         files = frozenset([func.__code__.co_filename]).union(
             *(_FILES.get(id(h), frozenset()) for h in (helpers or {}).values())
         )
-        with _cache_folder(files):
-            out = njit(**_options(inline, refcount))(target)
+        options = _options(inline, refcount)
+        with _cache_folder(files, repr(sorted(options.items()))):
+            out = njit(**options)(target)
         _FILES[id(out)] = files
     # the key holds the helpers by identity: keep them alive as long as the memo entry
     _MEMO[key] = out
@@ -182,7 +187,7 @@ def compiled_group(
 
         space = dict(namespace)
         files = frozenset(namespace[name].__code__.co_filename for name in chosen)
-        with _cache_folder(files):
+        with _cache_folder(files, repr(key[2])):
             for name in chosen:
                 f = namespace[name]
                 space[name] = njit(**_options(False, refcount(name)))(

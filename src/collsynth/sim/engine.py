@@ -43,10 +43,13 @@ import numpy as np
 
 from ..jit import compiled
 from . import heap, steps
-from .heap import heap_pop, heap_push
+from .heap import heap_less, heap_pop, heap_push, index_set
 from .steps import (
+    connection_next,
     connection_started,
+    connection_state,
     connection_turn,
+    connection_wait,
     hop_done,
     hop_state,
     initial_events,
@@ -62,52 +65,17 @@ from .steps import (
 )
 
 
-def run_events(
-    hop_link,
-    hop_op,
-    hop_tx,
-    hop_alpha,
-    hop_alpha_tail,
-    op_first_hop,
-    op_last_hop,
-    op_prio,
-    op_release,
-    op_extra,
-    succ_ptr,
-    succ_ids,
-    indeg,
-    hop_order_pos,
-    link_order_ptr,
-    link_order_hops,
-    n_links,
-    reserve,
-    op_hops,
-    groups,
-):
-    """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
-
-    ``op_prio``: planned priority of each operation (0 everywhere for first-ready-first-served).
-    ``op_extra``: time added after arrival (reduction cost). ``op_release``: earliest start of
-    each operation. ``hop_order_pos[h]``: the hop's position in its link's explicit planned
-    order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
-    (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
-    which is exactly first-ready-first-served, without queues or link-free events. The event
-    keys are in the module's docstring. ``op_hops``: the hops whose end an operation's
-    arrival waits for; ``groups``: multicasts and in-switch reductions (see :func:`next_hop`),
-    ``groups[0][0]`` false where there are none.
-    """
+def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, groups):
+    """The loop of :func:`run_events` over the state it made (tuples of arrays): compiled
+    without reference counting, as :func:`fair_loop` is. The number of operations done."""
+    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_order_pos = hops[:6]
+    hop_start, hop_end, hop_req, parked = hops[6:]
+    busy, free_pending, link_free_at, next_pos, qbase, qsize, qp, qr, qh = links[:9]
+    link_order_ptr, link_order_hops = links[9], links[10]
+    op_acc, _, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = opst
+    et, ep, eid = heap
     n_hops = hop_link.shape[0]
-    busy, free_pending, link_free_at, next_pos = link_state(n_links)
-    hop_start, hop_end, hop_req, parked = hop_state(n_hops)
-    op_ready, op_finish, op_acc, remaining = op_state(op_release, indeg)
-    qbase, qsize, qp, qr, qh = link_queues(hop_link, n_links, reserve)
-    et, ep, eid, esize = initial_events(
-        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, False
-    )
-    heap = (et, ep, eid)
-    succ = (succ_ptr, succ_ids)
     grouped = groups[0][0]
-    opst = (op_acc, op_hops.copy(), op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio)
     done_ops = 0
     while esize > 0:
         t, p, x, esize = heap_pop(et, ep, eid, 0, esize)
@@ -173,7 +141,148 @@ def run_events(
         esize = release_successors(
             op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
         )
+    return done_ops
+
+
+def run_events(
+    hop_link,
+    hop_op,
+    hop_tx,
+    hop_alpha,
+    hop_alpha_tail,
+    op_first_hop,
+    op_last_hop,
+    op_prio,
+    op_release,
+    op_extra,
+    succ_ptr,
+    succ_ids,
+    indeg,
+    hop_order_pos,
+    link_order_ptr,
+    link_order_hops,
+    n_links,
+    reserve,
+    op_hops,
+    groups,
+):
+    """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
+
+    ``op_prio``: planned priority of each operation (0 everywhere for first-ready-first-served).
+    ``op_extra``: time added after arrival (reduction cost). ``op_release``: earliest start of
+    each operation. ``hop_order_pos[h]``: the hop's position in its link's explicit planned
+    order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
+    (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
+    which is exactly first-ready-first-served, without queues or link-free events. The event
+    keys are in the module's docstring. ``op_hops``: the hops whose end an operation's
+    arrival waits for; ``groups``: multicasts and in-switch reductions (see :func:`next_hop`),
+    ``groups[0][0]`` false where there are none.
+    """
+    n_hops = hop_link.shape[0]
+    busy, free_pending, link_free_at, next_pos = link_state(n_links)
+    hop_start, hop_end, hop_req, parked = hop_state(n_hops)
+    op_ready, op_finish, op_acc, remaining = op_state(op_release, indeg)
+    qbase, qsize, qp, qr, qh = link_queues(hop_link, n_links, reserve)
+    et, ep, eid, esize = initial_events(
+        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, False
+    )
+    heap = (et, ep, eid)
+    succ = (succ_ptr, succ_ids)
+    opst = (op_acc, op_hops.copy(), op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio)
+    hops = (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_order_pos, hop_start,
+            hop_end, hop_req, parked)  # fmt: skip
+    links = (busy, free_pending, link_free_at, next_pos, qbase, qsize, qp, qr, qh,
+             link_order_ptr, link_order_hops)  # fmt: skip
+    done_ops = planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, groups)
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
+
+
+def fair_loop(hops, op_last_hop, opst, links, conns, heap, esize, succ, groups):
+    """The loop of :func:`run_events_fair` over the state it made (tuples of arrays; it
+    allocates nothing, so it is compiled without reference counting, which cost a third of
+    its time when every step it calls was passed counted arrays). The number of operations
+    done."""
+    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_class, hop_conn_pos = hops[:7]
+    hop_start, hop_end, hop_req = hops[7], hops[8], hops[9]
+    link_shared, busy, link_free_at, vt, vlast, active = links[:6]
+    qbase, qsize, qp, qr, qh, lorder, lpos = links[6:]
+    class_ptr, cbusy, waiting, slots_end, chead, ctail, conn_next = conns
+    op_prio = opst[7]
+    et, ep, eid = heap
+    n_hops = hop_link.shape[0]
+    lheap = (lorder, lpos)
+    lsize = 0
+    done_ops = 0
+    while esize > 0 or lsize > 0:
+        if lsize > 0 and (
+            esize == 0
+            or heap_less(link_free_at[lorder[0]], np.inf, n_hops + lorder[0], et[0], ep[0], eid[0])
+        ):  # a shared link's next completion comes first (after requests at the same time)
+            link = lorder[0]
+            t = link_free_at[link]
+            lsize = index_set(link_free_at, lorder, lpos, lsize, link, np.inf)
+            vt[link] = qp[qbase[link]]
+            vlast[link] = t
+            while qsize[link] > 0 and qp[qbase[link]] <= vt[link]:
+                _, _, h, qsize[link] = heap_pop(qp, qr, qh, qbase[link], qsize[link])
+                active[link] -= 1
+                hop_end[h] = t
+                esize, done_ops = hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ,
+                                            groups, hop_req, heap, esize, done_ops)  # fmt: skip
+                c = hop_class[h]
+                h2 = connection_next(c, conn_next, class_ptr, waiting, slots_end, chead, ctail)
+                if h2 >= 0:  # the connection's next transfer goes on
+                    qsize[link] = heap_push(
+                        qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h2], 0.0, h2
+                    )
+                    active[link] += 1
+                    busy[link] += hop_tx[h2]
+                    hop_start[h2] = t
+                    connection_started(h2, c, hop_conn_pos, conn_next)
+                    esize = next_hop(
+                        h2, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, heap, esize
+                    )
+                else:
+                    cbusy[c] = False
+            lsize = share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
+                                    lheap, lsize)  # fmt: skip
+            continue
+        t, _, h, esize = heap_pop(et, ep, eid, 0, esize)
+        link = hop_link[h]
+        if link_shared[link]:
+            c = hop_class[h]
+            if cbusy[c] or not connection_turn(h, c, hop_conn_pos, conn_next):
+                # the connection carries an earlier transfer, or one before this in its
+                # planned order has not come yet: wait in line (unordered transfers first,
+                # by request time; an ordered one in its slot until its turn)
+                connection_wait(h, c, hop_conn_pos, hop_req, class_ptr, waiting, chead, ctail)
+                continue
+            cbusy[c] = True
+            connection_started(h, c, hop_conn_pos, conn_next)
+            share_advance(link, t, vt, vlast, active)
+            qsize[link] = heap_push(
+                qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h
+            )
+            active[link] += 1
+            busy[link] += hop_tx[h]
+            hop_start[h] = t
+            lsize = share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
+                                    lheap, lsize)  # fmt: skip
+            esize = next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
+                              heap, esize)  # fmt: skip
+            continue
+        # a first-served link (an issue slot): booked at once
+        if link_free_at[link] > t:
+            t = link_free_at[link]
+        link_free_at[link] = t + hop_tx[h]
+        busy[link] += hop_tx[h]
+        hop_start[h] = t
+        hop_end[h] = t + hop_tx[h]
+        esize = next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
+                          heap, esize)  # fmt: skip
+        esize, done_ops = hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups,
+                                    hop_req, heap, esize, done_ops)  # fmt: skip
+    return done_ops
 
 
 def run_events_fair(
@@ -216,7 +325,8 @@ def run_events_fair(
     op_ready, op_finish, op_acc, remaining = op_state(op_release, indeg)
     hops_left = op_hops.copy()
     qbase, qsize, qp, qr, qh = link_queues(hop_link, n_links, False)
-    vt, vlast, active, cbusy, csize, cq_t, cq_z, cq_h = share_state(n_links, class_ptr)
+    vt, vlast, active = share_state(n_links)
+    cbusy, waiting, slots_end, chead, ctail = connection_state(hop_conn_pos, hop_class, class_ptr)
     conn_next = np.zeros(class_ptr.shape[0] - 1, dtype=np.int64)
     et, ep, eid, esize = initial_events(
         n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, True
@@ -224,77 +334,15 @@ def run_events_fair(
     heap = (et, ep, eid)
     succ = (succ_ptr, succ_ids)
     opst = (op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio)
-    done_ops = 0
-    while esize > 0:
-        t, _, x, esize = heap_pop(et, ep, eid, 0, esize)
-        if x >= n_hops:  # a shared link's completion (ignored when superseded)
-            link = x - n_hops
-            if t != link_free_at[link] or qsize[link] == 0:
-                continue
-            link_free_at[link] = np.inf  # consumed; the next is scheduled below
-            vt[link] = qp[qbase[link]]
-            vlast[link] = t
-            while qsize[link] > 0 and qp[qbase[link]] <= vt[link]:
-                _, _, h, qsize[link] = heap_pop(qp, qr, qh, qbase[link], qsize[link])
-                active[link] -= 1
-                hop_end[h] = t
-                esize, done_ops = hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ,
-                                            groups, hop_req, heap, esize, done_ops)  # fmt: skip
-                c = hop_class[h]
-                if csize[c] > 0 and connection_turn(cq_h[class_ptr[c]], c, hop_conn_pos, conn_next):
-                    # the connection's next transfer goes on
-                    _, _, h2, csize[c] = heap_pop(cq_t, cq_z, cq_h, class_ptr[c], csize[c])
-                    qsize[link] = heap_push(
-                        qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h2], 0.0, h2
-                    )
-                    active[link] += 1
-                    busy[link] += hop_tx[h2]
-                    hop_start[h2] = t
-                    connection_started(h2, c, hop_conn_pos, conn_next)
-                    esize = next_hop(
-                        h2, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, heap, esize
-                    )
-                else:
-                    cbusy[c] = False
-            esize = share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
-                                    heap, esize, x)  # fmt: skip
-            continue
-        h = x
-        link = hop_link[h]
-        if link_shared[link]:
-            c = hop_class[h]
-            if cbusy[c] or not connection_turn(h, c, hop_conn_pos, conn_next):
-                # the connection carries an earlier transfer, or one before this in its
-                # planned order has not come yet: wait in line (ordered by planned position,
-                # unordered transfers first, then by request time)
-                key = hop_conn_pos[h] if hop_conn_pos[h] >= 0 else -1
-                csize[c] = heap_push(cq_t, cq_z, cq_h, class_ptr[c], csize[c], key, t, h)
-                continue
-            cbusy[c] = True
-            connection_started(h, c, hop_conn_pos, conn_next)
-            share_advance(link, t, vt, vlast, active)
-            qsize[link] = heap_push(
-                qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h
-            )
-            active[link] += 1
-            busy[link] += hop_tx[h]
-            hop_start[h] = t
-            esize = share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
-                                    heap, esize, n_hops + link)  # fmt: skip
-            esize = next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
-                              heap, esize)  # fmt: skip
-            continue
-        # a first-served link (an issue slot): booked at once
-        if link_free_at[link] > t:
-            t = link_free_at[link]
-        link_free_at[link] = t + hop_tx[h]
-        busy[link] += hop_tx[h]
-        hop_start[h] = t
-        hop_end[h] = t + hop_tx[h]
-        esize = next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
-                          heap, esize)  # fmt: skip
-        esize, done_ops = hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups,
-                                    hop_req, heap, esize, done_ops)  # fmt: skip
+    # the shared links' next completions: an indexed heap over links keyed by link_free_at
+    lorder = np.zeros(n_links, dtype=np.int64)
+    lpos = np.full(n_links, -1, dtype=np.int64)
+    hops = (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_class, hop_conn_pos,
+            hop_start, hop_end, hop_req)  # fmt: skip
+    links = (link_shared, busy, link_free_at, vt, vlast, active, qbase, qsize, qp, qr, qh,
+             lorder, lpos)  # fmt: skip
+    conns = (class_ptr, cbusy, waiting, slots_end, chead, ctail, conn_next)
+    done_ops = fair_loop(hops, op_last_hop, opst, links, conns, heap, esize, succ, groups)
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
@@ -316,6 +364,10 @@ _STEPS = (
     (heap, "heap_less", True),
     (heap, "heap_push", False),
     (heap, "heap_pop", False),
+    (heap, "index_less", True),
+    (heap, "index_up", False),
+    (heap, "index_down", False),
+    (heap, "index_set", False),
     (steps, "queue_bases", False),
     (steps, "next_in_order", True),
     (steps, "release_successors", False),
@@ -329,12 +381,20 @@ _STEPS = (
     (steps, "share_advance", True),
     (steps, "connection_turn", True),
     (steps, "connection_started", True),
+    (steps, "connection_state", False),
+    (steps, "connection_wait", False),
+    (steps, "connection_next", False),
     (steps, "share_schedule", False),
     (steps, "request_hop", False),
     (steps, "next_hop", False),
     (steps, "arrive", False),
     (steps, "hop_done", False),
 )
+#: the steps that allocate arrays (the others only read and write their callers' arrays, and
+#: are compiled without reference counting: every call would otherwise update the count of
+#: every array it is passed, which cost more than the step itself)
+_ALLOCATING = frozenset(("queue_bases", "op_state", "link_state", "hop_state", "link_queues",
+                         "initial_events", "share_state", "connection_state"))  # fmt: skip
 _loaded: dict[str, Callable] = {}  # the compiled loops this process has asked for
 
 
@@ -344,7 +404,8 @@ def compiled_steps() -> dict[str, Callable]:
     :func:`collsynth.jit.compiled`, each compiled when a loop that calls it is."""
     out: dict[str, Callable] = {}
     for module, name, inline in _STEPS:
-        out[name] = compiled(getattr(module, name), helpers=dict(out), inline=inline)
+        out[name] = compiled(getattr(module, name), helpers=dict(out), inline=inline,
+                             refcount=name in _ALLOCATING)  # fmt: skip
     return out
 
 
@@ -361,19 +422,25 @@ def compiled_loaded(fair: bool) -> bool:
 def compiled_run_events() -> Callable:
     """The numba-compiled event loop (compiled once per process, cached on disk)."""
     if "planned" not in _loaded:
-        _loaded["planned"] = compiled(run_events, helpers=compiled_steps())
+        steps_ = compiled_steps()
+        loop = compiled(planned_loop, helpers=steps_, refcount=False)
+        _loaded["planned"] = compiled(run_events, helpers={**steps_, "planned_loop": loop})
     return _loaded["planned"]
 
 
 def compiled_run_events_fair() -> Callable:
     """The numba-compiled loop with shared links (compiled only when first used)."""
     if "fair" not in _loaded:
-        _loaded["fair"] = compiled(run_events_fair, helpers=compiled_steps())
+        steps_ = compiled_steps()
+        loop = compiled(fair_loop, helpers=steps_, refcount=False)
+        _loaded["fair"] = compiled(run_events_fair, helpers={**steps_, "fair_loop": loop})
     return _loaded["fair"]
 
 
 __all__ = [
     "compiled_loaded",
+    "fair_loop",
+    "planned_loop",
     "compiled_rank_times",
     "compiled_run_events",
     "compiled_run_events_fair",

@@ -8,6 +8,8 @@ Plain Python on numpy arrays, compiled with the loop (:mod:`collsynth.sim.engine
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def heap_less(a0, a1, a2, b0, b1, b2):
     if a0 != b0:
@@ -76,4 +78,78 @@ def heap_pop(k0, k1, k2, base, size):
     return r0, r1, r2, size
 
 
-__all__ = ["heap_less", "heap_pop", "heap_push"]
+# ------------------------------------------------------------------ indexed heap
+# One entry per item (a link), keyed by (key[item], item); ``pos[item]`` is the item's place in
+# ``order[:size]`` or -1. Setting an item's key moves it in place, so the heap never holds
+# superseded entries (the global event heap would keep one per change of a link's next event).
+
+
+def index_less(key, a, b):
+    if key[a] != key[b]:
+        return key[a] < key[b]
+    return a < b
+
+
+def index_up(key, order, pos, i):
+    x = order[i]
+    while i > 0:
+        parent = (i - 1) // 2
+        y = order[parent]
+        if index_less(key, x, y):
+            order[i] = y
+            pos[y] = i
+            i = parent
+        else:
+            break
+    order[i] = x
+    pos[x] = i
+
+
+def index_down(key, order, pos, size, i):
+    x = order[i]
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        small = left
+        if left + 1 < size and index_less(key, order[left + 1], order[left]):
+            small = left + 1
+        y = order[small]
+        if index_less(key, y, x):
+            order[i] = y
+            pos[y] = i
+            i = small
+        else:
+            break
+    order[i] = x
+    pos[x] = i
+
+
+def index_set(key, order, pos, size, item, value):
+    """Set ``key[item] = value`` and restore the heap (``value`` = inf: remove the item);
+    the new size."""
+    key[item] = value
+    i = pos[item]
+    if value == np.inf:
+        if i >= 0:
+            size -= 1
+            last = order[size]
+            pos[item] = -1
+            if last != item:
+                order[i] = last
+                pos[last] = i
+                index_up(key, order, pos, i)
+                index_down(key, order, pos, size, pos[last])
+        return size
+    if i < 0:
+        order[size] = item
+        pos[item] = size
+        index_up(key, order, pos, size)
+        return size + 1
+    index_up(key, order, pos, i)
+    index_down(key, order, pos, size, pos[item])
+    return size
+
+
+__all__ = ["heap_less", "heap_pop", "heap_push", "index_down", "index_less", "index_set",
+           "index_up"]  # fmt: skip

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .heap import heap_push
+from .heap import heap_push, index_set
 
 
 # ---------------------------------------------------------------------- state
@@ -57,30 +57,69 @@ def link_queues(hop_link, n_links, reserve):
     return qbase, qsize, np.zeros(qcap), np.zeros(qcap), np.zeros(qcap, dtype=np.int64)
 
 
-def share_state(n_links, class_ptr):
-    """Per shared link: virtual time, when it was last advanced and active connections; per
-    connection (class): whether it has a transfer on its link, its waiting transfers' queue
-    sizes and key arrays (planned position or -1, request time, hop), in heap segments
-    starting at ``class_ptr``."""
+def share_state(n_links):
+    """Per shared link: virtual time, when it was last advanced and active connections."""
+    return np.zeros(n_links), np.zeros(n_links), np.zeros(n_links, dtype=np.int64)
+
+
+def connection_state(hop_conn_pos, hop_class, class_ptr):
+    """Per connection (class): whether it carries a transfer, and where its waiting transfers
+    are kept, in its segment ``class_ptr[c]:class_ptr[c + 1]`` of one array of hops (-1:
+    empty): first one slot per position of its planned order (a transfer that came before
+    its turn waits in its slot), then its unordered transfers in a queue by (request time,
+    hop) from ``head[c]`` to ``tail[c]``, which starts at ``slots_end[c]``. Returns (busy,
+    waiting hops, slots_end, head, tail)."""
     n_classes = class_ptr.shape[0] - 1
-    cap = class_ptr[n_classes] + 1
-    return (
-        np.zeros(n_links),
-        np.zeros(n_links),
-        np.zeros(n_links, dtype=np.int64),
-        np.zeros(n_classes, dtype=np.bool_),
-        np.zeros(n_classes, dtype=np.int64),
-        np.zeros(cap),
-        np.zeros(cap),
-        np.zeros(cap, dtype=np.int64),
-    )
+    head = class_ptr[:n_classes].copy()
+    for h in range(hop_class.shape[0]):
+        if hop_class[h] >= 0 and hop_conn_pos[h] >= 0:
+            head[hop_class[h]] += 1  # the queue starts after the slots
+    waiting = np.full(class_ptr[n_classes] + 1, -1, dtype=np.int64)
+    return np.zeros(n_classes, dtype=np.bool_), waiting, head, head.copy(), head.copy()
+
+
+def connection_wait(h, c, hop_conn_pos, hop_req, class_ptr, waiting, head, tail):
+    """Hop ``h`` must wait for connection ``c``: into its slot (ordered), or into the queue,
+    kept sorted by (request time, hop) (requests come in time order, so this moves nothing
+    except among requests of one instant)."""
+    pos = hop_conn_pos[h]
+    if pos >= 0:
+        waiting[class_ptr[c] + pos] = h
+        return
+    i = tail[c]
+    while i > head[c]:
+        g = waiting[i - 1]
+        if hop_req[g] < hop_req[h] or (hop_req[g] == hop_req[h] and g < h):
+            break
+        waiting[i] = g
+        i -= 1
+    waiting[i] = h
+    tail[c] += 1
+
+
+def connection_next(c, conn_next, class_ptr, waiting, slots_end, head, tail):
+    """The transfer connection ``c`` carries next now that it is free: the first queued
+    unordered one, else the one in the slot of its next planned position if it has come;
+    -1 where none may go (the connection idles)."""
+    if head[c] < tail[c]:
+        h = waiting[head[c]]
+        waiting[head[c]] = -1
+        head[c] += 1
+        return h
+    slot = class_ptr[c] + conn_next[c]
+    if slot < slots_end[c] and waiting[slot] >= 0:
+        h = waiting[slot]
+        waiting[slot] = -1
+        return h
+    return -1
 
 
 def initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, shared):
     """The global event heap, holding the first-hop requests of operations without
-    dependencies: its key arrays and size. With shared links every admission and completion
-    may schedule one more (possibly superseded) completion event."""
-    cap = (4 if shared else 2) * n_hops + n_links + 1
+    dependencies: its key arrays and size. Each hop is requested once, and with planned link
+    orders once more when it is unparked; links' completions are events of their own there
+    (``shared``: they are kept in an indexed heap instead, one entry per link)."""
+    cap = (1 if shared else 2) * n_hops + n_links + 1
     et = np.empty(cap)
     ep = np.empty(cap)
     eid = np.empty(cap, dtype=np.int64)
@@ -153,21 +192,18 @@ def share_advance(link, t, vt, vlast, active):
     vlast[link] = t
 
 
-def share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at, heap, esize, ev_id):
-    """(Re)schedule the shared link's next completion from its smallest virtual finish; a
-    superseded event stays in the heap and is ignored when popped (its time is no longer
-    ``link_free_at``). The new event-heap size."""
-    et, ep, eid = heap
-    if qsize[link] == 0:
-        link_free_at[link] = np.inf
-        return esize
-    tn = vlast[link] + (qp[qbase[link]] - vt[link]) * active[link]
-    if tn < vlast[link]:
-        tn = vlast[link]  # rounding: never schedule into the past
+def share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at, lheap, lsize):
+    """(Re)schedule the shared link's next completion from its smallest virtual finish, in
+    the indexed heap of links' completions (``lheap``: its order and position arrays, keyed
+    by ``link_free_at``; none while the link carries nothing). The new size of that heap."""
+    tn = np.inf
+    if qsize[link] > 0:
+        tn = vlast[link] + (qp[qbase[link]] - vt[link]) * active[link]
+        if tn < vlast[link]:
+            tn = vlast[link]  # rounding: never schedule into the past
     if tn != link_free_at[link]:
-        link_free_at[link] = tn
-        esize = heap_push(et, ep, eid, 0, esize, tn, np.inf, ev_id)
-    return esize
+        lsize = index_set(link_free_at, lheap[0], lheap[1], lsize, link, tn)
+    return lsize
 
 
 def next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, heap, esize):
@@ -240,8 +276,11 @@ def arrive(op, tail, opst, succ, hop_req, heap, esize, done_ops):
 
 __all__ = [
     "arrive",
+    "connection_next",
     "connection_started",
+    "connection_state",
     "connection_turn",
+    "connection_wait",
     "hop_done",
     "hop_state",
     "initial_events",
