@@ -18,9 +18,11 @@ def order_arrays(
     hop_link: np.ndarray,
     route_ptr: np.ndarray,
     n_links: int,
+    compiled: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
     """Priorities and explicit per-link orders: (hop_order_pos, link_order_ptr,
-    link_order_hops, op_prio, description). ``route_ptr``: each operation's hops."""
+    link_order_hops, op_prio, description). ``route_ptr``: each operation's hops;
+    ``compiled``: find the ordered hops with the compiled loop (:func:`find_hops`)."""
     n_hops = len(hop_link)
     pos = np.full(n_hops, -1, dtype=np.int64)
     ptr = np.zeros(n_links + 1, dtype=np.int64)
@@ -36,39 +38,28 @@ def order_arrays(
         prio = s.step.astype(np.float64)
         used = "planned steps first"
     if s.link_order:
-        ptr, hops, pos = link_order_hops(s, hop_link, route_ptr, n_links)
+        ptr, hops, pos = link_order_hops(s, hop_link, route_ptr, n_links, compiled)
         used += " + planned link orders"
     return pos, ptr, hops, prio, used
 
 
 def link_order_hops(
-    s: Schedule, hop_link: np.ndarray, route_ptr: np.ndarray, n_links: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    s: Schedule, hop_link: np.ndarray, route_ptr: np.ndarray, n_links: int,
+    compiled: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """The schedule's link orders as hops: (per link, the start of its ordered hops; the hops,
     link by link in each link's order; each hop's position in its link's order, -1 where it
     has none). Each listed operation's hop on the link is found in its own route
-    (``route_ptr``), one route position at a time for all of them: no sort."""
+    (:func:`find_hops`; ``compiled``: its compiled loop): no sort."""
     assert s.link_order is not None
     links = sorted(s.link_order, key=int)
     seqs = [np.asarray(s.link_order[l], dtype=np.int64).ravel() for l in links]
     lengths = np.array([len(q) for q in seqs], dtype=np.int64)
     want_link = np.repeat(np.array([int(l) for l in links], dtype=np.int64), lengths)
     want_op = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
-    hops = np.full(len(want_op), -1, dtype=np.int64)
-    valid = (want_op >= 0) & (want_op < s.num_ops) & (want_link >= 0) & (want_link < n_links)
-    todo = np.flatnonzero(valid)
-    first = route_ptr[want_op[todo]]
-    left = route_ptr[want_op[todo] + 1] - first  # route positions not yet looked at
-    some = left > 0
-    todo, first, left = todo[some], first[some], left[some]
-    k = 0
-    while len(todo):
-        here = first + k
-        hit = hop_link[here] == want_link[todo]
-        hops[todo[hit]] = here[hit]
-        more = ~hit & (left > k + 1)
-        todo, first, left = todo[more], first[more], left[more]
-        k += 1
+    find = compiled_find_hops() if compiled else find_hops
+    hops = find(want_op, want_link, route_ptr.astype(np.int64), hop_link.astype(np.int64),
+                np.int64(n_links))  # fmt: skip
     if len(hops) and hops.min() < 0:
         bad = int(np.flatnonzero(hops < 0)[0])
         raise CollsynthError(
@@ -80,6 +71,29 @@ def link_order_hops(
     pos = np.full(len(hop_link), -1, dtype=np.int64)
     pos[hops] = np.arange(len(hops), dtype=np.int64) - ptr[want_link]
     return ptr, hops, pos
+
+
+def find_hops(want_op, want_link, route_ptr, hop_link, n_links):
+    """For each (operation, link) listed, the hop of the operation's route on that link, or
+    -1 (no such operation or link, or the route does not use it): one scan of each listed
+    route, linear in the hops looked at."""
+    n_ops = route_ptr.shape[0] - 1
+    out = np.full(want_op.shape[0], -1, dtype=np.int64)
+    for i in range(want_op.shape[0]):
+        op = want_op[i]
+        link = want_link[i]
+        if op < 0 or op >= n_ops or link < 0 or link >= n_links:
+            continue
+        for h in range(route_ptr[op], route_ptr[op + 1]):
+            if hop_link[h] == link:
+                out[i] = h
+                break
+    return out
+
+
+def compiled_find_hops() -> Callable:
+    """:func:`find_hops`, compiled."""
+    return compiled(find_hops)
 
 
 def connections(
@@ -195,10 +209,12 @@ def compiled_occurrences() -> Callable:
 
 __all__ = [
     "compiled_connection_classes",
+    "compiled_find_hops",
     "compiled_occurrences",
     "connection_classes",
     "connection_positions",
     "connections",
+    "find_hops",
     "link_order_hops",
     "occurrences",
     "order_arrays",

@@ -172,7 +172,7 @@ def simulate(
     succ_ptr, succ_ids = successors(n_ops, s.dep_ptr, s.dep_ids)
     indeg = np.diff(s.dep_ptr).astype(np.int64)
     pos, optr, ohops, prio, used = order_arrays(
-        s, "fcfs" if order == "fcfs" else "plan", hop_link, route_ptr, n_all
+        s, "fcfs" if order == "fcfs" else "plan", hop_link, route_ptr, n_all, compiled
     )
     kernel: Callable[..., tuple]
     if order == "fair":
