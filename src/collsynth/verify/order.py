@@ -199,21 +199,38 @@ def _pacing_shaped(s, before: np.ndarray, after: np.ndarray) -> np.ndarray:
     own transfers along a link's order (which the ``link-order`` rule already ties to the
     dependencies), not a step of the plan."""
     out = np.zeros(len(before), dtype=bool)
-    same = s.src[before] == s.src[after]
-    if not same.any():
+    pairs = np.flatnonzero(s.src[before] == s.src[after])
+    if not len(pairs):
         return out
-    place: dict[tuple[int, int], int] = {}
-    wanted = set(before[same].tolist()) | set(after[same].tolist())
-    for link, seq in s.link_order.items():
-        for k, op in enumerate(np.asarray(seq).tolist()):
-            if op in wanted:
-                place[int(link), op] = k
-    links_of: dict[int, list[int]] = {}
-    for link, op in place:
-        links_of.setdefault(op, []).append(link)
-    for i in np.flatnonzero(same).tolist():
-        d, o = int(before[i]), int(after[i])
-        out[i] = any(
-            (link, o) in place and place[link, d] < place[link, o] for link in links_of.get(d, [])
-        )
+    n = s.num_ops
+    links = sorted(s.link_order, key=int)
+    seqs = [np.asarray(s.link_order[l], dtype=np.int64).ravel() for l in links]
+    lengths = np.array([len(q) for q in seqs], dtype=np.int64)
+    e_link = np.repeat(np.array([int(l) for l in links], dtype=np.int64), lengths)
+    e_op = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    e_pos = np.arange(len(e_op), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    wanted = np.zeros(n, dtype=bool)
+    wanted[before[pairs]] = True
+    wanted[after[pairs]] = True
+    keep = (e_op >= 0) & (e_op < n)
+    keep[keep] = wanted[e_op[keep]]
+    # each (link, op) of a wanted op at its place in the link's order (the last, if listed twice)
+    key = e_link[keep] * n + e_op[keep]
+    by = np.argsort(key, kind="stable")
+    key, place = key[by], e_pos[keep][by]
+    last = np.ones(len(key), dtype=bool)
+    last[:-1] = key[1:] != key[:-1]
+    key, place = key[last], place[last]
+    # per pair, every link of ``before``'s: is ``after`` later in that link's order?
+    op_of, link_of = key % n, key // n
+    grouped = np.argsort(op_of, kind="stable")  # the entries op by op
+    op_sorted = op_of[grouped]
+    first = np.searchsorted(op_sorted, before[pairs])
+    count = np.searchsorted(op_sorted, before[pairs], side="right") - first
+    pair_of = np.repeat(np.arange(len(pairs)), count)
+    entry = grouped[np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())]
+    query = link_of[entry] * n + after[pairs][pair_of]
+    at = np.minimum(np.searchsorted(key, query), max(len(key) - 1, 0))
+    hit = (key[at] == query) & (place[entry] < place[at]) if len(key) else np.zeros(0, bool)
+    out[pairs[np.unique(pair_of[hit])]] = True
     return out
