@@ -174,7 +174,9 @@ def compiled_group(
     call each other compiled: one shared globals dict in which each name is replaced by its
     compiled form (numba resolves a global call when it compiles the caller, after every name
     is in place). Without numba, the plain functions. ``refcount(name)``: see
-    :func:`compiled`. Memoized per process on the namespace and the names."""
+    :func:`compiled`. Memoized per process on the namespace and the names. A namespace that
+    is no module's (no ``__name__``) is compiled without numba's disk cache: numba could not
+    rebuild its globals when loading."""
     chosen = tuple(names)
     key = (id(namespace), chosen, tuple(refcount(n) for n in chosen))
     hit = _MEMO.get(key)
@@ -187,10 +189,13 @@ def compiled_group(
 
         space = dict(namespace)
         files = frozenset(namespace[name].__code__.co_filename for name in chosen)
+        # numba rebuilds a cached function's globals by importing the module they are named
+        # after: a namespace that is no module's (no ``__name__``) compiles every time
+        cache = "__name__" in namespace
         with _cache_folder(files, repr(key[2])):
             for name in chosen:
                 f = namespace[name]
-                space[name] = njit(**_options(False, refcount(name)))(
+                space[name] = njit(**dict(_options(False, refcount(name)), cache=cache))(
                     types.FunctionType(f.__code__, space, f.__name__, f.__defaults__, f.__closure__)
                 )
         out = {name: space[name] for name in chosen}
