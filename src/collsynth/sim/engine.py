@@ -24,8 +24,9 @@ and priority +inf, so at equal times every request is queued before the link pic
 (sender-receiver rank pairs) with data on them, each connection carrying its own transfers one
 at a time (TCP, or an RDMA queue pair): in its planned order where the schedule's link orders
 give one (the order its sender posts them; a transfer waits for its turn), else first ready,
-first served. A shared link's ``FREE``
-event is its next completion; the link keeps a virtual time ``V`` that advances at ``1 / n``
+first served. A shared link's ``FREE`` event is its next completion, kept apart from the global
+heap in an indexed heap over links (one entry per link, moved in place; at equal times the
+requests go first, as above); the link keeps a virtual time ``V`` that advances at ``1 / n``
 per second with ``n`` connections active, and a transfer admitted at ``V0`` ends when ``V``
 reaches ``V0 + bytes / bw`` (processor sharing, exact between events).
 
