@@ -576,3 +576,60 @@ def test_a_bad_channel_count_is_one_line_before_any_arithmetic(channels):
     s = synthesize("ring", load_topology("dgx1"), Collective.make("allgather", 8, 1))
     with pytest.raises(CollsynthError, match="channels must be a positive integer"):
         to_msccl_xml(s, channels=channels)
+
+
+def _send_all_then_receive(k: int) -> str:
+    """A two-GPU AllGather in the msccl-tools style: each GPU's one thread block sends its k
+    chunks to the other, then receives the other's k, then copies its own: correct when a
+    connection buffers k transfers, a slot deadlock with fewer."""
+    lines = [
+        f'<algo name="ag2" proto="Simple" nchannels="1" nchunksperloop="{2 * k}" ngpus="2" '
+        'coll="allgather" inplace="0" outofplace="1" minBytes="0" maxBytes="0">'
+    ]
+    for g in (0, 1):
+        o = 1 - g
+        lines.append(f'  <gpu id="{g}" i_chunks="{k}" o_chunks="{2 * k}" s_chunks="0">')
+        lines.append(f'    <tb id="0" send="{o}" recv="{o}" chan="0">')
+        steps = [("s", "i", c, g * k + c) for c in range(k)]
+        steps += [("r", "o", o * k + c, o * k + c) for c in range(k)]
+        steps += [("cpy", "i", c, g * k + c) for c in range(k)]
+        for i, (kind, buf, src, dst) in enumerate(steps):
+            lines.append(
+                f'      <step s="{i}" type="{kind}" srcbuf="{buf}" srcoff="{src}" dstbuf="o" '
+                f'dstoff="{dst}" cnt="1" depid="-1" deps="-1" hasdep="0"/>'
+            )
+        lines += ["    </tb>", "  </gpu>"]
+    return "\n".join(lines + ["</algo>"]) + "\n"
+
+
+def test_checker_connection_slots_as_the_runtime_has_them(tmp_path, capsys):
+    from collsynth.cli import main
+    from collsynth.export.check import RUNTIME_FIFO_SLOTS
+
+    two = _send_all_then_receive(2)
+    with pytest.raises(XmlCheckError, match="waits for a free slot") as e:
+        check_msccl_xml(two)  # the library's default: one slot, what collsynth's files meet
+    assert e.value.check == "deadlock"
+    assert check_msccl_xml(two, fifo_slots=2).ok
+    full = _send_all_then_receive(RUNTIME_FIFO_SLOTS)
+    over = _send_all_then_receive(RUNTIME_FIFO_SLOTS + 1)
+    paths = {}
+    for name, text in (("two", two), ("full", full), ("over", over)):
+        paths[name] = str(tmp_path / f"{name}.xml")
+        with open(paths[name], "w") as f:
+            f.write(text)
+
+    def cli(*argv):
+        code = main(["check-xml", *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    # the command's default is the runtime's slots: programs that need up to that many pass
+    assert cli(paths["two"])[0] == 0 and cli(paths["full"])[0] == 0
+    code, out, err = cli(paths["over"])  # a real slot deadlock is still caught
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1 and "slot" in err
+    code, _, err = cli(paths["two"], "--fifo-slots", "1")
+    assert code == 2 and "deadlock" in err
+    for bad in ("0", "-3", "two"):
+        code, out, err = cli(paths["two"], "--fifo-slots", bad)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1 and "fifo-slots" in err

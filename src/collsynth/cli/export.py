@@ -8,6 +8,17 @@ from typing import Any
 from .common import Parser, add_command, add_json, add_output, emit_json, refuse_overwriting_inputs
 
 
+def _positive_int(text: str) -> int:
+    """An integer of at least 1 (argparse ``type``: a bad value is a one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_parser(sub: Any) -> None:
     """Register ``export`` (one subcommand per registered exporter) and ``check-xml``."""
     from ..export import load_exporters
@@ -66,6 +77,15 @@ def add_parser(sub: Any) -> None:
         help="default: detected from the attributes",
     )
     chk.add_argument("--root", type=int, default=0, help="root of broadcast/reduce programs")
+    chk.add_argument(
+        "--fifo-slots",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="transfers one (sender, receiver, channel) connection buffers before a send "
+        "waits (default: 8, the MSCCL runtime's NCCL_STEPS; 1 checks that the program runs "
+        "even with one slot, as every file collsynth writes does)",
+    )
     add_json(chk)
     chk.set_defaults(func=cmd_check_xml)
 
@@ -153,12 +173,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_check_xml(args: argparse.Namespace) -> int:
     """Check an MSCCL XML file."""
     from ..export import check_msccl_xml
+    from ..export.check import RUNTIME_FIFO_SLOTS
     from ..topology import load_topology
     from ..topology.io import read_text
 
     topo = load_topology(args.topology) if args.topology else None
     text = read_text(args.xml)
-    report = check_msccl_xml(text, topo, dialect=args.dialect, root=args.root)
+    report = check_msccl_xml(text, topo, dialect=args.dialect, root=args.root,
+                             fifo_slots=args.fifo_slots or RUNTIME_FIFO_SLOTS)  # fmt: skip
     if args.json:
         emit_json({"xml": args.xml, **report.to_dict()})
     else:

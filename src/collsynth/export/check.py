@@ -83,6 +83,11 @@ class XmlCheckReport:
         return dict(self.__dict__)
 
 
+#: transfers one (sender, receiver, channel) connection of the MSCCL runtime buffers before a
+#: send waits: NCCL's ``NCCL_STEPS`` slots per connection, which MSCCL's runtime inherits
+RUNTIME_FIFO_SLOTS = 8
+
+
 def check_msccl_xml(
     text: str, topology=None, *, dialect: str | None = None, root: int = 0, fifo_slots: int = 1
 ) -> XmlCheckReport:
