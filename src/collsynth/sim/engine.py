@@ -44,7 +44,7 @@ import numpy as np
 
 from ..jit import compiled
 from . import heap, steps
-from .heap import heap_less, heap_pop, heap_push, index_set
+from .heap import ZERO, heap_less, heap_pop, heap_push, index_set
 from .steps import (
     connection_next,
     connection_started,
@@ -77,9 +77,9 @@ def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, gro
     et, ep, eid = heap
     n_hops = hop_link.shape[0]
     grouped = groups[0][0]
-    done_ops = 0
+    done_ops = np.int64(0)
     while esize > 0:
-        t, p, x, esize = heap_pop(et, ep, eid, 0, esize)
+        t, p, x, esize = heap_pop(et, ep, eid, ZERO, esize)
         if x >= n_hops:
             link = x - n_hops
             free_pending[link] = False
@@ -104,7 +104,7 @@ def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, gro
                 if not free_pending[link]:
                     free_pending[link] = True
                     esize = heap_push(
-                        et, ep, eid, 0, esize, link_free_at[link], np.inf, n_hops + link
+                        et, ep, eid, ZERO, esize, link_free_at[link], np.inf, n_hops + link
                     )
                 continue
         # serve hop h on link at time t
@@ -115,13 +115,13 @@ def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, gro
         hop_end[h] = end
         if qsize[link] > 0 and not free_pending[link]:
             free_pending[link] = True
-            esize = heap_push(et, ep, eid, 0, esize, end, np.inf, n_hops + link)
+            esize = heap_push(et, ep, eid, ZERO, esize, end, np.inf, n_hops + link)
         op = hop_op[h]
         pos = hop_order_pos[h]
         if pos >= 0:
             nh = unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked)
             if nh >= 0:
-                esize = heap_push(et, ep, eid, 0, esize, t, op_prio[hop_op[nh]], nh)
+                esize = heap_push(et, ep, eid, ZERO, esize, t, op_prio[hop_op[nh]], nh)
         if grouped:
             esize = next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
                               heap, esize)  # fmt: skip
@@ -134,7 +134,7 @@ def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, gro
         if h < op_last_hop[op]:
             nt = t + hop_alpha[h]
             hop_req[h + 1] = nt
-            esize = heap_push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
+            esize = heap_push(et, ep, eid, ZERO, esize, nt, op_prio[op], h + 1)
             continue
         finish = op_acc[op] + op_extra[op]
         op_finish[op] = finish
@@ -166,6 +166,8 @@ def run_events(
     reserve,
     op_hops,
     groups,
+    loop=planned_loop,
+    call=None,
 ):
     """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
 
@@ -177,7 +179,9 @@ def run_events(
     which is exactly first-ready-first-served, without queues or link-free events. The event
     keys are in the module's docstring. ``op_hops``: the hops whose end an operation's
     arrival waits for; ``groups``: multicasts and in-switch reductions (see :func:`next_hop`),
-    ``groups[0][0]`` false where there are none.
+    ``groups[0][0]`` false where there are none. ``loop``: :func:`planned_loop`, compiled or
+    not (the state is allocated here, with numpy); ``call(loop, *args)`` calls it (default:
+    directly).
     """
     n_hops = hop_link.shape[0]
     busy, free_pending, link_free_at, next_pos = link_state(n_links)
@@ -194,7 +198,8 @@ def run_events(
             hop_end, hop_req, parked)  # fmt: skip
     links = (busy, free_pending, link_free_at, next_pos, qbase, qsize, qp, qr, qh,
              link_order_ptr, link_order_hops)  # fmt: skip
-    done_ops = planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, groups)
+    args = (hops, op_last_hop, opst, links, reserve, heap, esize, succ, groups)
+    done_ops = call(loop, *args) if call is not None else loop(*args)
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
@@ -212,8 +217,8 @@ def fair_loop(hops, op_last_hop, opst, links, conns, heap, esize, succ, groups):
     et, ep, eid = heap
     n_hops = hop_link.shape[0]
     lheap = (lorder, lpos)
-    lsize = 0
-    done_ops = 0
+    lsize = np.int64(0)
+    done_ops = np.int64(0)
     while esize > 0 or lsize > 0:
         if lsize > 0 and (
             esize == 0
@@ -248,7 +253,7 @@ def fair_loop(hops, op_last_hop, opst, links, conns, heap, esize, succ, groups):
             lsize = share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
                                     lheap, lsize)  # fmt: skip
             continue
-        t, _, h, esize = heap_pop(et, ep, eid, 0, esize)
+        t, _, h, esize = heap_pop(et, ep, eid, ZERO, esize)
         link = hop_link[h]
         if link_shared[link]:
             c = hop_class[h]
@@ -306,6 +311,8 @@ def run_events_fair(
     hop_conn_pos,
     op_hops,
     groups,
+    loop=fair_loop,
+    call=None,
 ):
     """The event loop with shared links (``order="fair"``): ``link_shared[l]`` links are
     shared by their connections (``hop_class[h]``: the connection of a hop on one, whose
@@ -314,13 +321,12 @@ def run_events_fair(
     connection's planned order (the schedule's link order restricted to one sender-receiver
     pair, which is the order an executor posts that pair's messages in), or -1: a connection
     carries its ordered transfers in that order, and its unordered ones first ready, first
-    served. No planned priorities. Compiled separately from :func:`run_events`, and only when
-    used. Returns what :func:`run_events` returns."""
+    served. No planned priorities. Its loop is compiled apart from :func:`planned_loop`, and
+    only when used. ``loop``, ``call``: as for :func:`run_events` (:func:`fair_loop`). Returns what
+    :func:`run_events` returns."""
     n_hops = hop_link.shape[0]
     busy, _, link_free_at, _ = link_state(n_links)
-    for l in range(n_links):
-        if link_shared[l]:
-            link_free_at[l] = np.inf  # no completion scheduled yet
+    link_free_at[link_shared] = np.inf  # no completion scheduled yet
     hop_start, hop_end, hop_req, _ = hop_state(n_hops)
     op_prio = np.zeros(op_first_hop.shape[0])
     op_ready, op_finish, op_acc, remaining = op_state(op_release, indeg)
@@ -343,19 +349,16 @@ def run_events_fair(
     links = (link_shared, busy, link_free_at, vt, vlast, active, qbase, qsize, qp, qr, qh,
              lorder, lpos)  # fmt: skip
     conns = (class_ptr, cbusy, waiting, slots_end, chead, ctail, conn_next)
-    done_ops = fair_loop(hops, op_last_hop, opst, links, conns, heap, esize, succ, groups)
+    args = (hops, op_last_hop, opst, links, conns, heap, esize, succ, groups)
+    done_ops = call(loop, *args) if call is not None else loop(*args)
     return hop_start, hop_end, op_ready, op_finish, busy, done_ops
 
 
 def rank_times(src, dst, finish, n_ranks):
-    """Latest completion of an operation each rank sends or receives."""
+    """Latest completion of an operation each rank sends or receives (0 where none)."""
     out = np.zeros(n_ranks)
-    for i in range(src.shape[0]):
-        f = finish[i]
-        if f > out[src[i]]:
-            out[src[i]] = f
-        if f > out[dst[i]]:
-            out[dst[i]] = f
+    np.fmax.at(out, src, finish)
+    np.fmax.at(out, dst, finish)
     return out
 
 
@@ -366,36 +369,22 @@ _STEPS = (
     (heap, "heap_push", False),
     (heap, "heap_pop", False),
     (heap, "index_less", True),
-    (heap, "index_up", False),
-    (heap, "index_down", False),
+    (heap, "index_up", True),
+    (heap, "index_down", True),
     (heap, "index_set", False),
-    (steps, "queue_bases", False),
     (steps, "next_in_order", True),
-    (steps, "release_successors", False),
+    (steps, "release_successors", True),
     (steps, "unpark_next", True),
-    (steps, "op_state", False),
-    (steps, "link_state", False),
-    (steps, "hop_state", False),
-    (steps, "link_queues", False),
-    (steps, "initial_events", False),
-    (steps, "share_state", False),
     (steps, "share_advance", True),
     (steps, "connection_turn", True),
     (steps, "connection_started", True),
-    (steps, "connection_state", False),
     (steps, "connection_wait", False),
     (steps, "connection_next", False),
     (steps, "share_schedule", False),
-    (steps, "request_hop", False),
+    (steps, "request_hop", True),
     (steps, "next_hop", False),
-    (steps, "arrive", False),
     (steps, "hop_done", False),
 )
-#: the steps that allocate arrays (the others only read and write their callers' arrays, and
-#: are compiled without reference counting: every call would otherwise update the count of
-#: every array it is passed, which cost more than the step itself)
-_ALLOCATING = frozenset(("queue_bases", "op_state", "link_state", "hop_state", "link_queues",
-                         "initial_events", "share_state", "connection_state"))  # fmt: skip
 _loaded: dict[str, Callable] = {}  # the compiled loops this process has asked for
 
 
@@ -406,13 +395,8 @@ def compiled_steps() -> dict[str, Callable]:
     out: dict[str, Callable] = {}
     for module, name, inline in _STEPS:
         out[name] = compiled(getattr(module, name), helpers=dict(out), inline=inline,
-                             refcount=name in _ALLOCATING)  # fmt: skip
+                             refcount=False)  # fmt: skip
     return out
-
-
-def compiled_rank_times() -> Callable:
-    """:func:`rank_times`, compiled."""
-    return compiled(rank_times)
 
 
 def compiled_loaded(fair: bool) -> bool:
@@ -420,21 +404,19 @@ def compiled_loaded(fair: bool) -> bool:
     return ("fair" if fair else "planned") in _loaded
 
 
-def compiled_run_events() -> Callable:
-    """The numba-compiled event loop (compiled once per process, cached on disk)."""
+def compiled_planned_loop() -> Callable:
+    """:func:`planned_loop` compiled with numba (once per process, cached on disk): the
+    ``loop`` of :func:`run_events`."""
     if "planned" not in _loaded:
-        steps_ = compiled_steps()
-        loop = compiled(planned_loop, helpers=steps_, refcount=False)
-        _loaded["planned"] = compiled(run_events, helpers={**steps_, "planned_loop": loop})
+        _loaded["planned"] = compiled(planned_loop, helpers=compiled_steps(), refcount=False)
     return _loaded["planned"]
 
 
-def compiled_run_events_fair() -> Callable:
-    """The numba-compiled loop with shared links (compiled only when first used)."""
+def compiled_fair_loop() -> Callable:
+    """:func:`fair_loop` compiled (only when first used): the ``loop`` of
+    :func:`run_events_fair`."""
     if "fair" not in _loaded:
-        steps_ = compiled_steps()
-        loop = compiled(fair_loop, helpers=steps_, refcount=False)
-        _loaded["fair"] = compiled(run_events_fair, helpers={**steps_, "fair_loop": loop})
+        _loaded["fair"] = compiled(fair_loop, helpers=compiled_steps(), refcount=False)
     return _loaded["fair"]
 
 
@@ -442,9 +424,8 @@ __all__ = [
     "compiled_loaded",
     "fair_loop",
     "planned_loop",
-    "compiled_rank_times",
-    "compiled_run_events",
-    "compiled_run_events_fair",
+    "compiled_fair_loop",
+    "compiled_planned_loop",
     "compiled_steps",
     "rank_times",
     "run_events",

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+#: the base of a heap that starts its array: a typed zero (a literal ``0`` argument would make
+#: numba compile every heap function a second time, for the literal)
+ZERO = np.int64(0)
+
 
 def heap_less(a0, a1, a2, b0, b1, b2):
     if a0 != b0:
@@ -151,5 +155,5 @@ def index_set(key, order, pos, size, item, value):
     return size
 
 
-__all__ = ["heap_less", "heap_pop", "heap_push", "index_down", "index_less", "index_set",
+__all__ = ["ZERO", "heap_less", "heap_pop", "heap_push", "index_down", "index_less", "index_set",
            "index_up"]  # fmt: skip

@@ -57,9 +57,10 @@ def link_order_hops(
     lengths = np.array([len(q) for q in seqs], dtype=np.int64)
     want_link = np.repeat(np.array([int(l) for l in links], dtype=np.int64), lengths)
     want_op = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    hops = np.empty(len(want_op), dtype=np.int64)
     find = compiled_find_hops() if compiled else find_hops
-    hops = find(want_op, want_link, route_ptr.astype(np.int64), hop_link.astype(np.int64),
-                np.int64(n_links))  # fmt: skip
+    find(want_op, want_link, route_ptr.astype(np.int64), hop_link.astype(np.int64),
+         np.int64(n_links), hops)  # fmt: skip
     if len(hops) and hops.min() < 0:
         bad = int(np.flatnonzero(hops < 0)[0])
         raise CollsynthError(
@@ -73,13 +74,13 @@ def link_order_hops(
     return ptr, hops, pos
 
 
-def find_hops(want_op, want_link, route_ptr, hop_link, n_links):
+def find_hops(want_op, want_link, route_ptr, hop_link, n_links, out):
     """For each (operation, link) listed, the hop of the operation's route on that link, or
-    -1 (no such operation or link, or the route does not use it): one scan of each listed
-    route, linear in the hops looked at."""
+    -1 (no such operation or link, or the route does not use it), into ``out``: one scan of
+    each listed route, linear in the hops looked at."""
     n_ops = route_ptr.shape[0] - 1
-    out = np.full(want_op.shape[0], -1, dtype=np.int64)
     for i in range(want_op.shape[0]):
+        out[i] = -1
         op = want_op[i]
         link = want_link[i]
         if op < 0 or op >= n_ops or link < 0 or link >= n_links:
@@ -88,12 +89,11 @@ def find_hops(want_op, want_link, route_ptr, hop_link, n_links):
             if hop_link[h] == link:
                 out[i] = h
                 break
-    return out
 
 
 def compiled_find_hops() -> Callable:
-    """:func:`find_hops`, compiled."""
-    return compiled(find_hops)
+    """:func:`find_hops`, compiled (it allocates nothing)."""
+    return compiled(find_hops, refcount=False)
 
 
 def connections(
@@ -104,11 +104,12 @@ def connections(
     the virtual issue links; the start of each connection's queue segment; which links are
     shared). A connection is one (link, sender, receiver): transfers between the same two ranks
     over one link go one after another, different pairs share the link. Numbered link by link,
-    in order of first use (:func:`connection_classes`; ``compiled``: its compiled loop)."""
-    number = compiled_connection_classes() if compiled else connection_classes
-    hop_class, n_classes = number(
-        hop_link, hop_op, s.src.astype(np.int64), s.dst.astype(np.int64), n_links,
-        np.int64(s.topology.num_ranks),
+    in order of first use (:func:`number_connections`; ``compiled``: its compiled loop)."""
+    number = compiled_number_connections() if compiled else number_connections
+    hop_class, *arrays = connection_arrays(hop_link, n_links)
+    n_classes = number(
+        hop_link, hop_op, s.src.astype(np.int64), s.dst.astype(np.int64),
+        np.int64(s.topology.num_ranks), hop_class, *arrays,
     )  # fmt: skip
     class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
     class_ptr[1:] = np.cumsum(np.bincount(hop_class[hop_class >= 0], minlength=n_classes))
@@ -117,35 +118,38 @@ def connections(
     return hop_class, class_ptr, shared
 
 
-def connection_classes(hop_link, hop_op, src, dst, n_links, n_ranks):
-    """Number the (link, sender, receiver) of every hop on a real link (``< n_links``; -1 on
-    the others): the hops bucketed by link (a counting pass), then per link an open-addressing
-    table of the rank pairs seen on it, sized for the busiest link and reused link after link.
-    No sort: linear in the hops. Returns (each hop's connection, number of connections)."""
-    n = hop_link.shape[0]
+def connection_arrays(hop_link, n_links):
+    """The arrays :func:`number_connections` fills, made with numpy (so the compiled loop
+    allocates nothing): each hop's connection (-1), the start of each link's hops, the hops
+    by link, each link's fill position, and the tables (sized for the busiest link)."""
+    real = hop_link < n_links
+    counts = np.bincount(hop_link[real], minlength=n_links)[:n_links]
     start = np.zeros(n_links + 1, dtype=np.int64)
-    for h in range(n):
-        if hop_link[h] < n_links:
-            start[hop_link[h] + 1] += 1
-    most = 0
-    for l in range(n_links):
-        most = max(most, start[l + 1])
-        start[l + 1] += start[l]
-    fill = start[:n_links].copy()
-    by_link = np.empty(start[n_links], dtype=np.int64)
-    for h in range(n):
+    np.cumsum(counts, out=start[1:])
+    size = 2
+    while size < 2 * (int(counts.max()) if n_links else 0):
+        size *= 2
+    out = np.full(len(hop_link), -1, dtype=np.int64)
+    tables = (np.full(size, -1, dtype=np.int64), np.zeros(size, dtype=np.int64),
+              np.zeros(size, dtype=np.int64))  # fmt: skip
+    return out, start, np.empty(int(start[-1]), dtype=np.int64), start[:-1].copy(), tables
+
+
+def number_connections(hop_link, hop_op, src, dst, n_ranks, out, start, by_link, fill, tables):
+    """Number the (link, sender, receiver) of every hop on a real link (``< n_links``; -1 on
+    the others) into ``out``: the hops bucketed by link (a counting pass), then per link an
+    open-addressing table of the rank pairs seen on it (``tables``: the link that last wrote
+    each slot, the rank pair there and its connection), reused link after link. No sort:
+    linear in the hops. The arrays come from :func:`connection_arrays`. Returns the number of
+    connections."""
+    n_links = start.shape[0] - 1
+    seen, key_at, class_at = tables
+    for h in range(hop_link.shape[0]):
         l = hop_link[h]
         if l < n_links:
             by_link[fill[l]] = h
             fill[l] += 1
-    size = 2
-    while size < 2 * most:
-        size *= 2
-    mask = size - 1
-    seen = np.full(size, -1, dtype=np.int64)  # the link that last wrote the slot
-    key_at = np.zeros(size, dtype=np.int64)
-    class_at = np.zeros(size, dtype=np.int64)
-    out = np.full(n, -1, dtype=np.int64)
+    mask = seen.shape[0] - 1
     n_classes = 0
     for l in range(n_links):
         for i in range(start[l], start[l + 1]):
@@ -162,12 +166,12 @@ def connection_classes(hop_link, hop_op, src, dst, n_links, n_ranks):
                 class_at[slot] = n_classes
                 n_classes += 1
             out[h] = class_at[slot]
-    return out, n_classes
+    return n_classes
 
 
-def compiled_connection_classes() -> Callable:
-    """:func:`connection_classes`, compiled."""
-    return compiled(connection_classes)
+def compiled_number_connections() -> Callable:
+    """:func:`number_connections`, compiled (it allocates nothing)."""
+    return compiled(number_connections, refcount=False)
 
 
 def connection_positions(
@@ -186,36 +190,37 @@ def connection_positions(
         return pos
     count = compiled_occurrences() if compiled else occurrences
     ordered = link_order_hops[hop_class[link_order_hops] >= 0]  # real links only
-    pos[ordered] = count(hop_class[ordered], n_classes)
+    counts = np.empty(len(ordered), dtype=np.int64)
+    count(hop_class[ordered], np.zeros(n_classes, dtype=np.int64), counts)
+    pos[ordered] = counts
     return pos
 
 
-def occurrences(values, n_values):
+def occurrences(values, seen, out):
     """For each entry, how many entries before it hold the same value (``0 <= value <
-    n_values``): a counting pass, no sort."""
-    seen = np.zeros(n_values, dtype=np.int64)
-    out = np.empty(values.shape[0], dtype=np.int64)
+    len(seen)``; ``seen`` starts at zero, ``out`` receives the counts): a counting pass, no
+    sort."""
     for i in range(values.shape[0]):
         v = values[i]
         out[i] = seen[v]
         seen[v] += 1
-    return out
 
 
 def compiled_occurrences() -> Callable:
     """:func:`occurrences`, compiled."""
-    return compiled(occurrences)
+    return compiled(occurrences, refcount=False)
 
 
 __all__ = [
-    "compiled_connection_classes",
     "compiled_find_hops",
+    "compiled_number_connections",
     "compiled_occurrences",
-    "connection_classes",
+    "connection_arrays",
     "connection_positions",
     "connections",
     "find_hops",
     "link_order_hops",
+    "number_connections",
     "occurrences",
     "order_arrays",
 ]

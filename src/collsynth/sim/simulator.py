@@ -9,7 +9,6 @@ every hop.
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -19,10 +18,11 @@ from ..schedule.dag import successors
 from ..schedule.ir import OpKind, Schedule
 from ..units import fmt_time
 from .engine import (
+    compiled_fair_loop,
     compiled_loaded,
-    compiled_rank_times,
-    compiled_run_events,
-    compiled_run_events_fair,
+    compiled_planned_loop,
+    fair_loop,
+    planned_loop,
     rank_times,
     run_events,
     run_events_fair,
@@ -174,7 +174,6 @@ def simulate(
     pos, optr, ohops, prio, used = order_arrays(
         s, "fcfs" if order == "fcfs" else "plan", hop_link, route_ptr, n_all, compiled
     )
-    kernel: Callable[..., tuple]
     if order == "fair":
         hop_class, class_ptr, shared = connections(s, hop_link, hop_op, n_links, n_all,
                                                      compiled)  # fmt: skip
@@ -182,21 +181,21 @@ def simulate(
         used = "links shared fairly by rank pairs, each pair first ready, first served"
         if len(ohops):
             used = "links shared fairly by rank pairs, each pair in its planned link order"
-        kernel = compiled_run_events_fair() if compiled else run_events_fair
-        hop_start, hop_end, op_ready, op_finish, busy, done = _call_holding_signals(
-            kernel, hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last,
+        hop_start, hop_end, op_ready, op_finish, busy, done = run_events_fair(
+            hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last,
             release_t, extra, succ_ptr, succ_ids, indeg, n_all, hop_class, class_ptr, shared,
-            conn_pos, op_hops, groups,
+            conn_pos, op_hops, groups, compiled_fair_loop() if compiled else fair_loop,
+            _call_holding_signals,
         )  # fmt: skip
     else:
-        kernel = compiled_run_events() if compiled else run_events
         reserve = bool(np.all(prio == prio[0])) if n_ops else True
         if _force_queues:
             reserve = False
-        hop_start, hop_end, op_ready, op_finish, busy, done = _call_holding_signals(
-            kernel, hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio,
+        hop_start, hop_end, op_ready, op_finish, busy, done = run_events(
+            hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio,
             release_t, extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_all, reserve,
-            op_hops, groups,
+            op_hops, groups, compiled_planned_loop() if compiled else planned_loop,
+            _call_holding_signals,
         )  # fmt: skip
     if done != n_ops:
         raise CollsynthError(
@@ -214,9 +213,7 @@ def simulate(
             real_first = own_ptr[:-1][s.kind != OpKind.JOIN]
             op_start[s.kind != OpKind.JOIN] = hop_start[real_first]
     total = float(op_finish.max()) if n_ops else 0.0
-    per_rank = (compiled_rank_times() if compiled else rank_times)(
-        s.src, s.dst, op_finish, t.num_ranks
-    )
+    per_rank = rank_times(s.src, s.dst, op_finish, t.num_ranks)
     return SimResult(
         s,
         float(size),

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .heap import heap_push, index_set
+from .heap import ZERO, heap_push, index_set
 
 
 # ---------------------------------------------------------------------- state
+# The loops' state is allocated with numpy before the compiled loop runs (only the loops and
+# the steps they call are compiled: compiling the allocations as well cost a third of the first
+# compile).
 def link_state(n_links):
     """Per-link state: busy time, whether a link-free event is pending, when the link is free,
     and the position in its planned order of the next hop it may serve."""
@@ -33,25 +36,17 @@ def op_state(op_release, indeg):
     """Per-operation state: when it is ready (its release time until its dependencies finish),
     its finish (NaN until done), its arrival so far, and its dependencies not yet done."""
     n_ops = op_release.shape[0]
-    return op_release.copy(), np.full(n_ops, np.nan), np.zeros(n_ops), indeg.copy()
-
-
-def queue_bases(hop_link, n_links, reserve):
-    """Start of each link's waiting-queue segment (prefix sums of hops per link)."""
-    qbase = np.zeros(n_links + 1, dtype=np.int64)
-    if not reserve:
-        for h in range(hop_link.shape[0]):
-            qbase[hop_link[h] + 1] += 1
-        for l in range(n_links):
-            qbase[l + 1] += qbase[l]
-    return qbase
+    return (op_release.astype(np.float64), np.full(n_ops, np.nan), np.zeros(n_ops),
+            indeg.astype(np.int64))  # fmt: skip
 
 
 def link_queues(hop_link, n_links, reserve):
     """Per-link waiting queues: heap segments sized by the number of hops on each link (none
     with ``reserve``). Returns (segment starts, sizes, and the priority, request-time and hop
     key arrays)."""
-    qbase = queue_bases(hop_link, n_links, reserve)
+    qbase = np.zeros(n_links + 1, dtype=np.int64)
+    if not reserve:
+        np.cumsum(np.bincount(hop_link, minlength=n_links)[:n_links], out=qbase[1:])
     qcap = hop_link.shape[0] + 1 if not reserve else 1
     qsize = np.zeros(n_links, dtype=np.int64)
     return qbase, qsize, np.zeros(qcap), np.zeros(qcap), np.zeros(qcap, dtype=np.int64)
@@ -70,14 +65,35 @@ def connection_state(hop_conn_pos, hop_class, class_ptr):
     hop) from ``head[c]`` to ``tail[c]``, which starts at ``slots_end[c]``. Returns (busy,
     waiting hops, slots_end, head, tail)."""
     n_classes = class_ptr.shape[0] - 1
-    head = class_ptr[:n_classes].copy()
-    for h in range(hop_class.shape[0]):
-        if hop_class[h] >= 0 and hop_conn_pos[h] >= 0:
-            head[hop_class[h]] += 1  # the queue starts after the slots
-    waiting = np.full(class_ptr[n_classes] + 1, -1, dtype=np.int64)
+    head = class_ptr[:n_classes].astype(np.int64)
+    ordered = (hop_class >= 0) & (hop_conn_pos >= 0)
+    head += np.bincount(hop_class[ordered], minlength=n_classes)[:n_classes]  # slots first
+    waiting = np.full(int(class_ptr[n_classes]) + 1, -1, dtype=np.int64)
     return np.zeros(n_classes, dtype=np.bool_), waiting, head, head.copy(), head.copy()
 
 
+def initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, shared):
+    """The global event heap, holding the first-hop requests of operations without
+    dependencies: its key arrays and size (the requests sorted by their keys, which is a
+    heap). Each hop is requested once, and with planned link orders once more when it is
+    unparked; links' completions are events of their own there (``shared``: they are kept in
+    an indexed heap instead, one entry per link)."""
+    cap = (1 if shared else 2) * n_hops + n_links + 1
+    et = np.empty(cap)
+    ep = np.empty(cap)
+    eid = np.empty(cap, dtype=np.int64)
+    ops = np.flatnonzero((remaining == 0) & (op_first_hop >= 0))
+    first = op_first_hop[ops].astype(np.int64)
+    hop_req[first] = op_ready[ops]
+    keys = np.lexsort((first, op_prio[ops], op_ready[ops]))
+    k = len(ops)
+    et[:k] = op_ready[ops][keys]
+    ep[:k] = op_prio[ops][keys]
+    eid[:k] = first[keys]
+    return et, ep, eid, k
+
+
+# ---------------------------------------------------------------------- steps
 def connection_wait(h, c, hop_conn_pos, hop_req, class_ptr, waiting, head, tail):
     """Hop ``h`` must wait for connection ``c``: into its slot (ordered), or into the queue,
     kept sorted by (request time, hop) (requests come in time order, so this moves nothing
@@ -114,25 +130,6 @@ def connection_next(c, conn_next, class_ptr, waiting, slots_end, head, tail):
     return -1
 
 
-def initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, shared):
-    """The global event heap, holding the first-hop requests of operations without
-    dependencies: its key arrays and size. Each hop is requested once, and with planned link
-    orders once more when it is unparked; links' completions are events of their own there
-    (``shared``: they are kept in an indexed heap instead, one entry per link)."""
-    cap = (1 if shared else 2) * n_hops + n_links + 1
-    et = np.empty(cap)
-    ep = np.empty(cap)
-    eid = np.empty(cap, dtype=np.int64)
-    esize = 0
-    for op in range(op_first_hop.shape[0]):
-        if remaining[op] == 0 and op_first_hop[op] >= 0:
-            h0 = op_first_hop[op]
-            hop_req[h0] = op_ready[op]
-            esize = heap_push(et, ep, eid, 0, esize, op_ready[op], op_prio[op], h0)
-    return et, ep, eid, esize
-
-
-# ---------------------------------------------------------------------- steps
 def next_in_order(link, pos, link_order_ptr, link_order_hops):
     """The hop after position ``pos`` in the link's planned order, or -1."""
     b0 = link_order_ptr[link]
@@ -169,7 +166,7 @@ def release_successors(
             h0 = op_first_hop[s]
             if h0 >= 0:  # (-1: a multicast branch, requested where it parts instead)
                 hop_req[h0] = op_ready[s]
-                esize = heap_push(et, ep, eid, 0, esize, op_ready[s], op_prio[s], h0)
+                esize = heap_push(et, ep, eid, ZERO, esize, op_ready[s], op_prio[s], h0)
     return esize
 
 
@@ -220,7 +217,7 @@ def next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, hea
     if not flags[0]:
         if h < op_last_hop[op]:
             hop_req[h + 1] = nt
-            esize = heap_push(et, ep, eid, 0, esize, nt, op_prio[op], h + 1)
+            esize = heap_push(et, ep, eid, ZERO, esize, nt, op_prio[op], h + 1)
         return esize
     if h < op_last_hop[op]:
         esize = request_hop(h + 1, nt, hop_op, hop_req, need, op_prio, heap, esize)
@@ -237,7 +234,7 @@ def request_hop(s, nt, hop_op, hop_req, need, op_prio, heap, esize):
     need[s] -= 1
     if need[s] == 0:
         et, ep, eid = heap
-        esize = heap_push(et, ep, eid, 0, esize, hop_req[s], op_prio[hop_op[s]], s)
+        esize = heap_push(et, ep, eid, ZERO, esize, hop_req[s], op_prio[hop_op[s]], s)
     return esize
 
 
@@ -246,36 +243,30 @@ def hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups, hop_req, he
     """Hop ``h``'s end is known: the arrival so far of each operation that waits for it (its
     own; with in-network groups, every one whose data it carries, with the alphas still ahead
     on that operation's path); an operation whose last such hop this was is done and its
-    successors may go. The new event-heap size and count of operations done."""
+    successors may go. The new event-heap size and count of operations done. (One function
+    with the arrival inside: each compiled function costs numba a fixed share of the first
+    compile.)"""
     op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = opst
-    if groups[0][0]:
-        user_ptr, user_op, user_tail = groups[4], groups[5], groups[6]
-        for k in range(user_ptr[h], user_ptr[h + 1]):
-            esize, done_ops = arrive(user_op[k], hop_end[h] + user_tail[k], opst, succ,
-                                      hop_req, heap, esize, done_ops)  # fmt: skip
-        return esize, done_ops
-    return arrive(hop_op[h], hop_end[h] + hop_alpha_tail[h], opst, succ, hop_req, heap, esize,
-                   done_ops)  # fmt: skip
-
-
-def arrive(op, tail, opst, succ, hop_req, heap, esize, done_ops):
-    """One of ``op``'s hops ended, its data at the receiver by ``tail``."""
-    op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = opst
-    if tail > op_acc[op]:
-        op_acc[op] = tail
-    hops_left[op] -= 1
-    if hops_left[op] == 0:
-        finish = op_acc[op] + op_extra[op]
-        op_finish[op] = finish
-        done_ops += 1
-        esize = release_successors(
-            op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
-        )
+    grouped = groups[0][0]
+    user_ptr, user_op, user_tail = groups[4], groups[5], groups[6]
+    k0, k1 = (user_ptr[h], user_ptr[h + 1]) if grouped else (0, 1)
+    for k in range(k0, k1):
+        op = user_op[k] if grouped else hop_op[h]
+        tail = hop_end[h] + (user_tail[k] if grouped else hop_alpha_tail[h])
+        if tail > op_acc[op]:
+            op_acc[op] = tail
+        hops_left[op] -= 1
+        if hops_left[op] == 0:
+            finish = op_acc[op] + op_extra[op]
+            op_finish[op] = finish
+            done_ops += 1
+            esize = release_successors(
+                op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
+            )
     return esize, done_ops
 
 
 __all__ = [
-    "arrive",
     "connection_next",
     "connection_started",
     "connection_state",
@@ -289,7 +280,6 @@ __all__ = [
     "next_hop",
     "next_in_order",
     "op_state",
-    "queue_bases",
     "release_successors",
     "request_hop",
     "share_advance",
