@@ -52,12 +52,11 @@ from .steps import (
     connection_turn,
     connection_wait,
     hop_done,
-    hop_state,
+    hop_times,
     initial_events,
     link_queues,
     link_state,
     next_hop,
-    op_state,
     release_successors,
     share_advance,
     share_schedule,
@@ -66,16 +65,15 @@ from .steps import (
 )
 
 
-def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, groups):
-    """The loop of :func:`run_events` over the state it made (tuples of arrays): compiled
-    without reference counting, as :func:`fair_loop` is. The number of operations done."""
-    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_order_pos = hops[:6]
-    hop_start, hop_end, hop_req, parked = hops[6:]
+def planned_loop(hops, ops, times, links, reserve, heap, esize, succ, groups, parked):
+    """The loop of :func:`run_events` over the state it made (the hops' and operations'
+    records, tuples of arrays; ``times``: the hops' starts and ends): compiled without
+    reference counting, as :func:`fair_loop` is. The number of operations done."""
+    hop_start, hop_end = times
     busy, free_pending, link_free_at, next_pos, qbase, qsize, qp, qr, qh = links[:9]
     link_order_ptr, link_order_hops = links[9], links[10]
-    op_acc, _, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = opst
     et, ep, eid = heap
-    n_hops = hop_link.shape[0]
+    n_hops = hops.shape[0]
     grouped = groups[0][0]
     done_ops = np.int64(0)
     while esize > 0:
@@ -88,8 +86,8 @@ def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, gro
             _, _, h, qsize[link] = heap_pop(qp, qr, qh, qbase[link], qsize[link])
         else:
             h = x
-            link = hop_link[h]
-            pos = hop_order_pos[h]
+            link = np.int64(hops[h]["link"])
+            pos = hops[h]["pos"]
             if pos >= 0 and pos != next_pos[link]:
                 parked[h] = True
                 continue
@@ -98,8 +96,9 @@ def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, gro
                     t = link_free_at[link]
             elif link_free_at[link] > t or qsize[link] > 0:
                 # busy, or others already wait for it: queue up and compete when it frees
+                r = hops[h]
                 qsize[link] = heap_push(
-                    qp, qr, qh, qbase[link], qsize[link], op_prio[hop_op[h]], hop_req[h], h
+                    qp, qr, qh, qbase[link], qsize[link], ops[r["op"]]["prio"], r["req"], h
                 )
                 if not free_pending[link]:
                     free_pending[link] = True
@@ -108,114 +107,88 @@ def planned_loop(hops, op_last_hop, opst, links, reserve, heap, esize, succ, gro
                     )
                 continue
         # serve hop h on link at time t
-        end = t + hop_tx[h]
+        r = hops[h]
+        end = t + r["tx"]
         link_free_at[link] = end
-        busy[link] += hop_tx[h]
+        busy[link] += r["tx"]
         hop_start[h] = t
         hop_end[h] = end
         if qsize[link] > 0 and not free_pending[link]:
             free_pending[link] = True
             esize = heap_push(et, ep, eid, ZERO, esize, end, np.inf, n_hops + link)
-        op = hop_op[h]
-        pos = hop_order_pos[h]
+        op = np.int64(r["op"])
+        pos = r["pos"]
         if pos >= 0:
             nh = unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked)
             if nh >= 0:
-                esize = heap_push(et, ep, eid, ZERO, esize, t, op_prio[hop_op[nh]], nh)
+                esize = heap_push(et, ep, eid, ZERO, esize, t, ops[hops[nh]["op"]]["prio"], nh)
         if grouped:
-            esize = next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
-                              heap, esize)  # fmt: skip
-            esize, done_ops = hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups,
-                                        hop_req, heap, esize, done_ops)  # fmt: skip
+            esize = next_hop(h, t, hops, ops, groups, heap, esize)
+            esize, done_ops = hop_done(h, end, hops, ops, succ, groups, heap, esize, done_ops)
             continue
-        tail = end + hop_alpha_tail[h]
-        if tail > op_acc[op]:
-            op_acc[op] = tail
-        if h < op_last_hop[op]:
-            nt = t + hop_alpha[h]
-            hop_req[h + 1] = nt
-            esize = heap_push(et, ep, eid, ZERO, esize, nt, op_prio[op], h + 1)
+        o = ops[op]
+        tail = end + r["tail"]
+        if tail > o["acc"]:
+            o["acc"] = tail
+        if h < o["last"]:
+            nt = t + r["alpha"]
+            hops[h + 1]["req"] = nt
+            esize = heap_push(et, ep, eid, ZERO, esize, nt, o["prio"], h + 1)
             continue
-        finish = op_acc[op] + op_extra[op]
-        op_finish[op] = finish
+        finish = o["acc"] + o["extra"]
+        o["finish"] = finish
         done_ops += 1
-        esize = release_successors(
-            op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
-        )
+        esize = release_successors(op, finish, ops, succ, hops, heap, esize)
     return done_ops
 
 
-def run_events(
-    hop_link,
-    hop_op,
-    hop_tx,
-    hop_alpha,
-    hop_alpha_tail,
-    op_first_hop,
-    op_last_hop,
-    op_prio,
-    op_release,
-    op_extra,
-    succ_ptr,
-    succ_ids,
-    indeg,
-    hop_order_pos,
-    link_order_ptr,
-    link_order_hops,
-    n_links,
-    reserve,
-    op_hops,
-    groups,
-    loop=planned_loop,
-    call=None,
-):
+def _outputs(times, ops, busy, done_ops):
+    """What the loops return: per-hop start and end, per-operation ready and finish (plain
+    arrays, out of the records), per-link busy time and the operations done."""
+    return (times[0], times[1], np.ascontiguousarray(ops["ready"]),
+            np.ascontiguousarray(ops["finish"]), busy, done_ops)  # fmt: skip
+
+
+def run_events(hops, ops, succ_ptr, succ_ids, link_order_ptr, link_order_hops, n_links,
+               reserve, groups, loop=planned_loop, call=None):  # fmt: skip
     """Run the event loop; returns per-hop start/end, per-op ready/finish, per-link busy time.
 
-    ``op_prio``: planned priority of each operation (0 everywhere for first-ready-first-served).
-    ``op_extra``: time added after arrival (reduction cost). ``op_release``: earliest start of
-    each operation. ``hop_order_pos[h]``: the hop's position in its link's explicit planned
-    order, or -1. ``reserve``: every priority is equal, so a request can book the link at once
-    (``start = max(t, free)``): with equal priorities nobody who asks later may overtake it,
-    which is exactly first-ready-first-served, without queues or link-free events. The event
-    keys are in the module's docstring. ``op_hops``: the hops whose end an operation's
-    arrival waits for; ``groups``: multicasts and in-switch reductions (see :func:`next_hop`),
-    ``groups[0][0]`` false where there are none. ``loop``: :func:`planned_loop`, compiled or
-    not (the state is allocated here, with numpy); ``call(loop, *args)`` calls it (default:
-    directly).
+    ``hops``, ``ops``: the hops' and operations' records (:data:`~collsynth.sim.steps.HOP`,
+    :data:`~collsynth.sim.steps.OP`; a hop's ``pos`` is its position in its link's explicit
+    planned order, or -1; an operation's ``prio`` its planned priority, 0 everywhere for first
+    ready first served, and ``extra`` the time added after its arrival, a reduction), filled
+    in by the loop. ``reserve``: every priority is equal, so a request can book the link at
+    once (``start = max(t, free)``): with equal priorities nobody who asks later may overtake
+    it, which is exactly first-ready-first-served, without queues or link-free events. The
+    event keys are in the module's docstring. ``groups``: multicasts and in-switch reductions
+    (see :func:`next_hop`), ``groups[0][0]`` false where there are none. ``loop``:
+    :func:`planned_loop`, compiled or not (the state is allocated here, with numpy);
+    ``call(loop, *args)`` calls it (default: directly).
     """
-    n_hops = hop_link.shape[0]
     busy, free_pending, link_free_at, next_pos = link_state(n_links)
-    hop_start, hop_end, hop_req, parked = hop_state(n_hops)
-    op_ready, op_finish, op_acc, remaining = op_state(op_release, indeg)
-    qbase, qsize, qp, qr, qh = link_queues(hop_link, n_links, reserve)
-    et, ep, eid, esize = initial_events(
-        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, False
-    )
-    heap = (et, ep, eid)
-    succ = (succ_ptr, succ_ids)
-    opst = (op_acc, op_hops.copy(), op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio)
-    hops = (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_order_pos, hop_start,
-            hop_end, hop_req, parked)  # fmt: skip
+    times = hop_times(hops.shape[0])
+    parked = np.zeros(hops.shape[0], dtype=np.bool_)
+    qbase, qsize, qp, qr, qh = link_queues(hops["link"], n_links, reserve)
+    et, ep, eid, esize = initial_events(n_links, hops, ops, False)
     links = (busy, free_pending, link_free_at, next_pos, qbase, qsize, qp, qr, qh,
              link_order_ptr, link_order_hops)  # fmt: skip
-    args = (hops, op_last_hop, opst, links, reserve, heap, esize, succ, groups)
+    args = (hops, ops, times, links, reserve, (et, ep, eid), esize, (succ_ptr, succ_ids), groups,
+            parked)  # fmt: skip
     done_ops = call(loop, *args) if call is not None else loop(*args)
-    return hop_start, hop_end, op_ready, op_finish, busy, done_ops
+    return _outputs(times, ops, busy, done_ops)
 
 
-def fair_loop(hops, op_last_hop, opst, links, conns, heap, esize, succ, groups):
-    """The loop of :func:`run_events_fair` over the state it made (tuples of arrays; it
-    allocates nothing, so it is compiled without reference counting, which cost a third of
-    its time when every step it calls was passed counted arrays). The number of operations
-    done."""
-    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_class, hop_conn_pos = hops[:7]
-    hop_start, hop_end, hop_req = hops[7], hops[8], hops[9]
+def fair_loop(hops, ops, times, links, conns, heap, esize, succ, groups):
+    """The loop of :func:`run_events_fair` over the state it made (records and tuples of
+    arrays; it allocates nothing, so it is compiled without reference counting, which cost a
+    third of its time when every step it calls was passed counted arrays). The number of
+    operations done."""
+    hop_start, hop_end = times
     link_shared, busy, link_free_at, vt, vlast, active = links[:6]
     qbase, qsize, qp, qr, qh, lorder, lpos = links[6:]
     class_ptr, cbusy, waiting, slots_end, chead, ctail, conn_next = conns
-    op_prio = opst[7]
     et, ep, eid = heap
-    n_hops = hop_link.shape[0]
+    n_hops = hops.shape[0]
     lheap = (lorder, lpos)
     lsize = np.int64(0)
     done_ops = np.int64(0)
@@ -233,125 +206,90 @@ def fair_loop(hops, op_last_hop, opst, links, conns, heap, esize, succ, groups):
                 _, _, h, qsize[link] = heap_pop(qp, qr, qh, qbase[link], qsize[link])
                 active[link] -= 1
                 hop_end[h] = t
-                esize, done_ops = hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ,
-                                            groups, hop_req, heap, esize, done_ops)  # fmt: skip
-                c = hop_class[h]
+                esize, done_ops = hop_done(h, t, hops, ops, succ, groups, heap, esize, done_ops)
+                c = np.int64(hops[h]["cls"])
                 h2 = connection_next(c, conn_next, class_ptr, waiting, slots_end, chead, ctail)
                 if h2 >= 0:  # the connection's next transfer goes on
+                    r = hops[h2]
                     qsize[link] = heap_push(
-                        qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h2], 0.0, h2
+                        qp, qr, qh, qbase[link], qsize[link], vt[link] + r["tx"], 0.0, h2
                     )
                     active[link] += 1
-                    busy[link] += hop_tx[h2]
+                    busy[link] += r["tx"]
                     hop_start[h2] = t
-                    connection_started(h2, c, hop_conn_pos, conn_next)
-                    esize = next_hop(
-                        h2, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, heap, esize
-                    )
+                    connection_started(h2, c, hops, conn_next)
+                    esize = next_hop(h2, t, hops, ops, groups, heap, esize)
                 else:
                     cbusy[c] = False
             lsize = share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
                                     lheap, lsize)  # fmt: skip
             continue
         t, _, h, esize = heap_pop(et, ep, eid, ZERO, esize)
-        link = hop_link[h]
+        r = hops[h]
+        link = np.int64(r["link"])
         if link_shared[link]:
-            c = hop_class[h]
-            if cbusy[c] or not connection_turn(h, c, hop_conn_pos, conn_next):
+            c = np.int64(r["cls"])
+            if cbusy[c] or not connection_turn(h, c, hops, conn_next):
                 # the connection carries an earlier transfer, or one before this in its
                 # planned order has not come yet: wait in line (unordered transfers first,
                 # by request time; an ordered one in its slot until its turn)
-                connection_wait(h, c, hop_conn_pos, hop_req, class_ptr, waiting, chead, ctail)
+                connection_wait(h, c, hops, class_ptr, waiting, chead, ctail)
                 continue
             cbusy[c] = True
-            connection_started(h, c, hop_conn_pos, conn_next)
+            connection_started(h, c, hops, conn_next)
             share_advance(link, t, vt, vlast, active)
             qsize[link] = heap_push(
-                qp, qr, qh, qbase[link], qsize[link], vt[link] + hop_tx[h], 0.0, h
+                qp, qr, qh, qbase[link], qsize[link], vt[link] + r["tx"], 0.0, h
             )
             active[link] += 1
-            busy[link] += hop_tx[h]
+            busy[link] += r["tx"]
             hop_start[h] = t
             lsize = share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
                                     lheap, lsize)  # fmt: skip
-            esize = next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
-                              heap, esize)  # fmt: skip
+            esize = next_hop(h, t, hops, ops, groups, heap, esize)
             continue
         # a first-served link (an issue slot): booked at once
         if link_free_at[link] > t:
             t = link_free_at[link]
-        link_free_at[link] = t + hop_tx[h]
-        busy[link] += hop_tx[h]
+        link_free_at[link] = t + r["tx"]
+        busy[link] += r["tx"]
         hop_start[h] = t
-        hop_end[h] = t + hop_tx[h]
-        esize = next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups,
-                          heap, esize)  # fmt: skip
-        esize, done_ops = hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups,
-                                    hop_req, heap, esize, done_ops)  # fmt: skip
+        hop_end[h] = t + r["tx"]
+        esize = next_hop(h, t, hops, ops, groups, heap, esize)
+        esize, done_ops = hop_done(h, hop_end[h], hops, ops, succ, groups, heap, esize, done_ops)
     return done_ops
 
 
-def run_events_fair(
-    hop_link,
-    hop_op,
-    hop_tx,
-    hop_alpha,
-    hop_alpha_tail,
-    op_first_hop,
-    op_last_hop,
-    op_release,
-    op_extra,
-    succ_ptr,
-    succ_ids,
-    indeg,
-    n_links,
-    hop_class,
-    class_ptr,
-    link_shared,
-    hop_conn_pos,
-    op_hops,
-    groups,
-    loop=fair_loop,
-    call=None,
-):
+def run_events_fair(hops, ops, succ_ptr, succ_ids, n_links, class_ptr, link_shared, groups,
+                    loop=fair_loop, call=None):  # fmt: skip
     """The event loop with shared links (``order="fair"``): ``link_shared[l]`` links are
-    shared by their connections (``hop_class[h]``: the connection of a hop on one, whose
-    waiting transfers queue in ``class_ptr[c]:class_ptr[c + 1]``); the others (issue slots)
-    serve first ready, first served. ``hop_conn_pos[h]``: the hop's position in its
+    shared by their connections (a hop's ``cls`` in its record: its connection on such a
+    link, whose waiting transfers queue in ``class_ptr[c]:class_ptr[c + 1]``); the others
+    (issue slots) serve first ready, first served. A hop's ``pos``: its position in its
     connection's planned order (the schedule's link order restricted to one sender-receiver
     pair, which is the order an executor posts that pair's messages in), or -1: a connection
     carries its ordered transfers in that order, and its unordered ones first ready, first
     served. No planned priorities. Its loop is compiled apart from :func:`planned_loop`, and
-    only when used. ``loop``, ``call``: as for :func:`run_events` (:func:`fair_loop`). Returns what
-    :func:`run_events` returns."""
-    n_hops = hop_link.shape[0]
+    only when used. ``loop``, ``call``: as for :func:`run_events` (:func:`fair_loop`). Returns
+    what :func:`run_events` returns."""
     busy, _, link_free_at, _ = link_state(n_links)
     link_free_at[link_shared] = np.inf  # no completion scheduled yet
-    hop_start, hop_end, hop_req, _ = hop_state(n_hops)
-    op_prio = np.zeros(op_first_hop.shape[0])
-    op_ready, op_finish, op_acc, remaining = op_state(op_release, indeg)
-    hops_left = op_hops.copy()
-    qbase, qsize, qp, qr, qh = link_queues(hop_link, n_links, False)
+    qbase, qsize, qp, qr, qh = link_queues(hops["link"], n_links, False)
     vt, vlast, active = share_state(n_links)
-    cbusy, waiting, slots_end, chead, ctail = connection_state(hop_conn_pos, hop_class, class_ptr)
+    cbusy, waiting, slots_end, chead, ctail = connection_state(hops["pos"], hops["cls"],
+                                                               class_ptr)  # fmt: skip
     conn_next = np.zeros(class_ptr.shape[0] - 1, dtype=np.int64)
-    et, ep, eid, esize = initial_events(
-        n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, True
-    )
-    heap = (et, ep, eid)
-    succ = (succ_ptr, succ_ids)
-    opst = (op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio)
+    et, ep, eid, esize = initial_events(n_links, hops, ops, True)
+    times = hop_times(hops.shape[0])
     # the shared links' next completions: an indexed heap over links keyed by link_free_at
     lorder = np.zeros(n_links, dtype=np.int64)
     lpos = np.full(n_links, -1, dtype=np.int64)
-    hops = (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, hop_class, hop_conn_pos,
-            hop_start, hop_end, hop_req)  # fmt: skip
     links = (link_shared, busy, link_free_at, vt, vlast, active, qbase, qsize, qp, qr, qh,
              lorder, lpos)  # fmt: skip
     conns = (class_ptr, cbusy, waiting, slots_end, chead, ctail, conn_next)
-    args = (hops, op_last_hop, opst, links, conns, heap, esize, succ, groups)
+    args = (hops, ops, times, links, conns, (et, ep, eid), esize, (succ_ptr, succ_ids), groups)
     done_ops = call(loop, *args) if call is not None else loop(*args)
-    return hop_start, hop_end, op_ready, op_finish, busy, done_ops
+    return _outputs(times, ops, busy, done_ops)
 
 
 def rank_times(src, dst, finish, n_ranks):

@@ -31,6 +31,7 @@ from .groups import group_arrays, group_plan
 from .hops import hop_arrays, virtual_hops
 from .orders import connection_positions, connections, order_arrays
 from .result import SimResult
+from .steps import MAX_HOPS, hop_records, op_records
 
 ORDER_POLICIES = ("auto", "plan", "fcfs", "fair")
 # The link model the executors realize and the emulated testbed validated (docs/testbed.md):
@@ -165,6 +166,10 @@ def simulate(
         own_ptr.astype(np.int64), n_links, plan.forked if plan else None,
     )  # fmt: skip
     groups, op_hops, op_first = group_arrays(plan, own_ptr, route_ptr)
+    if len(hop_link) > MAX_HOPS:
+        raise CollsynthError(
+            f"schedule has {len(hop_link):,} link hops; the simulator numbers at most {MAX_HOPS:,}"
+        )
     if compiled is None:
         compiled = len(hop_link) >= COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
     op_last = route_ptr[1:] - 1
@@ -177,26 +182,33 @@ def simulate(
     if order == "fair":
         hop_class, class_ptr, shared = connections(s, hop_link, hop_op, n_links, n_all,
                                                      compiled)  # fmt: skip
-        conn_pos = connection_positions(hop_class, len(class_ptr) - 1, ohops, compiled)
+        pos = connection_positions(hop_class, len(class_ptr) - 1, ohops, compiled)
+        prio = np.zeros(n_ops)
+    # the loop's records; the arrays they copy are let go before it runs
+    hops = hop_records(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, pos,
+                       hop_class if order == "fair" else -1)  # fmt: skip
+    ops = op_records(op_first, op_last, op_hops, indeg, extra, release_t, prio)
+    del hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, pos, op_last, op_hops, indeg
+    del extra, release_t
+    if order == "fair":
+        del hop_class
         used = "links shared fairly by rank pairs, each pair first ready, first served"
         if len(ohops):
             used = "links shared fairly by rank pairs, each pair in its planned link order"
         hop_start, hop_end, op_ready, op_finish, busy, done = run_events_fair(
-            hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last,
-            release_t, extra, succ_ptr, succ_ids, indeg, n_all, hop_class, class_ptr, shared,
-            conn_pos, op_hops, groups, compiled_fair_loop() if compiled else fair_loop,
-            _call_holding_signals,
+            hops, ops, succ_ptr, succ_ids, n_all, class_ptr, shared, groups,
+            compiled_fair_loop() if compiled else fair_loop, _call_holding_signals,
         )  # fmt: skip
     else:
         reserve = bool(np.all(prio == prio[0])) if n_ops else True
         if _force_queues:
             reserve = False
         hop_start, hop_end, op_ready, op_finish, busy, done = run_events(
-            hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, op_first, op_last, prio,
-            release_t, extra, succ_ptr, succ_ids, indeg, pos, optr, ohops, n_all, reserve,
-            op_hops, groups, compiled_planned_loop() if compiled else planned_loop,
-            _call_holding_signals,
+            hops, ops, succ_ptr, succ_ids, optr, ohops, n_all, reserve, groups,
+            compiled_planned_loop() if compiled else planned_loop, _call_holding_signals,
         )  # fmt: skip
+    hop_link, hop_op = hops["link"].astype(np.int64), hops["op"].astype(np.int64)
+    del hops, ops
     if done != n_ops:
         raise CollsynthError(
             f"simulation stalled with {n_ops - done} of {n_ops} operations "

@@ -11,33 +11,64 @@ import numpy as np
 
 from .heap import ZERO, heap_push, index_set
 
-
 # ---------------------------------------------------------------------- state
 # The loops' state is allocated with numpy before the compiled loop runs (only the loops and
 # the steps they call are compiled: compiling the allocations as well cost a third of the first
-# compile).
+# compile). Each hop's and each operation's fields are one record (a numpy structured array
+# the loop reads whole): the fields of one hop lie on one cache line or two, not on ten.
+
+#: a hop's fields (48 bytes): its link, operation, position in its link's planned order
+#: (planned models) or its connection's (realized), its connection (-1 where none),
+#: transmission time, alpha, alpha from it to the route's end, and when it was requested (its
+#: start and end, the loop's outputs, are arrays of their own: nothing copies them out)
+HOP = np.dtype([("link", np.int32), ("op", np.int32), ("pos", np.int32), ("cls", np.int32),
+                ("tx", np.float64), ("alpha", np.float64), ("tail", np.float64),
+                ("req", np.float64)], align=True)  # fmt: skip
+#: an operation's fields (64 bytes, one cache line): its last and first hop (-1: a multicast
+#: branch), the hops its arrival still waits for, its dependencies not yet done, its arrival
+#: so far, the time added after it (reduction), its finish, when it is ready, its planned
+#: priority, and padding. Hops and operations are numbered in four bytes: at most
+#: :data:`MAX_HOPS` hops (the simulator refuses more)
+MAX_HOPS = 2**31 - 1
+OP = np.dtype([("last", np.int32), ("first", np.int32), ("left", np.int32),
+               ("remaining", np.int32), ("acc", np.float64), ("extra", np.float64),
+               ("finish", np.float64), ("ready", np.float64), ("prio", np.float64),
+               ("spare", np.float64)], align=True)  # fmt: skip
+
+
+def hop_records(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, pos, cls):
+    """The hops' records (requested at 0 until requested)."""
+    out = np.zeros(hop_link.shape[0], dtype=HOP)
+    fields = (("link", hop_link), ("op", hop_op), ("pos", pos), ("cls", cls), ("tx", hop_tx),
+              ("alpha", hop_alpha), ("tail", hop_alpha_tail))  # fmt: skip
+    for name, values in fields:
+        out[name] = values
+    return out
+
+
+def op_records(op_first_hop, op_last_hop, op_hops, indeg, op_extra, op_release, op_prio):
+    """The operations' records (finish NaN until done; ready at the release time until the
+    dependencies finish)."""
+    out = np.zeros(op_first_hop.shape[0], dtype=OP)
+    for name, values in (("first", op_first_hop), ("last", op_last_hop), ("left", op_hops),
+                         ("remaining", indeg), ("extra", op_extra), ("ready", op_release),
+                         ("prio", op_prio)):  # fmt: skip
+        out[name] = values
+    out["finish"] = np.nan
+    return out
+
+
+def hop_times(n_hops):
+    """Each hop's start and end of transmission (NaN until served)."""
+    return np.full(n_hops, np.nan), np.full(n_hops, np.nan)
+
+
 def link_state(n_links):
     """Per-link state: busy time, whether a link-free event is pending, when the link is free,
     and the position in its planned order of the next hop it may serve."""
     busy = np.zeros(n_links)
     free_pending = np.zeros(n_links, dtype=np.bool_)
     return busy, free_pending, np.zeros(n_links), np.zeros(n_links, dtype=np.int64)
-
-
-def hop_state(n_hops):
-    """Per-hop state: start and end of its transmission (NaN until served), the time it is
-    requested, and whether it is parked until its turn in its link's planned order."""
-    start = np.full(n_hops, np.nan)
-    end = np.full(n_hops, np.nan)
-    return start, end, np.zeros(n_hops), np.zeros(n_hops, dtype=np.bool_)
-
-
-def op_state(op_release, indeg):
-    """Per-operation state: when it is ready (its release time until its dependencies finish),
-    its finish (NaN until done), its arrival so far, and its dependencies not yet done."""
-    n_ops = op_release.shape[0]
-    return (op_release.astype(np.float64), np.full(n_ops, np.nan), np.zeros(n_ops),
-            indeg.astype(np.int64))  # fmt: skip
 
 
 def link_queues(hop_link, n_links, reserve):
@@ -72,40 +103,42 @@ def connection_state(hop_conn_pos, hop_class, class_ptr):
     return np.zeros(n_classes, dtype=np.bool_), waiting, head, head.copy(), head.copy()
 
 
-def initial_events(n_hops, n_links, remaining, op_first_hop, op_ready, op_prio, hop_req, shared):
+def initial_events(n_links, hops, ops, shared):
     """The global event heap, holding the first-hop requests of operations without
     dependencies: its key arrays and size (the requests sorted by their keys, which is a
-    heap). Each hop is requested once, and with planned link orders once more when it is
-    unparked; links' completions are events of their own there (``shared``: they are kept in
-    an indexed heap instead, one entry per link)."""
+    heap; their hops' request times set). Each hop is requested once, and with planned link
+    orders once more when it is unparked; links' completions are events of their own there
+    (``shared``: they are kept in an indexed heap instead, one entry per link)."""
+    n_hops = hops.shape[0]
     cap = (1 if shared else 2) * n_hops + n_links + 1
     et = np.empty(cap)
     ep = np.empty(cap)
     eid = np.empty(cap, dtype=np.int64)
-    ops = np.flatnonzero((remaining == 0) & (op_first_hop >= 0))
-    first = op_first_hop[ops].astype(np.int64)
-    hop_req[first] = op_ready[ops]
-    keys = np.lexsort((first, op_prio[ops], op_ready[ops]))
-    k = len(ops)
-    et[:k] = op_ready[ops][keys]
-    ep[:k] = op_prio[ops][keys]
-    eid[:k] = first[keys]
+    ready = np.flatnonzero((ops["remaining"] == 0) & (ops["first"] >= 0))
+    first = ops["first"][ready].astype(np.int64)
+    times, prio = ops["ready"][ready], ops["prio"][ready]
+    hops["req"][first] = times
+    keys = np.lexsort((first, prio, times))
+    k = len(ready)
+    et[:k], ep[:k], eid[:k] = times[keys], prio[keys], first[keys]
     return et, ep, eid, k
 
 
 # ---------------------------------------------------------------------- steps
-def connection_wait(h, c, hop_conn_pos, hop_req, class_ptr, waiting, head, tail):
+def connection_wait(h, c, hops, class_ptr, waiting, head, tail):
     """Hop ``h`` must wait for connection ``c``: into its slot (ordered), or into the queue,
     kept sorted by (request time, hop) (requests come in time order, so this moves nothing
     except among requests of one instant)."""
-    pos = hop_conn_pos[h]
+    pos = hops[h]["pos"]
     if pos >= 0:
         waiting[class_ptr[c] + pos] = h
         return
+    req = hops[h]["req"]
     i = tail[c]
     while i > head[c]:
         g = waiting[i - 1]
-        if hop_req[g] < hop_req[h] or (hop_req[g] == hop_req[h] and g < h):
+        rg = hops[g]["req"]
+        if rg < req or (rg == req and g < h):
             break
         waiting[i] = g
         i -= 1
@@ -149,37 +182,37 @@ def unpark_next(link, pos, link_order_ptr, link_order_hops, next_pos, parked):
     return -1
 
 
-def release_successors(
-    op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
-):
+def release_successors(op, finish, ops, succ, hops, heap, esize):
     """An operation finished: its successors' readiness; request the first hop of each
     successor whose dependencies are all done. ``succ``: (successor pointers, successor ids);
     ``heap``: the event heap's key arrays (time, priority, id). The new event-heap size."""
     succ_ptr, succ_ids = succ
     et, ep, eid = heap
     for k in range(succ_ptr[op], succ_ptr[op + 1]):
-        s = succ_ids[k]
-        if finish > op_ready[s]:
-            op_ready[s] = finish
-        remaining[s] -= 1
-        if remaining[s] == 0:
-            h0 = op_first_hop[s]
+        r = ops[succ_ids[k]]
+        if finish > r["ready"]:
+            r["ready"] = finish
+        r["remaining"] = r["remaining"] - 1
+        if r["remaining"] == 0:
+            h0 = np.int64(r["first"])
             if h0 >= 0:  # (-1: a multicast branch, requested where it parts instead)
-                hop_req[h0] = op_ready[s]
-                esize = heap_push(et, ep, eid, ZERO, esize, op_ready[s], op_prio[s], h0)
+                hops[h0]["req"] = r["ready"]
+                esize = heap_push(et, ep, eid, ZERO, esize, r["ready"], r["prio"], h0)
     return esize
 
 
-def connection_turn(h, c, hop_conn_pos, conn_next):
+def connection_turn(h, c, hops, conn_next):
     """Whether connection ``c`` may carry hop ``h`` next: it is unordered, or the next in the
     connection's planned order."""
-    return hop_conn_pos[h] < 0 or hop_conn_pos[h] == conn_next[c]
+    pos = hops[h]["pos"]
+    return pos < 0 or pos == conn_next[c]
 
 
-def connection_started(h, c, hop_conn_pos, conn_next):
+def connection_started(h, c, hops, conn_next):
     """Hop ``h`` went onto connection ``c``: an ordered hop moves the connection's turn on."""
-    if hop_conn_pos[h] >= 0:
-        conn_next[c] = hop_conn_pos[h] + 1
+    pos = hops[h]["pos"]
+    if pos >= 0:
+        conn_next[c] = pos + 1
 
 
 def share_advance(link, t, vt, vlast, active):
@@ -203,83 +236,86 @@ def share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at, lhea
     return lsize
 
 
-def next_hop(h, t, hop_op, hop_alpha, hop_req, op_last_hop, op_prio, groups, heap, esize):
+def next_hop(h, t, hops, ops, groups, heap, esize):
     """Hop ``h`` started at ``t``: the head of the data reaches the route's next link
     ``alpha`` later (requested then). With in-network groups (``groups``: flags, hops each
     hop waits for, branch pointers and hops, users pointers, operations and tails), also the
     branches that part from ``h`` (multicast), and a hop where routes meet (in-switch
     reduction) is requested only when every hop into it has started, at the latest head.
     The new event-heap size."""
-    op = hop_op[h]
-    nt = t + hop_alpha[h]
+    r = hops[h]
+    o = ops[r["op"]]
+    nt = t + r["alpha"]
     et, ep, eid = heap
     flags, need, fork_ptr, fork_ids = groups[0], groups[1], groups[2], groups[3]
     if not flags[0]:
-        if h < op_last_hop[op]:
-            hop_req[h + 1] = nt
-            esize = heap_push(et, ep, eid, ZERO, esize, nt, op_prio[op], h + 1)
+        if h < o["last"]:
+            hops[h + 1]["req"] = nt
+            esize = heap_push(et, ep, eid, ZERO, esize, nt, o["prio"], h + 1)
         return esize
-    if h < op_last_hop[op]:
-        esize = request_hop(h + 1, nt, hop_op, hop_req, need, op_prio, heap, esize)
+    if h < o["last"]:
+        esize = request_hop(h + 1, nt, hops, ops, need, heap, esize)
     for k in range(fork_ptr[h], fork_ptr[h + 1]):
-        esize = request_hop(fork_ids[k], nt, hop_op, hop_req, need, op_prio, heap, esize)
+        esize = request_hop(fork_ids[k], nt, hops, ops, need, heap, esize)
     return esize
 
 
-def request_hop(s, nt, hop_op, hop_req, need, op_prio, heap, esize):
+def request_hop(s, nt, hops, ops, need, heap, esize):
     """One hop into ``s`` has its head at ``s`` at ``nt``; ``s`` is requested when the last
     one has (the new event-heap size)."""
-    if nt > hop_req[s]:
-        hop_req[s] = nt
+    r = hops[s]
+    if nt > r["req"]:
+        r["req"] = nt
     need[s] -= 1
     if need[s] == 0:
         et, ep, eid = heap
-        esize = heap_push(et, ep, eid, ZERO, esize, hop_req[s], op_prio[hop_op[s]], s)
+        esize = heap_push(et, ep, eid, ZERO, esize, r["req"], ops[r["op"]]["prio"], s)
     return esize
 
 
-def hop_done(h, hop_op, hop_end, hop_alpha_tail, opst, succ, groups, hop_req, heap, esize,
-              done_ops):  # fmt: skip
-    """Hop ``h``'s end is known: the arrival so far of each operation that waits for it (its
+def hop_done(h, end, hops, ops, succ, groups, heap, esize, done_ops):
+    """Hop ``h``'s ``end`` is known: the arrival so far of each operation that waits for it (its
     own; with in-network groups, every one whose data it carries, with the alphas still ahead
     on that operation's path); an operation whose last such hop this was is done and its
     successors may go. The new event-heap size and count of operations done. (One function
     with the arrival inside: each compiled function costs numba a fixed share of the first
     compile.)"""
-    op_acc, hops_left, op_extra, op_finish, op_ready, remaining, op_first_hop, op_prio = opst
     grouped = groups[0][0]
     user_ptr, user_op, user_tail = groups[4], groups[5], groups[6]
     k0, k1 = (user_ptr[h], user_ptr[h + 1]) if grouped else (0, 1)
     for k in range(k0, k1):
-        op = user_op[k] if grouped else hop_op[h]
-        tail = hop_end[h] + (user_tail[k] if grouped else hop_alpha_tail[h])
-        if tail > op_acc[op]:
-            op_acc[op] = tail
-        hops_left[op] -= 1
-        if hops_left[op] == 0:
-            finish = op_acc[op] + op_extra[op]
-            op_finish[op] = finish
+        op = user_op[k] if grouped else np.int64(hops[h]["op"])
+        tail = end + (user_tail[k] if grouped else hops[h]["tail"])
+        r = ops[op]
+        if tail > r["acc"]:
+            r["acc"] = tail
+        r["left"] = r["left"] - 1
+        if r["left"] == 0:
+            finish = r["acc"] + r["extra"]
+            r["finish"] = finish
             done_ops += 1
-            esize = release_successors(
-                op, finish, succ, op_ready, remaining, op_first_hop, hop_req, op_prio, heap, esize
-            )
+            esize = release_successors(op, finish, ops, succ, hops, heap, esize)
     return esize, done_ops
 
 
 __all__ = [
+    "HOP",
+    "MAX_HOPS",
+    "OP",
     "connection_next",
     "connection_started",
     "connection_state",
     "connection_turn",
     "connection_wait",
     "hop_done",
-    "hop_state",
+    "hop_records",
+    "hop_times",
     "initial_events",
     "link_queues",
     "link_state",
     "next_hop",
     "next_in_order",
-    "op_state",
+    "op_records",
     "release_successors",
     "request_hop",
     "share_advance",
