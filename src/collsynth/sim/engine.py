@@ -178,7 +178,7 @@ def run_events(hops, ops, succ_ptr, succ_ids, link_order_ptr, link_order_hops, n
     return _outputs(times, ops, busy, done_ops)
 
 
-def fair_loop(hops, ops, times, links, conns, heap, esize, succ, groups):
+def fair_loop(hops, ops, times, links, connections, heap, esize, succ, groups):
     """The loop of :func:`run_events_fair` over the state it made (records and tuples of
     arrays; it allocates nothing, so it is compiled without reference counting, which cost a
     third of its time when every step it calls was passed counted arrays). The number of
@@ -186,7 +186,7 @@ def fair_loop(hops, ops, times, links, conns, heap, esize, succ, groups):
     hop_start, hop_end = times
     link_shared, busy, link_free_at, vt, vlast, active = links[:6]
     qbase, qsize, qp, qr, qh, lorder, lpos = links[6:]
-    class_ptr, cbusy, waiting, slots_end, chead, ctail, conn_next = conns
+    conns, waiting = connections
     et, ep, eid = heap
     n_hops = hops.shape[0]
     lheap = (lorder, lpos)
@@ -208,7 +208,7 @@ def fair_loop(hops, ops, times, links, conns, heap, esize, succ, groups):
                 hop_end[h] = t
                 esize, done_ops = hop_done(h, t, hops, ops, succ, groups, heap, esize, done_ops)
                 c = np.int64(hops[h]["cls"])
-                h2 = connection_next(c, conn_next, class_ptr, waiting, slots_end, chead, ctail)
+                h2 = connection_next(c, conns, waiting)
                 if h2 >= 0:  # the connection's next transfer goes on
                     r = hops[h2]
                     qsize[link] = heap_push(
@@ -217,10 +217,10 @@ def fair_loop(hops, ops, times, links, conns, heap, esize, succ, groups):
                     active[link] += 1
                     busy[link] += r["tx"]
                     hop_start[h2] = t
-                    connection_started(h2, c, hops, conn_next)
+                    connection_started(h2, c, hops, conns)
                     esize = next_hop(h2, t, hops, ops, groups, heap, esize)
                 else:
-                    cbusy[c] = False
+                    conns[c]["busy"] = 0
             lsize = share_schedule(link, qbase, qsize, qp, vt, vlast, active, link_free_at,
                                     lheap, lsize)  # fmt: skip
             continue
@@ -229,14 +229,13 @@ def fair_loop(hops, ops, times, links, conns, heap, esize, succ, groups):
         link = np.int64(r["link"])
         if link_shared[link]:
             c = np.int64(r["cls"])
-            if cbusy[c] or not connection_turn(h, c, hops, conn_next):
+            if conns[c]["busy"] or not connection_turn(h, c, hops, conns):
                 # the connection carries an earlier transfer, or one before this in its
                 # planned order has not come yet: wait in line (unordered transfers first,
                 # by request time; an ordered one in its slot until its turn)
-                connection_wait(h, c, hops, class_ptr, waiting, chead, ctail)
+                connection_wait(h, c, hops, conns, waiting)
                 continue
-            cbusy[c] = True
-            connection_started(h, c, hops, conn_next)
+            connection_started(h, c, hops, conns)
             share_advance(link, t, vt, vlast, active)
             qsize[link] = heap_push(
                 qp, qr, qh, qbase[link], qsize[link], vt[link] + r["tx"], 0.0, h
@@ -276,9 +275,7 @@ def run_events_fair(hops, ops, succ_ptr, succ_ids, n_links, class_ptr, link_shar
     link_free_at[link_shared] = np.inf  # no completion scheduled yet
     qbase, qsize, qp, qr, qh = link_queues(hops["link"], n_links, False)
     vt, vlast, active = share_state(n_links)
-    cbusy, waiting, slots_end, chead, ctail = connection_state(hops["pos"], hops["cls"],
-                                                               class_ptr)  # fmt: skip
-    conn_next = np.zeros(class_ptr.shape[0] - 1, dtype=np.int64)
+    conns = connection_state(hops["pos"], hops["cls"], class_ptr)
     et, ep, eid, esize = initial_events(n_links, hops, ops, True)
     times = hop_times(hops.shape[0])
     # the shared links' next completions: an indexed heap over links keyed by link_free_at
@@ -286,7 +283,6 @@ def run_events_fair(hops, ops, succ_ptr, succ_ids, n_links, class_ptr, link_shar
     lpos = np.full(n_links, -1, dtype=np.int64)
     links = (link_shared, busy, link_free_at, vt, vlast, active, qbase, qsize, qp, qr, qh,
              lorder, lpos)  # fmt: skip
-    conns = (class_ptr, cbusy, waiting, slots_end, chead, ctail, conn_next)
     args = (hops, ops, times, links, conns, (et, ep, eid), esize, (succ_ptr, succ_ids), groups)
     done_ops = call(loop, *args) if call is not None else loop(*args)
     return _outputs(times, ops, busy, done_ops)

@@ -88,19 +88,28 @@ def share_state(n_links):
     return np.zeros(n_links), np.zeros(n_links), np.zeros(n_links, dtype=np.int64)
 
 
+#: a connection's fields (48 bytes): where its segment of the waiting hops starts and where
+#: its slots end, the head and tail of its queue, its next position in its planned order,
+#: and whether it carries a transfer
+CONN = np.dtype([("ptr", np.int64), ("slots_end", np.int64), ("head", np.int64),
+                 ("tail", np.int64), ("next", np.int64), ("busy", np.int64)])  # fmt: skip
+
+
 def connection_state(hop_conn_pos, hop_class, class_ptr):
-    """Per connection (class): whether it carries a transfer, and where its waiting transfers
-    are kept, in its segment ``class_ptr[c]:class_ptr[c + 1]`` of one array of hops (-1:
-    empty): first one slot per position of its planned order (a transfer that came before
-    its turn waits in its slot), then its unordered transfers in a queue by (request time,
-    hop) from ``head[c]`` to ``tail[c]``, which starts at ``slots_end[c]``. Returns (busy,
-    waiting hops, slots_end, head, tail)."""
+    """Per connection (class), its record (:data:`CONN`), and where its waiting transfers are
+    kept: its segment ``class_ptr[c]:class_ptr[c + 1]`` of one array of hops (-1: empty),
+    first one slot per position of its planned order (a transfer that came before its turn
+    waits in its slot), then its unordered transfers in a queue by (request time, hop) from
+    ``head`` to ``tail``, which starts at ``slots_end``. Returns (the records, the waiting
+    hops)."""
     n_classes = class_ptr.shape[0] - 1
-    head = class_ptr[:n_classes].astype(np.int64)
+    conns = np.zeros(n_classes, dtype=CONN)
+    conns["ptr"] = class_ptr[:n_classes]
     ordered = (hop_class >= 0) & (hop_conn_pos >= 0)
-    head += np.bincount(hop_class[ordered], minlength=n_classes)[:n_classes]  # slots first
-    waiting = np.full(int(class_ptr[n_classes]) + 1, -1, dtype=np.int64)
-    return np.zeros(n_classes, dtype=np.bool_), waiting, head, head.copy(), head.copy()
+    ends = class_ptr[:n_classes] + np.bincount(hop_class[ordered], minlength=n_classes)[:n_classes]
+    for name in ("slots_end", "head", "tail"):  # the queue starts after the slots
+        conns[name] = ends
+    return conns, np.full(int(class_ptr[n_classes]) + 1, -1, dtype=np.int64)
 
 
 def initial_events(n_links, hops, ops, shared):
@@ -125,17 +134,18 @@ def initial_events(n_links, hops, ops, shared):
 
 
 # ---------------------------------------------------------------------- steps
-def connection_wait(h, c, hops, class_ptr, waiting, head, tail):
+def connection_wait(h, c, hops, conns, waiting):
     """Hop ``h`` must wait for connection ``c``: into its slot (ordered), or into the queue,
     kept sorted by (request time, hop) (requests come in time order, so this moves nothing
     except among requests of one instant)."""
     pos = hops[h]["pos"]
+    r = conns[c]
     if pos >= 0:
-        waiting[class_ptr[c] + pos] = h
+        waiting[r["ptr"] + pos] = h
         return
     req = hops[h]["req"]
-    i = tail[c]
-    while i > head[c]:
+    i = r["tail"]
+    while i > r["head"]:
         g = waiting[i - 1]
         rg = hops[g]["req"]
         if rg < req or (rg == req and g < h):
@@ -143,20 +153,21 @@ def connection_wait(h, c, hops, class_ptr, waiting, head, tail):
         waiting[i] = g
         i -= 1
     waiting[i] = h
-    tail[c] += 1
+    r["tail"] = r["tail"] + 1
 
 
-def connection_next(c, conn_next, class_ptr, waiting, slots_end, head, tail):
+def connection_next(c, conns, waiting):
     """The transfer connection ``c`` carries next now that it is free: the first queued
     unordered one, else the one in the slot of its next planned position if it has come;
     -1 where none may go (the connection idles)."""
-    if head[c] < tail[c]:
-        h = waiting[head[c]]
-        waiting[head[c]] = -1
-        head[c] += 1
+    r = conns[c]
+    if r["head"] < r["tail"]:
+        h = waiting[r["head"]]
+        waiting[r["head"]] = -1
+        r["head"] = r["head"] + 1
         return h
-    slot = class_ptr[c] + conn_next[c]
-    if slot < slots_end[c] and waiting[slot] >= 0:
+    slot = r["ptr"] + r["next"]
+    if slot < r["slots_end"] and waiting[slot] >= 0:
         h = waiting[slot]
         waiting[slot] = -1
         return h
@@ -201,18 +212,21 @@ def release_successors(op, finish, ops, succ, hops, heap, esize):
     return esize
 
 
-def connection_turn(h, c, hops, conn_next):
+def connection_turn(h, c, hops, conns):
     """Whether connection ``c`` may carry hop ``h`` next: it is unordered, or the next in the
     connection's planned order."""
     pos = hops[h]["pos"]
-    return pos < 0 or pos == conn_next[c]
+    return pos < 0 or pos == conns[c]["next"]
 
 
-def connection_started(h, c, hops, conn_next):
-    """Hop ``h`` went onto connection ``c``: an ordered hop moves the connection's turn on."""
+def connection_started(h, c, hops, conns):
+    """Hop ``h`` went onto connection ``c``: it is busy, and an ordered hop moves its turn
+    on."""
+    r = conns[c]
+    r["busy"] = 1
     pos = hops[h]["pos"]
     if pos >= 0:
-        conn_next[c] = pos + 1
+        r["next"] = pos + 1
 
 
 def share_advance(link, t, vt, vlast, active):
@@ -299,6 +313,7 @@ def hop_done(h, end, hops, ops, succ, groups, heap, esize, done_ops):
 
 
 __all__ = [
+    "CONN",
     "HOP",
     "MAX_HOPS",
     "OP",
