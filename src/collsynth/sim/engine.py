@@ -44,7 +44,7 @@ import numpy as np
 
 from ..jit import compiled
 from . import heap, steps
-from .heap import ZERO, heap_less, heap_pop, heap_push, index_set
+from .heap import ZERO, heap_less, heap_pop, heap_push
 from .steps import (
     connection_next,
     connection_started,
@@ -199,7 +199,9 @@ def fair_loop(hops, ops, times, links, connections, heap, esize, succ, groups):
         ):  # a shared link's next completion comes first (after requests at the same time)
             link = lorder[0]
             t = link_free_at[link]
-            lsize = index_set(link_free_at, lorder, lpos, lsize, link, np.inf)
+            # the link stays at the top of its heap until share_schedule below moves it to
+            # its next completion (one sift instead of a removal and an insertion: nothing
+            # in between reads the other links' completions)
             vt[link] = qp[qbase[link]]
             vlast[link] = t
             while qsize[link] > 0 and qp[qbase[link]] <= vt[link]:
