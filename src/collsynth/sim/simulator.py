@@ -117,6 +117,23 @@ def _call_holding_signals(kernel, *args):
     return out
 
 
+def _run_loop(order, hops, ops, succ, n_links, groups, compiled, shared, planned):
+    """Run the loop of model ``order`` over the records ``hops`` and ``ops``: the realized one
+    with ``shared`` = (connection pointers, which links are shared), else the planned one with
+    ``planned`` = (link-order pointers and hops, priorities, whether to force link queues);
+    compiled or not. What :func:`collsynth.sim.engine.run_events` returns."""
+    if order == "fair":
+        class_ptr, link_shared = shared
+        loop = compiled_fair_loop() if compiled else fair_loop
+        return run_events_fair(hops, ops, *succ, n_links, class_ptr, link_shared, groups, loop,
+                               _call_holding_signals)  # fmt: skip
+    optr, ohops, prio, force_queues = planned
+    reserve = (bool(np.all(prio == prio[0])) if len(prio) else True) and not force_queues
+    loop = compiled_planned_loop() if compiled else planned_loop
+    return run_events(hops, ops, *succ, optr, ohops, n_links, reserve, groups, loop,
+                      _call_holding_signals)  # fmt: skip
+
+
 def simulate(
     schedule: Schedule,
     size: float,
@@ -195,18 +212,10 @@ def simulate(
         used = "links shared fairly by rank pairs, each pair first ready, first served"
         if len(ohops):
             used = "links shared fairly by rank pairs, each pair in its planned link order"
-        hop_start, hop_end, op_ready, op_finish, busy, done = run_events_fair(
-            hops, ops, succ_ptr, succ_ids, n_all, class_ptr, shared, groups,
-            compiled_fair_loop() if compiled else fair_loop, _call_holding_signals,
-        )  # fmt: skip
-    else:
-        reserve = bool(np.all(prio == prio[0])) if n_ops else True
-        if _force_queues:
-            reserve = False
-        hop_start, hop_end, op_ready, op_finish, busy, done = run_events(
-            hops, ops, succ_ptr, succ_ids, optr, ohops, n_all, reserve, groups,
-            compiled_planned_loop() if compiled else planned_loop, _call_holding_signals,
-        )  # fmt: skip
+    hop_start, hop_end, op_ready, op_finish, busy, done = _run_loop(
+        order, hops, ops, (succ_ptr, succ_ids), n_all, groups, compiled,
+        (class_ptr, shared) if order == "fair" else None, (optr, ohops, prio, _force_queues),
+    )  # fmt: skip
     hop_link, hop_op = hops["link"].astype(np.int64), hops["op"].astype(np.int64)
     del hops, ops
     if done != n_ops:
