@@ -220,6 +220,7 @@ def test_bench_sim_runs_the_simulate_command_per_model(tmp_path, monkeypatch):
         assert "error" not in r, r
         assert r["model"] == model and r["runs"] == (fixed or 2)
         assert r["hops"] > 0 and 0 < r["sim_wall_s"] < r["command_wall_s"]
+        assert r["quotient"] == 1  # DGX-1's schedule is simulated hop by hop
         assert r["sim_hops_per_s"] == pytest.approx(r["hops"] / r["sim_wall_s"])
         assert r["peak_bytes"] > 10 * 2**20
     md = (out / "sim.md").read_text()

@@ -174,3 +174,34 @@ def test_algorithm_modules_use_the_shared_core():
 
     assert forestcoll_automorphisms is automorphisms
     assert forestcoll_symmetry.automorphisms is automorphisms
+
+
+def _reference_link_permutation(topology, p):
+    """The link permutation by hand: each link to the first unused link with the image ends
+    and the same bandwidth, alpha, class and lanes, in id order; None where there is none."""
+    buckets: dict[tuple, list[int]] = {}
+    for link in topology.links:
+        key = (link.src, link.dst, link.bw, link.alpha, link.cls, link.lanes)
+        buckets.setdefault(key, []).append(link.id)
+    out = []
+    for link in topology.links:
+        ids = buckets.get((p[link.src], p[link.dst], link.bw, link.alpha, link.cls, link.lanes))
+        if not ids:
+            return None
+        out.append(ids.pop(0))
+    return out
+
+
+@pytest.mark.parametrize("spec", SYMMETRIC + ["a800_clos", "fat_tree", "wan"])
+def test_vectorised_link_permutation_matches_the_definition(spec):
+    t = load_topology(spec)
+    group = automorphism_group(t)
+    rng = random.Random(7)
+    perms = [list(row) for row in group.node_perms[:6]] if group is not None else []
+    for _ in range(4):  # permutations that are (almost always) not automorphisms
+        p = list(range(t.num_nodes))
+        i, j = rng.sample(range(t.num_nodes), 2)
+        p[i], p[j] = p[j], p[i]
+        perms.append(p)
+    for p in perms:
+        assert link_permutation(t, p) == _reference_link_permutation(t, [int(x) for x in p])

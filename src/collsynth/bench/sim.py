@@ -147,7 +147,7 @@ def run_case(label: str, folder: str, repeat: int, progress: Progress = None) ->
     env = {"COLLSYNTH_MAX_FILE_BYTES": str(BIG_FILE_BYTES)} if name == "4096" else None
     walls: list[float] = []
     sims: list[float] = []
-    peak, hops = 0, 0
+    peak, hops, quotient = 0, 0, 1
     for i in range(fixed or repeat):
         if progress:
             progress(f"{label}: simulate --order {model} ({i + 1} of {fixed or repeat})")
@@ -157,6 +157,7 @@ def run_case(label: str, folder: str, repeat: int, progress: Progress = None) ->
         walls.append(wall)
         sims.append(float(doc["timing"]["sim_wall_s"]))
         hops = int(doc["hops"])
+        quotient = int(doc.get("quotient", 1))
         peak = max(peak, mem)
     wall, sim = statistics.median(walls), statistics.median(sims)
     row: dict[str, Any] = {
@@ -167,6 +168,7 @@ def run_case(label: str, folder: str, repeat: int, progress: Progress = None) ->
         "model": model,
         "runs": len(walls),
         "hops": hops,
+        "quotient": quotient,
         "command_wall_s": wall,
         "command_walls_s": walls,
         "sim_wall_s": sim,
@@ -228,19 +230,22 @@ def to_markdown(data: dict) -> str:
         "Link models: planned (the plan's priorities and link orders), first served (one "
         "transfer at a time per link), realized (links shared by connections, the default; "
         "`docs/simulator.md`). `load` is the 1-minute load average when the case started: "
-        "figures taken under load are 2-4x slower.",
+        "figures taken under load are 2-4x slower. `quotient`: the order of the symmetry "
+        "group the simulator ran the schedule on its quotient by (1: every hop simulated; "
+        "`docs/simulator.md`, \"Symmetric schedules\").",
         "",
-        "| case | model | link hops | sim s | M hops/s | command s | M hops/s (command) "
-        "| peak GiB | load | target | holds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| case | model | link hops | quotient | sim s | M hops/s | command s "
+        "| M hops/s (command) | peak GiB | load | target | holds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
         if "error" in r:
-            out.append(f"| {r['case']} | - | - | - | - | - | - | - | - | - | no: {r['error']} |")
+            out.append(f"| {r['case']} | - | - | - | - | - | - | - | - | - | - "
+                       f"| no: {r['error']} |")  # fmt: skip
             continue
         out.append(
             f"| {r['case']} | {MODELS.get(r['model'], r['model'])} | {r['hops']:,} "
-            f"| {r['sim_wall_s']:.3f} | {(r['sim_hops_per_s'] or 0) / 1e6:.2f} "
+            f"| {r.get('quotient', 1)} | {r['sim_wall_s']:.3f} | {(r['sim_hops_per_s'] or 0) / 1e6:.2f} "
             f"| {r['command_wall_s']:.2f} | {(r['command_hops_per_s'] or 0) / 1e6:.2f} "
             f"| {r['peak_bytes'] / GiB:.2f} | {r['load_average']:.1f} | {r['target']} "
             f"| {'yes' if r['holds'] else 'no'} |"

@@ -8,16 +8,25 @@ every hop.
 Modules: :mod:`~collsynth.sim.simulator` (the entry point and the link models' names),
 :mod:`~collsynth.sim.result`, :mod:`~collsynth.sim.hops` (hops and virtual hops),
 :mod:`~collsynth.sim.groups` (multicasts and in-switch reductions), :mod:`~collsynth.sim.orders`
-(planned orders and connections), and the event loop: :mod:`~collsynth.sim.engine` with its
+(planned orders and connections), :mod:`~collsynth.sim.quotient` (simulation on the quotient
+by a schedule's symmetry), and the event loop: :mod:`~collsynth.sim.engine` with its
 :mod:`~collsynth.sim.heap` and :mod:`~collsynth.sim.steps`.
 """
 
 from .result import SimResult
-from .simulator import COMPILE_FROM_HOPS, MODEL_NAMES, ORDER_POLICIES, REALIZED, simulate
+from .simulator import (
+    COMPILE_FROM_HOPS,
+    MODEL_NAMES,
+    ORBIT_TIES,
+    ORDER_POLICIES,
+    REALIZED,
+    simulate,
+)
 
 __all__ = [
     "COMPILE_FROM_HOPS",
     "MODEL_NAMES",
+    "ORBIT_TIES",
     "ORDER_POLICIES",
     "REALIZED",
     "SimResult",

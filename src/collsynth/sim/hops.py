@@ -17,19 +17,27 @@ def hop_arrays(
     transmission time, alpha, alpha from the hop to the end of its route inclusive), and the
     bytes of each operation. ``route_ptr``/``route_links``: the schedule's routes, or the
     links each operation owns in its in-network group."""
-    t = s.topology
-    lengths = np.diff(route_ptr)
     hop_link = route_links.astype(np.int64)
-    hop_op = owners(route_ptr)
     nbytes = s.op_bytes(size)
-    hop_tx = nbytes[hop_op] / t.link_bw[hop_link]
+    hop_tx, hop_alpha, hop_alpha_tail = hop_times_of(s.topology, nbytes, route_ptr, hop_link)
+    return hop_link, owners(route_ptr), hop_tx, hop_alpha, hop_alpha_tail, nbytes
+
+
+def hop_times_of(
+    t, nbytes: np.ndarray, route_ptr: np.ndarray, hop_link: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per hop of the routes ``route_ptr`` over links ``hop_link`` of topology ``t``, for
+    operations of ``nbytes`` bytes: (transmission time, alpha, alpha from the hop to the end
+    of its route inclusive)."""
+    lengths = np.diff(route_ptr)
+    hop_tx = np.repeat(nbytes, lengths) / t.link_bw[hop_link]
     hop_alpha = t.link_alpha[hop_link]
     # alpha from this hop to the end of its route (inclusive)
     csum = np.cumsum(hop_alpha[::-1])[::-1] if len(hop_alpha) else hop_alpha
     route_end = route_ptr[1:]
     after_route = np.concatenate((csum, [0.0]))[route_end]  # sum of alphas after the route
     hop_alpha_tail = csum - np.repeat(after_route, lengths)
-    return hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes
+    return hop_tx, hop_alpha, hop_alpha_tail
 
 
 def prepend_hops(
@@ -88,4 +96,4 @@ def virtual_hops(
     return hops, route_ptr, n_all
 
 
-__all__ = ["hop_arrays", "prepend_hops", "virtual_hops"]
+__all__ = ["hop_arrays", "hop_times_of", "prepend_hops", "virtual_hops"]

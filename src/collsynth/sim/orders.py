@@ -27,20 +27,24 @@ def order_arrays(
     pos = np.full(n_hops, -1, dtype=np.int64)
     ptr = np.zeros(n_links + 1, dtype=np.int64)
     hops = np.zeros(0, dtype=np.int64)
-    prio = np.zeros(s.num_ops, dtype=np.float64)
     if policy == "fcfs":
+        prio = np.zeros(s.num_ops, dtype=np.float64)
         return pos, ptr, hops, prio, "first ready, first served"
-    used = "first ready, first served"
-    if s.start is not None and not np.any(np.isnan(s.start)):
-        prio = s.start.astype(np.float64)
-        used = "planned start times first"
-    elif s.step is not None and np.all(s.step >= 0):
-        prio = s.step.astype(np.float64)
-        used = "planned steps first"
+    prio, used = planned_priorities(s)
     if s.link_order:
         ptr, hops, pos = link_order_hops(s, hop_link, route_ptr, n_links, compiled)
         used += " + planned link orders"
     return pos, ptr, hops, prio, used
+
+
+def planned_priorities(s: Schedule) -> tuple[np.ndarray, str]:
+    """Each operation's planned priority (its planned start, else its step, else 0: first
+    ready, first served) and what it is, in words."""
+    if s.start is not None and not np.any(np.isnan(s.start)):
+        return s.start.astype(np.float64), "planned start times first"
+    if s.step is not None and np.all(s.step >= 0):
+        return s.step.astype(np.float64), "planned steps first"
+    return np.zeros(s.num_ops, dtype=np.float64), "first ready, first served"
 
 
 def link_order_hops(
@@ -97,19 +101,20 @@ def compiled_find_hops() -> Callable:
 
 
 def connections(
-    s: Schedule, hop_link: np.ndarray, hop_op: np.ndarray, n_links: int, n_all: int,
-    compiled: bool = False,
+    src: np.ndarray, dst: np.ndarray, n_ranks: int, hop_link: np.ndarray, hop_op: np.ndarray,
+    n_links: int, n_all: int, compiled: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Shared links for ``order="fair"``: (the connection of every hop on a real link, -1 on
     the virtual issue links; the start of each connection's queue segment; which links are
     shared). A connection is one (link, sender, receiver): transfers between the same two ranks
-    over one link go one after another, different pairs share the link. Numbered link by link,
+    over one link go one after another, different pairs share the link. ``src``/``dst``: the
+    sender and receiver of each operation (``hop_op`` indexes them). Numbered link by link,
     in order of first use (:func:`number_connections`; ``compiled``: its compiled loop)."""
     number = compiled_number_connections() if compiled else number_connections
     hop_class, *arrays = connection_arrays(hop_link, n_links)
     n_classes = number(
-        hop_link, hop_op, s.src.astype(np.int64), s.dst.astype(np.int64),
-        np.int64(s.topology.num_ranks), hop_class, *arrays,
+        hop_link, hop_op, src.astype(np.int64), dst.astype(np.int64), np.int64(n_ranks),
+        hop_class, *arrays,
     )  # fmt: skip
     class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
     class_ptr[1:] = np.cumsum(np.bincount(hop_class[hop_class >= 0], minlength=n_classes))
@@ -223,4 +228,5 @@ __all__ = [
     "number_connections",
     "occurrences",
     "order_arrays",
+    "planned_priorities",
 ]

@@ -26,6 +26,8 @@ class SimResult:
     order_policy: str
     wall_s: float
     op_cost_s: float = 0.0  # what issuing one operation cost its sender
+    quotient: int = 1  # simulated on the quotient by a group of this order (1: explicitly)
+    op_orbit: np.ndarray | None = None  # each operation's orbit there (None: explicitly)
 
     @property
     def algbw(self) -> float:
@@ -60,6 +62,7 @@ class SimResult:
             "hops": self.hops,
             "order_policy": self.order_policy,
             "op_cost_s": self.op_cost_s,
+            "quotient": self.quotient,
             "busiest_links": [
                 {
                     "link": int(l),

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..deadline import TimeLimitError
 from ..errors import CollsynthError
-from ..schedule.dag import successors
+from ..schedule.dag import owners, successors
 from ..schedule.ir import OpKind, Schedule
 from ..units import fmt_time
 from .engine import (
@@ -28,12 +28,15 @@ from .engine import (
     run_events_fair,
 )
 from .groups import group_arrays, group_plan
-from .hops import hop_arrays, virtual_hops
-from .orders import connection_positions, connections, order_arrays
+from .hops import hop_arrays, hop_times_of, virtual_hops
+from .orders import connection_positions, connections, order_arrays, planned_priorities
+from .quotient import find_quotient
 from .result import SimResult
 from .steps import MAX_HOPS, hop_records, op_records
 
 ORDER_POLICIES = ("auto", "plan", "fcfs", "fair")
+#: ``simulate(symmetric=ORBIT_TIES)``: quotient simulation with ties broken by orbit
+ORBIT_TIES = "orbit-ties"
 # The link model the executors realize and the emulated testbed validated (docs/testbed.md):
 # links shared fairly by the connections (rank pairs) that use them, each connection carrying
 # its messages in the order its sender posts them (the schedule's link orders where it has them,
@@ -143,6 +146,7 @@ def simulate(
     release: bool = False,
     op_cost_s: float = 0.0,
     compiled: bool | None = None,
+    symmetric: bool | str = True,
     _force_queues: bool = False,
 ) -> SimResult:
     """Simulate ``schedule`` moving ``size`` bytes (nccl-tests convention).
@@ -166,75 +170,29 @@ def simulate(
     (None, the default) the compiled one when it is already loaded or the schedule has
     :data:`COMPILE_FROM_HOPS` link hops or more: below that, loading the compiled code costs
     more than it saves. Both give the same results.
+    ``symmetric``: simulate one operation per orbit when the schedule's symmetry is verified
+    and makes that exact (:mod:`collsynth.sim.quotient`; models ``plan`` and ``fair``), with
+    the same results as the explicit simulation; False simulates every operation;
+    :data:`ORBIT_TIES` also simulates a symmetric schedule without link orders on its
+    quotient, in any model, with ties between waiting transfers broken by orbit instead of by
+    hop id (a symmetric execution; synthesis takes its link orders from it, see
+    ``synth/order.py``).
     """
     _check_args(size, order, reduce_bw, op_cost_s)
     wall0 = _time.perf_counter()
     s = schedule
-    t = s.topology
-    n_ops = s.num_ops
-    n_links = len(t.links)
-    plan = group_plan(s) if s.has_groups else None
-    own_ptr, own_links = (plan.own_ptr, plan.own_links) if plan else (s.route_ptr, s.route_links)
-    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes = hop_arrays(
-        s, size, own_ptr, own_links
-    )
-    (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail), route_ptr, n_all = virtual_hops(
-        s, op_cost_s, (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail),
-        own_ptr.astype(np.int64), n_links, plan.forked if plan else None,
-    )  # fmt: skip
-    groups, op_hops, op_first = group_arrays(plan, own_ptr, route_ptr)
-    if len(hop_link) > MAX_HOPS:
-        raise CollsynthError(
-            f"schedule has {len(hop_link):,} link hops; the simulator numbers at most {MAX_HOPS:,}"
-        )
-    if compiled is None:
-        compiled = len(hop_link) >= COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
-    op_last = route_ptr[1:] - 1
-    extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
-    succ_ptr, succ_ids = successors(n_ops, s.dep_ptr, s.dep_ids)
-    indeg = np.diff(s.dep_ptr).astype(np.int64)
-    pos, optr, ohops, prio, used = order_arrays(
-        s, "fcfs" if order == "fcfs" else "plan", hop_link, route_ptr, n_all, compiled
-    )
-    if order == "fair":
-        hop_class, class_ptr, shared = connections(s, hop_link, hop_op, n_links, n_all,
-                                                     compiled)  # fmt: skip
-        pos = connection_positions(hop_class, len(class_ptr) - 1, ohops, compiled)
-        prio = np.zeros(n_ops)
-    # the loop's records; the arrays they copy are let go before it runs
-    hops = hop_records(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, pos,
-                       hop_class if order == "fair" else -1)  # fmt: skip
-    ops = op_records(op_first, op_last, op_hops, indeg, extra, release_t, prio)
-    del hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, pos, op_last, op_hops, indeg
-    del extra, release_t
-    if order == "fair":
-        del hop_class
-        used = "links shared fairly by rank pairs, each pair first ready, first served"
-        if len(ohops):
-            used = "links shared fairly by rank pairs, each pair in its planned link order"
-    hop_start, hop_end, op_ready, op_finish, busy, done = _run_loop(
-        order, hops, ops, (succ_ptr, succ_ids), n_all, groups, compiled,
-        (class_ptr, shared) if order == "fair" else None, (optr, ohops, prio, _force_queues),
-    )  # fmt: skip
-    hop_link, hop_op = hops["link"].astype(np.int64), hops["op"].astype(np.int64)
-    del hops, ops
-    if done != n_ops:
-        raise CollsynthError(
-            f"simulation stalled with {n_ops - done} of {n_ops} operations "
-            f"never started (dependency cycle or planned link order that "
-            f"deadlocks; verify the schedule)"
-        )
-    op_start = hop_start[route_ptr[:-1]] if n_ops else np.zeros(0)
-    if n_all > n_links:  # drop the virtual hops: the outputs speak of real links only
-        keep = hop_link < n_links
-        hop_link, hop_op = hop_link[keep], hop_op[keep]
-        hop_start, hop_end, busy = hop_start[keep], hop_end[keep], busy[:n_links]
-        if op_cost_s > 0:
-            used += f", {fmt_time(op_cost_s)} per operation at its sender"
-            real_first = own_ptr[:-1][s.kind != OpKind.JOIN]
-            op_start[s.kind != OpKind.JOIN] = hop_start[real_first]
-    total = float(op_finish.max()) if n_ops else 0.0
-    per_rank = rank_times(s.src, s.dst, op_finish, t.num_ranks)
+    q = None
+    if symmetric and op_cost_s == 0 and not _force_queues:
+        q = find_quotient(s, order)
+        if q is None and symmetric == ORBIT_TIES and not s.link_order:
+            q = find_quotient(s, order, orbit_ties=True)
+    if q is None:
+        out = _explicit(s, size, order, reduce_bw, release, op_cost_s, compiled, _force_queues)
+    else:
+        out = _on_quotient(s, q, size, order, reduce_bw, release, compiled)
+    op_start, op_finish, hop_link, hop_op, hop_start, hop_end, busy, used = out
+    total = float(op_finish.max()) if s.num_ops else 0.0
+    per_rank = rank_times(s.src, s.dst, op_finish, s.topology.num_ranks)
     return SimResult(
         s,
         float(size),
@@ -250,7 +208,158 @@ def simulate(
         used,
         _time.perf_counter() - wall0,
         float(op_cost_s),
+        q.order if q is not None else 1,
+        q.op_orbit if q is not None else None,
     )
 
 
-__all__ = ["COMPILE_FROM_HOPS", "MODEL_NAMES", "ORDER_POLICIES", "REALIZED", "simulate"]
+def _stalled(done: int, n_ops: int) -> None:
+    if done != n_ops:
+        raise CollsynthError(
+            f"simulation stalled with {n_ops - done} of {n_ops} operations "
+            f"never started (dependency cycle or planned link order that "
+            f"deadlocks; verify the schedule)"
+        )
+
+
+def _explicit(s, size, order, reduce_bw, release, op_cost_s, compiled, force_queues):
+    """The explicit simulation: every hop of every operation. (op start, op finish, hop
+    link, hop operation, hop start, hop end, link busy time, the model in words)."""
+    t = s.topology
+    n_ops = s.num_ops
+    n_links = len(t.links)
+    plan = group_plan(s) if s.has_groups else None
+    own_ptr, own_links = (plan.own_ptr, plan.own_links) if plan else (s.route_ptr, s.route_links)
+    hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, nbytes = hop_arrays(
+        s, size, own_ptr, own_links
+    )
+    (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail), route_ptr, n_all = virtual_hops(
+        s, op_cost_s, (hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail),
+        own_ptr.astype(np.int64), n_links, plan.forked if plan else None,
+    )  # fmt: skip
+    groups, op_hops, op_first = group_arrays(plan, own_ptr, route_ptr)
+    _check_hops(len(hop_link))
+    if compiled is None:
+        compiled = len(hop_link) >= COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
+    op_last = route_ptr[1:] - 1
+    extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
+    succ_ptr, succ_ids = successors(n_ops, s.dep_ptr, s.dep_ids)
+    indeg = np.diff(s.dep_ptr).astype(np.int64)
+    pos, optr, ohops, prio, used = order_arrays(
+        s, "fcfs" if order == "fcfs" else "plan", hop_link, route_ptr, n_all, compiled
+    )
+    if order == "fair":
+        hop_class, class_ptr, shared = connections(
+            s.src, s.dst, t.num_ranks, hop_link, hop_op, n_links, n_all, compiled
+        )
+        pos = connection_positions(hop_class, len(class_ptr) - 1, ohops, compiled)
+        prio = np.zeros(n_ops)
+        used = _fair_words(len(ohops) > 0)
+    # the loop's records; the arrays they copy are let go before it runs
+    hops = hop_records(hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, pos,
+                       hop_class if order == "fair" else -1)  # fmt: skip
+    ops = op_records(op_first, op_last, op_hops, indeg, extra, release_t, prio)
+    del hop_link, hop_op, hop_tx, hop_alpha, hop_alpha_tail, pos, op_last, op_hops, indeg
+    del extra, release_t
+    if order == "fair":
+        del hop_class
+    hop_start, hop_end, op_ready, op_finish, busy, done = _run_loop(
+        order, hops, ops, (succ_ptr, succ_ids), n_all, groups, compiled,
+        (class_ptr, shared) if order == "fair" else None, (optr, ohops, prio, force_queues),
+    )  # fmt: skip
+    hop_link, hop_op = hops["link"].astype(np.int64), hops["op"].astype(np.int64)
+    del hops, ops
+    _stalled(done, n_ops)
+    op_start = hop_start[route_ptr[:-1]] if n_ops else np.zeros(0)
+    if n_all > n_links:  # drop the virtual hops: the outputs speak of real links only
+        keep = hop_link < n_links
+        hop_link, hop_op = hop_link[keep], hop_op[keep]
+        hop_start, hop_end, busy = hop_start[keep], hop_end[keep], busy[:n_links]
+        if op_cost_s > 0:
+            used += f", {fmt_time(op_cost_s)} per operation at its sender"
+            real_first = own_ptr[:-1][s.kind != OpKind.JOIN]
+            op_start[s.kind != OpKind.JOIN] = hop_start[real_first]
+    return op_start, op_finish, hop_link, hop_op, hop_start, hop_end, busy, used
+
+
+def _fair_words(ordered: bool) -> str:
+    if ordered:
+        return "links shared fairly by rank pairs, each pair in its planned link order"
+    return "links shared fairly by rank pairs, each pair first ready, first served"
+
+
+def _check_hops(n_hops: int) -> None:
+    if n_hops > MAX_HOPS:
+        raise CollsynthError(
+            f"schedule has {n_hops:,} link hops; the simulator numbers at most {MAX_HOPS:,}"
+        )
+
+
+def _on_quotient(s, q, size, order, reduce_bw, release, compiled):
+    """The simulation on the quotient ``q`` (:mod:`collsynth.sim.quotient`): the
+    representatives' hops only, the results expanded to every operation, hop and link; the
+    same outputs as :func:`_explicit`."""
+    t = s.topology
+    n_links = len(t.links)
+    reps = q.reps
+    n_reps = len(reps)
+    nbytes = s.op_bytes(size)
+    hop_link = q.hop_link
+    hop_op = owners(q.route_ptr)
+    hop_tx, hop_alpha, hop_tail = hop_times_of(t, nbytes[reps], q.route_ptr, hop_link)
+    if compiled is None:
+        compiled = len(hop_link) >= COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
+    groups, op_hops, op_first = group_arrays(None, q.route_ptr, q.route_ptr)
+    extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
+    succ = successors(n_reps, q.dep_ptr, q.dep_ids)
+    ordered = len(q.order_hops) > 0
+    prio, used = planned_priorities(s) if order != "fcfs" else (np.zeros(s.num_ops), "")
+    prio = prio[reps]
+    pos = q.hop_pos
+    used = "first ready, first served" if order == "fcfs" else used
+    used += " + planned link orders" if ordered else ""
+    if order == "fair":
+        hop_class, class_ptr, shared = connections(
+            q.hop_src, q.hop_dst, t.num_ranks, hop_link, np.arange(len(hop_link)), n_links,
+            n_links, compiled,
+        )  # fmt: skip
+        pos = connection_positions(hop_class, len(class_ptr) - 1, q.order_hops, compiled)
+        prio = np.zeros(n_reps)
+        used = _fair_words(ordered)
+    hops = hop_records(hop_link, hop_op, hop_tx, hop_alpha, hop_tail, pos,
+                       hop_class if order == "fair" else -1)  # fmt: skip
+    ops = op_records(op_first, q.route_ptr[1:] - 1, op_hops, np.diff(q.dep_ptr), extra[reps],
+                     release_t[reps], prio)  # fmt: skip
+    q_start, q_end, _, q_finish, q_busy, done = _run_loop(
+        order, hops, ops, succ, n_links, groups, compiled,
+        (class_ptr, shared) if order == "fair" else None,
+        (q.order_ptr, q.order_hops, prio, False),
+    )  # fmt: skip
+    _stalled(done, n_reps)
+    # every hop's and operation's times are its representative's
+    at = q.route_ptr[q.op_orbit[q.all_hop_op]] + q.all_hop_k
+    used += (
+        f"; simulated on the quotient by {q.order} automorphisms "
+        f"({len(hop_link):,} of {len(at):,} hops"
+        + (", exact: docs/simulator.md)" if ordered else ", ties broken by orbit)")
+    )
+    return (
+        q_start[q.route_ptr[:-1]][q.op_orbit],
+        q_finish[q.op_orbit],
+        s.route_links.astype(np.int64),
+        q.all_hop_op,
+        q_start[at],
+        q_end[at],
+        q_busy[q.link_rep],
+        used,
+    )
+
+
+__all__ = [
+    "COMPILE_FROM_HOPS",
+    "MODEL_NAMES",
+    "ORBIT_TIES",
+    "ORDER_POLICIES",
+    "REALIZED",
+    "simulate",
+]

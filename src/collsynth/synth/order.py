@@ -56,9 +56,10 @@ import numpy as np
 from .. import deadline
 from ..arrays import unique
 from ..collective import CollKind
-from ..schedule.dag import is_acyclic
+from ..schedule.dag import is_acyclic, levels, owners
 from ..schedule.ir import OpKind, Schedule
-from ..sim import REALIZED, simulate
+from ..sim import ORBIT_TIES, REALIZED, simulate
+from ..topology.symmetry import link_frames, topology_group
 
 #: ``meta["link_order"]["from"]`` of the two orders :func:`with_link_orders` may write
 FROM_PLAN = "planned start times"
@@ -76,21 +77,72 @@ OVERLAP_PHASES = "overlap_phases"
 OVERLAP_GROUPS = (2, 4, 8)
 
 
-def link_orders_by(schedule: Schedule, key: np.ndarray, tie: np.ndarray) -> dict[int, np.ndarray]:
+def link_orders_by(
+    schedule: Schedule, key: np.ndarray, tie: np.ndarray, orbit: np.ndarray | None = None
+) -> dict[int, np.ndarray]:
     """Per link the schedule uses, the operations that carry data over it, sorted by ``key``
-    (then ``tie``, then op id): one sort for all links."""
+    (then ``tie``, then op id): one sort for all links. Where the fabric has symmetries
+    (``orbit``: each operation's orbit, from a simulation on the quotient) the sort is made
+    symmetric instead: see :func:`_symmetric_orders`."""
     s = schedule
     lengths = np.diff(s.route_ptr)
     owner = np.repeat(np.arange(s.num_ops, dtype=np.int64), lengths)
     carried = s.carried_hops()
     links = s.route_links[carried].astype(np.int64)
     ops = owner[carried]
-    idx = np.lexsort((ops, tie[ops], key[ops], links))
+    idx = None
+    if orbit is not None:
+        idx = _symmetric_orders(s, links, ops, key, tie, orbit)
+    if idx is None:
+        idx = np.lexsort((ops, tie[ops], key[ops], links))
     links, ops = links[idx], ops[idx]
     if not len(links):
         return {}
     cuts = np.flatnonzero(np.r_[True, links[1:] != links[:-1], True])
     return {int(links[a]): ops[a:b].copy() for a, b in zip(cuts[:-1], cuts[1:])}
+
+
+def _symmetric_orders(s: Schedule, links, ops, key, tie, orbit) -> np.ndarray | None:
+    """The sort of :func:`link_orders_by` for a symmetric schedule, or None where it would
+    not do. ``key`` and ``tie`` are times from a symmetric simulation, which gives the images
+    of an operation under an automorphism of the fabric the same times up to rounding; they
+    are compared at :data:`TIME_GRAIN` of the largest, so that rounding does not decide an
+    order; then by dependency level (which grows along every dependency, so an operation
+    never comes before one it waits for), then by orbit: so far one key for every link, like
+    time and id, which keeps the orders consistent with each other and with the
+    dependencies. Operations of one orbit that meet on a link then go by sender and receiver
+    as seen from the link's orbit (:func:`collsynth.topology.symmetry.link_frames`: the same
+    for every image of a link). A symmetric schedule then gets symmetric link orders, which
+    is what lets the simulator run it on its quotient (:mod:`collsynth.sim.quotient`). That
+    last key differs from link to link, so the orders are checked against deadlock (None if
+    they could: the caller sorts by time and id instead)."""
+    group = topology_group(s.topology) if len(links) else None
+    level = levels(s.num_ops, s.dep_ptr, s.dep_ids)
+    if group is None or level is None:
+        return None
+    ranks = group.rank_perms(s.topology)
+    element = link_frames(s.topology, group)[1][links]
+    src = ranks[element, s.src[ops].astype(np.int64)]
+    dst = ranks[element, s.dst[ops].astype(np.int64)]
+    idx = np.lexsort((ops, dst, src, orbit[ops], level[ops], _grains(tie)[ops],
+                      _grains(key)[ops], links))  # fmt: skip
+    ordered_links, ordered_ops = links[idx], ops[idx]
+    same = ordered_links[1:] == ordered_links[:-1]
+    a = np.concatenate((s.dep_ids.astype(np.int64), ordered_ops[:-1][same]))
+    b = np.concatenate((owners(s.dep_ptr), ordered_ops[1:][same]))
+    return idx if is_acyclic(s.num_ops, a, b) else None
+
+
+#: times closer than this fraction of the largest are equal when link orders are sorted
+TIME_GRAIN = 1e-9
+
+
+def _grains(times: np.ndarray) -> np.ndarray:
+    """``times`` in whole grains of :data:`TIME_GRAIN` of the largest magnitude."""
+    top = float(np.max(np.abs(times))) if len(times) else 0.0
+    if not np.isfinite(top) or top <= 0:
+        return np.zeros(len(times), dtype=np.int64)
+    return np.round(np.asarray(times, dtype=np.float64) / (top * TIME_GRAIN)).astype(np.int64)
 
 
 def _one_pair_per_link(schedule: Schedule) -> bool:
@@ -343,9 +395,12 @@ def _with_pacing(schedule: Schedule, links: list[int], size: float, time_s: floa
 
 def _ordered(schedule: Schedule, size: float) -> Schedule:
     """``schedule`` with the better of its two candidate link orders in the realized model."""
-    planned = simulate(schedule, size, order="plan")
-    planned_orders = link_orders_by(schedule, planned.op_start_s, planned.op_finish_s)
-    first_ready = simulate(schedule, size, order=REALIZED)
+    # a symmetric schedule is simulated with ties broken by orbit, so that its link orders
+    # come out symmetric too (and the simulator can then run it on its quotient)
+    planned = simulate(schedule, size, order="plan", symmetric=ORBIT_TIES)
+    planned_orders = link_orders_by(schedule, planned.op_start_s, planned.op_finish_s,
+                                    planned.op_orbit)  # fmt: skip
+    first_ready = simulate(schedule, size, order=REALIZED, symmetric=ORBIT_TIES)
     t_first = first_ready.time_s
     if _one_pair_per_link(schedule):  # the realized model serves the plan's order exactly
         t_plan = planned.time_s
@@ -355,7 +410,8 @@ def _ordered(schedule: Schedule, size: float) -> Schedule:
     if t_plan <= t_first:
         orders, source = planned_orders, FROM_PLAN
     else:
-        orders = link_orders_by(schedule, first_ready.op_start_s, first_ready.op_finish_s)
+        orders = link_orders_by(schedule, first_ready.op_start_s, first_ready.op_finish_s,
+                                first_ready.op_orbit)  # fmt: skip
         source = FROM_FIRST_READY
     meta = dict(schedule.meta)
     meta["link_order"] = {

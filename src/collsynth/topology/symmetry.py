@@ -41,10 +41,8 @@ returns is verified.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -67,20 +65,61 @@ def link_permutation(topology: Topology, node_permutation: Sequence[int]) -> lis
 
     Link ``l`` maps to a link ``p(src) -> p(dst)`` with the same bandwidth, alpha, class and
     lanes; parallel links of one signature map in id order. Node kinds are not checked (see
-    :func:`is_automorphism`). ``O(L)`` expected time."""
-    buckets: dict[tuple, list[int]] = {}
-    for link in topology.links:
-        buckets.setdefault(link_signature(link), []).append(link.id)
-    used = {key: 0 for key in buckets}
-    out = [0] * len(topology.links)
-    p = node_permutation
-    for link in topology.links:
-        key = (p[link.src], p[link.dst], link.bw, link.alpha, link.cls, link.lanes)
-        ids = buckets.get(key)
-        if ids is None or used[key] >= len(ids):
-            return None
-        out[link.id] = ids[used[key]]
-        used[key] += 1
+    :func:`is_automorphism`). ``O(L log L)`` (two sorts)."""
+    out = link_images(topology, np.asarray(node_permutation, dtype=np.int64))
+    return None if out is None else out.tolist()
+
+
+def _link_classes(topology: Topology) -> np.ndarray:
+    """Per link, a code for what an automorphism keeps of it besides its ends (bandwidth,
+    alpha, class, lanes): equal codes for equal values."""
+    cached = getattr(topology, "_symmetry_link_classes", None)
+    if cached is not None:
+        return cached
+    links = topology.links
+    names: dict[str, int] = {}
+    cls = np.array([names.setdefault(l.cls, len(names)) for l in links], dtype=np.int64)
+    lanes = np.array([l.lanes for l in links], dtype=np.int64)
+    rows = np.stack([topology.link_bw.view(np.int64), topology.link_alpha.view(np.int64), cls,
+                     lanes], axis=1) if links else np.zeros((0, 4), dtype=np.int64)  # fmt: skip
+    codes = row_codes(rows)
+    topology._symmetry_link_classes = codes  # type: ignore[attr-defined]
+    return codes
+
+
+def row_codes(rows: np.ndarray) -> np.ndarray:
+    """A code per row of the integer table ``rows``: equal codes for equal rows, numbered in
+    lexicographic order of the rows (what ``np.unique(rows, axis=0, return_inverse=True)``
+    gives, with one sort of the columns)."""
+    if len(rows) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    new = np.ones(len(rows), dtype=np.bool_)
+    new[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    codes = np.empty(len(rows), dtype=np.int64)
+    codes[order] = np.cumsum(new) - 1
+    return codes
+
+
+def link_images(topology: Topology, p: np.ndarray) -> np.ndarray | None:
+    """:func:`link_permutation` as an array: links sorted by (source, destination, class, id)
+    and their images by the same key, matched position by position."""
+    n_links = len(topology.links)
+    if n_links == 0:
+        return np.zeros(0, dtype=np.int64)
+    code = _link_classes(topology)
+    ids = np.arange(n_links, dtype=np.int64)
+    src, dst = topology.link_src, topology.link_dst
+    mine = np.lexsort((ids, code, dst, src))
+    mapped_src, mapped_dst = p[src], p[dst]
+    theirs = np.lexsort((ids, code, mapped_dst, mapped_src))
+    if not (np.array_equal(src[mine], mapped_src[theirs])
+            and np.array_equal(dst[mine], mapped_dst[theirs])
+            and np.array_equal(code[mine], code[theirs])):  # fmt: skip
+        return None
+    out = np.empty(n_links, dtype=np.int64)
+    out[theirs] = mine
     return out
 
 
@@ -105,41 +144,81 @@ def attribute_shift(
     (attributes derived from ``attribute``, such as a torus node's linear index when its ``x``
     shifts), which are not matched. None if some image does not exist or is not unique, or the
     attribute is not a non-negative integer everywhere. Not verified against the links."""
-    nodes = topology.nodes
-    ranges: dict[tuple, int] = {}
-    for node in nodes:
-        attrs = node.attrs
-        if attribute in attrs:
-            value = attrs[attribute]
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                return None
-            group = (node.kind, attrs.get("role"))
-            ranges[group] = max(ranges.get(group, 0), value + 1)
-
-    def key(kind: Any, attrs: dict) -> tuple:
-        return (kind, tuple(sorted((k, repr(v)) for k, v in attrs.items() if k not in ignore)))
-
-    index: dict[tuple, int] = {}
-    for i, node in enumerate(nodes):
-        node_key = key(node.kind, node.attrs)
-        index[node_key] = -1 if node_key in index else i  # -1: ambiguous
-    permutation = []
-    for i, node in enumerate(nodes):
-        attrs = node.attrs
-        if attribute not in attrs:
-            if any(k in attrs for k in ignore):
-                return None
-            permutation.append(i)
-            continue
-        shifted = dict(attrs)
-        shifted[attribute] = (attrs[attribute] + shift) % ranges[(node.kind, attrs.get("role"))]
-        image = index.get(key(node.kind, shifted), -1)
-        if image < 0:
-            return None
-        permutation.append(image)
-    if len(set(permutation)) != len(permutation):
+    table = _attribute_table(topology)
+    names, values, groups = table
+    if attribute not in names:
+        return list(range(topology.num_nodes))
+    a = names.index(attribute)
+    column = values[:, a]
+    has = column != _MISSING
+    ints = table_ints(topology)[:, a]
+    if not ints[has].all():
         return None
-    return permutation
+    ranges = np.zeros(int(groups.max(initial=0)) + 1, dtype=np.int64)
+    np.maximum.at(ranges, groups[has], column[has] + 1)
+    keep = [i for i, name in enumerate(names) if name not in ignore]
+    ignored = [i for i, name in enumerate(names) if name in ignore]
+    if ignored and ((values[:, ignored] != _MISSING).any(axis=1) & ~has).any():
+        return None
+    shifted = values.copy()
+    shifted[has, a] = (column[has] + shift) % ranges[groups[has]]
+    rows = np.concatenate((topology.kind_codes.astype(np.int64)[:, None], values[:, keep]), axis=1)
+    wanted = np.concatenate((topology.kind_codes.astype(np.int64)[:, None], shifted[:, keep]),
+                            axis=1)  # fmt: skip
+    codes = row_codes(np.concatenate((rows, wanted[has])))
+    mine, theirs = codes[: len(rows)], codes[len(rows) :]
+    counts = np.bincount(mine, minlength=int(codes.max()) + 1)
+    node_of = np.full(len(counts), -1, dtype=np.int64)
+    node_of[mine] = np.arange(len(rows), dtype=np.int64)
+    if (counts[theirs] != 1).any():
+        return None  # an image that does not exist or is not unique
+    permutation = np.arange(topology.num_nodes, dtype=np.int64)
+    permutation[has] = node_of[theirs]
+    if len(np.unique(permutation)) != len(permutation):
+        return None
+    return permutation.tolist()
+
+
+_MISSING = np.iinfo(np.int64).min
+
+
+def _attribute_table(topology: Topology) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The nodes' attributes as a table: the names, a value code per node and name
+    (``_MISSING`` where absent; the integer itself for non-negative integers, else a code per
+    distinct ``repr`` below zero), and each node's (kind, role) group."""
+    cached = getattr(topology, "_symmetry_table", None)
+    if cached is not None:
+        return cached
+    names: list[str] = []
+    for node in topology.nodes:
+        for k in node.attrs:
+            if k not in names:
+                names.append(k)
+    values = np.full((topology.num_nodes, len(names)), _MISSING, dtype=np.int64)
+    ints = np.zeros((topology.num_nodes, len(names)), dtype=np.bool_)
+    others: dict[str, int] = {}
+    groups: dict[tuple, int] = {}
+    group = np.zeros(topology.num_nodes, dtype=np.int64)
+    index = {k: i for i, k in enumerate(names)}
+    for n, node in enumerate(topology.nodes):
+        group[n] = groups.setdefault((node.kind, node.attrs.get("role")), len(groups))
+        for k, v in node.attrs.items():
+            i = index[k]
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                values[n, i] = v
+                ints[n, i] = True
+            else:
+                values[n, i] = -1 - others.setdefault(repr(v), len(others))
+    table = (names, values, group)
+    topology._symmetry_table = table  # type: ignore[attr-defined]
+    topology._symmetry_ints = ints  # type: ignore[attr-defined]
+    return table
+
+
+def table_ints(topology: Topology) -> np.ndarray:
+    """Where :func:`_attribute_table`'s values are non-negative integers."""
+    _attribute_table(topology)
+    return topology._symmetry_ints  # type: ignore[attr-defined]
 
 
 def candidate_generators(topology: Topology) -> list[list[int]]:
@@ -185,26 +264,41 @@ def closure(
     ``(node_perms, link_perms)``, one row per element, the identity first and the others in
     breadth-first order of words in the generators; None when it has more than ``max_order``
     elements. ``O(G (N + L))`` for a group of order ``G``."""
-    link_generators = [np.array(link_permutation(topology, g), dtype=np.int64) for g in generators]
+    link_generators = []
+    for g in generators:
+        images = link_images(topology, np.asarray(g, dtype=np.int64))
+        if images is None:
+            raise ValueError("closure: a generator is not an automorphism of the links")
+        link_generators.append(images)
     node_generators = [np.array(g, dtype=np.int64) for g in generators]
-    identity = np.arange(topology.num_nodes, dtype=np.int64)
-    elements = {identity.tobytes(): None}
-    node_rows = [identity]
-    link_rows = [np.arange(len(topology.links), dtype=np.int64)]
-    queue = deque([0])
-    while queue:
-        i = queue.popleft()
-        for g, g_links in zip(node_generators, link_generators):
-            composed = g[node_rows[i]]  # apply element i, then the generator
-            key = composed.tobytes()
+    nodes = [np.arange(topology.num_nodes, dtype=np.int64)[None, :]]
+    links = [np.arange(len(topology.links), dtype=np.int64)[None, :]]
+    elements = {nodes[0][0].tobytes()}
+    count = 1
+    frontier = 0
+    while frontier < len(nodes):  # breadth first, one layer of words at a time
+        layer_nodes, layer_links = nodes[frontier], links[frontier]
+        frontier += 1
+        # each element of the layer, then each generator (element-major: the order of a
+        # breadth-first search one element at a time)
+        composed = np.stack([g[layer_nodes] for g in node_generators], axis=1).reshape(
+            -1, layer_nodes.shape[1]
+        )
+        new = []
+        for i, row in enumerate(composed):
+            key = row.tobytes()
             if key not in elements:
-                elements[key] = None
-                node_rows.append(composed)
-                link_rows.append(g_links[link_rows[i]])
-                queue.append(len(node_rows) - 1)
-                if len(node_rows) > max_order:
-                    return None
-    return np.array(node_rows, dtype=np.int64), np.array(link_rows, dtype=np.int64)
+                elements.add(key)
+                new.append(i)
+        if new:
+            count += len(new)
+            if count > max_order:
+                return None
+            pick = np.array(new, dtype=np.int64)
+            nodes.append(composed[pick])
+            images = np.stack([gl[layer_links] for gl in link_generators], axis=1)
+            links.append(images.reshape(-1, layer_links.shape[1])[pick])
+    return np.concatenate(nodes), np.concatenate(links)
 
 
 def acts_freely(permutations: np.ndarray, elements: np.ndarray) -> bool:
@@ -263,6 +357,30 @@ def automorphism_group(
     if best is None:
         return None
     return AutomorphismGroup(kept, best[0], best[1])
+
+
+_REMEMBERED: dict[int, tuple[Topology, AutomorphismGroup | None]] = {}
+
+
+def topology_group(topology: Topology) -> AutomorphismGroup | None:
+    """:func:`automorphism_group` of ``topology`` (default order limit), remembered for the
+    topology object: synthesis and the simulator ask for it many times on one topology."""
+    hit = _REMEMBERED.get(id(topology))
+    if hit is not None and hit[0] is topology:
+        return hit[1]
+    group = automorphism_group(topology)
+    if len(_REMEMBERED) >= 16:
+        _REMEMBERED.clear()
+    _REMEMBERED[id(topology)] = (topology, group)
+    return group
+
+
+def link_frames(topology: Topology, group: AutomorphismGroup) -> tuple[np.ndarray, np.ndarray]:
+    """Per link, its orbit's representative (smallest id) and the element (row of the
+    group's tables) carrying the link onto it. Where the group acts freely on a link's orbit
+    the element is unique, so ``rank_perms[element[l], r]`` is rank ``r`` seen from the
+    representative: the same for ``(l, r)`` and every image ``(g l, g r)``."""
+    return group.link_perms.min(axis=0), group.link_perms.argmin(axis=0)
 
 
 def automorphisms(
@@ -358,10 +476,13 @@ __all__ = [
     "default_max_order",
     "is_automorphism",
     "is_invariant",
+    "link_frames",
     "link_permutation",
     "link_signature",
     "orbit_ids",
     "orbits",
     "rank_permutations",
     "representatives",
+    "row_codes",
+    "topology_group",
 ]

@@ -1,0 +1,124 @@
+"""Simulation on the quotient by a schedule's symmetry (collsynth.sim.quotient): found and
+verified where it is exact, equal to the explicit simulation, refused on planted defects."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from collsynth.collective import Collective
+from collsynth.sim import ORBIT_TIES, simulate
+from collsynth.sim.quotient import find_quotient, quotient_or_reason
+from collsynth.synth import synthesize
+from collsynth.topology.spec import load_topology
+
+FIELDS = ("op_start_s", "op_finish_s", "hop_start_s", "hop_end_s", "link_busy_s",
+          "per_rank_time_s")  # fmt: skip
+
+
+def _schedule(fabric: str, kind: str, algo: str = "forestcoll", size: float = 1e6):
+    t = load_topology(fabric)
+    return synthesize(algo, t, Collective.make(kind, t.num_ranks), size=size)
+
+
+@pytest.fixture(scope="module")
+def symmetric_cases():
+    return {
+        ("dgx2:chassis=2", "reducescatter"): _schedule("dgx2:chassis=2", "reducescatter"),
+        ("dgx_a100:nodes=8", "allgather"): _schedule("dgx_a100:nodes=8", "allgather"),
+    }
+
+
+@pytest.mark.parametrize("order", ["plan", "fair"])
+def test_quotient_equals_explicit(symmetric_cases, order):
+    for (fabric, _), s in symmetric_cases.items():
+        q = find_quotient(s, order)
+        assert q is not None, quotient_or_reason(s, order)
+        assert q.order == {"dgx2:chassis=2": 16, "dgx_a100:nodes=8": 32}[fabric]
+        assert q.num_hops * q.order == len(s.route_links)
+        fast = simulate(s, 1e6, order=order)
+        full = simulate(s, 1e6, order=order, symmetric=False)
+        assert fast.quotient == q.order and full.quotient == 1
+        assert "quotient" in fast.order_policy and "quotient" not in full.order_policy
+        assert np.array_equal(fast.hop_link, full.hop_link)
+        assert np.array_equal(fast.hop_op, full.hop_op)
+        for name in FIELDS:
+            a, b = getattr(fast, name), getattr(full, name)
+            assert np.max(np.abs(a - b)) <= 1e-12 * full.time_s, (fabric, order, name)
+        # every operation of an orbit finishes with its representative
+        assert np.array_equal(fast.op_finish_s, fast.op_finish_s[q.reps][q.op_orbit])
+
+
+def test_orbits_partition_operations(symmetric_cases):
+    s = symmetric_cases[("dgx_a100:nodes=8", "allgather")]
+    q = find_quotient(s, "fair")
+    assert q is not None
+    assert np.array_equal(np.bincount(q.op_orbit), np.full(len(q.reps), q.order))
+    assert np.array_equal(q.op_orbit[q.reps], np.arange(len(q.reps)))
+    # each representative link's order holds its positions 0 .. n-1 once
+    for link in np.unique(q.hop_link)[:20]:
+        hops = q.order_hops[q.order_ptr[link] : q.order_ptr[link + 1]]
+        assert np.array_equal(q.hop_pos[hops], np.arange(len(hops)))
+
+
+def test_first_served_and_costs_stay_explicit(symmetric_cases):
+    s = symmetric_cases[("dgx2:chassis=2", "reducescatter")]
+    assert find_quotient(s, "fcfs") is None
+    assert "first-served" in quotient_or_reason(s, "fcfs")
+    assert simulate(s, 1e6, order="fcfs").quotient == 1
+    assert simulate(s, 1e6, order="fair", op_cost_s=1e-6).quotient == 1
+
+
+def _swap_in_order(s, link_index: int = 0):
+    """``s`` with two operations of one link's order swapped: no longer symmetric."""
+    orders = {k: v.copy() for k, v in s.link_order.items()}
+    key = sorted(orders, key=int)[link_index]
+    orders[key][[0, 1]] = orders[key][[1, 0]]
+    return replace(s, link_order=orders)
+
+
+def test_planted_defects_are_refused(symmetric_cases):
+    s = symmetric_cases[("dgx_a100:nodes=8", "allgather")]
+    bad_order = _swap_in_order(s)
+    assert find_quotient(bad_order, "plan") is None
+    assert "not symmetric" in quotient_or_reason(bad_order, "plan")
+    # a representative's route sent over another link of the same kind
+    links = s.route_links.copy()
+    first = int(s.route_ptr[1]) - 1
+    other = int(np.flatnonzero(s.topology.link_bw == s.topology.link_bw[links[first]])[-1])
+    links[first] = other if other != links[first] else 0
+    assert find_quotient(replace(s, route_links=links), "plan") is None
+    # a dependency dropped (on one operation only)
+    ids = s.dep_ids.copy()
+    dep_ptr = s.dep_ptr.copy()
+    op = int(np.flatnonzero(np.diff(dep_ptr) > 0)[0])
+    ids = np.delete(ids, dep_ptr[op])
+    dep_ptr[op + 1 :] -= 1
+    dropped = replace(s, dep_ids=ids, dep_ptr=dep_ptr)
+    assert "dependencies are not symmetric" in quotient_or_reason(dropped, "fair")
+    # the explicit simulation of every refused schedule still runs
+    assert simulate(bad_order, 1e6, order="plan").quotient == 1
+
+
+def test_orbit_ties_without_orders(symmetric_cases):
+    s = symmetric_cases[("dgx2:chassis=2", "reducescatter")]
+    bare = replace(s, link_order=None)
+    assert find_quotient(bare, "plan") is None  # no orders: ties by hop id, not exact
+    q = find_quotient(bare, "fcfs", orbit_ties=True)
+    assert q is not None and q.order == 16
+    for order in ("plan", "fcfs", "fair"):
+        r = simulate(bare, 1e6, order=order, symmetric=ORBIT_TIES)
+        assert r.quotient == 16 and "ties broken by orbit" in r.order_policy
+        assert r.op_orbit is not None
+        # a symmetric execution: every member of an orbit finishes with its representative
+        assert np.array_equal(r.op_finish_s, r.op_finish_s[q.reps][q.op_orbit])
+
+
+def test_synthesis_emits_symmetric_link_orders(symmetric_cases):
+    """Link orders are taken from a symmetric simulation and sorted with symmetric tie
+    keys, so a symmetric schedule keeps its symmetry with its orders."""
+    for s in symmetric_cases.values():
+        assert s.link_order
+        assert find_quotient(s, "plan") is not None
