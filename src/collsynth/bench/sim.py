@@ -232,7 +232,7 @@ def to_markdown(data: dict) -> str:
         "`docs/simulator.md`). `load` is the 1-minute load average when the case started: "
         "figures taken under load are 2-4x slower. `quotient`: the order of the symmetry "
         "group the simulator ran the schedule on its quotient by (1: every hop simulated; "
-        "`docs/simulator.md`, \"Symmetric schedules\").",
+        '`docs/simulator.md`, "Symmetric schedules").',
         "",
         "| case | model | link hops | quotient | sim s | M hops/s | command s "
         "| M hops/s (command) | peak GiB | load | target | holds |",
@@ -245,7 +245,8 @@ def to_markdown(data: dict) -> str:
             continue
         out.append(
             f"| {r['case']} | {MODELS.get(r['model'], r['model'])} | {r['hops']:,} "
-            f"| {r.get('quotient', 1)} | {r['sim_wall_s']:.3f} | {(r['sim_hops_per_s'] or 0) / 1e6:.2f} "
+            f"| {r.get('quotient', 1)} | {r['sim_wall_s']:.3f} "
+            f"| {(r['sim_hops_per_s'] or 0) / 1e6:.2f} "
             f"| {r['command_wall_s']:.2f} | {(r['command_hops_per_s'] or 0) / 1e6:.2f} "
             f"| {r['peak_bytes'] / GiB:.2f} | {r['load_average']:.1f} | {r['target']} "
             f"| {'yes' if r['holds'] else 'no'} |"
