@@ -122,3 +122,19 @@ def test_synthesis_emits_symmetric_link_orders(symmetric_cases):
     for s in symmetric_cases.values():
         assert s.link_order
         assert find_quotient(s, "plan") is not None
+
+
+def test_simulate_command_says_and_can_refuse_the_quotient(symmetric_cases, tmp_path, capsys):
+    import json
+
+    from collsynth.cli import main
+    from collsynth.schedule.io import save_schedule
+
+    path = tmp_path / "rs.npz"
+    save_schedule(symmetric_cases[("dgx2:chassis=2", "reducescatter")], str(path))
+    docs = []
+    for extra in ([], ["--explicit"]):
+        assert main(["simulate", str(path), "-s", "1MB", "--json", *extra]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+    assert docs[0]["quotient"] == 16 and docs[1]["quotient"] == 1
+    assert abs(docs[0]["time_s"] - docs[1]["time_s"]) <= 1e-12 * docs[1]["time_s"]

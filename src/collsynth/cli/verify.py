@@ -84,6 +84,12 @@ def add_parser(sub: Any) -> None:
         help="what issuing one operation costs its sender, e.g. 2us: a rank issues its "
         "operations one at a time (default 0: the pure alpha-beta model)",
     )
+    sim.add_argument(
+        "--explicit",
+        action="store_true",
+        help="simulate every hop, also where the schedule's verified symmetry lets the "
+        "simulator run one operation per orbit (same results; docs/simulator.md)",
+    )
     sim.add_argument("--gantt", metavar="FILE.png", help="draw the per-link timeline")
     sim.add_argument(
         "--trace",
@@ -230,7 +236,7 @@ def _sim_options(args: argparse.Namespace) -> dict[str, Any]:
     reduce_bw = parse_bandwidth(args.reduce_bw, "--reduce-bw") if args.reduce_bw else None
     op_cost = parse_time(args.op_cost, "--op-cost") if args.op_cost else 0.0
     return {"reduce_bw": reduce_bw, "order": args.order, "release": args.release,
-            "op_cost_s": op_cost}  # fmt: skip
+            "op_cost_s": op_cost, "symmetric": not args.explicit}  # fmt: skip
 
 
 def _simulate_sizes(args: argparse.Namespace, sched: Any, sizes: list[float],

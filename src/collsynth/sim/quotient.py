@@ -250,6 +250,8 @@ def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
     sigma, one = _match(base, base_img)
     if not one.all():
         chunk = s.chunk.astype(np.int64)
+        if chunk.min(initial=0) < 0 or chunk.max(initial=0) >= s.collective.num_chunks:
+            raise _NotExact("a chunk id is outside the collective")
         image = _chunk_guess(s.collective, rank_perm)
         image[chunk[one]] = chunk[sigma[one]]
         if not np.array_equal(image[chunk[one]], chunk[sigma[one]]):
