@@ -46,6 +46,10 @@ REALIZED = "fair"
 # already loaded in this process: loading it (numba and its cache, about 0.7 s) takes longer
 # than the plain loop (about 10 k hops/s) on a small schedule.
 COMPILE_FROM_HOPS = 1_000
+# The same on the quotient of a symmetric schedule (sim/quotient.py), where the rest of the
+# simulation takes a few tenths of a second: the plain loop's 5-15 k hops/s beat loading the
+# compiled loop (about 0.9 s in a fresh process) up to about this many hops.
+QUOTIENT_COMPILE_FROM_HOPS = 10_000
 # What each model is called in outputs (``model`` fields and table headers).
 MODEL_NAMES = {
     "fair": "realized (links shared by connections, each in its posting order)",
@@ -308,7 +312,7 @@ def _on_quotient(s, q, size, order, reduce_bw, release, compiled):
     hop_op = owners(q.route_ptr)
     hop_tx, hop_alpha, hop_tail = hop_times_of(t, nbytes[reps], q.route_ptr, hop_link)
     if compiled is None:
-        compiled = len(hop_link) >= COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
+        compiled = len(hop_link) >= QUOTIENT_COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
     groups, op_hops, op_first = group_arrays(None, q.route_ptr, q.route_ptr)
     extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
     succ = successors(n_reps, q.dep_ptr, q.dep_ids)

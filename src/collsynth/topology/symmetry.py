@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -327,6 +328,19 @@ class AutomorphismGroup:
     def order(self) -> int:
         return len(self.node_perms)
 
+    @cached_property
+    def link_frames(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per link, its orbit's representative (smallest id) and the element carrying the
+        link onto it (see :func:`link_frames`); computed once per group."""
+        element = self.link_perms.argmin(axis=0)
+        return self.link_perms[element, np.arange(self.link_perms.shape[1])], element
+
+    @cached_property
+    def link_orbit_sizes(self) -> np.ndarray:
+        """Per link, how many links its orbit has."""
+        rep = self.link_frames[0]
+        return np.bincount(rep, minlength=len(rep))[rep]
+
     def rank_perms(self, topology: Topology) -> np.ndarray:
         """Every element as a permutation of the ranks: ``(G, ranks)``."""
         return rank_permutations(topology, self.node_perms)
@@ -380,7 +394,7 @@ def link_frames(topology: Topology, group: AutomorphismGroup) -> tuple[np.ndarra
     group's tables) carrying the link onto it. Where the group acts freely on a link's orbit
     the element is unique, so ``rank_perms[element[l], r]`` is rank ``r`` seen from the
     representative: the same for ``(l, r)`` and every image ``(g l, g r)``."""
-    return group.link_perms.min(axis=0), group.link_perms.argmin(axis=0)
+    return group.link_frames
 
 
 def automorphisms(
