@@ -138,3 +138,30 @@ def test_simulate_command_says_and_can_refuse_the_quotient(symmetric_cases, tmp_
         docs.append(json.loads(capsys.readouterr().out))
     assert docs[0]["quotient"] == 16 and docs[1]["quotient"] == 1
     assert abs(docs[0]["time_s"] - docs[1]["time_s"]) <= 1e-12 * docs[1]["time_s"]
+
+
+def test_dependencies_listed_in_another_order_still_match(symmetric_cases):
+    """The images of an operation's dependencies may be listed in any order."""
+    s = symmetric_cases[("dgx2:chassis=2", "reducescatter")]
+    ids = s.dep_ids.copy()
+    ptr = s.dep_ptr
+    several = np.flatnonzero(np.diff(ptr) > 1)
+    assert len(several) > 100
+    for op in several[::3]:
+        ids[ptr[op] : ptr[op + 1]] = ids[ptr[op] : ptr[op + 1]][::-1]
+    shuffled = replace(s, dep_ids=ids)
+    assert not np.array_equal(shuffled.dep_ids, s.dep_ids)
+    assert find_quotient(shuffled, "plan") is not None
+    # and a dependency swapped for another one of the same list is still caught
+    wrong = ids.copy()
+    op = several[1]
+    wrong[ptr[op]] = wrong[ptr[op + 1] - 1] = ids[ptr[op]]
+    assert "dependencies" in quotient_or_reason(replace(s, dep_ids=wrong), "plan")
+
+
+def test_malformed_orders_are_refused_not_crashed(symmetric_cases):
+    s = symmetric_cases[("dgx2:chassis=2", "reducescatter")]
+    orders = {k: v.copy() for k, v in s.link_order.items()}
+    key = next(iter(orders))
+    orders[key][0] = s.num_ops + 5
+    assert "does not exist" in quotient_or_reason(replace(s, link_order=orders), "plan")

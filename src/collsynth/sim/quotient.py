@@ -96,17 +96,22 @@ class _NotExact(Exception):
 
 
 def _flat_orders(s: Schedule, n_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The link orders as (pointers per link, operations, each entry's link); None when a
-    link's order names a link outside the topology."""
+    """The link orders as (pointers per link, operations, each entry's link); None when an
+    order names a link outside the topology (or one twice) or an operation that does not
+    exist."""
     assert s.link_order is not None
     links = np.array([int(l) for l in s.link_order], dtype=np.int64)
     if len(links) == 0 or links.min() < 0 or links.max() >= n_links:
+        return None
+    if len(np.unique(links)) != len(links):
         return None
     seqs = [np.asarray(q, dtype=np.int64).ravel() for q in s.link_order.values()]
     lengths = np.zeros(n_links, dtype=np.int64)
     lengths[links] = [len(q) for q in seqs]
     by_link = np.argsort(links, kind="stable")
     ops = np.concatenate([seqs[i] for i in by_link]) if seqs else np.zeros(0, dtype=np.int64)
+    if len(ops) and (ops.min() < 0 or ops.max() >= s.num_ops):
+        return None
     ptr = np.zeros(n_links + 1, dtype=np.int64)
     np.cumsum(lengths, out=ptr[1:])
     return ptr, ops, owners(ptr)
@@ -130,7 +135,7 @@ def _edges_kept(sigma: np.ndarray, dep_ptr: np.ndarray, dep_ids: np.ndarray) -> 
         return True  # the images list their dependencies in the same order
     n = len(sigma)
     mapped = np.sort(sigma[owner] * n + sigma[dep_ids])
-    return bool(np.array_equal(mapped, owner * n + dep_ids))  # owner-major: already sorted
+    return bool(np.array_equal(mapped, np.sort(owner * n + dep_ids)))
 
 
 def _sigma(s, gen, entries, counts, hop_op, hop_k) -> np.ndarray:
@@ -370,7 +375,7 @@ def _quotient(s: Schedule, policy: str, orbit_ties: bool) -> Quotient:
     if not orbit_ties:
         entries = _flat_orders(s, n_links)
         if entries is None:
-            raise _NotExact("a link order names a link outside the topology")
+            raise _NotExact("a link order names a link or an operation that does not exist")
         if not np.array_equal(np.diff(entries[0]), counts):
             raise _NotExact("some hop is in no link order")
     group = _group(t, counts)
