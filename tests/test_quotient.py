@@ -165,3 +165,50 @@ def test_malformed_orders_are_refused_not_crashed(symmetric_cases):
     key = next(iter(orders))
     orders[key][0] = s.num_ops + 5
     assert "does not exist" in quotient_or_reason(replace(s, link_order=orders), "plan")
+
+
+def _with_rank_joins(s):
+    """``s`` (without link orders) plus one join per rank that waits for every operation the
+    rank receives: a symmetric schedule with joins."""
+    from collsynth.schedule.ir import OpKind
+
+    ranks = np.arange(s.topology.num_ranks)
+    dst = s.dst.astype(np.int64)
+    counts = np.bincount(dst, minlength=len(ranks))
+    step = np.zeros(len(ranks), dtype=s.step.dtype)
+    np.maximum.at(step, dst, s.step + 1)
+
+    def cat(a, v):
+        if a is None:
+            return None
+        return np.concatenate((a, np.broadcast_to(v, len(ranks)).astype(a.dtype)))
+
+    return replace(
+        s, src=cat(s.src, ranks), dst=cat(s.dst, ranks), chunk=cat(s.chunk, 0),
+        kind=cat(s.kind, int(OpKind.JOIN)),
+        route_ptr=np.concatenate((s.route_ptr, np.full(len(ranks), s.route_ptr[-1]))),
+        dep_ptr=np.concatenate((s.dep_ptr, s.dep_ptr[-1] + np.cumsum(counts))),
+        dep_ids=np.concatenate((s.dep_ids, np.argsort(dst, kind="stable"))).astype(s.dep_ids.dtype),
+        start=cat(s.start, np.nan), duration=cat(s.duration, np.nan), step=cat(s.step, step),
+        part_lo=cat(s.part_lo, 0), part_hi=cat(s.part_hi, 1), part_den=cat(s.part_den, 1),
+        link_order=None,
+    )  # fmt: skip
+
+
+def test_joins_on_the_quotient(symmetric_cases):
+    from collsynth.synth.order import with_link_orders
+    from collsynth.verify import check_schedule
+
+    s = symmetric_cases[("dgx2:chassis=2", "reducescatter")]
+    joined = _with_rank_joins(replace(s, link_order=None))
+    ordered = with_link_orders(joined, 1e6)
+    assert check_schedule(ordered).ok
+    for order in ("plan", "fair"):
+        q = find_quotient(ordered, order)
+        assert q is not None, quotient_or_reason(ordered, order)
+        fast = simulate(ordered, 1e6, order=order)
+        full = simulate(ordered, 1e6, order=order, symmetric=False)
+        assert fast.quotient == 16
+        for name in FIELDS:
+            a, b = getattr(fast, name), getattr(full, name)
+            assert np.max(np.abs(a - b)) <= 1e-12 * full.time_s, (order, name)

@@ -22,7 +22,8 @@ the quotient is used only where the schedule's link orders decide all of them: e
 every link stands in its link's order (and in the realized model the connection's order is
 that order restricted to the pair, mapped by the group as well). The first-served model
 (``fcfs``) breaks ties by hop id, so it is always simulated explicitly, as are schedules with
-multicasts, joins, a per-operation cost, or without complete link orders. The conditions
+multicasts, a per-operation cost, or without complete link orders. Joins (no route, so no
+link order) are mapped by their rank and dependencies. The conditions
 checked (each vectorised, linear in hops and dependencies):
 
 1. ``G`` acts freely on the ranks (by construction of the group) and on every link that
@@ -50,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..schedule.dag import owners
+from ..schedule.dag import owners, ragged_arange
 from ..schedule.ir import OpKind, Schedule
 from ..topology.symmetry import link_frames, topology_group
 
@@ -150,10 +151,48 @@ def _sigma(s, gen, entries, counts, hop_op, hop_k) -> np.ndarray:
     n = s.num_ops
     sigma = np.full(n, -1, dtype=np.int64)
     sigma[entry_op] = image
-    if sigma.min() < 0 or not np.array_equal(sigma[entry_op], image):
+    if not np.array_equal(sigma[entry_op], image):
+        raise _NotExact("the link orders are not symmetric")
+    _join_images(s, sigma, rank_perm)
+    if sigma.min() < 0:
         raise _NotExact("the link orders are not symmetric")
     _check_sigma(s, sigma, gen, hop_op, hop_k)
     return sigma
+
+
+def _spread(x: np.ndarray) -> np.ndarray:
+    """A 64-bit mix of integers (nonlinear, so that sums of mixed values tell sets apart)."""
+    z = x.astype(np.uint64) + _MIX[0]
+    z = (z ^ (z >> np.uint64(30))) * _MIX[5]
+    z = (z ^ (z >> np.uint64(27))) * _MIX[1]
+    return z ^ (z >> np.uint64(31))
+
+
+def _join_images(s: Schedule, sigma: np.ndarray, rank_perm: np.ndarray) -> None:
+    """Where each join goes (into ``sigma``, whose other operations are mapped): to the join
+    at the image of its rank whose dependencies are the images of its own (joins have no
+    route, so no link order places them; their dependencies do). Verified with the rest."""
+    joins = np.flatnonzero(s.kind == OpKind.JOIN)
+    if not len(joins):
+        return
+    dep_ptr = s.dep_ptr.astype(np.int64)
+    lengths = np.diff(dep_ptr)[joins]
+    owner = np.repeat(np.arange(len(joins), dtype=np.int64), lengths)
+    deps = s.dep_ids.astype(np.int64)[ragged_arange(lengths, dep_ptr[joins])]
+    images = sigma[deps]
+    if images.min(initial=0) < 0:
+        raise _NotExact("a join waits for a join")
+    mine = np.zeros(len(joins), dtype=np.uint64)
+    theirs = np.zeros(len(joins), dtype=np.uint64)
+    np.add.at(mine, owner, _spread(deps))
+    np.add.at(theirs, owner, _spread(images))
+    rank = s.src.astype(np.int64)[joins]
+    mine ^= _spread(rank) * _MIX[2]
+    theirs ^= _spread(rank_perm[rank]) * _MIX[2]
+    found, one = _match(mine, theirs)
+    if not one.all():
+        raise _NotExact("joins are not told apart by rank and dependencies")
+    sigma[joins] = joins[found]
 
 
 def _check_sigma(s, sigma, gen, hop_op, hop_k) -> None:
@@ -198,8 +237,14 @@ def _route_hashes(s: Schedule, link_perm: np.ndarray, hop_op, hop_k) -> tuple:
     w = weights[hop_k]
     links = s.route_links.astype(np.uint64) + np.uint64(1)
     mapped = link_perm[s.route_links].astype(np.uint64) + np.uint64(1)
-    starts = s.route_ptr[:-1].astype(np.int64)
-    return np.add.reduceat(links * w, starts), np.add.reduceat(mapped * w, starts)
+    mine = np.zeros(s.num_ops, dtype=np.uint64)
+    theirs = np.zeros(s.num_ops, dtype=np.uint64)
+    routed = np.flatnonzero(np.diff(s.route_ptr) > 0)  # a join has no hop: hash 0
+    if len(routed):
+        starts = s.route_ptr[routed].astype(np.int64)
+        mine[routed] = np.add.reduceat(links * w, starts)
+        theirs[routed] = np.add.reduceat(mapped * w, starts)
+    return mine, theirs
 
 
 def _match(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,11 +284,23 @@ def _chunk_guess(c, rank_perm: np.ndarray) -> np.ndarray:
     return out
 
 
+def _chunk_signatures(chunk, base, base_img, n_chunks: int) -> np.ndarray:
+    """Where each chunk goes by what its operations are: the chunk whose operations' keys
+    (route, ranks, kind) are the images of its own, where exactly one is (-1 elsewhere)."""
+    mine = np.zeros(n_chunks, dtype=np.uint64)
+    theirs = np.zeros(n_chunks, dtype=np.uint64)
+    np.add.at(mine, chunk, _spread(base))
+    np.add.at(theirs, chunk, _spread(base_img))
+    found, one = _match(mine, theirs)
+    return np.where(one, found, -1)
+
+
 def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
     """The operation map of one generator found from the schedule's structure, without link
     orders: an operation goes to the one whose route, sender, receiver and kind are the
     images of its own; where several share them, the chunk decides, mapped as the
-    operations matched uniquely map it (and the part of the chunk); verified exactly."""
+    operations matched uniquely map it (and the part of the chunk); joins go by their
+    dependencies (:func:`_join_images`); verified exactly."""
     rank_perm, link_perm = gen
     h, h_img = _route_hashes(s, link_perm, hop_op, hop_k)
     src, dst = s.src.astype(np.int64), s.dst.astype(np.int64)
@@ -253,15 +310,21 @@ def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
     base_img = (h_img ^ (rank_perm[src].astype(np.uint64) * _MIX[0])
                 ^ (rank_perm[dst].astype(np.uint64) * _MIX[1]) ^ (kind * _MIX[2]))  # fmt: skip
     sigma, one = _match(base, base_img)
-    if not one.all():
+    is_join = s.kind == OpKind.JOIN
+    sigma[is_join] = -1  # placed by their dependencies below
+    one &= ~is_join
+    if not (one | is_join).all():
         chunk = s.chunk.astype(np.int64)
         if chunk.min(initial=0) < 0 or chunk.max(initial=0) >= s.collective.num_chunks:
             raise _NotExact("a chunk id is outside the collective")
         image = _chunk_guess(s.collective, rank_perm)
+        routed = ~is_join
+        by_ops = _chunk_signatures(chunk[routed], base[routed], base_img[routed], len(image))
+        image = np.where(by_ops >= 0, by_ops, image)
         image[chunk[one]] = chunk[sigma[one]]
         if not np.array_equal(image[chunk[one]], chunk[sigma[one]]):
             raise _NotExact("the chunks are not mapped consistently")
-        rest = ~one
+        rest = ~one & ~is_join
         if image[chunk[rest]].min() < 0:
             raise _NotExact("some chunk's image is not determined")
         part = np.zeros(len(chunk), dtype=np.uint64)
@@ -273,6 +336,7 @@ def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
         if not unique_.all():
             raise _NotExact("operations are not told apart by route, ranks and chunk")
         sigma[rest] = found
+    _join_images(s, sigma, rank_perm)
     _check_sigma(s, sigma, gen, hop_op, hop_k)
     return sigma
 
@@ -348,10 +412,10 @@ def _usable(s: Schedule, policy: str, orbit_ties: bool) -> None:
             raise _NotExact("the first-served model breaks ties by hop id")
         if not s.link_order:
             raise _NotExact("the schedule has no link orders")
-    if s.has_groups or bool(np.any(s.kind == OpKind.JOIN)):
-        raise _NotExact("the schedule has multicasts or joins")
-    if np.diff(s.route_ptr).min() < 1:
-        raise _NotExact("some operation has no route")
+    if s.has_groups:
+        raise _NotExact("the schedule has multicasts or in-switch reductions")
+    if (np.diff(s.route_ptr)[s.kind != OpKind.JOIN] < 1).any():
+        raise _NotExact("some operation other than a join has no route")
 
 
 def _group(t, counts: np.ndarray):

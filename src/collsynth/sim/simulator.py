@@ -28,7 +28,7 @@ from .engine import (
     run_events_fair,
 )
 from .groups import group_arrays, group_plan
-from .hops import hop_arrays, hop_times_of, virtual_hops
+from .hops import hop_arrays, hop_times_of, prepend_hops, virtual_hops
 from .orders import connection_positions, connections, order_arrays, planned_priorities
 from .quotient import find_quotient
 from .result import SimResult
@@ -311,52 +311,75 @@ def _on_quotient(s, q, size, order, reduce_bw, release, compiled):
     hop_link = q.hop_link
     hop_op = owners(q.route_ptr)
     hop_tx, hop_alpha, hop_tail = hop_times_of(t, nbytes[reps], q.route_ptr, hop_link)
+    arrays = (hop_link, hop_op, hop_tx, hop_alpha, hop_tail, q.hop_pos, q.hop_src, q.hop_dst)
+    arrays, route_ptr, n_all, moved = _join_hops(s.kind[reps] == OpKind.JOIN, q.route_ptr,
+                                                 arrays, n_links)  # fmt: skip
+    hop_link, hop_op, hop_tx, hop_alpha, hop_tail, pos, hop_src, hop_dst = arrays
+    order_hops = moved[q.order_hops]
+    order_ptr = np.append(q.order_ptr, np.full(n_all - n_links, q.order_ptr[-1]))
     if compiled is None:
         compiled = len(hop_link) >= QUOTIENT_COMPILE_FROM_HOPS or compiled_loaded(order == "fair")
-    groups, op_hops, op_first = group_arrays(None, q.route_ptr, q.route_ptr)
+    groups, op_hops, op_first = group_arrays(None, route_ptr, route_ptr)
     extra, release_t = _op_delays(s, nbytes, reduce_bw, release)
     succ = successors(n_reps, q.dep_ptr, q.dep_ids)
     ordered = len(q.order_hops) > 0
     prio, used = planned_priorities(s) if order != "fcfs" else (np.zeros(s.num_ops), "")
     prio = prio[reps]
-    pos = q.hop_pos
     used = "first ready, first served" if order == "fcfs" else used
     used += " + planned link orders" if ordered else ""
     if order == "fair":
         hop_class, class_ptr, shared = connections(
-            q.hop_src, q.hop_dst, t.num_ranks, hop_link, np.arange(len(hop_link)), n_links,
-            n_links, compiled,
+            hop_src, hop_dst, t.num_ranks, hop_link, np.arange(len(hop_link)), n_links, n_all,
+            compiled,
         )  # fmt: skip
-        pos = connection_positions(hop_class, len(class_ptr) - 1, q.order_hops, compiled)
+        pos = connection_positions(hop_class, len(class_ptr) - 1, order_hops, compiled)
         prio = np.zeros(n_reps)
         used = _fair_words(ordered)
     hops = hop_records(hop_link, hop_op, hop_tx, hop_alpha, hop_tail, pos,
                        hop_class if order == "fair" else -1)  # fmt: skip
-    ops = op_records(op_first, q.route_ptr[1:] - 1, op_hops, np.diff(q.dep_ptr), extra[reps],
+    ops = op_records(op_first, route_ptr[1:] - 1, op_hops, np.diff(q.dep_ptr), extra[reps],
                      release_t[reps], prio)  # fmt: skip
     q_start, q_end, _, q_finish, q_busy, done = _run_loop(
-        order, hops, ops, succ, n_links, groups, compiled,
-        (class_ptr, shared) if order == "fair" else None,
-        (q.order_ptr, q.order_hops, prio, False),
+        order, hops, ops, succ, n_all, groups, compiled,
+        (class_ptr, shared) if order == "fair" else None, (order_ptr, order_hops, prio, False),
     )  # fmt: skip
     _stalled(done, n_reps)
     # every hop's and operation's times are its representative's
-    at = q.route_ptr[q.op_orbit[q.all_hop_op]] + q.all_hop_k
+    at = moved[q.route_ptr[q.op_orbit[q.all_hop_op]] + q.all_hop_k]
     used += (
         f"; simulated on the quotient by {q.order} automorphisms "
         f"({len(hop_link):,} of {len(at):,} hops"
         + (", exact: docs/simulator.md)" if ordered else ", ties broken by orbit)")
     )
     return (
-        q_start[q.route_ptr[:-1]][q.op_orbit],
+        q_start[route_ptr[:-1]][q.op_orbit],
         q_finish[q.op_orbit],
         s.route_links.astype(np.int64),
         q.all_hop_op,
         q_start[at],
         q_end[at],
-        q_busy[q.link_rep],
+        q_busy[:n_links][q.link_rep],
         used,
     )
+
+
+def _join_hops(joins: np.ndarray, route_ptr: np.ndarray, arrays: tuple, n_links: int):
+    """Each representative join (mask ``joins``) gets its zero-time hop on the join link,
+    as in the explicit simulation (:func:`collsynth.sim.hops.virtual_hops`): the per-hop
+    ``arrays`` (link, operation, transmission, alpha, alpha to the end, order position,
+    sender, receiver) with those hops in front of the joins' empty routes, the new route
+    pointers, the number of links with the join link, and where each former hop went."""
+    n_hops = len(arrays[0])
+    if not joins.any():
+        return arrays, route_ptr, n_links, np.arange(n_hops, dtype=np.int64)
+    n = len(joins)
+    zero = np.zeros(n)
+    none = np.full(n, -1, dtype=np.int64)
+    virtual = (np.full(n, n_links, dtype=np.int64), np.arange(n, dtype=np.int64), zero, zero,
+               zero, none, none, none)  # fmt: skip
+    arrays, ptr = prepend_hops(route_ptr, joins, arrays, virtual)
+    moved = np.arange(n_hops, dtype=np.int64) + np.repeat(np.cumsum(joins), np.diff(route_ptr))
+    return arrays, ptr, n_links + 1, moved
 
 
 __all__ = [
