@@ -33,8 +33,9 @@ checked (each vectorised, linear in hops and dependencies):
    one permutation of the operations that keeps source and destination ranks (mapped by
    ``g``), kind, bytes, planned start, duration and step, maps every route hop by hop and the
    dependency edges onto the dependency edges.
-3. Every orbit of operations has ``|G|`` members and meets the representative ranks (the
-   smallest rank of each rank orbit) exactly once; and every representative link receives
+3. Every orbit of operations has ``|G|`` members (its representative is its smallest
+   operation; orbits found by pointer doubling along each generator); and every
+   representative link receives
    the positions ``0 .. n - 1`` of its order exactly once from the representatives' hops
    (so its queue in the quotient is exactly the one it has in the explicit simulation).
 
@@ -42,7 +43,10 @@ The simulation then runs on the representatives, each hop on its link's represen
 the position its own hop has in its own link's order, and in the realized model in the
 connection (representative link, image of the sender, image of the receiver) that the group
 element carrying its link onto the representative gives. Results agree with the explicit
-simulation to rounding (the test suite compares both on every symmetric schedule it makes).
+simulation to rounding (the test suite compares both on symmetric schedules it makes); on
+large schedules the explicit realized simulation amplifies its own rounding (its symmetric
+operations drift apart), and the quotient's figure is the symmetric execution's
+(``docs/simulator.md``, "Symmetric schedules").
 """
 
 from __future__ import annotations
