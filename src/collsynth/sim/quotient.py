@@ -254,10 +254,15 @@ def _route_hashes(s: Schedule, link_perm: np.ndarray, hop_op, hop_k) -> tuple:
 def _match(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``wanted``, the index of the one entry of ``keys`` equal to it (-1 where
     none) and whether exactly one is."""
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # only entries met exactly once are used: no need for stability
     ordered = keys[order]
-    lo = np.searchsorted(ordered, wanted, side="left")
-    hi = np.searchsorted(ordered, wanted, side="right")
+    # the wanted keys searched in sorted order (each search starts where the last ended:
+    # about ten times faster than searching a million keys at random)
+    by = np.argsort(wanted)
+    lo = np.empty(len(wanted), dtype=np.int64)
+    hi = np.empty(len(wanted), dtype=np.int64)
+    lo[by] = np.searchsorted(ordered, wanted[by], side="left")
+    hi[by] = np.searchsorted(ordered, wanted[by], side="right")
     one = hi - lo == 1
     out = np.full(len(wanted), -1, dtype=np.int64)
     out[one] = order[lo[one]]
