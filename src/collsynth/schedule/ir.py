@@ -162,6 +162,18 @@ class Schedule:
 
         return replace(self, group=None, link_order=expanded_link_order(self))
 
+    def link_order_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The planned link orders flattened, link by link in increasing link id: (the
+        links that have one, how many operations each lists, the operations, in order).
+        Empty arrays where the schedule has none; nothing is checked here (the verifier's
+        ``link-order`` rule does that)."""
+        orders = self.link_order or {}
+        links = sorted(orders, key=int)
+        seqs = [np.asarray(orders[l], dtype=np.int64).ravel() for l in links]
+        lengths = np.array([len(q) for q in seqs], dtype=np.int64)
+        ops = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+        return np.array([int(l) for l in links], dtype=np.int64), lengths, ops
+
     def pair_order_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The link orders as each connection sees them: arrays ``(a, b)`` of operations with
         the same sender and receiver where ``b`` comes right after ``a`` among that pair's

@@ -56,11 +56,8 @@ def link_order_hops(
     has none). Each listed operation's hop on the link is found in its own route
     (:func:`find_hops`; ``compiled``: its compiled loop): no sort."""
     assert s.link_order is not None
-    links = sorted(s.link_order, key=int)
-    seqs = [np.asarray(s.link_order[l], dtype=np.int64).ravel() for l in links]
-    lengths = np.array([len(q) for q in seqs], dtype=np.int64)
-    want_link = np.repeat(np.array([int(l) for l in links], dtype=np.int64), lengths)
-    want_op = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    links, lengths, want_op = s.link_order_entries()
+    want_link = np.repeat(links, lengths)
     hops = np.empty(len(want_op), dtype=np.int64)
     find = compiled_find_hops() if compiled else find_hops
     find(want_op, want_link, route_ptr.astype(np.int64), hop_link.astype(np.int64),

@@ -105,16 +105,13 @@ def _flat_orders(s: Schedule, n_links: int) -> tuple[np.ndarray, np.ndarray, np.
     order names a link outside the topology (or one twice) or an operation that does not
     exist."""
     assert s.link_order is not None
-    links = np.array([int(l) for l in s.link_order], dtype=np.int64)
-    if len(links) == 0 or links.min() < 0 or links.max() >= n_links:
+    links, listed, ops = s.link_order_entries()
+    if len(links) == 0 or links[0] < 0 or links[-1] >= n_links:
         return None
-    if len(np.unique(links)) != len(links):
+    if (np.diff(links) == 0).any():
         return None
-    seqs = [np.asarray(q, dtype=np.int64).ravel() for q in s.link_order.values()]
     lengths = np.zeros(n_links, dtype=np.int64)
-    lengths[links] = [len(q) for q in seqs]
-    by_link = np.argsort(links, kind="stable")
-    ops = np.concatenate([seqs[i] for i in by_link]) if seqs else np.zeros(0, dtype=np.int64)
+    lengths[links] = listed
     if len(ops) and (ops.min() < 0 or ops.max() >= s.num_ops):
         return None
     ptr = np.zeros(n_links + 1, dtype=np.int64)
@@ -293,22 +290,45 @@ def _chunk_guess(c, rank_perm: np.ndarray) -> np.ndarray:
     return out
 
 
-def _chunk_signatures(chunk, base, base_img, n_chunks: int) -> np.ndarray:
+def _match_in_turn(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each of ``wanted``, an entry of ``keys`` equal to it, paired in turn where several
+    are equal: the ``i``-th wanted entry (by index) of a value gets the ``i``-th key (by
+    index) of that value; -1 where the value is missing or is met a different number of
+    times among the keys and the wanted entries."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    by = np.argsort(wanted, kind="stable")
+    w = wanted[by]
+    lo = np.searchsorted(ordered, w, side="left")
+    hi = np.searchsorted(ordered, w, side="right")
+    first = np.searchsorted(w, w, side="left")
+    turn = np.arange(len(w), dtype=np.int64) - first  # the entry's turn among its equals
+    ok = hi - lo == np.searchsorted(w, w, side="right") - first
+    out = np.full(len(wanted), -1, dtype=np.int64)
+    out[by[ok]] = order[lo[ok] + turn[ok]]
+    return out
+
+
+def _chunk_signatures(chunk, base, base_img, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
     """Where each chunk goes by what its operations are: the chunk whose operations' keys
-    (route, ranks, kind) are the images of its own, where exactly one is (-1 elsewhere)."""
+    (route, ranks, kind) are the images of its own, where exactly one is (-1 elsewhere);
+    and the same with chunks that look alike (the pipelined pieces of one tree) paired in
+    turn, by chunk id (-1 where none is). Guesses that the exact check of the whole map
+    then accepts or refuses."""
     mine = np.zeros(n_chunks, dtype=np.uint64)
     theirs = np.zeros(n_chunks, dtype=np.uint64)
     np.add.at(mine, chunk, _spread(base))
     np.add.at(theirs, chunk, _spread(base_img))
     found, one = _match(mine, theirs)
-    return np.where(one, found, -1)
+    return np.where(one, found, -1), _match_in_turn(mine, theirs)
 
 
 def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
     """The operation map of one generator found from the schedule's structure, without link
     orders: an operation goes to the one whose route, sender, receiver and kind are the
-    images of its own; where several share them, the chunk decides, mapped as the
-    operations matched uniquely map it (and the part of the chunk); joins go by their
+    images of its own; where several share them, the chunk decides (and the part of the
+    chunk), mapped as the operations matched uniquely map it, else as its operations say
+    (:func:`_chunk_signatures`) or the collective anchors it; joins go by their
     dependencies (:func:`_join_images`); verified exactly."""
     rank_perm, link_perm = gen
     h, h_img = _route_hashes(s, link_perm, hop_op, hop_k)
@@ -328,8 +348,11 @@ def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
             raise _NotExact("a chunk id is outside the collective")
         image = _chunk_guess(s.collective, rank_perm)
         routed = ~is_join
-        by_ops = _chunk_signatures(chunk[routed], base[routed], base_img[routed], len(image))
-        image = np.where(by_ops >= 0, by_ops, image)
+        by_ops, in_turn = _chunk_signatures(chunk[routed], base[routed], base_img[routed],
+                                            len(image))  # fmt: skip
+        # a chunk told apart by its operations goes where they say; else where the
+        # collective anchors it; else to its look-alike of the same turn
+        image = np.where(by_ops >= 0, by_ops, np.where(image >= 0, image, in_turn))
         image[chunk[one]] = chunk[sigma[one]]
         if not np.array_equal(image[chunk[one]], chunk[sigma[one]]):
             raise _NotExact("the chunks are not mapped consistently")

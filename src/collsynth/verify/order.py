@@ -85,13 +85,9 @@ def check_link_order(ctx: Context) -> None:
     link, each once, and the orders with the dependencies stay acyclic (no deadlock).
     Vectorized over all links; the first faulty link is then named link by link."""
     s, n = ctx.schedule, ctx.num_ops
-    link_order = s.link_order
-    assert link_order is not None  # verify() checks a link order only when there is one
-    lids = np.array([int(k) for k in link_order], dtype=np.int64)
-    seqs = [np.asarray(v, dtype=np.int64).ravel() for v in link_order.values()]
-    lengths = np.array([len(q) for q in seqs], dtype=np.int64)
+    assert s.link_order is not None  # verify() checks a link order only when there is one
+    lids, lengths, o_ops = s.link_order_entries()
     o_link = np.repeat(lids, lengths)
-    o_ops = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
     owner = owners(s.route_ptr)
     carried = s.carried_hops()
     sel = np.isin(s.route_links, lids) & carried
@@ -203,11 +199,8 @@ def _pacing_shaped(s, before: np.ndarray, after: np.ndarray) -> np.ndarray:
     if not len(pairs):
         return out
     n = s.num_ops
-    links = sorted(s.link_order, key=int)
-    seqs = [np.asarray(s.link_order[l], dtype=np.int64).ravel() for l in links]
-    lengths = np.array([len(q) for q in seqs], dtype=np.int64)
-    e_link = np.repeat(np.array([int(l) for l in links], dtype=np.int64), lengths)
-    e_op = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    links, lengths, e_op = s.link_order_entries()
+    e_link = np.repeat(links, lengths)
     e_pos = np.arange(len(e_op), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     wanted = np.zeros(n, dtype=bool)
     wanted[before[pairs]] = True
