@@ -99,6 +99,11 @@ class Quotient:
     def num_hops(self) -> int:
         return int(len(self.hops))
 
+    def fits(self, s: Schedule) -> bool:
+        """Whether this quotient has the shape of ``s``'s (a cheap check against passing
+        another schedule's; it was verified for the schedule it was found for)."""
+        return len(self.op_orbit) == s.num_ops and len(self.all_hop_op) == len(s.route_links)
+
 
 class _NotExact(Exception):
     """The quotient would not be exact (or no symmetry was found): why, in words."""
@@ -254,7 +259,55 @@ def _route_hashes(s: Schedule, link_perm: np.ndarray, hop_op, hop_k) -> tuple:
 
 def _match(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``wanted``, the index of the one entry of ``keys`` equal to it (-1 where
-    none) and whether exactly one is."""
+    none) and whether exactly one is.
+
+    Both sides are sorted by value (``np.sort``, several times faster than ``np.argsort``):
+    each key's top ``64 - _INDEX_BITS`` bits with its index in the bits below. A wanted
+    value whose top bits one key alone has matches it if the whole values are equal; top
+    bits that several keys share with equal values are duplicates (no unique match); top
+    bits shared by different values (a rare coincidence of hashes) are searched exactly."""
+    n, m = len(keys), len(wanted)
+    if n == 0 or m == 0 or max(n, m) >= 1 << _INDEX_BITS:
+        return _match_exactly(keys, wanted)
+    shift, low = np.uint64(_INDEX_BITS), np.uint64((1 << _INDEX_BITS) - 1)
+    packed = np.sort(((keys >> shift) << shift) | np.arange(n, dtype=np.uint64))
+    order = (packed & low).astype(np.int64)
+    top = packed >> shift
+    full = keys[order]
+    new_run = np.empty(n, dtype=np.bool_)
+    new_run[0] = True
+    np.not_equal(top[1:], top[:-1], out=new_run[1:])
+    run = np.cumsum(new_run) - 1
+    starts = np.flatnonzero(new_run)
+    mixed = np.zeros(len(starts), dtype=np.bool_)  # runs whose whole values differ
+    mixed[run[full != full[starts[run]]]] = True
+    w_packed = np.sort(((wanted >> shift) << shift) | np.arange(m, dtype=np.uint64))
+    w_idx = (w_packed & low).astype(np.int64)
+    w_top = w_packed >> shift
+    lo = np.searchsorted(top, w_top, side="left")
+    hi = np.searchsorted(top, w_top, side="right")
+    hit = np.flatnonzero(hi > lo)
+    lo, hi, w_idx = lo[hit], hi[hit], w_idx[hit]
+    out = np.full(m, -1, dtype=np.int64)
+    one = np.zeros(m, dtype=np.bool_)
+    ok = (hi - lo == 1) & (full[lo] == wanted[w_idx])
+    out[w_idx[ok]] = order[lo[ok]]
+    one[w_idx[ok]] = True
+    exact = mixed[run[lo]]
+    if exact.any():
+        cand = np.unique(order[ragged_arange(hi[exact] - lo[exact], lo[exact])])
+        found, once = _match_exactly(keys[cand], wanted[w_idx[exact]])
+        out[w_idx[exact]] = np.where(once, cand[found], -1)
+        one[w_idx[exact]] = once
+    return out, one
+
+
+#: the bits of an index in :func:`_match`'s packed values (up to 16 M operations)
+_INDEX_BITS = 24
+
+
+def _match_exactly(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_match` by indirect sorts (any size)."""
     order = np.argsort(keys)  # only entries met exactly once are used: no need for stability
     ordered = keys[order]
     # the wanted keys searched in sorted order (each search starts where the last ended:

@@ -30,7 +30,7 @@ from .engine import (
 from .groups import group_arrays, group_plan
 from .hops import hop_arrays, hop_times_of, prepend_hops, virtual_hops
 from .orders import connection_positions, connections, order_arrays, planned_priorities
-from .quotient import find_quotient
+from .quotient import Quotient, find_quotient
 from .result import SimResult
 from .steps import MAX_HOPS, hop_records, op_records
 
@@ -153,7 +153,7 @@ def simulate(
     release: bool = False,
     op_cost_s: float = 0.0,
     compiled: bool | None = None,
-    symmetric: bool | str = True,
+    symmetric: bool | str | Quotient = True,
     _force_queues: bool = False,
 ) -> SimResult:
     """Simulate ``schedule`` moving ``size`` bytes (nccl-tests convention).
@@ -185,15 +185,21 @@ def simulate(
     :data:`ORBIT_TIES` also simulates a symmetric schedule without link orders on its
     quotient, in any model, with ties between waiting transfers broken by orbit instead of by
     hop id (a symmetric execution; synthesis takes its link orders from it, see
-    ``synth/order.py``).
+    ``synth/order.py``). A :class:`~collsynth.sim.quotient.Quotient` that
+    :func:`~collsynth.sim.quotient.find_quotient` returned for this schedule (in the planned
+    or realized model, or with ``orbit_ties``) is used as it is, as with :data:`ORBIT_TIES`:
+    a caller that simulates one schedule several times finds its symmetry once.
     """
     _check_args(size, order, reduce_bw, op_cost_s)
     wall0 = _time.perf_counter()
     s = schedule
-    q = None
+    q = given = None
+    if isinstance(symmetric, Quotient):
+        given, symmetric = symmetric, ORBIT_TIES
     ties = None  # first served, explicitly: each operation's orbit, which breaks its ties
     if (symmetric or order == "fcfs") and op_cost_s == 0 and not _force_queues:
-        q = find_quotient(s, order)
+        fits = given is not None and order != "fcfs" and given.fits(s)
+        q = given if fits else find_quotient(s, order)
         if q is None and symmetric == ORBIT_TIES and not s.link_order:
             q = find_quotient(s, order, orbit_ties=True)
         if q is not None and not symmetric:

@@ -58,7 +58,8 @@ from ..arrays import unique
 from ..collective import CollKind
 from ..schedule.dag import is_acyclic, levels, owners
 from ..schedule.ir import OpKind, Schedule
-from ..sim import ORBIT_TIES, REALIZED, simulate
+from ..sim import REALIZED, simulate
+from ..sim.quotient import Quotient, find_quotient
 from ..topology.symmetry import link_frames, topology_group
 
 #: ``meta["link_order"]["from"]`` of the two orders :func:`with_link_orders` may write
@@ -93,8 +94,8 @@ def link_orders_by(
     idx = None
     if orbit is not None:
         idx = _symmetric_orders(s, links, ops, key, tie, orbit)
-    if idx is None:
-        idx = np.lexsort((ops, tie[ops], key[ops], links))
+    if idx is None:  # (``ops`` come in increasing order and the sort is stable)
+        idx = np.lexsort((tie[ops], key[ops], links))
     links, ops = links[idx], ops[idx]
     if not len(links):
         return {}
@@ -124,13 +125,26 @@ def _symmetric_orders(s: Schedule, links, ops, key, tie, orbit) -> np.ndarray | 
     element = link_frames(s.topology, group)[1][links]
     src = ranks[element, s.src[ops].astype(np.int64)]
     dst = ranks[element, s.dst[ops].astype(np.int64)]
-    idx = np.lexsort((ops, dst, src, orbit[ops], level[ops], _grains(tie)[ops],
-                      _grains(key)[ops], links))  # fmt: skip
+    idx = np.lexsort(_packed((links, _grains(key)[ops]), (_grains(tie)[ops], level[ops]),
+                             (orbit[ops], src * s.topology.num_ranks + dst))[::-1])  # fmt: skip
     ordered_links, ordered_ops = links[idx], ops[idx]
     same = ordered_links[1:] == ordered_links[:-1]
     a = np.concatenate((s.dep_ids.astype(np.int64), ordered_ops[:-1][same]))
     b = np.concatenate((owners(s.dep_ptr), ordered_ops[1:][same]))
     return idx if is_acyclic(s.num_ops, a, b) else None
+
+
+def _packed(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """Sort keys, most significant first, with each pair of non-negative keys packed into
+    one where both fit in 31 bits (a sort by fewer keys is faster; ``ops`` are not among
+    them: they come in increasing order and ``np.lexsort`` is stable)."""
+    out = []
+    for hi, lo in pairs:
+        if len(hi) and min(hi.min(), lo.min()) >= 0 and max(hi.max(), lo.max()) < 2**31:
+            out.append((hi.astype(np.int64) << 31) | lo.astype(np.int64))
+        else:
+            out.extend((hi, lo))
+    return out
 
 
 #: times closer than this fraction of the largest are equal when link orders are sorted
@@ -397,10 +411,15 @@ def _ordered(schedule: Schedule, size: float) -> Schedule:
     """``schedule`` with the better of its two candidate link orders in the realized model."""
     # a symmetric schedule is simulated with ties broken by orbit, so that its link orders
     # come out symmetric too (and the simulator can then run it on its quotient)
-    planned = simulate(schedule, size, order="plan", symmetric=ORBIT_TIES)
+    # (found once for both simulations; none found: both explicit)
+    ties: bool | Quotient = True
+    if not schedule.link_order:
+        q = find_quotient(schedule, "plan", orbit_ties=True)
+        ties = q if q is not None else False
+    planned = simulate(schedule, size, order="plan", symmetric=ties)
     planned_orders = link_orders_by(schedule, planned.op_start_s, planned.op_finish_s,
                                     planned.op_orbit)  # fmt: skip
-    first_ready = simulate(schedule, size, order=REALIZED, symmetric=ORBIT_TIES)
+    first_ready = simulate(schedule, size, order=REALIZED, symmetric=ties)
     t_first = first_ready.time_s
     if _one_pair_per_link(schedule):  # the realized model serves the plan's order exactly
         t_plan = planned.time_s
