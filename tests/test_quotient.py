@@ -261,3 +261,38 @@ def test_joins_on_the_quotient(symmetric_cases):
         for name in FIELDS:
             a, b = getattr(fast, name), getattr(full, name)
             assert np.max(np.abs(a - b)) <= 1e-12 * full.time_s, (order, name)
+
+
+def test_a_found_quotient_is_reused_and_a_foreign_one_ignored(symmetric_cases):
+    s = symmetric_cases[("dgx2:chassis=2", "reducescatter")]
+    bare = replace(s, link_order=None)
+    q = find_quotient(bare, "plan", orbit_ties=True)
+    assert q is not None and q.fits(bare)
+    for order in ("plan", "fair"):
+        again = simulate(bare, 1e6, order=order, symmetric=q)
+        fresh = simulate(bare, 1e6, order=order, symmetric=ORBIT_TIES)
+        assert again.quotient == q.order
+        assert np.array_equal(again.op_finish_s, fresh.op_finish_s)
+    other = symmetric_cases[("dgx_a100:nodes=8", "allgather")]
+    assert not q.fits(other)
+    assert simulate(other, 1e6, symmetric=q).time_s == simulate(other, 1e6).time_s
+
+
+def test_matching_by_sorted_top_bits_equals_the_exact_search():
+    from collsynth.sim.quotient import _match, _match_exactly
+
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        pool = rng.integers(0, 2**63, size=40, dtype=np.int64).astype(np.uint64)
+        if trial % 2:  # values that share their top bits and differ below
+            pool = (pool >> np.uint64(24) << np.uint64(24)) | rng.integers(0, 3, 40).astype(
+                np.uint64
+            )
+        keys = pool[rng.integers(0, 40, size=100)]
+        wanted = np.concatenate([pool, [np.uint64(12345)]])[rng.integers(0, 41, size=120)]
+        found, one = _match(keys, wanted)
+        want_found, want_one = _match_exactly(keys, wanted)
+        assert np.array_equal(one, want_one)
+        assert np.array_equal(found[one], want_found[want_one])
+        assert (found[~one] == -1).all()
+        assert (keys[found[one]] == wanted[one]).all()
