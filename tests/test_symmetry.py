@@ -11,6 +11,7 @@ import pytest
 from collsynth.topology import load_topology
 from collsynth.topology.symmetry import (
     acts_freely,
+    automorphism_from_ranks,
     automorphism_group,
     automorphisms,
     closure,
@@ -205,3 +206,53 @@ def test_vectorised_link_permutation_matches_the_definition(spec):
         perms.append(p)
     for p in perms:
         assert link_permutation(t, p) == _reference_link_permutation(t, [int(x) for x in p])
+
+
+@pytest.mark.parametrize("spec", ["dgx_a100:nodes=4", "h800_rails:servers=4", "mi250:chassis=2"])
+def test_automorphism_from_ranks_finds_the_group_elements(spec):
+    """Given only where the ranks go, the structure places every switch: the group's own
+    elements (found from attributes) come back node for node."""
+    t = load_topology(spec)
+    group = automorphism_group(t)
+    assert group is not None
+    ranks = group.rank_perms(t)
+    for e in range(min(group.order, 6)):
+        found = automorphism_from_ranks(t, ranks[e])
+        assert found is not None and is_automorphism(t, found)
+        assert np.array_equal(np.asarray(found)[t.compute_nodes], t.compute_nodes[ranks[e]])
+        assert np.array_equal(found, group.node_perms[e])
+
+
+def _islands_on_rails(cross: bool = False):
+    """3 islands of 4 GPUs (an NVSwitch each), GPU j of each island on leaf j through its
+    own NIC; no node attributes. ``cross``: island 2's GPUs 0 and 1 swap leaves (the same
+    bandwidths everywhere, but island 2 is wired unlike the others)."""
+    from collsynth.topology.model import TopologyBuilder
+
+    b = TopologyBuilder("islands")
+    gpus = [[b.compute(f"x{s}_{j}") for j in range(4)] for s in range(3)]
+    leaves = [b.switch(f"leaf{j}") for j in range(4)]
+    for s in range(3):
+        nv = b.switch(f"nv{s}")
+        for j, g in enumerate(gpus[s]):
+            b.bilink(g, nv, 100e9, 1e-6)
+            nic = b.switch(f"nic{s}_{j}")
+            b.bilink(g, nic, 20e9, 1e-6)
+            leaf = {0: 1, 1: 0}.get(j, j) if cross and s == 2 else j
+            b.bilink(nic, leaves[leaf], 20e9, 1e-6)
+    return b.build()
+
+
+def test_automorphism_from_ranks_without_attributes():
+    t = _islands_on_rails()
+    assert automorphism_group(t) is None  # nothing to shift: no integer attributes
+    shift = (np.arange(12) + 4) % 12  # every island's GPU j to the next island's GPU j
+    found = automorphism_from_ranks(t, shift)
+    assert found is not None and is_automorphism(t, found)
+    swap = np.arange(12)
+    swap[[0, 1]] = [1, 0]  # two GPUs of one island: their leaves differ, no automorphism
+    assert automorphism_from_ranks(t, swap) is None
+    assert automorphism_from_ranks(t, [0, 0] + list(range(2, 12))) is None  # not a permutation
+    assert automorphism_from_ranks(t, np.arange(5)) is None  # not every rank
+    # island 2 wired unlike the others: the shift is no automorphism
+    assert automorphism_from_ranks(_islands_on_rails(cross=True), shift) is None

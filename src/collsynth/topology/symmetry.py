@@ -137,6 +137,84 @@ def is_automorphism(topology: Topology, node_permutation: Sequence[int]) -> bool
     return link_permutation(topology, p.tolist()) is not None
 
 
+def automorphism_from_ranks(
+    topology: Topology, rank_permutation: Sequence[int] | np.ndarray
+) -> list[int] | None:
+    """The automorphism of ``topology`` that permutes the ranks by ``rank_permutation``
+    (image of every rank), found from the structure alone (no node attributes), or None
+    where this finds none.
+
+    The compute nodes go where their ranks do; then, round after round, every other node
+    goes to the one node of its kind, not yet an image, whose links to nodes already
+    placed are the images of its own (same direction, same signature besides the ends,
+    :func:`link_signature`), where exactly one has them. The permutation found is then
+    verified (:func:`is_automorphism`). Unique matches suffice where every switch is told
+    apart by the nodes around it (an island's NVSwitch by its GPUs, a NIC by its GPU, a
+    rail's leaf by its NICs); where a round has none, nodes that look alike (spines that the
+    same leaves reach) are paired in turn, by id, a guess the verification accepts or not.
+    ``O(R (N + L) log N)`` for ``R`` rounds (the depth of the switches behind the GPUs)."""
+    t = topology
+    n = t.num_nodes
+    ranks = np.asarray(rank_permutation, dtype=np.int64)
+    if ranks.shape != (t.num_ranks,) or not np.array_equal(np.sort(ranks), np.arange(len(ranks))):
+        return None
+    perm = np.full(n, -1, dtype=np.int64)
+    perm[t.compute_nodes] = t.compute_nodes[ranks]
+    src = np.array([l.src for l in t.links], dtype=np.int64)
+    dst = np.array([l.dst for l in t.links], dtype=np.int64)
+    cls = _link_classes(t).astype(np.uint64)
+    kind = t.kind_codes.astype(np.uint64)
+    while (perm < 0).any():
+        placed = perm >= 0
+        taken = np.zeros(n, dtype=np.bool_)
+        taken[perm[placed]] = True
+        mine = kind * _KEY_MIX[3]  # each node's links to placed nodes, by their images
+        theirs = kind * _KEY_MIX[3]  # each node's links to images, as they are
+        for a, b, way in ((src, dst, 1), (dst, src, 2)):  # b: the far end of a's link
+            out = placed[b]
+            np.add.at(mine, a[out], _key_spread(perm[b[out]], cls[out], way))
+            into = taken[b]
+            np.add.at(theirs, a[into], _key_spread(b[into], cls[into], way))
+        todo = np.flatnonzero(~placed)
+        free = np.flatnonzero(~taken)
+        order = np.argsort(theirs[free], kind="stable")
+        keys = theirs[free][order]
+        by = np.argsort(mine[todo], kind="stable")
+        wanted = mine[todo][by]
+        lo = np.searchsorted(keys, wanted, side="left")
+        hi = np.searchsorted(keys, wanted, side="right")
+        first = np.searchsorted(wanted, wanted, side="left")
+        alike = np.searchsorted(wanted, wanted, side="right") - first
+        go = hi - lo == 1
+        if not go.any():
+            # look-alikes (switches that only the same nodes reach): paired in turn, by id
+            go = hi - lo == alike
+        if not go.any():
+            return None
+        images = free[order[lo[go] + (np.arange(len(wanted)) - first)[go]]]
+        if len(np.unique(images)) != len(images):
+            return None  # two nodes claim one image
+        perm[todo[by[go]]] = images
+    found = perm.tolist()
+    return found if is_automorphism(t, found) else None
+
+
+# odd 64-bit constants that spread small integers over the whole word (keys only propose a
+# match; the permutation is then verified exactly)
+_KEY_MIX = tuple(
+    np.uint64(c)
+    for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
+)
+
+
+def _key_spread(node: np.ndarray, cls: np.ndarray, way: int) -> np.ndarray:
+    """A 64-bit mix of (neighbour, link class, direction), summed per node into its key."""
+    z: np.ndarray = (node.astype(np.uint64) * _KEY_MIX[0] + cls * _KEY_MIX[1]
+                     + np.uint64(way) * _KEY_MIX[2])  # fmt: skip
+    z = (z ^ (z >> np.uint64(31))) * _KEY_MIX[1]
+    return z ^ (z >> np.uint64(29))
+
+
 def attribute_shift(
     topology: Topology, attribute: str, shift: int, ignore: frozenset = frozenset()
 ) -> list[int] | None:
@@ -482,6 +560,7 @@ __all__ = [
     "AutomorphismGroup",
     "acts_freely",
     "attribute_shift",
+    "automorphism_from_ranks",
     "automorphism_group",
     "automorphisms",
     "candidate_generators",

@@ -11,23 +11,23 @@ not consulted.
   out), and every pair inside an island must be one hop apart through the island (a direct link
   or a shared island switch).
 * **Rail dimension.** Inside every island GPUs are numbered by rank order (local index j). The
-  rail group j is GPU j of every island. The candidate mapping "island s -> island s' by local
-  index" is then *verified*: every GPU must have the same network signature (bandwidths of its
-  non-island links and how many GPUs share each network neighbour), the sharing pattern of
-  network neighbours must be the same local indices in every island, and every pair of a rail
-  group must have a network route (not through an island switch) of the same hop count and
-  that count must be the fewest hops between any two GPUs of different islands.
+  rail group j is GPU j of every island. The candidate mapping "island s -> island s + 1 by
+  local index" is then *verified as an automorphism of the whole fabric*, by the topology
+  layer that ForestColl and TE-CCL use too
+  (:func:`collsynth.topology.symmetry.automorphism_from_ranks`: it places the switches from
+  the GPUs' images, from the structure alone, and checks every link); its powers map every
+  island onto every other. Every GPU must also have the same network signature (bandwidths
+  of its non-island links and how many GPUs share each network neighbour: SyCCL gives every
+  GPU one network share), and every pair of a rail group must have a network route (not
+  through an island switch) of the same hop count, the fewest between any two GPUs of
+  different islands.
 
 A fabric failing any check raises :class:`CollsynthError` with a one-line reason (SyCCL's
 stated limitation: no isomorphic groups, no decomposition). Fabrics whose symmetric mapping is
-not rank order inside islands are refused too (a limitation of this first version; a general
-automorphism search would lift it).
+not rank order inside islands are refused too (a limitation of this first version).
 
-This is a decomposition check specific to SyCCL, not an automorphism group: the islands are
-the connected components (:func:`collsynth.topology.symmetry.components`) of the island links,
-and the rail mapping is verified by the signatures above rather than by permuting links
-(:mod:`collsynth.topology.symmetry` finds and verifies automorphisms for ForestColl and
-TE-CCL).
+The islands themselves are a decomposition specific to SyCCL: the connected components
+(:func:`collsynth.topology.symmetry.components`) of the island links.
 """
 
 from __future__ import annotations
@@ -35,10 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+import numpy as np
+
 from ...errors import CollsynthError
 from ...topology.model import Topology
 from ...topology.paths import RouteTable
-from ...topology.symmetry import components
+from ...topology.symmetry import automorphism_from_ranks, components
 
 
 def _fail(msg: str) -> NoReturn:
@@ -214,11 +216,11 @@ def _island_routes(
 def _check_network_ports(
     t: Topology, islands: list[list[int]], island_link: list[bool], nbrs: dict[int, set[int]]
 ) -> None:
-    """Every GPU has the same network signature and every island shares its network ports
-    in the same pattern of local indices."""
+    """Every GPU has the same network signature, and the islands are images of one another
+    under an automorphism of the fabric that keeps local indices
+    (:func:`collsynth.topology.symmetry.automorphism_from_ranks`)."""
     # network signature per GPU: (bw of each non-island out/in link, sharers of its neighbour)
     sig = []
-    share = []
     net_out: dict[int, list] = {}
     net_in: dict[int, list] = {}
     for lk in t.links:
@@ -231,21 +233,19 @@ def _check_network_ports(
         outs = sorted((lk.bw, gpu_nbrs[lk.dst]) for lk in net_out.get(x, ()))
         ins = sorted(lk.bw for lk in net_in.get(x, ()))
         sig.append((tuple(outs), tuple(ins)))
-        share.append(sorted(lk.dst for lk in net_out.get(x, ())))
     if len(set(sig)) > 1:
         _fail("GPUs have unequal network attachments")
     if not sig[0][0]:
         _fail("GPUs have no network links outside their islands")
-    # sharing pattern of network neighbours by local index, equal across islands
-    patterns = set()
-    for isl in islands:
-        by_nb: dict[int, list[int]] = {}
-        for j, r in enumerate(isl):
-            for y in share[r]:
-                by_nb.setdefault(y, []).append(j)
-        patterns.add(tuple(sorted(tuple(v) for v in by_nb.values())))
-    if len(patterns) > 1:
-        _fail("islands share their network ports in different patterns")
+    # the islands are alike: moving every island's GPU j to the next island's GPU j is an
+    # automorphism of the whole fabric (its powers map every island onto every other)
+    count = len(islands)
+    table = np.array(islands, dtype=np.int64)
+    shift = np.arange(t.num_ranks, dtype=np.int64)
+    shift[table] = table[(np.arange(count) + 1) % count]
+    if automorphism_from_ranks(t, shift) is None:
+        _fail("moving each island's GPUs to the next island's (by local index) is not an "
+              "automorphism of the fabric")  # fmt: skip
 
 
 def _network_bandwidth(
