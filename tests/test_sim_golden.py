@@ -33,8 +33,7 @@ def test_same_results_as_the_reference_loop(case, compiled):
         runs = runs[:2]  # the plain loop is slow: one model, both sizes
     for r in runs:
         # the event loop itself, every hop (symmetric=False): the quotient is checked
-        # against it in test_quotient.py (first served on a symmetric schedule differs from
-        # the loop where the loop's own rounding decides exact ties: docs/simulator.md)
+        # against it in test_quotient.py
         got = simulate(s, r["size"], order=r["order"], op_cost_s=r["op_cost_s"],
                        release=r["release"], compiled=compiled, symmetric=False)  # fmt: skip
         what = f"{case} {r['order']} op_cost={r['op_cost_s']} release={r['release']} {r['size']}"

@@ -21,14 +21,10 @@ which waiting transfer a link (planned model) or a connection (realized model) s
 the quotient is used only where the schedule's link orders decide all of them: every hop of
 every link stands in its link's order (and in the realized model the connection's order is
 that order restricted to the pair, mapped by the group as well). The first-served model
-(``fcfs``) follows no link order: it breaks ties between requests of one instant by orbit,
-then hop id, which is invariant as long as no route crosses two links of one orbit (checked:
-two operations of one orbit never meet on one link); its symmetry is read off the link orders
-where they are symmetric, else found from the structure (:func:`_structural_sigma`).
-Schedules with multicasts or a per-operation cost are simulated explicitly, as are, in the
-other models, schedules without complete link orders. Joins (no route, so no link order) are
-mapped by their rank and dependencies. The conditions checked (each vectorised, linear in
-hops and dependencies):
+(``fcfs``) breaks ties by hop id, so it is always simulated explicitly, as are schedules with
+multicasts, a per-operation cost, or without complete link orders. Joins (no route, so no
+link order) are mapped by their rank and dependencies. The conditions
+checked (each vectorised, linear in hops and dependencies):
 
 1. ``G`` acts freely on the ranks (by construction of the group) and on every link that
    carries a hop: every orbit of used links has ``|G|`` members.
@@ -473,7 +469,7 @@ def _order_of(perm: np.ndarray) -> int:
 
 def find_quotient(s: Schedule, policy: str, orbit_ties: bool = False) -> Quotient | None:
     """The verified symmetry of ``s`` for simulation in model ``policy`` (``plan``/``auto``,
-    ``fair``, ``fcfs``), or None where the quotient is not exact or
+    ``fair``; with ``orbit_ties`` also ``fcfs``), or None where the quotient is not exact or
     no symmetry is found (see the module doc for the conditions; :func:`quotient_or_reason`
     says which). ``orbit_ties``: for a schedule without link orders, simulate with ties
     broken by orbit (see the module doc): a different tie rule from the explicit
@@ -494,11 +490,11 @@ def _usable(s: Schedule, policy: str, orbit_ties: bool) -> None:
     """Refuse the schedules and models the quotient does not cover."""
     if s.num_ops == 0:
         raise _NotExact("the schedule is empty")
-    if s.link_order and orbit_ties and policy != "fcfs":
+    if s.link_order and orbit_ties:
         raise _NotExact("orbit ties are for schedules without link orders")
-    if not orbit_ties and policy != "fcfs":
+    if not orbit_ties:
         if policy not in ("plan", "auto", "fair"):
-            raise _NotExact(f"no quotient for the model {policy!r}")
+            raise _NotExact("the first-served model breaks ties by hop id")
         if not s.link_order:
             raise _NotExact("the schedule has no link orders")
     if s.has_groups:
@@ -519,28 +515,13 @@ def _group(t, counts: np.ndarray):
 
 def _quotient(s: Schedule, policy: str, orbit_ties: bool) -> Quotient:
     _usable(s, policy, orbit_ties)
-    if policy != "fcfs":
-        return _quotient_by(s, policy, by_orders=not orbit_ties)
-    # first served follows no link order: any symmetry of the rest will do; the one the
-    # link orders give is the cheapest to find
-    if s.link_order:
-        try:
-            return _quotient_by(s, policy, by_orders=True)
-        except _NotExact:
-            pass
-    return _quotient_by(s, policy, by_orders=False)
-
-
-def _quotient_by(s: Schedule, policy: str, by_orders: bool) -> Quotient:
-    """The quotient, its operation maps read off the link orders (``by_orders``) or found
-    from the schedule's structure."""
     t = s.topology
     n_links = len(t.links)
     route_ptr = s.route_ptr.astype(np.int64)
     route_links = s.route_links.astype(np.int64)
     counts = np.bincount(route_links, minlength=n_links)
     entries = None
-    if by_orders:
+    if not orbit_ties:
         entries = _flat_orders(s, n_links)
         if entries is None:
             raise _NotExact("a link order names a link or an operation that does not exist")
@@ -561,12 +542,9 @@ def _quotient_by(s: Schedule, policy: str, by_orders: bool) -> Quotient:
             sigmas.append(_sigma(s, gen, entries, counts, hop_op, hop_k))
     reps, label = _orbits(sigmas, [_order_of(rank_perms[r]) for r in rows], group.order)
     link_rep, link_elem = link_frames(t, group)
-    if policy == "fcfs":
-        _one_link_per_orbit(route_ptr, link_rep[route_links], hop_k)
     q_ptr, q_hops, q_link, q_pos, q_order = _rep_hops(
-        reps, label, route_ptr, route_links, counts, link_rep,
-        None if policy == "fcfs" else entries,
-    )  # fmt: skip
+        reps, label, route_ptr, route_links, counts, link_rep, entries
+    )
     elem = link_elem[route_links[q_hops]]
     rep_op = reps[owners(q_ptr)]
     q_dep_ptr, q_dep_ids = _rep_deps(s, reps, label)
@@ -588,17 +566,6 @@ def _quotient_by(s: Schedule, policy: str, by_orders: bool) -> Quotient:
         all_hop_op=hop_op,
         all_hop_k=hop_k,
     )
-
-
-def _one_link_per_orbit(route_ptr: np.ndarray, hop_rep: np.ndarray, hop_k: np.ndarray) -> None:
-    """Refuse a route that crosses two links of one orbit (``hop_rep``: each hop's link's
-    representative): two operations of one orbit could then meet on one link at one instant,
-    and the first-served model would order them by hop id, which the group does not keep."""
-    longest = int(np.diff(route_ptr).max(initial=0))
-    for d in range(1, longest):
-        same_route = hop_k[d:] >= d  # hop i + d is in the route of hop i
-        if (same_route & (hop_rep[d:] == hop_rep[:-d])).any():
-            raise _NotExact("a route crosses two links of one orbit")
 
 
 def _rep_hops(reps, label, route_ptr, route_links, counts, link_rep, entries):

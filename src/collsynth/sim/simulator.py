@@ -135,10 +135,7 @@ def _run_loop(order, hops, ops, succ, n_links, groups, compiled, shared, planned
         return run_events_fair(hops, ops, *succ, n_links, class_ptr, link_shared, groups, loop,
                                _call_holding_signals)  # fmt: skip
     optr, ohops, prio, force_queues = planned
-    # first served books a link at request time; its priorities (orbits) only order the
-    # requests of one instant
-    equal = bool(np.all(prio == prio[0])) if len(prio) else True
-    reserve = (order == "fcfs" or equal) and not force_queues
+    reserve = (bool(np.all(prio == prio[0])) if len(prio) else True) and not force_queues
     loop = compiled_planned_loop() if compiled else planned_loop
     return run_events(hops, ops, *succ, optr, ohops, n_links, reserve, groups, loop,
                       _call_holding_signals)  # fmt: skip
@@ -166,8 +163,7 @@ def simulate(
     ``docs/simulator.md``); planned priorities are ignored. ``auto`` (= ``plan``) follows the
     schedule's plan: explicit per-link orders are obeyed exactly across all pairs; otherwise a
     free link starts the waiting transfer with the earliest planned start time (or step), then
-    the first ready. ``fcfs`` ignores every plan: first ready, first served, requests of one
-    instant by operation orbit under the schedule's symmetry (then hop id).
+    the first ready. ``fcfs`` ignores every plan: first ready, first served.
     ``release`` holds each operation until its planned start.
     ``reduce_bw`` (bytes/s) adds ``bytes / reduce_bw`` to every reduce operation.
     ``op_cost_s`` (seconds) is what issuing one operation costs its sender: a rank issues its
@@ -179,9 +175,8 @@ def simulate(
     :data:`COMPILE_FROM_HOPS` link hops or more: below that, loading the compiled code costs
     more than it saves. Both give the same results.
     ``symmetric``: simulate one operation per orbit when the schedule's symmetry is verified
-    and makes that exact (:mod:`collsynth.sim.quotient`), with the same results as the
-    explicit simulation (first served: see ``docs/simulator.md`` on the explicit engine's
-    rounding at exact ties); False simulates every operation;
+    and makes that exact (:mod:`collsynth.sim.quotient`; models ``plan`` and ``fair``), with
+    the same results as the explicit simulation; False simulates every operation;
     :data:`ORBIT_TIES` also simulates a symmetric schedule without link orders on its
     quotient, in any model, with ties between waiting transfers broken by orbit instead of by
     hop id (a symmetric execution; synthesis takes its link orders from it, see
@@ -196,17 +191,13 @@ def simulate(
     q = given = None
     if isinstance(symmetric, Quotient):
         given, symmetric = symmetric, ORBIT_TIES
-    ties = None  # first served, explicitly: each operation's orbit, which breaks its ties
-    if (symmetric or order == "fcfs") and op_cost_s == 0 and not _force_queues:
+    if symmetric and op_cost_s == 0 and not _force_queues:
         fits = given is not None and order != "fcfs" and given.fits(s)
         q = given if fits else find_quotient(s, order)
         if q is None and symmetric == ORBIT_TIES and not s.link_order:
             q = find_quotient(s, order, orbit_ties=True)
-        if q is not None and not symmetric:
-            ties, q = q.op_orbit, None
     if q is None:
-        out = _explicit(s, size, order, reduce_bw, release, op_cost_s, compiled, _force_queues,
-                        ties)  # fmt: skip
+        out = _explicit(s, size, order, reduce_bw, release, op_cost_s, compiled, _force_queues)
     else:
         out = _on_quotient(s, q, size, order, reduce_bw, release, compiled)
     op_start, op_finish, hop_link, hop_op, hop_start, hop_end, busy, used = out
@@ -241,11 +232,9 @@ def _stalled(done: int, n_ops: int) -> None:
         )
 
 
-def _explicit(s, size, order, reduce_bw, release, op_cost_s, compiled, force_queues, ties=None):
+def _explicit(s, size, order, reduce_bw, release, op_cost_s, compiled, force_queues):
     """The explicit simulation: every hop of every operation. (op start, op finish, hop
-    link, hop operation, hop start, hop end, link busy time, the model in words). ``ties``
-    (first served only): each operation's orbit under the schedule's symmetry, which orders
-    requests made at one instant (else the hop id does)."""
+    link, hop operation, hop start, hop end, link busy time, the model in words)."""
     t = s.topology
     n_ops = s.num_ops
     n_links = len(t.links)
@@ -269,9 +258,6 @@ def _explicit(s, size, order, reduce_bw, release, op_cost_s, compiled, force_que
     pos, optr, ohops, prio, used = order_arrays(
         s, "fcfs" if order == "fcfs" else "plan", hop_link, route_ptr, n_all, compiled
     )
-    if ties is not None:
-        prio = ties.astype(np.float64)
-        used += _ORBIT_TIES_WORDS
     if order == "fair":
         hop_class, class_ptr, shared = connections(
             s.src, s.dst, t.num_ranks, hop_link, hop_op, n_links, n_all, compiled
@@ -304,10 +290,6 @@ def _explicit(s, size, order, reduce_bw, release, op_cost_s, compiled, force_que
             real_first = own_ptr[:-1][s.kind != OpKind.JOIN]
             op_start[s.kind != OpKind.JOIN] = hop_start[real_first]
     return op_start, op_finish, hop_link, hop_op, hop_start, hop_end, busy, used
-
-
-# what the first-served model says when requests of one instant go by orbit
-_ORBIT_TIES_WORDS = ", requests of one instant by orbit"
 
 
 def _fair_words(ordered: bool) -> str:
@@ -349,7 +331,7 @@ def _on_quotient(s, q, size, order, reduce_bw, release, compiled):
     ordered = len(q.order_hops) > 0
     prio, used = planned_priorities(s) if order != "fcfs" else (np.zeros(s.num_ops), "")
     prio = prio[reps]
-    used = "first ready, first served" + _ORBIT_TIES_WORDS if order == "fcfs" else used
+    used = "first ready, first served" if order == "fcfs" else used
     used += " + planned link orders" if ordered else ""
     if order == "fair":
         hop_class, class_ptr, shared = connections(
@@ -373,11 +355,7 @@ def _on_quotient(s, q, size, order, reduce_bw, release, compiled):
     used += (
         f"; simulated on the quotient by {q.order} automorphisms "
         f"({len(hop_link):,} of {len(at):,} hops"
-        + (
-            ", exact: docs/simulator.md)"
-            if ordered or order == "fcfs"
-            else ", ties broken by orbit)"
-        )
+        + (", exact: docs/simulator.md)" if ordered else ", ties broken by orbit)")
     )
     return (
         q_start[route_ptr[:-1]][q.op_orbit],
