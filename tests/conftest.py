@@ -113,6 +113,28 @@ def wan() -> Topology:
     return b.build()
 
 
+def islands_on_rails(cross: bool = False, spine: bool = False) -> Topology:
+    """3 islands of 4 GPUs (an NVSwitch each), GPU j of each island on leaf j through its own
+    NIC, no node attributes (the structure alone tells the islands alike). ``cross``: island
+    2's GPUs 0 and 1 swap leaves (the same bandwidths everywhere, but island 2 wired unlike
+    the others); ``spine``: the leaves joined by one spine."""
+    b = TopologyBuilder("islands")
+    gpus = [[b.compute(f"x{s}_{j}") for j in range(4)] for s in range(3)]
+    leaves = [b.switch(f"leaf{j}") for j in range(4)]
+    if spine:
+        top = b.switch("spine")
+        for leaf in leaves:
+            b.bilink(leaf, top, 80e9, 1e-6)
+    for s in range(3):
+        nv = b.switch(f"nv{s}")
+        for j, g in enumerate(gpus[s]):
+            b.bilink(g, nv, 100e9, 1e-6)
+            nic = b.switch(f"nic{s}_{j}")
+            b.bilink(g, nic, 20e9, 1e-6)
+            b.bilink(nic, leaves[{0: 1, 1: 0}.get(j, j) if cross and s == 2 else j], 20e9, 1e-6)
+    return b.build()
+
+
 def L(topo: Topology, a: str, b: str) -> int:
     """Id of the (first) link between nodes named a and b."""
     ids = topo.links_between(topo.index(a), topo.index(b))

@@ -15,6 +15,7 @@ from collsynth.synth.syccl.algo import allocate, sketch_loads
 from collsynth.topology.model import TopologyBuilder
 from collsynth.topology.spec import load_topology
 from collsynth.verify import ensure_verified
+from conftest import islands_on_rails
 
 GB = 1e9
 
@@ -460,20 +461,7 @@ def test_islands_wired_unlike_each_other_are_refused_by_the_symmetry_layer():
     """Equal signatures everywhere, but island 2's GPUs 0 and 1 reach the other's leaf:
     moving island to island by local index is no automorphism of the fabric, which the
     topology layer (automorphism_from_ranks) finds from the structure alone."""
-    b = TopologyBuilder("crossed")
-    gpus = [[b.compute(f"x{s}_{j}") for j in range(4)] for s in range(3)]
-    leaves = [b.switch(f"leaf{j}") for j in range(4)]
-    spine = b.switch("spine")
-    for leaf in leaves:
-        b.bilink(leaf, spine, 80e9, 1e-6)
-    for s in range(3):
-        nv = b.switch(f"nv{s}")
-        for j, g in enumerate(gpus[s]):
-            b.bilink(g, nv, 100e9, 1e-6)
-            nic = b.switch(f"nic{s}_{j}")
-            b.bilink(g, nic, 20e9, 1e-6)
-            b.bilink(nic, leaves[{0: 1, 1: 0}.get(j, j) if s == 2 else j], 20e9, 1e-6)
-    t = b.build()
+    t = islands_on_rails(cross=True, spine=True)
     with pytest.raises(CollsynthError, match="not an automorphism") as e:
         detect(t)
     assert "\n" not in str(e.value)

@@ -24,6 +24,7 @@ from collsynth.topology.symmetry import (
     rank_permutations,
     representatives,
 )
+from conftest import islands_on_rails
 
 SYMMETRIC = [
     "dgx1",
@@ -223,28 +224,8 @@ def test_automorphism_from_ranks_finds_the_group_elements(spec):
         assert np.array_equal(found, group.node_perms[e])
 
 
-def _islands_on_rails(cross: bool = False):
-    """3 islands of 4 GPUs (an NVSwitch each), GPU j of each island on leaf j through its
-    own NIC; no node attributes. ``cross``: island 2's GPUs 0 and 1 swap leaves (the same
-    bandwidths everywhere, but island 2 is wired unlike the others)."""
-    from collsynth.topology.model import TopologyBuilder
-
-    b = TopologyBuilder("islands")
-    gpus = [[b.compute(f"x{s}_{j}") for j in range(4)] for s in range(3)]
-    leaves = [b.switch(f"leaf{j}") for j in range(4)]
-    for s in range(3):
-        nv = b.switch(f"nv{s}")
-        for j, g in enumerate(gpus[s]):
-            b.bilink(g, nv, 100e9, 1e-6)
-            nic = b.switch(f"nic{s}_{j}")
-            b.bilink(g, nic, 20e9, 1e-6)
-            leaf = {0: 1, 1: 0}.get(j, j) if cross and s == 2 else j
-            b.bilink(nic, leaves[leaf], 20e9, 1e-6)
-    return b.build()
-
-
 def test_automorphism_from_ranks_without_attributes():
-    t = _islands_on_rails()
+    t = islands_on_rails()
     assert automorphism_group(t) is None  # nothing to shift: no integer attributes
     shift = (np.arange(12) + 4) % 12  # every island's GPU j to the next island's GPU j
     found = automorphism_from_ranks(t, shift)
@@ -255,4 +236,4 @@ def test_automorphism_from_ranks_without_attributes():
     assert automorphism_from_ranks(t, [0, 0] + list(range(2, 12))) is None  # not a permutation
     assert automorphism_from_ranks(t, np.arange(5)) is None  # not every rank
     # island 2 wired unlike the others: the shift is no automorphism
-    assert automorphism_from_ranks(_islands_on_rails(cross=True), shift) is None
+    assert automorphism_from_ranks(islands_on_rails(cross=True), shift) is None
