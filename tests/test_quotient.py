@@ -28,7 +28,7 @@ def symmetric_cases():
     return {
         ("dgx2:chassis=2", "reducescatter"): _schedule("dgx2:chassis=2", "reducescatter"),
         ("dgx_a100:nodes=8", "allgather"): _schedule("dgx_a100:nodes=8", "allgather"),
-        # pipelined trees: chunks that look alike, paired in turn (_match_in_turn)
+        # pipelined trees: chunks that look alike, paired in turn (arrays.match_in_turn)
         ("dgx2:chassis=2", "allreduce"): _schedule("dgx2:chassis=2", "allreduce"),
     }
 
@@ -54,14 +54,15 @@ def test_quotient_equals_explicit(symmetric_cases, order):
 
 
 def test_look_alikes_are_paired_in_turn():
-    from collsynth.sim.quotient import _match_in_turn
+    from collsynth.arrays import match_in_turn
 
     keys = np.array([7, 3, 7, 5, 7, 3], dtype=np.uint64)
     wanted = np.array([3, 7, 7, 9, 3, 7, 5], dtype=np.uint64)
     # the i-th wanted entry of a value gets the i-th key of that value; 9 is missing
-    assert _match_in_turn(keys, wanted).tolist() == [1, 0, 2, -1, 5, 4, 3]
+    assert match_in_turn(keys, wanted)[0].tolist() == [1, 0, 2, -1, 5, 4, 3]
+    assert match_in_turn(keys, wanted)[1].tolist() == [2, 3, 3, 0, 2, 3, 1]  # keys per value
     # a value met more often among the wanted entries than among the keys gets none
-    assert _match_in_turn(keys, np.array([5, 5], dtype=np.uint64)).tolist() == [-1, -1]
+    assert match_in_turn(keys, np.array([5, 5], dtype=np.uint64))[0].tolist() == [-1, -1]
 
 
 def test_orbits_partition_operations(symmetric_cases):

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import MIX64, match_in_turn, spread64
 from ..schedule.dag import owners, ragged_arange
 from ..schedule.ir import OpKind, Schedule
 from ..topology.symmetry import link_frames, topology_group
@@ -166,14 +167,6 @@ def _sigma(s, gen, entries, counts, hop_op, hop_k) -> np.ndarray:
     return sigma
 
 
-def _spread(x: np.ndarray) -> np.ndarray:
-    """A 64-bit mix of integers (nonlinear, so that sums of mixed values tell sets apart)."""
-    z = x.astype(np.uint64) + _MIX[0]
-    z = (z ^ (z >> np.uint64(30))) * _MIX[5]
-    z = (z ^ (z >> np.uint64(27))) * _MIX[1]
-    return z ^ (z >> np.uint64(31))
-
-
 def _join_images(s: Schedule, sigma: np.ndarray, rank_perm: np.ndarray) -> None:
     """Where each join goes (into ``sigma``, whose other operations are mapped): to the join
     at the image of its rank whose dependencies are the images of its own (joins have no
@@ -190,11 +183,11 @@ def _join_images(s: Schedule, sigma: np.ndarray, rank_perm: np.ndarray) -> None:
         raise _NotExact("a join waits for a join")
     mine = np.zeros(len(joins), dtype=np.uint64)
     theirs = np.zeros(len(joins), dtype=np.uint64)
-    np.add.at(mine, owner, _spread(deps))
-    np.add.at(theirs, owner, _spread(images))
+    np.add.at(mine, owner, spread64(deps))
+    np.add.at(theirs, owner, spread64(images))
     rank = s.src.astype(np.int64)[joins]
-    mine ^= _spread(rank) * _MIX[2]
-    theirs ^= _spread(rank_perm[rank]) * _MIX[2]
+    mine ^= spread64(rank) * MIX64[2]
+    theirs ^= spread64(rank_perm[rank]) * MIX64[2]
     found, one = _match(mine, theirs)
     if not one.all():
         raise _NotExact("joins are not told apart by rank and dependencies")
@@ -225,15 +218,6 @@ def _check_sigma(s, sigma, gen, hop_op, hop_k) -> None:
         raise _NotExact("routes are not symmetric")
     if not _edges_kept(sigma, s.dep_ptr.astype(np.int64), s.dep_ids.astype(np.int64)):
         raise _NotExact("dependencies are not symmetric")
-
-
-# odd 64-bit constants that spread small integers over the whole word (hashing only proposes
-# a map; every map is then verified exactly)
-_MIX = tuple(
-    np.uint64(c)
-    for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
-              0x27D4EB2F165667C5, 0x85EBCA77C2B2AE63, 0xFF51AFD7ED558CCD)
-)  # fmt: skip
 
 
 def _route_hashes(s: Schedule, link_perm: np.ndarray, hop_op, hop_k) -> tuple:
@@ -343,25 +327,6 @@ def _chunk_guess(c, rank_perm: np.ndarray) -> np.ndarray:
     return out
 
 
-def _match_in_turn(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """For each of ``wanted``, an entry of ``keys`` equal to it, paired in turn where several
-    are equal: the ``i``-th wanted entry (by index) of a value gets the ``i``-th key (by
-    index) of that value; -1 where the value is missing or is met a different number of
-    times among the keys and the wanted entries."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    by = np.argsort(wanted, kind="stable")
-    w = wanted[by]
-    lo = np.searchsorted(ordered, w, side="left")
-    hi = np.searchsorted(ordered, w, side="right")
-    first = np.searchsorted(w, w, side="left")
-    turn = np.arange(len(w), dtype=np.int64) - first  # the entry's turn among its equals
-    ok = hi - lo == np.searchsorted(w, w, side="right") - first
-    out = np.full(len(wanted), -1, dtype=np.int64)
-    out[by[ok]] = order[lo[ok] + turn[ok]]
-    return out
-
-
 def _chunk_signatures(chunk, base, base_img, n_chunks: int) -> tuple[np.ndarray, np.ndarray]:
     """Where each chunk goes by what its operations are: the chunk whose operations' keys
     (route, ranks, kind) are the images of its own, where exactly one is (-1 elsewhere);
@@ -370,10 +335,10 @@ def _chunk_signatures(chunk, base, base_img, n_chunks: int) -> tuple[np.ndarray,
     then accepts or refuses."""
     mine = np.zeros(n_chunks, dtype=np.uint64)
     theirs = np.zeros(n_chunks, dtype=np.uint64)
-    np.add.at(mine, chunk, _spread(base))
-    np.add.at(theirs, chunk, _spread(base_img))
+    np.add.at(mine, chunk, spread64(base))
+    np.add.at(theirs, chunk, spread64(base_img))
     found, one = _match(mine, theirs)
-    return np.where(one, found, -1), _match_in_turn(mine, theirs)
+    return np.where(one, found, -1), match_in_turn(mine, theirs)[0]
 
 
 def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
@@ -387,10 +352,10 @@ def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
     h, h_img = _route_hashes(s, link_perm, hop_op, hop_k)
     src, dst = s.src.astype(np.int64), s.dst.astype(np.int64)
     kind = s.kind.astype(np.uint64)
-    base = (h ^ (src.astype(np.uint64) * _MIX[0]) ^ (dst.astype(np.uint64) * _MIX[1])
-            ^ (kind * _MIX[2]))  # fmt: skip
-    base_img = (h_img ^ (rank_perm[src].astype(np.uint64) * _MIX[0])
-                ^ (rank_perm[dst].astype(np.uint64) * _MIX[1]) ^ (kind * _MIX[2]))  # fmt: skip
+    base = (h ^ (src.astype(np.uint64) * MIX64[0]) ^ (dst.astype(np.uint64) * MIX64[1])
+            ^ (kind * MIX64[2]))  # fmt: skip
+    base_img = (h_img ^ (rank_perm[src].astype(np.uint64) * MIX64[0])
+                ^ (rank_perm[dst].astype(np.uint64) * MIX64[1]) ^ (kind * MIX64[2]))  # fmt: skip
     sigma, one = _match(base, base_img)
     is_join = s.kind == OpKind.JOIN
     sigma[is_join] = -1  # placed by their dependencies below
@@ -414,9 +379,11 @@ def _structural_sigma(s: Schedule, gen, hop_op, hop_k) -> np.ndarray:
             raise _NotExact("some chunk's image is not determined")
         part = np.zeros(len(chunk), dtype=np.uint64)
         if s.part_lo is not None and s.part_hi is not None:
-            part = (s.part_lo.astype(np.uint64) * _MIX[4]) ^ (s.part_hi.astype(np.uint64) * _MIX[5])
-        full = base ^ (chunk.astype(np.uint64) * _MIX[3]) ^ part
-        full_img = base_img[rest] ^ (image[chunk[rest]].astype(np.uint64) * _MIX[3]) ^ part[rest]
+            part = (s.part_lo.astype(np.uint64) * MIX64[4]) ^ (
+                s.part_hi.astype(np.uint64) * MIX64[5]
+            )
+        full = base ^ (chunk.astype(np.uint64) * MIX64[3]) ^ part
+        full_img = base_img[rest] ^ (image[chunk[rest]].astype(np.uint64) * MIX64[3]) ^ part[rest]
         found, unique_ = _match(full, full_img)
         if not unique_.all():
             raise _NotExact("operations are not told apart by route, ranks and chunk")

@@ -47,7 +47,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..arrays import unique
+from ..arrays import MIX64, match_in_turn, spread64, unique
 from .model import Link, Topology
 
 #: permutation tables of about this many entries at most (``max_order`` default: 400 MB of
@@ -168,51 +168,31 @@ def automorphism_from_ranks(
         placed = perm >= 0
         taken = np.zeros(n, dtype=np.bool_)
         taken[perm[placed]] = True
-        mine = kind * _KEY_MIX[3]  # each node's links to placed nodes, by their images
-        theirs = kind * _KEY_MIX[3]  # each node's links to images, as they are
+        mine = kind * MIX64[3]  # each node's links to placed nodes, by their images
+        theirs = kind * MIX64[3]  # each node's links to images, as they are
         for a, b, way in ((src, dst, 1), (dst, src, 2)):  # b: the far end of a's link
             out = placed[b]
-            np.add.at(mine, a[out], _key_spread(perm[b[out]], cls[out], way))
+            np.add.at(mine, a[out], _link_key(perm[b[out]], cls[out], way))
             into = taken[b]
-            np.add.at(theirs, a[into], _key_spread(b[into], cls[into], way))
+            np.add.at(theirs, a[into], _link_key(b[into], cls[into], way))
         todo = np.flatnonzero(~placed)
         free = np.flatnonzero(~taken)
-        order = np.argsort(theirs[free], kind="stable")
-        keys = theirs[free][order]
-        by = np.argsort(mine[todo], kind="stable")
-        wanted = mine[todo][by]
-        lo = np.searchsorted(keys, wanted, side="left")
-        hi = np.searchsorted(keys, wanted, side="right")
-        first = np.searchsorted(wanted, wanted, side="left")
-        alike = np.searchsorted(wanted, wanted, side="right") - first
-        go = hi - lo == 1
+        found_at, count = match_in_turn(theirs[free], mine[todo])
+        go = (found_at >= 0) & (count == 1)
         if not go.any():
             # look-alikes (switches that only the same nodes reach): paired in turn, by id
-            go = hi - lo == alike
+            go = found_at >= 0
         if not go.any():
             return None
-        images = free[order[lo[go] + (np.arange(len(wanted)) - first)[go]]]
-        if len(np.unique(images)) != len(images):
-            return None  # two nodes claim one image
-        perm[todo[by[go]]] = images
+        perm[todo[go]] = free[found_at[go]]
     found = perm.tolist()
     return found if is_automorphism(t, found) else None
 
 
-# odd 64-bit constants that spread small integers over the whole word (keys only propose a
-# match; the permutation is then verified exactly)
-_KEY_MIX = tuple(
-    np.uint64(c)
-    for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
-)
-
-
-def _key_spread(node: np.ndarray, cls: np.ndarray, way: int) -> np.ndarray:
-    """A 64-bit mix of (neighbour, link class, direction), summed per node into its key."""
-    z: np.ndarray = (node.astype(np.uint64) * _KEY_MIX[0] + cls * _KEY_MIX[1]
-                     + np.uint64(way) * _KEY_MIX[2])  # fmt: skip
-    z = (z ^ (z >> np.uint64(31))) * _KEY_MIX[1]
-    return z ^ (z >> np.uint64(29))
+def _link_key(node: np.ndarray, cls: np.ndarray, way: int) -> np.ndarray:
+    """A link to ``node`` (of class ``cls``, direction ``way``) hashed: summed per node into
+    its key (keys only propose a match; the permutation is then verified exactly)."""
+    return spread64(node.astype(np.uint64) * MIX64[0] + cls * MIX64[1] + np.uint64(way) * MIX64[2])
 
 
 def attribute_shift(
