@@ -244,7 +244,8 @@ def test_a_found_quotient_is_reused_and_a_foreign_one_ignored(symmetric_cases):
 
 
 def test_matching_by_sorted_top_bits_equals_the_exact_search():
-    from collsynth.sim.quotient import _match, _match_exactly
+    from collsynth.schedule.symmetry import _match_exactly
+    from collsynth.schedule.symmetry import match_keys as _match
 
     rng = np.random.default_rng(7)
     for trial in range(60):
