@@ -63,6 +63,12 @@ def add_parser(sub: Any) -> None:
         "recorded in the schedule",
     )
     add_output(p, help="schedule file to write (JSON; a name ending in .npz gets the binary form)")
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="write the compact form (one operation per orbit of the fabric's symmetry group "
+        "and the group; .npz only; docs/formats.md): verified without expanding it",
+    )
     add_json(p)
     add_time_limit(p)
     add_timing(p)
@@ -119,6 +125,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
         {"-t": args.topology, "--teccl-input": args.teccl_input, "--demand": args.demand},
     )
     req, file_opts = _request(args)
+    if args.compact and not args.output.lower().endswith(".npz"):
+        raise CollsynthError("--compact writes the compact form as .npz only (name the file "
+                             "NAME.npz)")  # fmt: skip
+    if args.compact and args.teccl_output:
+        raise CollsynthError("--teccl-output needs the explicit schedule: drop --compact")
     if args.teccl_output and args.algo != "teccl":
         raise CollsynthError(f"--teccl-output needs --algo teccl, not {args.algo}")
     with stages(not args.quiet and not args.json) as stage:
@@ -128,6 +139,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
         synth_s = time.perf_counter() - t0
         if req.size is not None and sched.size is None:
             sched = replace(sched, size=req.size)
+        if args.compact:
+            sched = _compacted(sched)
         stage(f"verifying {sched.num_ops} operations")
         t1 = time.perf_counter()
         report = ensure_verified(sched)
@@ -168,6 +181,17 @@ def cmd_synth(args: argparse.Namespace) -> int:
             + f"{stopped}; wrote {args.output}"
         )
     return 0
+
+
+def _compacted(sched: Any) -> Any:
+    """``--compact``: the schedule's compact form, or one line saying why it has none."""
+    from ..schedule.compact import compact_or_reason
+
+    got = compact_or_reason(sched)
+    if isinstance(got, str):
+        algo = sched.meta.get("algorithm", "the")
+        raise CollsynthError(f"--compact: the {algo} schedule has no compact form ({got})")
+    return got
 
 
 def _synthesize(

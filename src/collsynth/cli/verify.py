@@ -108,12 +108,21 @@ def add_parser(sub: Any) -> None:
 
 
 def _load(args: argparse.Namespace):
-    """The schedule file, on ``-t`` when given."""
-    from ..schedule.io import load_schedule
+    """The schedule file, on ``-t`` when given (a compact file as it is)."""
+    from ..schedule.io import load_any
     from ..topology import load_topology
 
     topo = load_topology(args.topology) if args.topology else None
-    return load_schedule(args.schedule, topology=topo)
+    return load_any(args.schedule, topology=topo)
+
+
+def _compact_of(sched: Any) -> dict:
+    """A compact schedule's sizes (``{}`` for an explicit one), for the outputs."""
+    from ..schedule.compact import CompactSchedule
+
+    if not isinstance(sched, CompactSchedule):
+        return {}
+    return {"representatives": sched.num_reps, "group_order": sched.action.order}
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -131,6 +140,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "topology": sched.topology.name,
                 "collective": sched.collective.to_dict(),
                 **report.to_dict(),
+                **({"compact": _compact_of(sched)} if _compact_of(sched) else {}),
                 **({"timing": {"verify_wall_s": elapsed}} if args.timing else {}),
             }
         )
@@ -144,6 +154,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         extra = f", planned finish {fmt_time(report.planned_finish_s)}"
     if report.redundant_deliveries:
         extra += f", {report.redundant_deliveries} redundant deliveries"
+    if compact := _compact_of(sched):
+        reps, order = compact["representatives"], compact["group_order"]
+        extra += (f"; compact form: {reps} representatives x {order} group elements, "
+                  "verified without expanding")  # fmt: skip
     print(
         f"OK: {sched.collective.describe()} on {sched.topology.name}: {report.ops} ops, "
         f"{report.link_hops} link hops; checks: {', '.join(report.checks)}{extra}"
@@ -170,6 +184,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.trace is not None and (sweep is not None or args.csv or args.nccl_tests):
         raise CollsynthError("--trace writes one size's timeline: give -s/--size")
     sched = _load(args)
+    if _compact_of(sched) and (args.gantt or args.trace or args.explicit or args.op_cost
+                               or args.order == "fcfs"):  # fmt: skip
+        from ..schedule.compact_io import expansion_fits
+
+        expansion_fits(sched, args.schedule)  # these need every hop: the expansion
+        sched = sched.expand()
     if sweep is not None:
         sizes = parse_sizes(sweep)
     elif args.size is not None:

@@ -124,6 +124,12 @@ def schedule_to_npz(s: Schedule, header: dict) -> bytes:
     head = {"format": FORMAT, "version": VERSION, "count": s.num_ops}
     skip = ("format", "version", "trees")  # the trees are columns here
     head.update({k: v for k, v in header.items() if k not in skip})
+    return write_zip(head, cols)
+
+
+def write_zip(head: dict, cols: dict[str, np.ndarray]) -> bytes:
+    """A binary file: ``head`` as ``header.json`` and each column as ``NAME.npy`` (integers
+    narrowed, floats as float64), with fixed timestamps."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         _put(z, HEADER, (json.dumps(head, separators=(",", ":"), allow_nan=False)).encode())
@@ -159,22 +165,35 @@ def read_npz(path: str) -> tuple[dict, dict[str, np.ndarray]]:
 
 def parse_npz(data: bytes, where: str) -> tuple[dict, dict[str, np.ndarray]]:
     """``read_npz`` on the file's bytes."""
+    from .io import check_format
+
+    z, names, head = open_zip(data, where, set(_COLUMNS), "binary schedule")
+    check_format(head, where, FORMAT, VERSION, "binary collsynth schedule", "binary schedule")
+    count = head_count(head, where)
+    cols = read_columns(z, names, where, _COLUMNS, _TOGETHER, "binary schedule")
+    _check_columns(cols, count, where)
+    return head, cols
+
+
+def open_zip(data: bytes, where: str, columns: set[str], kind: str):
+    """A binary file's archive, its entry names (each a known column's ``.npy`` or the
+    header) and its header object; one line naming what is wrong otherwise."""
     limit = file_size_limit()
     try:
         z = zipfile.ZipFile(io.BytesIO(data))
         infos = z.infolist()
     except _ZIP_ERRORS as e:
-        raise CollsynthError(f"{where}: not a readable binary schedule ({e})") from None
+        raise CollsynthError(f"{where}: not a readable {kind} ({e})") from None
     if sum(i.file_size for i in infos) > limit:
         raise CollsynthError(
             f"{where}: expands to more than {limit} bytes (COLLSYNTH_MAX_FILE_BYTES raises it)"
         )
     names = {i.filename for i in infos}
     if HEADER not in names:
-        raise CollsynthError(f"{where}: a binary schedule needs {HEADER}")
-    extra = sorted(names - {HEADER} - {f"{c}.npy" for c in _COLUMNS})
+        raise CollsynthError(f"{where}: a {kind} needs {HEADER}")
+    extra = sorted(names - {HEADER} - {f"{c}.npy" for c in columns})
     if extra:
-        raise CollsynthError(f"{where}: unknown entry {extra[0]!r} in a binary schedule")
+        raise CollsynthError(f"{where}: unknown entry {extra[0]!r} in a {kind}")
     try:
         head = parse_structured(z.read(HEADER).decode("utf-8"), f"{where} ({HEADER})")
     except UnicodeDecodeError:
@@ -183,30 +202,38 @@ def parse_npz(data: bytes, where: str) -> tuple[dict, dict[str, np.ndarray]]:
         raise CollsynthError(f"{where}: {HEADER} cannot be read ({e})") from None
     if not isinstance(head, dict):
         raise CollsynthError(f"{where}: {HEADER} must hold a JSON object")
-    from .io import check_format
+    return z, names, head
 
-    check_format(head, where, FORMAT, VERSION, "binary collsynth schedule", "binary schedule")
-    count = head.get("count")
+
+def head_count(head: dict, where: str, key: str = "count") -> int:
+    """A non-negative integer of the header."""
+    count = head.get(key)
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise CollsynthError(f"{where}: {HEADER}: count must be a non-negative integer")
+        raise CollsynthError(f"{where}: {HEADER}: {key} must be a non-negative integer")
+    return count
+
+
+def read_columns(z, names, where: str, columns: dict[str, bool], together, kind: str,
+                 floats: frozenset[str] = frozenset(_FLOAT)) -> dict[str, np.ndarray]:  # fmt: skip
+    """The columns of an archive (``columns``: name -> required; ``together``: groups given
+    all or none), each checked by :func:`_array`."""
     cols: dict[str, np.ndarray] = {}
-    for name, required in _COLUMNS.items():
+    for name, required in columns.items():
         entry = f"{name}.npy"
         if entry not in names:
             if required:
-                raise CollsynthError(f"{where}: a binary schedule needs the column {name!r}")
+                raise CollsynthError(f"{where}: a {kind} needs the column {name!r}")
             continue
-        cols[name] = _array(z, entry, name, where)
-    for group in _TOGETHER:
+        cols[name] = _array(z, entry, name, where, name in floats)
+    for group in together:
         have = [g for g in group if g in cols]
         if have and len(have) != len(group):
             missing = next(g for g in group if g not in cols)
             raise CollsynthError(f"{where}: column {have[0]!r} needs {missing!r} too")
-    _check_columns(cols, count, where)
-    return head, cols
+    return cols
 
 
-def _array(z: zipfile.ZipFile, entry: str, name: str, where: str) -> np.ndarray:
+def _array(z: zipfile.ZipFile, entry: str, name: str, where: str, is_float: bool) -> np.ndarray:
     """One column: a one-dimensional array of the right type, as int64 or float64. The
     ``.npy`` header is checked against the bytes that follow it before any array is made."""
     try:
@@ -231,7 +258,7 @@ def _array(z: zipfile.ZipFile, entry: str, name: str, where: str) -> np.ndarray:
             f"{where}: column {name!r} declares {shape[0]} values but holds {len(body)} bytes"
         )
     a = np.frombuffer(body, dtype=dtype, count=shape[0])
-    if name in _FLOAT:
+    if is_float:
         if a.dtype.kind not in "fiu":
             raise CollsynthError(f"{where}: column {name!r} must hold numbers")
         a = a.astype(np.float64)
@@ -254,8 +281,8 @@ def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
             )
     if np.any((cols["kind"] < 0) | (cols["kind"] > 2)):
         raise CollsynthError(f"{where}: column 'kind' must hold 0 (copy), 1 (reduce) or 2 (join)")
-    _check_offsets(cols["route_ptr"], len(cols["route_links"]), count, "route", where)
-    _check_offsets(cols["dep_ptr"], len(cols["dep_ids"]), count, "dep", where)
+    check_offsets(cols["route_ptr"], len(cols["route_links"]), count, "route", where)
+    check_offsets(cols["dep_ptr"], len(cols["dep_ids"]), count, "dep", where)
     if "step" in cols and np.any(cols["step"] < -1):
         raise CollsynthError(f"{where}: column 'step' must hold step numbers or -1 (none)")
     if "group" in cols and np.any(cols["group"] < -1):
@@ -268,7 +295,7 @@ def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
             )
     if "order_ptr" in cols:
         links = cols["order_links"]
-        _check_offsets(cols["order_ptr"], len(cols["order_ops"]), len(links), "order", where)
+        check_offsets(cols["order_ptr"], len(cols["order_ops"]), len(links), "order", where)
         if len(unique(links)) != len(links):
             raise CollsynthError(f"{where}: column 'order_links' names a link twice")
     if "tree_ptr" in cols:
@@ -285,13 +312,13 @@ def _check_trees(cols: dict[str, np.ndarray], where: str) -> None:
                 f"{where}: column {name!r} has {len(cols[name])} values for {n_trees} trees"
             )
     n_edges = len(cols["edge_from"])
-    _check_offsets(cols["tree_ptr"], n_edges, n_trees, "tree", where)
+    check_offsets(cols["tree_ptr"], n_edges, n_trees, "tree", where)
     for name in ("edge_to", "edge_routed"):
         if len(cols[name]) != n_edges:
             raise CollsynthError(
                 f"{where}: column {name!r} has {len(cols[name])} values for {n_edges} edges"
             )
-    _check_offsets(
+    check_offsets(
         cols["edge_route_ptr"], len(cols["edge_route_links"]), n_edges, "edge_route", where
     )
     if np.any(cols["tree_mult"] < 1):
@@ -313,7 +340,7 @@ def trees_of(cols: dict[str, np.ndarray]):
     return TreeForm.from_columns(cols)
 
 
-def _check_offsets(ptr: np.ndarray, n_items: int, n_rows: int, what: str, where: str) -> None:
+def check_offsets(ptr: np.ndarray, n_items: int, n_rows: int, what: str, where: str) -> None:
     if len(ptr) != n_rows + 1 or (len(ptr) and (ptr[0] != 0 or ptr[-1] != n_items)):
         raise CollsynthError(
             f"{where}: column '{what}_ptr' must hold {n_rows + 1} offsets from 0 to {n_items}"
@@ -332,4 +359,16 @@ def link_order_of(cols: dict[str, np.ndarray]) -> dict[int, np.ndarray] | None:
     }
 
 
-__all__ = ["FORMAT", "VERSION", "is_binary", "parse_npz", "read_npz", "schedule_to_npz"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "check_offsets",
+    "head_count",
+    "is_binary",
+    "open_zip",
+    "parse_npz",
+    "read_columns",
+    "read_npz",
+    "schedule_to_npz",
+    "write_zip",
+]

@@ -284,6 +284,19 @@ class CompactSchedule:
         """Link hops of the explicit schedule."""
         return int(len(self.reps.route_links)) * self.action.order
 
+    def stats(self) -> dict:
+        """:meth:`Schedule.stats` of the explicit schedule, with the compact form's sizes."""
+        per = self.reps.stats()
+        order = self.action.order
+        out = {k: v * order if k in ("ops", "copy_ops", "reduce_ops", "join_ops", "link_hops")
+               else v for k, v in per.items()}  # fmt: skip
+        out["deps"] = int(len(self.dep_orbit)) * order
+        out.update(representatives=self.num_reps, group_order=order)
+        return out
+
+    def describe_op(self, op: int) -> str:
+        return self.reps.describe_op(op)
+
     def __repr__(self) -> str:
         return (f"CompactSchedule({self.collective.describe()} on {self.topology.name!r}, "
                 f"{self.num_reps} representatives x {self.action.order} elements)")  # fmt: skip
@@ -422,7 +435,7 @@ def _compact(s: Schedule) -> CompactSchedule:
     d_owner = owners(dep_ptr)
     at = ptr[reps][d_owner] + np.arange(int(dep_ptr[-1]), dtype=np.int64) - dep_ptr[d_owner]
     deps = s.dep_ids.astype(np.int64)[at]
-    order_fields: tuple = (None, None, None, None)
+    order_fields: tuple[np.ndarray | None, ...] = (None, None, None, None)
     if entries is not None:
         o_ptr, o_ops, o_link = entries
         link_rep = action.link_frames[0]
@@ -433,9 +446,9 @@ def _compact(s: Schedule) -> CompactSchedule:
         own = owners(new_ptr)
         ops = o_ops[o_ptr[rep_links][own] + np.arange(int(new_ptr[-1])) - new_ptr[own]]
         order_fields = (rep_links, new_ptr, label[ops], elem[ops])
-    compact = CompactSchedule(action, _no_deps(s, reps), dep_ptr, label[deps], elem[deps],
-                              *order_fields, meta=dict(s.meta))  # fmt: skip
-    return compact
+    o_links, o_ptr, o_orbit, o_elem = order_fields
+    return CompactSchedule(action, _no_deps(s, reps), dep_ptr, label[deps], elem[deps], o_links,
+                           o_ptr, o_orbit, o_elem, dict(s.meta))  # fmt: skip
 
 
 def _chunk_map(s: Schedule, chunk: np.ndarray, sigma: np.ndarray) -> np.ndarray:

@@ -44,6 +44,7 @@ from ..errors import CollsynthError
 from ..files import decode_text, parse_structured, read_bytes
 from ..topology.io import topology_from_dict, topology_to_dict
 from ..topology.model import Topology
+from .compact import CompactSchedule
 from .ir import OpKind, Schedule, ScheduleBuilder, _csr
 from .timing import without_timing
 
@@ -153,7 +154,7 @@ def _plain(obj: Any) -> Any:
     return str(obj)
 
 
-def save_schedule(s: Schedule, path: str, *, timing: bool = True) -> None:
+def save_schedule(s: Schedule | CompactSchedule, path: str, *, timing: bool = True) -> None:
     """Write ``s`` to ``path`` atomically (the old file or the whole new one, never half).
 
     ``timing=False`` leaves out the wall-clock figures (``meta.timing``), so the same inputs
@@ -161,6 +162,16 @@ def save_schedule(s: Schedule, path: str, *, timing: bool = True) -> None:
     shot) uses the C encoder; ``json.dump`` would not, and is several times slower on large
     schedules.
     """
+    if isinstance(s, CompactSchedule):
+        if not path.lower().endswith(".npz"):
+            raise CollsynthError(f"{path}: the compact form is written as .npz only (name the "
+                                 "file NAME.npz)")  # fmt: skip
+        from .compact_io import compact_to_npz
+
+        head = _header(s.reps, timing, trees=False)
+        head["meta"] = _plain(s.meta if timing else without_timing(s.meta))
+        write_bytes_atomic(path, compact_to_npz(s, head))
+        return
     if path.lower().endswith(".npz"):
         from .binary import schedule_to_npz
 
@@ -172,12 +183,26 @@ def save_schedule(s: Schedule, path: str, *, timing: bool = True) -> None:
 
 
 def load_schedule(path: str, topology: Topology | None = None) -> Schedule:
-    """Read a schedule file, JSON or binary. With ``topology`` given, it must match the
-    embedded one."""
+    """Read a schedule file, JSON, binary or compact (expanded: see :func:`load_any` for
+    the compact form as it is). With ``topology`` given, it must match the embedded one."""
+    got = load_any(path, topology)
+    if isinstance(got, CompactSchedule):
+        from .compact_io import expansion_fits
+
+        expansion_fits(got, path)
+        return got.expand()
+    return got
+
+
+def load_any(path: str, topology: Topology | None = None) -> Schedule | CompactSchedule:
+    """Read a schedule file of any form; a compact file gives its :class:`CompactSchedule`."""
     from .binary import is_binary
+    from .compact_io import compact_from_npz, is_compact
 
     data = read_bytes(path)  # once: the path may be a pipe
     if is_binary(data):
+        if is_compact(data):
+            return compact_from_npz(data, path, topology)
         return schedule_from_npz(data, path, topology)
     return schedule_from_dict(
         parse_structured(decode_text(data, path), path), source=path, topology=topology
@@ -359,6 +384,16 @@ def _common(
     return topo, coll, float(size) if size is not None else None, dict(meta), trees
 
 
+def header_fields(
+    data: dict, where: str, topology: Topology | None
+) -> tuple[Topology, Collective, float | None, dict]:
+    """A binary file header's topology, collective, size and meta (no tree form)."""
+    if data.get("trees") is not None:
+        raise CollsynthError(f"{where}: a compact schedule has no tree form")
+    topo, coll, size, meta, _ = _common(data, where, topology)
+    return topo, coll, size, meta
+
+
 def check_format(data: dict, where: str, fmt: str, version: int, what: str, kind: str) -> None:
     """``data["format"]`` is ``fmt`` ("not a WHAT" otherwise) and ``data["version"]`` is
     ``version`` ("unsupported KIND version" otherwise)."""
@@ -483,6 +518,7 @@ def _link_order(data: dict, where: str) -> dict[int, np.ndarray] | None:
 __all__ = [
     "FORMAT",
     "VERSION",
+    "load_any",
     "load_schedule",
     "save_schedule",
     "schedule_from_npz",

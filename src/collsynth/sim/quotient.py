@@ -55,6 +55,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import CollsynthError
+from ..schedule.compact import CompactSchedule
 from ..schedule.dag import owners
 from ..schedule.ir import OpKind, Schedule
 from ..schedule.symmetry import NotSymmetric as _NotExact
@@ -264,4 +266,75 @@ def _positions(entries, label, reps, q_op, q_orig, n_links) -> np.ndarray:
     return found - ptr[entry_link[found]]
 
 
-__all__ = ["Quotient", "find_quotient", "quotient_or_reason"]
+def compact_quotient(c: CompactSchedule) -> Quotient:
+    """The quotient of a compact schedule, read off its representatives and group (no
+    symmetry to find: the compact form is symmetric by construction and its verifier checks
+    the group). Operations are the representatives themselves (``reps`` the identity); the
+    results it gives are per representative. Raises :class:`CollsynthError` where the quotient
+    is not exact: a link that carries hops fixed by an element of the group, or hops that no
+    link order places."""
+    a, r = c.action, c.reps
+    n_links = len(c.topology.links)
+    n = r.num_ops
+    order = a.order
+    route_ptr = r.route_ptr.astype(np.int64)
+    hops_orig = r.route_links.astype(np.int64)
+    link_rep, link_elem = a.link_frames
+    if (a.link_orbit_sizes[hops_orig] != order).any():
+        raise CollsynthError("a link that carries data is fixed by an element of the "
+                             "group: the compact schedule cannot be simulated on its "
+                             "quotient")  # fmt: skip
+    hop_op = owners(route_ptr)
+    hop_k = np.arange(len(hops_orig), dtype=np.int64) - route_ptr[hop_op]
+    q_link = link_rep[hops_orig]
+    back = a.inv[link_elem[hops_orig]]  # the element carrying each hop's link onto its rep
+    if c.order_links is None:
+        q_pos = np.full(len(hops_orig), -1, dtype=np.int64)
+        order_ptr = np.zeros(n_links + 1, dtype=np.int64)
+        order_hops = q_pos[:0]
+    else:
+        assert c.order_ptr is not None and c.order_orbit is not None
+        assert c.order_elem is not None
+        lids = c.order_links.astype(np.int64)
+        o_ptr = np.asarray(c.order_ptr, dtype=np.int64)
+        lengths = o_ptr[1:] - o_ptr[:-1]
+        e_link = np.repeat(lids, lengths)
+        e_pos = np.arange(len(e_link), dtype=np.int64) - np.repeat(o_ptr[:-1], lengths)
+        e_key = (e_link * n + c.order_orbit) * order + c.order_elem
+        h_key = (q_link * n + hop_op) * order + back
+        by = np.argsort(e_key, kind="stable")
+        at = np.searchsorted(e_key[by], h_key)
+        at = np.minimum(at, max(len(by) - 1, 0))
+        if not len(by) or not np.array_equal(e_key[by][at], h_key):
+            raise CollsynthError("a hop of the compact schedule is in no link order: it cannot "
+                                 "be simulated on its quotient in this model")  # fmt: skip
+        if len(by) != len(h_key):
+            raise CollsynthError("the compact schedule's link orders list operations that do "
+                                 "not cross their links")  # fmt: skip
+        q_pos = e_pos[by][at]
+        per_link = np.bincount(q_link, minlength=n_links)
+        order_ptr = np.zeros(n_links + 1, dtype=np.int64)
+        np.cumsum(per_link, out=order_ptr[1:])
+        order_hops = np.lexsort((q_pos, q_link)).astype(np.int64)
+    ops = np.arange(n, dtype=np.int64)
+    return Quotient(
+        order=order,
+        reps=ops,
+        op_orbit=ops,
+        route_ptr=route_ptr,
+        hops=np.arange(len(hops_orig), dtype=np.int64),
+        hop_link=q_link,
+        hop_pos=q_pos,
+        order_ptr=order_ptr,
+        order_hops=order_hops,
+        hop_src=a.rank_perms[back, r.src[hop_op]].astype(np.int64),
+        hop_dst=a.rank_perms[back, r.dst[hop_op]].astype(np.int64),
+        link_rep=link_rep,
+        dep_ptr=c.dep_ptr.astype(np.int64),
+        dep_ids=c.dep_orbit.astype(np.int64),
+        all_hop_op=hop_op,
+        all_hop_k=hop_k,
+    )
+
+
+__all__ = ["Quotient", "compact_quotient", "find_quotient", "quotient_or_reason"]

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..schedule.compact import CompactSchedule
 from ..schedule.ir import Schedule
 
 
 @dataclass
 class SimResult:
-    schedule: Schedule
+    schedule: Schedule | CompactSchedule
     size: float
     time_s: float
     per_rank_time_s: np.ndarray
@@ -45,8 +46,14 @@ class SimResult:
         return self.link_busy_s / self.time_s
 
     @property
+    def compact(self) -> bool:
+        """Whether a compact schedule was simulated (the arrays are its representatives')."""
+        return not isinstance(self.schedule, Schedule)
+
+    @property
     def hops(self) -> int:
-        return int(len(self.hop_link))
+        """Link hops of the (explicit) schedule."""
+        return int(len(self.hop_link)) * (self.quotient if self.compact else 1)
 
     def to_dict(self, links: int = 10) -> dict:
         t = self.schedule.topology

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..deadline import TimeLimitError
 from ..errors import CollsynthError
+from ..schedule.compact import CompactSchedule
 from ..schedule.dag import owners, successors
 from ..schedule.ir import OpKind, Schedule
 from ..units import fmt_time
@@ -30,7 +31,7 @@ from .engine import (
 from .groups import group_arrays, group_plan
 from .hops import hop_arrays, hop_times_of, prepend_hops, virtual_hops
 from .orders import connection_positions, connections, order_arrays, planned_priorities
-from .quotient import Quotient, find_quotient
+from .quotient import Quotient, compact_quotient, find_quotient
 from .result import SimResult
 from .steps import MAX_HOPS, hop_records, op_records
 
@@ -142,7 +143,7 @@ def _run_loop(order, hops, ops, succ, n_links, groups, compiled, shared, planned
 
 
 def simulate(
-    schedule: Schedule,
+    schedule: Schedule | CompactSchedule,
     size: float,
     *,
     reduce_bw: float | None = None,
@@ -184,9 +185,13 @@ def simulate(
     :func:`~collsynth.sim.quotient.find_quotient` returned for this schedule (in the planned
     or realized model, or with ``orbit_ties``) is used as it is, as with :data:`ORBIT_TIES`:
     a caller that simulates one schedule several times finds its symmetry once.
+    A :class:`~collsynth.schedule.compact.CompactSchedule` is simulated on its quotient as
+    it is (models ``plan`` and ``fair``; see :func:`_compact`).
     """
     _check_args(size, order, reduce_bw, op_cost_s)
     wall0 = _time.perf_counter()
+    if isinstance(schedule, CompactSchedule):
+        return _compact(schedule, size, order, reduce_bw, release, op_cost_s, compiled, wall0)
     s = schedule
     q = given = None
     if isinstance(symmetric, Quotient):
@@ -221,6 +226,32 @@ def simulate(
         q.order if q is not None else 1,
         q.op_orbit if q is not None else None,
     )
+
+
+def _compact(c, size, order, reduce_bw, release, op_cost_s, compiled, wall0) -> SimResult:
+    """A compact schedule simulated on its quotient, straight from its representatives
+    (:func:`collsynth.sim.quotient.compact_quotient`): exact where its link orders place
+    every hop (as for a symmetric explicit schedule); without link orders, ties are broken
+    by orbit (a symmetric execution, said in the result's ``order_policy``). The result's
+    per-operation and per-hop arrays are the representatives'; link busy times and
+    per-rank times are every link's and rank's (those of its orbit's representative)."""
+    if order == "fcfs":
+        raise CollsynthError("the first-served model breaks ties by hop id: it simulates "
+                             "the expanded schedule (CompactSchedule.expand())")  # fmt: skip
+    if op_cost_s:
+        raise CollsynthError("a per-operation cost is simulated on the expanded schedule "
+                             "(CompactSchedule.expand())")  # fmt: skip
+    q = compact_quotient(c)
+    r = c.reps
+    out = _on_quotient(r, q, size, order, reduce_bw, release, compiled, expand=False)
+    op_start, op_finish, hop_link, hop_op, hop_start, hop_end, busy, used = out
+    rank_rep = c.action.rank_frames[0]
+    per_rep = rank_times(rank_rep[r.src], rank_rep[r.dst], op_finish, c.topology.num_ranks)
+    return SimResult(
+        c, float(size), float(op_finish.max()) if r.num_ops else 0.0, per_rep[rank_rep],
+        op_start, op_finish, hop_link, hop_op, hop_start, hop_end, busy, used,
+        _time.perf_counter() - wall0, 0.0, q.order, None,
+    )  # fmt: skip
 
 
 def _stalled(done: int, n_ops: int) -> None:
@@ -305,10 +336,11 @@ def _check_hops(n_hops: int) -> None:
         )
 
 
-def _on_quotient(s, q, size, order, reduce_bw, release, compiled):
+def _on_quotient(s, q, size, order, reduce_bw, release, compiled, expand=True):
     """The simulation on the quotient ``q`` (:mod:`collsynth.sim.quotient`): the
     representatives' hops only, the results expanded to every operation, hop and link; the
-    same outputs as :func:`_explicit`."""
+    same outputs as :func:`_explicit`. ``expand=False`` (``s``: a compact schedule's
+    representatives): the representatives' operations and hops, every link's busy time."""
     t = s.topology
     n_links = len(t.links)
     reps = q.reps
@@ -352,11 +384,16 @@ def _on_quotient(s, q, size, order, reduce_bw, release, compiled):
     _stalled(done, n_reps)
     # every hop's and operation's times are its representative's
     at = moved[q.route_ptr[q.op_orbit[q.all_hop_op]] + q.all_hop_k]
+    every = len(at) * (1 if expand else q.order)
     used += (
         f"; simulated on the quotient by {q.order} automorphisms "
-        f"({len(hop_link):,} of {len(at):,} hops"
+        f"({len(q.hops):,} of {every:,} hops"
         + (", exact: docs/simulator.md)" if ordered else ", ties broken by orbit)")
     )
+    if not expand:
+        busy = q_busy[:n_links][q.link_rep]
+        return (q_start[route_ptr[:-1]], q_finish, s.route_links.astype(np.int64),
+                q.all_hop_op, q_start[at], q_end[at], busy, used)  # fmt: skip
     return (
         q_start[route_ptr[:-1]][q.op_orbit],
         q_finish[q.op_orbit],

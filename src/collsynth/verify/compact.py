@@ -378,7 +378,7 @@ class _Execution:
                 for rd in reads.get(wk, ()):
                     if not self.precedes(rd, writer):
                         self._race(op, rd, y, "writes")
-                keep = []
+                keep: list[tuple[tuple[int, int], bool]] = []
                 for w, w_copy in writes.get(wk, ()):
                     if self.precedes(w, writer):
                         if not is_copy and w_copy:

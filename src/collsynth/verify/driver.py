@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..errors import CollsynthError, VerificationError
+from ..schedule.compact import CompactSchedule
 from ..schedule.ir import Schedule
 from .context import Context, VerifyReport
 from .copying import execute_copying
@@ -50,8 +51,15 @@ def verify(schedule: Schedule, *, reduce_engine: str = "auto") -> VerifyReport:
     )
 
 
-def check_schedule(schedule: Schedule, *, reduce_engine: str = "auto") -> VerifyReport:
-    """Like :func:`verify` but returns a failed report instead of raising."""
+def check_schedule(
+    schedule: Schedule | CompactSchedule, *, reduce_engine: str = "auto"
+) -> VerifyReport:
+    """Like :func:`verify` but returns a failed report instead of raising (a compact
+    schedule: :func:`collsynth.verify.compact.check_compact`)."""
+    if isinstance(schedule, CompactSchedule):
+        from .compact import check_compact
+
+        return check_compact(schedule)
     try:
         return verify(schedule, reduce_engine=reduce_engine)
     except VerificationError as e:
@@ -65,9 +73,14 @@ def check_schedule(schedule: Schedule, *, reduce_engine: str = "auto") -> Verify
         )
 
 
-def ensure_verified(schedule: Schedule) -> VerifyReport:
-    """Verify before a schedule leaves collsynth; re-raise as a one-line CollsynthError."""
+def ensure_verified(schedule: Schedule | CompactSchedule) -> VerifyReport:
+    """Verify before a schedule leaves collsynth (a compact one in its compact form);
+    re-raise as a one-line CollsynthError."""
     try:
+        if isinstance(schedule, CompactSchedule):
+            from .compact import verify_compact
+
+            return verify_compact(schedule)
         return verify(schedule)
     except VerificationError as e:
         algo = schedule.meta.get("algorithm", "?")

@@ -1,0 +1,278 @@
+"""The compact schedule form (collsynth.schedule.compact): found from symmetric schedules,
+expanded back, written and read, verified without expansion in agreement with the explicit
+verifier (correct schedules and planted defects), simulated on its quotient to the explicit
+simulation's figures, refused in one line when a file is bad."""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from collsynth.cli.app import main
+from collsynth.collective import Collective
+from collsynth.errors import CollsynthError
+from collsynth.schedule.compact import (
+    BadGroup,
+    CompactSchedule,
+    compact_or_reason,
+    compact_schedule,
+    group_action,
+)
+from collsynth.schedule.dag import owners
+from collsynth.schedule.io import load_any, load_schedule, save_schedule
+from collsynth.sim import simulate
+from collsynth.synth import synthesize
+from collsynth.topology.spec import load_topology
+from collsynth.verify import check_schedule
+from collsynth.verify.compact import check_compact
+
+#: (fabric, collective, algorithm): symmetric schedules of several algorithms and groups
+CASES = [
+    ("ring:n=8", "allgather", "ring"),
+    ("ring:n=8", "allreduce", "ring"),
+    ("full:n=8", "reducescatter", "spt"),
+    ("hypercube", "allreduce", "rd"),
+    ("fat_tree:k=4", "allreduce", "forestcoll"),
+    ("dgx2:chassis=2", "reducescatter", "forestcoll"),
+    ("mi250:chassis=2", "allgather", "spt"),
+    ("ndv2", "allgather", "direct"),
+    ("dgx_a100:nodes=4", "allgather", "forestcoll"),
+    ("dgx_a100:nodes=4", "allreduce", "forestcoll"),
+]
+_MADE: dict = {}
+
+
+def _made(fabric: str, kind: str, algo: str, size: float = 1e6):
+    key = (fabric, kind, algo, size)
+    if key not in _MADE:
+        t = load_topology(fabric)
+        s = synthesize(algo, t, Collective.make(kind, t.num_ranks), size=size)
+        _MADE[key] = (s, compact_or_reason(s))
+    return _MADE[key]
+
+
+def _rows(s) -> list[tuple]:
+    """A schedule's operations as comparable rows (independent of numbering)."""
+    return sorted(
+        (
+            int(s.src[i]),
+            int(s.dst[i]),
+            int(s.chunk[i]),
+            int(s.kind[i]),
+            tuple(s.route(i).tolist()),
+        )  # fmt: skip
+        for i in range(s.num_ops)
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(c))
+def test_compact_expands_to_the_schedule_and_verifies_alike(case):
+    s, c = _made(*case)
+    assert isinstance(c, CompactSchedule), c
+    assert c.num_reps * c.action.order == s.num_ops
+    x = c.expand()
+    assert _rows(x) == _rows(s)
+    mine, theirs = check_compact(c), check_schedule(s)
+    assert mine.ok and theirs.ok, mine.error
+    assert mine.redundant_deliveries == theirs.redundant_deliveries
+    assert check_schedule(x).ok
+    for order in ("plan", "fair"):
+        fast = simulate(c, 1e6, order=order)
+        full = simulate(s, 1e6, order=order, symmetric=False)
+        assert fast.quotient == c.action.order
+        assert abs(fast.time_s - full.time_s) <= 1e-9 * full.time_s, (case, order)
+        assert np.max(np.abs(fast.link_busy_s - full.link_busy_s)) <= 1e-9 * full.time_s
+        assert np.max(np.abs(fast.per_rank_time_s - full.per_rank_time_s)) <= 1e-9 * full.time_s
+        assert fast.hops == len(s.route_links)
+
+
+def _drop_dep(c: CompactSchedule, j: int) -> CompactSchedule:
+    keep = np.ones(len(c.dep_orbit), dtype=bool)
+    keep[j] = False
+    n = c.num_reps
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owners(c.dep_ptr)[keep], minlength=n), out=ptr[1:])
+    return replace(c, dep_ptr=ptr, dep_orbit=c.dep_orbit[keep], dep_elem=c.dep_elem[keep])
+
+
+def _plants(c: CompactSchedule, rng) -> list[tuple[str, CompactSchedule]]:
+    """Defects planted in the representatives: a dependency on the wrong member of its orbit,
+    a dependency dropped, a hop moved to another link of its orbit (its image breaks the
+    route), a representative carrying another chunk."""
+    order, r = c.action.order, c.reps
+    out = []
+    with_deps = np.flatnonzero(np.diff(c.dep_ptr) > 0)
+    if len(with_deps):  # (a schedule of direct transfers has none)
+        j = int(c.dep_ptr[with_deps[rng.integers(len(with_deps))]])
+        elem = c.dep_elem.copy()
+        elem[j] = (elem[j] + 1 + int(rng.integers(order - 1))) % order
+        out.append(("wrong element", replace(c, dep_elem=elem)))
+        out.append(("dependency dropped", _drop_dep(c, j)))
+    links = r.route_links.copy()
+    h = int(rng.integers(len(links)))
+    links[h] = c.action.link_perms[1 + int(rng.integers(order - 1)), links[h]]
+    out.append(("image breaks a link", replace(c, reps=replace(r, route_links=links))))
+    movers = np.flatnonzero(r.kind != 2)
+    chunk = r.chunk.copy()
+    i = int(movers[rng.integers(len(movers))])
+    chunk[i] = (chunk[i] + 1) % c.collective.num_chunks
+    out.append(("chunk moved", replace(c, reps=replace(r, chunk=chunk))))
+    return out
+
+
+@pytest.mark.parametrize("case", CASES[4:], ids=lambda c: "-".join(c))
+def test_planted_defects_are_caught_by_both_verifiers_alike(case):
+    _, c = _made(*case)
+    rng = np.random.default_rng(7)
+    for _ in range(2):
+        for name, bad in _plants(c, rng):
+            mine, theirs = check_compact(bad), check_schedule(bad.expand())
+            assert not theirs.ok, name  # each defect breaks the explicit schedule
+            assert not mine.ok, (case, name, theirs.error)
+            assert mine.error_check == theirs.error_check, (case, name, mine.error, theirs.error)
+
+
+def test_deadlocking_link_orders_are_caught_on_the_quotient():
+    _, c = _made("ring:n=8", "allgather", "ring")
+    # every link serves its transfers in the reverse order: each waits for one that
+    # (transitively) waits for it
+    ptr = c.order_ptr
+    flip = np.concatenate([np.arange(ptr[i + 1] - 1, ptr[i] - 1, -1)
+                           for i in range(len(c.order_links))])  # fmt: skip
+    bad = replace(c, order_orbit=c.order_orbit[flip], order_elem=c.order_elem[flip])
+    mine, theirs = check_compact(bad), check_schedule(bad.expand())
+    assert not theirs.ok and not mine.ok
+    assert mine.error_check == theirs.error_check == "link-order", (mine.error, theirs.error)
+    assert check_compact(c).ok
+
+
+def test_bad_groups_are_refused():
+    _, c = _made("dgx_a100:nodes=4", "allgather", "forestcoll")
+    a = c.action
+    t, coll = c.topology, c.collective
+    swapped = a.generators.copy()
+    switches = np.flatnonzero(t.kind_codes != t.kind_codes[t.compute_nodes[0]])
+    swapped[0, [switches[0], switches[-1]]] = swapped[0, [switches[-1], switches[0]]]
+    with pytest.raises(BadGroup, match="not an automorphism of the topology"):
+        group_action(t, coll, swapped, a.chunk_generators)
+    chunks = a.chunk_generators.copy()
+    chunks[0, [0, -1]] = chunks[0, [-1, 0]]  # chunks of different sources
+    with pytest.raises(BadGroup, match="source"):
+        group_action(t, coll, a.generators, chunks)
+    assert coll.chunks_per_rank > 1
+    chunks = a.chunk_generators.copy()
+    chunks[0, [0, 1]] = chunks[0, [1, 0]]  # two chunks of one source: not one action
+    with pytest.raises(BadGroup, match="do not act as the group does"):
+        group_action(t, coll, a.generators, chunks)
+    ranks = np.arange(t.num_nodes)  # the identity: not a permutation that moves a rank
+    with pytest.raises(BadGroup):
+        group_action(t, coll, ranks[None, :] * 0, a.chunk_generators[:1])
+    # a forged table (the group's tables must be the generators')
+    forged = replace(c, action=replace(a, mul=np.roll(a.mul, 1, axis=1)))
+    got = check_compact(forged)
+    assert not got.ok and got.error_check == "group"
+
+
+def test_no_compact_form_says_why():
+    s, c = _made("dgx_a100:nodes=4", "allgather", "ring")
+    assert c == "the link orders are not symmetric"
+    assert compact_schedule(s) is None
+
+
+def test_file_round_trip(tmp_path):
+    s, c = _made("dgx_a100:nodes=4", "allreduce", "forestcoll")
+    path = str(tmp_path / "c.npz")
+    save_schedule(c, path)
+    got = load_any(path)
+    assert isinstance(got, CompactSchedule)
+    again = str(tmp_path / "again.npz")
+    save_schedule(got, again)
+    assert open(path, "rb").read() == open(again, "rb").read()  # same bytes
+    assert _rows(load_schedule(path)) == _rows(s)  # commands that want every operation
+    assert check_compact(got).ok
+    with pytest.raises(CollsynthError, match=r"\.npz only"):
+        save_schedule(c, str(tmp_path / "c.json"))
+
+
+def _rewrite(src: str, dst: str, **change) -> None:
+    """Copy a compact file with some entries replaced (arrays as .npy, header as a dict)."""
+    import io
+    import json
+
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
+        for name in z.namelist():
+            data = z.read(name)
+            key = name.removesuffix(".npy").removesuffix(".json")
+            if key in change:
+                value = change[key]
+                if name == "header.json":
+                    head = json.loads(data)
+                    head.update(value)
+                    data = json.dumps(head).encode()
+                else:
+                    buf = io.BytesIO()
+                    np.lib.format.write_array(buf, np.asarray(value), allow_pickle=False)
+                    data = buf.getvalue()
+            out.writestr(name, data)
+
+
+def test_bad_compact_files_get_one_line(tmp_path, capsys):
+    _, c = _made("dgx_a100:nodes=4", "allgather", "forestcoll")
+    good = str(tmp_path / "good.npz")
+    save_schedule(c, good)
+    a = c.action
+    not_auto = a.generators.copy()
+    not_auto[0, [0, 1]] = not_auto[0, [1, 0]]
+    bad_orbit = c.dep_orbit.copy()
+    bad_orbit[0] = c.num_reps
+    cases = {
+        "not an automorphism": {"group_generators": not_auto.ravel()},
+        "source": {"group_chunk_generators": np.roll(a.chunk_generators, 1, axis=1).ravel()},
+        "generators x nodes": {"group_generators": a.generators.ravel()[:-1]},
+        "names no representative": {"dep_orbit": bad_orbit},
+        "the header says": {"header": {"group_order": a.order * 2}},
+        "outside": {"route_links": np.full(len(c.reps.route_links), 10**6)},
+    }
+    for expect, change in cases.items():
+        path = str(tmp_path / "bad.npz")
+        _rewrite(good, path, **change)
+        for argv in (["verify", path], ["simulate", path, "-s", "1MB"],
+                     ["export", "msccl", path, "-o", str(tmp_path / "x.xml")]):  # fmt: skip
+            rc = main(argv)
+            err = capsys.readouterr().err
+            assert rc == 2 and len(err.splitlines()) == 1 and expect in err, (expect, err)
+            assert "Traceback" not in err
+        assert not (tmp_path / "x.xml").exists()
+
+
+def test_cli_synth_verify_simulate_compact(tmp_path, capsys):
+    out = str(tmp_path / "ag.npz")
+    rc = main(["synth", "-t", "dgx_a100:nodes=4", "-c", "allgather", "-a", "forestcoll",
+               "-s", "1MB", "--compact", "-o", out, "--json", "--no-timing"])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    import json
+
+    info = json.loads(capsys.readouterr().out)
+    assert info["representatives"] * info["group_order"] == info["ops"]
+    assert main(["verify", out, "--json", "--no-timing"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["ok"] and got["compact"]["group_order"] == 16 and "group" in got["checks"]
+    assert main(["simulate", out, "--json", "--no-timing"]) == 0
+    fast = json.loads(capsys.readouterr().out)
+    assert fast["quotient"] == 16 and fast["ops"] == info["ops"]
+    assert main(["simulate", out, "--json", "--no-timing", "--explicit"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert full["quotient"] == 1
+    assert abs(fast["time_s"] - full["time_s"]) <= 1e-9 * full["time_s"]
+    # not symmetric, or not .npz: one line, nothing written
+    rc = main(["synth", "-t", "dgx_a100:nodes=4", "-c", "allgather", "-a", "ring",
+               "--compact", "-o", str(tmp_path / "r.npz")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and "no compact form" in err and not (tmp_path / "r.npz").exists()
+    rc = main(["synth", "-t", "dgx_a100:nodes=4", "-c", "allgather", "-a", "forestcoll",
+               "--compact", "-o", str(tmp_path / "r.json")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and ".npz only" in err and not (tmp_path / "r.json").exists()
