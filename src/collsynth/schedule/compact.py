@@ -437,14 +437,14 @@ def _compact(s: Schedule) -> CompactSchedule:
     deps = s.dep_ids.astype(np.int64)[at]
     order_fields: tuple[np.ndarray | None, ...] = (None, None, None, None)
     if entries is not None:
-        o_ptr, o_ops, o_link = entries
+        e_ptr, o_ops, _ = entries
         link_rep = action.link_frames[0]
         rep_links = np.flatnonzero((link_rep == np.arange(n_links)) & (counts > 0))
         lengths = counts[rep_links]
         new_ptr = np.zeros(len(rep_links) + 1, dtype=np.int64)
         np.cumsum(lengths, out=new_ptr[1:])
         own = owners(new_ptr)
-        ops = o_ops[o_ptr[rep_links][own] + np.arange(int(new_ptr[-1])) - new_ptr[own]]
+        ops = o_ops[e_ptr[rep_links][own] + np.arange(int(new_ptr[-1])) - new_ptr[own]]
         order_fields = (rep_links, new_ptr, label[ops], elem[ops])
     o_links, o_ptr, o_orbit, o_elem = order_fields
     return CompactSchedule(action, _no_deps(s, reps), dep_ptr, label[deps], elem[deps], o_links,
