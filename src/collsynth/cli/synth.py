@@ -138,9 +138,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
         name, sched = _synthesize(args, req, file_opts)
         synth_s = time.perf_counter() - t0
         if req.size is not None and sched.size is None:
-            sched = replace(sched, size=req.size)
-        if args.compact:
-            sched = _compacted(sched)
+            compact = getattr(sched, "with_size", None)  # (a compact schedule)
+            sched = compact(req.size) if compact else replace(sched, size=req.size)
         stage(f"verifying {sched.num_ops} operations")
         t1 = time.perf_counter()
         report = ensure_verified(sched)
@@ -183,17 +182,6 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compacted(sched: Any) -> Any:
-    """``--compact``: the schedule's compact form, or one line saying why it has none."""
-    from ..schedule.compact import compact_or_reason
-
-    got = compact_or_reason(sched)
-    if isinstance(got, str):
-        algo = sched.meta.get("algorithm", "the")
-        raise CollsynthError(f"--compact: the {algo} schedule has no compact form ({got})")
-    return got
-
-
 def _synthesize(
     args: argparse.Namespace, req: Request, file_opts: dict[str, Any]
 ) -> tuple[str, Any]:
@@ -201,12 +189,20 @@ def _synthesize(
     from ..synth import synthesize
 
     if args.algo == "best":
-        return _best(req)
+        name, best = _best(req)
+        if args.compact:
+            from ..synth.run import as_compact
+
+            return name, as_compact(best, name)
+        return name, best
     name = args.algo
     unknown = set(req.options) - {name}
     if unknown:
         raise CollsynthError(f"--opt for {sorted(unknown)[0]!r} does not apply to --algo {name}")
     opts = {**file_opts, **req.options.get(name, {})}
+    if args.compact:
+        return name, synthesize(name, req.topology, req.collective, size=req.size,
+                                compact=True, **opts)  # fmt: skip
     return name, synthesize(name, req.topology, req.collective, size=req.size, **opts)
 
 

@@ -77,9 +77,23 @@ class GroupAction:
     node_perms: np.ndarray
     link_perms: np.ndarray
     rank_perms: np.ndarray
-    chunk_perms: np.ndarray
+    chunk_rep: np.ndarray
+    chunk_elem: np.ndarray
+    chunk_at: np.ndarray
     mul: np.ndarray
     inv: np.ndarray
+
+    def chunk_image(self, elem, chunk) -> np.ndarray:
+        """Where element(s) ``elem`` send chunk(s) ``chunk`` (broadcast together): the
+        chunk ``(elem * e)(rep)`` for ``chunk = e(rep)``."""
+        c = np.asarray(chunk, dtype=np.int64)
+        return self.chunk_at[self.chunk_orbit[c], self.mul[elem, self.chunk_elem[c]]]
+
+    @cached_property
+    def chunk_orbit(self) -> np.ndarray:
+        """Per chunk, its orbit's index (a row of ``chunk_at``)."""
+        reps = np.unique(self.chunk_rep)
+        return np.searchsorted(reps, self.chunk_rep)
 
     @property
     def order(self) -> int:
@@ -174,40 +188,59 @@ def group_action(
     inv = np.empty(order, dtype=np.int64)
     a, b = np.nonzero(mul == 0)
     inv[a] = b
-    chunk_perms = _chunk_tables(rank_perms, index_of, gens, cgens, topology, n_chunks)
+    frames = _chunk_frames(rank_perms, index_of, gens, cgens, topology, n_chunks)
     return GroupAction(topology, collective, gens, cgens, node_perms, link_perms, rank_perms,
-                       chunk_perms, mul, inv)  # fmt: skip
+                       *frames, mul, inv)  # fmt: skip
 
 
-def _chunk_tables(rank_perms, index_of, gens, cgens, topology, n_chunks) -> np.ndarray:
-    """Every element's chunk permutation, from the generators' (breadth first from the
-    identity: ``chunks(s e) = cgen_s(chunks(e))``), checked to be one action: every
-    generator composed with every element gives the chunk map of their product."""
+def _chunk_frames(rank_perms, index_of, gens, cgens, topology, n_chunks) -> tuple:
+    """The chunk frames ``(chunk_rep, chunk_elem, chunk_at)`` of the action the chunk
+    generators give: each chunk's orbit found by breadth first search over the generators
+    from the orbits' smallest chunks (``chunks(s e) = cgen_s(chunks(e))``), then checked to be
+    one free action: every orbit has ``|G|`` chunks, one per element, and every generator
+    composed with every element gives the chunk of their product."""
     order = len(rank_perms)
     gen_ranks = topology.rank_of_node[gens[:, topology.compute_nodes]].astype(np.int64)
     left = index_of[gen_ranks[:, rank_perms[:, 0]]]  # (m, G): the element s e
-    table = np.full((order, n_chunks), -1, dtype=np.int64)
-    table[0] = np.arange(n_chunks)
-    known = np.zeros(order, dtype=bool)
-    known[0] = True
-    frontier = np.array([0], dtype=np.int64)
+    label = np.arange(n_chunks, dtype=np.int64)  # the smallest chunk of each orbit
+    for _ in range(n_chunks + 1):
+        before = label
+        for cg in cgens:
+            label = np.minimum(label, label[cg])
+            label[cg] = np.minimum(label[cg], label)
+        label = label[label]
+        if np.array_equal(label, before):
+            break
+    rep = label
+    elem = np.full(n_chunks, -1, dtype=np.int64)
+    reps = np.flatnonzero(rep == np.arange(n_chunks))
+    elem[reps] = 0
+    frontier = reps
     while len(frontier):
         fresh = []
-        for s in range(len(gens)):
-            targets = left[s, frontier]
-            new = ~known[targets]
+        for s, cg in enumerate(cgens):
+            targets = cg[frontier]
+            new = elem[targets] < 0
             if new.any():
                 t, f = targets[new], frontier[new]
                 t, first = np.unique(t, return_index=True)
-                table[t] = cgens[s][table[f[first]]]
-                known[t] = True
+                elem[t] = left[s, elem[f[first]]]
                 fresh.append(t)
         frontier = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int64)
-    for s in range(len(gens)):
-        if not np.array_equal(table[left[s]], cgens[s][table]):
+    orbit = np.searchsorted(reps, rep)
+    if not (np.bincount(orbit, minlength=len(reps)) == order).all():
+        raise BadGroup("the group does not act freely on the chunks (an orbit of chunks has "
+                       "fewer members than the group has elements)")  # fmt: skip
+    at = np.full((len(reps), order), -1, dtype=np.int64)
+    at[orbit, elem] = np.arange(n_chunks, dtype=np.int64)
+    if (at < 0).any():
+        raise BadGroup("the group does not act freely on the chunks (two elements send a "
+                       "chunk to one place)")  # fmt: skip
+    for s, cg in enumerate(cgens):
+        if not (np.array_equal(rep[cg], rep) and np.array_equal(elem[cg], left[s, elem])):
             raise BadGroup("the chunk generators do not act as the group does (a product of "
                            "generators maps the chunks in two ways)")  # fmt: skip
-    return table
+    return rep, elem, at
 
 
 def _check_collective(c: Collective, ranks: np.ndarray, chunks: np.ndarray, i: int) -> None:
@@ -294,6 +327,14 @@ class CompactSchedule:
         out.update(representatives=self.num_reps, group_order=order)
         return out
 
+    def with_size(self, size: float | None) -> CompactSchedule:
+        """A copy recording ``size`` bytes."""
+        return replace(self, reps=replace(self.reps, size=size))
+
+    def with_meta(self, **kv) -> CompactSchedule:
+        """A copy with ``kv`` added to ``meta``."""
+        return replace(self, meta={**self.meta, **kv})
+
     def describe_op(self, op: int) -> str:
         return self.reps.describe_op(op)
 
@@ -310,7 +351,7 @@ class CompactSchedule:
         rep = np.repeat(np.arange(n_reps, dtype=np.int64), order)
         src = a.rank_perms[e, r.src[rep]]
         dst = a.rank_perms[e, r.dst[rep]]
-        chunk = a.chunk_perms[e, r.chunk[rep]]
+        chunk = a.chunk_image(e, r.chunk[rep])
         lengths = np.diff(r.route_ptr)[rep]
         route_ptr = np.zeros(len(rep) + 1, dtype=np.int64)
         np.cumsum(lengths, out=route_ptr[1:])
@@ -465,9 +506,31 @@ def _chunk_map(s: Schedule, chunk: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     return out
 
 
-def with_meta(c: CompactSchedule, **meta) -> CompactSchedule:
-    """``c`` with ``meta`` entries added."""
-    return replace(c, meta={**c.meta, **meta})
+def from_representatives(
+    reps: Schedule, generators: np.ndarray, chunk_generators: np.ndarray
+) -> CompactSchedule:
+    """The compact schedule whose representatives are the operations of ``reps``, each
+    depending on the representatives its dependencies name (element 0: the same member), under
+    the group of ``generators`` (node permutations) acting on the chunks by
+    ``chunk_generators``: what an algorithm that builds one representative per orbit (ForestColl's
+    trees of one root per rank orbit) returns. ``reps`` has no link orders."""
+    action = group_action(reps.topology, reps.collective, generators, chunk_generators)
+    deps = reps.dep_ids.astype(np.int64)
+    bare = _no_deps(reps, np.arange(reps.num_ops, dtype=np.int64))
+    return CompactSchedule(action, bare, reps.dep_ptr.astype(np.int64), deps,
+                           np.zeros(len(deps), dtype=np.int64), meta=dict(reps.meta))  # fmt: skip
+
+
+def rank_chunk_generators(
+    topology: Topology, collective: Collective, generators: np.ndarray
+) -> np.ndarray:
+    """Chunk generators for a collective whose chunks belong to ranks (chunk ``r * C + j`` is
+    rank ``r``'s ``j``-th: AllGather's sources, ReduceScatter's destinations, AllReduce's
+    owners): each generator sends it to its image rank's ``j``-th chunk."""
+    per = collective.chunks_per_rank
+    ids = np.arange(collective.num_chunks, dtype=np.int64)
+    ranks = topology.rank_of_node[generators[:, topology.compute_nodes]].astype(np.int64)
+    return ranks[:, ids // per] * per + ids % per
 
 
 __all__ = [
@@ -477,5 +540,7 @@ __all__ = [
     "GroupAction",
     "compact_or_reason",
     "compact_schedule",
+    "from_representatives",
     "group_action",
+    "rank_chunk_generators",
 ]

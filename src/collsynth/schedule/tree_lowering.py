@@ -98,6 +98,7 @@ def lower(
     pipeline: int = 1,
     meta: dict | None = None,
     shares: str = "rank",
+    only_roots: set[int] | None = None,
 ) -> Schedule:
     """Lower trees to a chunk schedule for ``collective`` (its chunk count is set here).
 
@@ -106,6 +107,11 @@ def lower(
     its trees' total multiplicity over all roots' (its in-trees and out-trees must agree), so
     roots may reduce and broadcast different amounts; the buffer is cut into
     ``K * pipeline`` chunks for ``K`` trees in all (a multiple of the ranks), root after root.
+
+    ``only_roots``: lower the trees of these roots only (the chunking is still the whole
+    form's): the representatives of a compact schedule, whose other operations are their
+    images (:mod:`collsynth.schedule.compact`). Every dependency of a tree's operations is
+    on operations of trees with the same root, so the part is closed under dependencies.
     """
     if pipeline < 1:
         raise CollsynthError(f"pipeline depth must be at least 1, got {pipeline}")
@@ -161,7 +167,11 @@ def lower(
     elif kind is CollKind.ALLREDUCE:  # chunk r * per rank + i belongs to r
         owner = np.arange(coll.num_chunks, dtype=np.int64) // coll.chunks_per_rank
     b = ScheduleBuilder(topology, coll, meta=meta)
-    b.trees = form
+    if only_roots is None:
+        b.trees = form
+    else:
+        in_roots = {r: ts for r, ts in in_roots.items() if r in only_roots}
+        out_roots = {r: ts for r, ts in out_roots.items() if r in only_roots}
     ptr = cols["tree_ptr"].tolist()
     # Emit round-robin over trees (chunk 0 of every tree, then chunk 1, ...) and give each
     # operation the step "round * width + depth" (width > every depth): steps are the planned

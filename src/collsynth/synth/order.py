@@ -49,18 +49,24 @@ the best is kept if it beats the orders alone (``meta["link_order"]["pacing"]``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 
 from .. import deadline
 from ..arrays import unique
 from ..collective import CollKind
+from ..schedule.compact import CompactSchedule
 from ..schedule.dag import is_acyclic, levels, owners
 from ..schedule.ir import OpKind, Schedule
 from ..sim import REALIZED, simulate
 from ..sim.quotient import Quotient, find_quotient
 from ..topology.symmetry import link_frames, topology_group
+
+#: an explicit or a compact schedule (what the ordering functions take and give back)
+S = TypeVar("S", Schedule, CompactSchedule)
 
 #: ``meta["link_order"]["from"]`` of the two orders :func:`with_link_orders` may write
 FROM_PLAN = "planned start times"
@@ -174,7 +180,7 @@ def _one_pair_per_link(schedule: Schedule) -> bool:
     return len(unique(uniq[0])) == uniq.shape[1]
 
 
-def fastest(schedules: tuple[Schedule, ...] | list[Schedule], size: float) -> Schedule:
+def fastest(schedules: Sequence[S], size: float) -> S:
     """Of an algorithm's alternatives (:class:`~collsynth.synth.registry.Alternatives`: the
     schedules its own estimate could not tell apart, its first choice first), the one that is
     fastest in the realized model at ``size`` bytes once :func:`with_link_orders` has ordered
@@ -203,7 +209,7 @@ def fastest(schedules: tuple[Schedule, ...] | list[Schedule], size: float) -> Sc
     return replace(kept, meta=meta)
 
 
-def realized_time(schedule: Schedule, size: float) -> float:
+def realized_time(schedule: Schedule | CompactSchedule, size: float) -> float:
     """``schedule``'s time in the realized model at ``size`` bytes: the one
     :func:`with_link_orders` found for it at that size, else simulated."""
     info = schedule.meta.get("link_order") or {}
@@ -212,7 +218,7 @@ def realized_time(schedule: Schedule, size: float) -> float:
     return simulate(schedule, size, order=REALIZED).time_s
 
 
-def with_link_orders(schedule: Schedule, size: float) -> Schedule:
+def with_link_orders(schedule: S, size: float) -> S:
     """``schedule`` with the link orders (planned, or first ready) under which it is faster in
     the realized model at ``size`` bytes; ``meta["link_order"]`` says which, and both times.
     An AllReduce is also tried with each rank's broadcasts held until its reductions are done
@@ -220,7 +226,12 @@ def with_link_orders(schedule: Schedule, size: float) -> Schedule:
     model (``meta["phases"]`` says so, with every form's time); one whose algorithm planned its
     phases to overlap (``meta[OVERLAP_PHASES]``) is also tried pipelined by ``OVERLAP_GROUPS``
     groups of chunks (:func:`reduce_then_broadcast` chained). A schedule that has link orders
-    already (chosen before, or an algorithm's own plan: TE-CCL, MTEG) is returned as it is."""
+    already (chosen before, or an algorithm's own plan: TE-CCL, MTEG) is returned as it is.
+    A compact schedule gets the better of the two orders alone (:func:`_ordered_compact`)."""
+    if isinstance(schedule, CompactSchedule):
+        if schedule.num_ops == 0 or schedule.order_links is not None:
+            return schedule
+        return _ordered_compact(schedule, size)
     if schedule.num_ops == 0 or schedule.link_order:  # chosen already, or the algorithm's own
         return schedule
     best = _ordered(schedule, size)
@@ -407,6 +418,68 @@ def _with_pacing(schedule: Schedule, links: list[int], size: float, time_s: floa
     return replace(best, meta=meta)
 
 
+def compact_link_orders(c: CompactSchedule, key: np.ndarray, tie: np.ndarray) -> dict | None:
+    """A compact schedule's link orders sorted by ``key`` and ``tie`` (per representative:
+    times from a simulation on its quotient, the same for every member of an orbit), as
+    :func:`_symmetric_orders` sorts a symmetric explicit schedule's: by time at
+    :data:`TIME_GRAIN`, dependency level, orbit, then sender and receiver as seen from the
+    link's orbit; the ``order_*`` fields of :class:`CompactSchedule`, one order per link
+    orbit. None where those orders could deadlock with the dependencies (decided on the
+    quotient: see :mod:`collsynth.verify.compact`)."""
+    a, r = c.action, c.reps
+    n = r.num_ops
+    level = levels(n, c.dep_ptr, c.dep_orbit)
+    if level is None or not len(r.route_links):
+        return None
+    hop_op = owners(r.route_ptr)
+    hl = r.route_links.astype(np.int64)
+    link_rep, link_elem = a.link_frames
+    rep = link_rep[hl]
+    back = a.inv[link_elem[hl]]  # the member of each hop's orbit that crosses the rep link
+    n_ranks = np.int64(c.topology.num_ranks)
+    seen = a.rank_perms[back, r.src[hop_op]] * n_ranks + a.rank_perms[back, r.dst[hop_op]]
+    idx = np.lexsort(_packed((rep, _grains(key)[hop_op]), (_grains(tie)[hop_op], level[hop_op]),
+                             (hop_op, seen))[::-1])  # fmt: skip
+    links, ops, elems = rep[idx], hop_op[idx], back[idx]
+    same = links[1:] == links[:-1]
+    src = np.concatenate((c.dep_orbit.astype(np.int64), ops[:-1][same]))
+    dst = np.concatenate((owners(c.dep_ptr), ops[1:][same]))
+    if not is_acyclic(n, src, dst):
+        return None
+    cuts = np.flatnonzero(np.r_[True, ~same])
+    ptr = np.append(cuts, len(links)).astype(np.int64)
+    return {"order_links": links[cuts], "order_ptr": ptr, "order_orbit": ops,
+            "order_elem": elems}  # fmt: skip
+
+
+def _ordered_compact(c: CompactSchedule, size: float) -> CompactSchedule:
+    """:func:`_ordered` for a compact schedule: simulated on its quotient (ties broken by
+    orbit) in the planned and the realized model, each giving symmetric link orders
+    (:func:`compact_link_orders`); the one faster in the realized model is kept. The AllReduce
+    phase forms and sender pacing are not tried on the compact form."""
+    planned = simulate(c, size, order="plan")
+    first_ready = simulate(c, size, order=REALIZED)
+    t_first = first_ready.time_s
+    plan_orders = compact_link_orders(c, planned.op_start_s, planned.op_finish_s)
+    t_plan = np.inf
+    if plan_orders is not None:
+        t_plan = simulate(replace(c, **plan_orders), size, order=REALIZED).time_s
+    orders, source = plan_orders, FROM_PLAN
+    if t_first < t_plan or plan_orders is None:
+        orders = compact_link_orders(c, first_ready.op_start_s, first_ready.op_finish_s)
+        source = FROM_FIRST_READY
+    if orders is None:
+        return c  # (the simulations then break ties by orbit, and say so)
+    meta = dict(c.meta)
+    meta["link_order"] = {
+        "from": source,
+        "size_bytes": float(size),
+        "time_s": min(t_plan, t_first),
+        "realized_time_s": {"planned": float(t_plan), "first_ready": t_first},
+    }
+    return replace(c, meta=meta, **orders)
+
+
 def _ordered(schedule: Schedule, size: float) -> Schedule:
     """``schedule`` with the better of its two candidate link orders in the realized model."""
     # a symmetric schedule is simulated with ties broken by orbit, so that its link orders
@@ -553,10 +626,14 @@ def reduce_then_broadcast(
     )
 
 
-def has_chosen_order(schedule: Schedule) -> bool:
+def has_chosen_order(schedule: Schedule | CompactSchedule) -> bool:
     """Whether ``schedule``'s link orders were chosen by :func:`with_link_orders`."""
     info = schedule.meta.get("link_order")
-    return bool(schedule.link_order) and isinstance(info, dict) and "from" in info
+    if isinstance(schedule, CompactSchedule):
+        ordered = schedule.order_links is not None
+    else:
+        ordered = bool(schedule.link_order)
+    return ordered and isinstance(info, dict) and "from" in info
 
 
 def without_chosen_order(schedule: Schedule) -> Schedule:

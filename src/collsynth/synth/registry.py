@@ -25,7 +25,7 @@ class Alternatives:
     the realized model once its link orders are chosen (:func:`collsynth.synth.order.fastest`),
     and ``link_order=False`` keeps the first."""
 
-    schedules: tuple[Schedule, ...]
+    schedules: tuple[Any, ...]  # Schedule, or CompactSchedule where one was asked for
 
     def __post_init__(self) -> None:
         if not self.schedules:
@@ -48,6 +48,8 @@ class Algorithm:
     options: dict[str, Option] = field(default_factory=dict)
     size_aware: bool = False  # takes ``size=`` and adapts the schedule to the message size
     reference: str = ""  # the paper or system it implements (authors, title, venue)
+    # takes ``compact=True`` and may then return compact schedules (schedule/compact.py)
+    compact_form: bool = False
 
     def resolve_options(self, given: dict[str, Any] | None) -> dict[str, Any]:
         """Every declared option's typed value (``given`` parsed and validated)."""
@@ -64,10 +66,13 @@ def register(
     options: Iterable[Option] | None = None,
     size_aware: bool = False,
     reference: str = "",
+    compact_form: bool = False,
 ):
     """Decorator: register ``func(topology, collective, [size=,] **options) -> Schedule`` (or
     :class:`Alternatives`) as algorithm ``name`` with its declared
-    :class:`~collsynth.synth.options.Option` list."""
+    :class:`~collsynth.synth.options.Option` list. ``compact_form``: ``func`` also takes
+    ``compact=True``, and may then return :class:`~collsynth.schedule.compact.CompactSchedule`
+    (made without the explicit schedule: large symmetric fabrics)."""
 
     def deco(func: AlgorithmFunc) -> AlgorithmFunc:
         ALGORITHMS[name] = Algorithm(
@@ -78,6 +83,7 @@ def register(
             declare(options),
             size_aware,
             reference,
+            compact_form,
         )
         return func
 

@@ -9,17 +9,46 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 from .. import deadline
 from ..collective import Collective
 from ..errors import CollsynthError
+from ..schedule.compact import CompactSchedule, compact_or_reason
 from ..schedule.ir import Schedule
 from ..schedule.timing import collect_timing
 from ..topology.model import Topology
 from .options import plan_size
 from .order import fastest
 from .registry import Alternatives, get
+
+
+@overload
+def synthesize(
+    name: str,
+    topology: Topology,
+    collective: Collective,
+    *,
+    size: float | None = ...,
+    budget_s: float | str | None = ...,
+    link_order: bool = ...,
+    compact: Literal[False] = ...,
+    **options: Any,
+) -> Schedule: ...
+
+
+@overload
+def synthesize(
+    name: str,
+    topology: Topology,
+    collective: Collective,
+    *,
+    size: float | None = ...,
+    budget_s: float | str | None = ...,
+    link_order: bool = ...,
+    compact: Literal[True],
+    **options: Any,
+) -> CompactSchedule: ...
 
 
 def synthesize(
@@ -30,8 +59,9 @@ def synthesize(
     size: float | None = None,
     budget_s: float | str | None = None,
     link_order: bool = True,
+    compact: bool = False,
     **options: Any,
-) -> Schedule:
+) -> Schedule | CompactSchedule:
     """Run algorithm ``name``; the result carries ``meta['algorithm']``.
 
     ``options`` (strings from the command line or typed values) are parsed and validated
@@ -53,12 +83,30 @@ def synthesize(
     ``link_order=False`` gives the algorithm's schedule as it is (its first choice where it
     gave alternatives; callers that order per size themselves use
     :func:`synthesize_alternatives`).
+
+    ``compact``: the result is a :class:`~collsynth.schedule.compact.CompactSchedule` (one
+    operation per orbit of the fabric's symmetry group): made so by an algorithm that can
+    (registered with ``compact_form``; ForestColl on large symmetric fabrics), else the
+    explicit schedule's compact form (:func:`~collsynth.schedule.compact.compact_or_reason`),
+    or a one-line error saying why there is none.
     """
     with _time_limit(name, budget_s):
-        schedules = _synthesize(name, topology, collective, size, options)
-        if link_order:
-            return fastest(schedules, plan_size(size, name))
-        return schedules[0]
+        schedules = _synthesize(name, topology, collective, size, options, compact)
+        got = fastest(schedules, plan_size(size, name)) if link_order else schedules[0]
+        if compact:
+            return as_compact(got, name)
+        assert isinstance(got, Schedule)  # only asked-for compact forms are made
+        return got
+
+
+def as_compact(s: Schedule | CompactSchedule, name: str) -> CompactSchedule:
+    """``s`` in its compact form (as it is when it has it), or one line saying why not."""
+    if isinstance(s, CompactSchedule):
+        return s
+    got = compact_or_reason(s)
+    if isinstance(got, str):
+        raise CollsynthError(f"the {name} schedule has no compact form ({got})")
+    return got
 
 
 def synthesize_alternatives(
@@ -74,7 +122,7 @@ def synthesize_alternatives(
     one, or its :class:`~collsynth.synth.registry.Alternatives` (its first choice first).
     :func:`collsynth.synth.order.fastest` orders them at a size and keeps the fastest."""
     with _time_limit(name, budget_s):
-        return _synthesize(name, topology, collective, size, options)
+        return cast(tuple[Schedule, ...], _synthesize(name, topology, collective, size, options))
 
 
 @contextmanager
@@ -88,8 +136,13 @@ def _time_limit(name: str, budget_s: float | str | None) -> Iterator[None]:
 
 
 def _synthesize(
-    name: str, topology: Topology, collective: Collective, size: float | None, options: dict
-) -> tuple[Schedule, ...]:
+    name: str,
+    topology: Topology,
+    collective: Collective,
+    size: float | None,
+    options: dict,
+    compact: bool = False,
+) -> tuple[Any, ...]:  # Schedule, or CompactSchedule where ``compact`` asked for it
     algo = get(name)
     if collective.kind not in algo.collectives:
         raise CollsynthError(
@@ -97,6 +150,8 @@ def _synthesize(
             f"(it supports {', '.join(sorted(k.value for k in algo.collectives))})"
         )
     values = algo.resolve_options(options)
+    if compact and algo.compact_form:
+        values["compact"] = True
     if algo.size_aware:
         made = algo.func(topology, collective, size=plan_size(size, name), **values)
     else:

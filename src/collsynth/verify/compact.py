@@ -104,7 +104,8 @@ def _group(cs: CompactSchedule, checks: list[str]) -> GroupAction:
         fresh = group_action(cs.topology, cs.collective, a.generators, a.chunk_generators)
     except BadGroup as e:
         fail("group", str(e))
-    for name in ("node_perms", "link_perms", "rank_perms", "chunk_perms", "mul"):
+    for name in ("node_perms", "link_perms", "rank_perms", "chunk_rep", "chunk_elem", "chunk_at",
+                 "mul"):  # fmt: skip
         if not np.array_equal(getattr(fresh, name), getattr(a, name)):
             fail("group", f"the group's {name.replace('_', ' ')} are not those its "
                           "generators make")  # fmt: skip
@@ -269,7 +270,7 @@ class _Execution:
         """``(rank, chunk)``'s canonical buffer (its rank's orbit representative, the chunk
         seen from there) and the element ``f`` with ``rank = f(rep)``."""
         f = self.rank_elem[rank]
-        return self.rank_rep[rank], int(self.a.chunk_perms[self.inv[f], chunk]), f
+        return self.rank_rep[rank], int(self.a.chunk_image(self.inv[f], chunk)), f
 
     def run(self, checks: list[str]) -> int:
         if self.cs.collective.reduces:

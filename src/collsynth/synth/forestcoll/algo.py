@@ -62,13 +62,17 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from ... import deadline
 from ...collective import Collective, CollKind
 from ...errors import CollsynthError
 from ...flow.optimality import fixed_k, transpose
+from ...schedule.compact import CompactSchedule, from_representatives, rank_chunk_generators
 from ...schedule.ir import Schedule
 from ...schedule.trees import TreeForm, lower
 from ...topology.model import Topology
+from ...topology.symmetry import AutomorphismGroup, topology_group
 from .. import Alternatives, register
 from ..options import Option, int_option
 from ..order import OVERLAP_PHASES
@@ -96,15 +100,18 @@ TIE = 0.002
 TIE_MAX = 3
 
 
-def _trees(topology: Topology, kind: CollKind, k: int | None) -> tuple[TreeForm, dict]:
+def _trees(
+    topology: Topology, kind: CollKind, k: int | None, symmetry: bool | None = None
+) -> tuple[TreeForm, dict]:
     if kind is CollKind.ALLGATHER:
-        form, opt, info = forestcoll_trees(topology, k)
+        form, opt, info = forestcoll_trees(topology, k, symmetry=symmetry)
         return form, {"out": info, "inv_x": opt.inv_x, "k": opt.k}
     if kind is CollKind.REDUCESCATTER:
-        form, opt, info = forestcoll_trees(topology, k, direction="in")
+        form, opt, info = forestcoll_trees(topology, k, direction="in", symmetry=symmetry)
         return form, {"in": info, "inv_x": opt.inv_x, "k": opt.k}
-    out_form, out_opt, out_info = forestcoll_trees(topology, k)
-    in_form, in_opt, in_info = forestcoll_trees(topology, out_opt.k, direction="in")
+    out_form, out_opt, out_info = forestcoll_trees(topology, k, symmetry=symmetry)
+    in_form, in_opt, in_info = forestcoll_trees(topology, out_opt.k, direction="in",
+                                                symmetry=symmetry)  # fmt: skip
     form = TreeForm.concat([in_form, out_form])
     return form, {
         "out": out_info,
@@ -146,13 +153,20 @@ def _estimate(
     return t_bw * (1 + (h - 1) / (share * pipeline)) + h * cand["alpha"]
 
 
-def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None) -> int:
-    """Deepest automatic pipeline: under the operation budget, pieces of >= ``MIN_PIECE``."""
-    per_chunk = n * (n - 1) * (2 if kind is CollKind.ALLREDUCE else 1)
+def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None, order: int = 1) -> int:
+    """Deepest automatic pipeline: under the operation budget, pieces of >= ``MIN_PIECE``.
+    ``order``: the compact form's group order (the budget counts representatives)."""
+    per_chunk = _per_chunk(n, kind, order)
     cap = OP_BUDGET // max(1, per_chunk * k)
     if size is not None:
         cap = min(cap, int(size // (n * k * MIN_PIECE)))
     return max(1, cap)
+
+
+def _per_chunk(n: int, kind: CollKind, order: int = 1) -> int:
+    """Operations per chunk of every root (representatives in the compact form: ``order``
+    times fewer)."""
+    return max(1, n * (n - 1) * (2 if kind is CollKind.ALLREDUCE else 1) // order)
 
 
 @register(
@@ -187,6 +201,7 @@ def _max_pipeline(n: int, k: int, kind: CollKind, size: float | None) -> int:
     size_aware=True,
     reference="Zhao et al., 'ForestColl: Throughput-Optimal Collective Communications "
     "on Heterogeneous Network Fabrics', arXiv 2402.06787",
+    compact_form=True,
 )
 def forestcoll(
     topology: Topology,
@@ -194,27 +209,48 @@ def forestcoll(
     k: Any = None,
     pipeline: Any = None,
     size: float | None = None,
-) -> Schedule | Alternatives:
-    """ForestColl trees lowered to pipelined chunk transfers."""
+    compact: bool = False,
+) -> Schedule | CompactSchedule | Alternatives:
+    """ForestColl trees lowered to pipelined chunk transfers. ``compact``: where the trees
+    are built for one root per orbit of the fabric's group and mapped to the others (the
+    symmetric construction), lower the representatives' trees only and return the compact
+    schedule; the operation budget then counts representatives, so deeper pipelines fit.
+    Elsewhere the explicit schedule."""
+    group = topology_group(topology) if compact else None
+    if group is not None and group.order < 2:
+        group = None
+    order = group.order if group is not None else 1
     k_opt_only = isinstance(k, str) and k.strip().lower() == "opt"
     k_val = None if k_opt_only else int_option(k, "k", "forestcoll")
     p_val = int_option(pipeline, "pipeline", "forestcoll")
     if collective.chunks_per_rank != 1 and p_val is None:
         p_val = None  # the tree form decides the chunking; C is ignored (documented)
-    ks = _k_scan(collective, k_val, k_opt_only, size)
-    cands = _candidates(topology, collective.kind, ks)
-    if collective.kind is CollKind.ALLREDUCE and k_val is None:
+    ks = _k_scan(collective, k_val, k_opt_only, size, order)
+    symmetry = True if group is not None else None
+    cands = _candidates(topology, collective.kind, ks, symmetry)
+    if group is not None and not all(_symmetric(c) for c in cands):
+        group, order = None, 1  # the trees are not images of one root's per orbit
+    if collective.kind is CollKind.ALLREDUCE and k_val is None and group is None:
         rs_ag = min(float(c["inv_x"]) for c in cands)
         cands += _lp_candidate(topology, rs_ag)
         cands += _shares_candidate(topology, rs_ag)
-    chosen = _choose(topology, collective, cands, p_val, size)
-    schedules = tuple(_lower(topology, collective, cands, c, size) for c in chosen)
+    chosen = _choose(topology, collective, cands, p_val, size, order)
+    schedules = tuple(_lower(topology, collective, cands, c, size, group) for c in chosen)
     return schedules[0] if len(schedules) == 1 else Alternatives(schedules)
 
 
+def _symmetric(cand: dict) -> bool:
+    """Whether a candidate's trees came from the symmetric construction (one root per orbit,
+    mapped to the others by the group), in every direction."""
+    infos = [cand[d] for d in ("in", "out") if d in cand]
+    return bool(infos) and all(i.get("symmetry") and not i["symmetry"].get("rejected")
+                               for i in infos)  # fmt: skip
+
+
 def _k_scan(
-    collective: Collective, k_val: int | None, k_opt_only: bool, size: float | None
-) -> list[int | None]:
+    collective: Collective, k_val: int | None, k_opt_only: bool, size: float | None,
+    order: int = 1,
+) -> list[int | None]:  # fmt: skip
     """The trees per root to try (None: the optimum's ``k``)."""
     if k_val is not None:
         return [k_val]
@@ -222,12 +258,13 @@ def _k_scan(
         return [None]
     # k beyond the optimum's gains nothing; a k whose single pipeline stage is already over
     # the operation budget is only tried as the optimum's own (or k = 1)
-    n = collective.num_ranks
-    per_chunk = n * (n - 1) * (2 if collective.kind is CollKind.ALLREDUCE else 1)
+    per_chunk = _per_chunk(collective.num_ranks, collective.kind, order)
     return [None] + [kk for kk in K_SCAN if kk == 1 or kk * per_chunk <= OP_BUDGET]
 
 
-def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> list[dict]:
+def _candidates(
+    topology: Topology, kind: CollKind, ks: list[int | None], symmetry: bool | None = None
+) -> list[dict]:
     """The tree forms of every distinct ``k`` below the optimum's, with their tallest tree and
     largest route alpha."""
     cands: list[dict] = []
@@ -239,7 +276,7 @@ def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> lis
         if cands and deadline.nearly_out():  # the k scan is an extra: keep what was found
             break
         try:
-            form, meta = _trees(topology, kind, kk)
+            form, meta = _trees(topology, kind, kk, symmetry)
         except CollsynthError:
             if kk is None or len(ks) == 1:
                 raise
@@ -250,7 +287,7 @@ def _candidates(topology: Topology, kind: CollKind, ks: list[int | None]) -> lis
             continue
         seen.add(meta["k"])
         meta.update(form=form, height=_height(meta), alpha=_route_alpha_max(topology, form))
-        slack = _slack_variant(topology, kind, meta) if SLACK_SCALE else None
+        slack = _slack_variant(topology, kind, meta, symmetry) if SLACK_SCALE else None
         cands.append(slack or meta)
     return cands
 
@@ -262,7 +299,9 @@ SLACK_SCALE = 0.8
 SLACK_MAX_CLASSES = 4
 
 
-def _slack_variant(topology: Topology, kind: CollKind, meta: dict) -> dict | None:
+def _slack_variant(
+    topology: Topology, kind: CollKind, meta: dict, symmetry: bool | None = None
+) -> dict | None:
     """The same ``k``'s trees packed with some links scaled down to :data:`SLACK_SCALE` of their
     bandwidth, where that leaves the optimum and the tree height as they are (else ``None``).
 
@@ -292,7 +331,7 @@ def _slack_variant(topology: Topology, kind: CollKind, meta: dict) -> dict | Non
     ):
         kept = kept[:1]
     try:
-        form, m2 = _trees(_scaled(topology, set(kept)), kind, meta["k"])
+        form, m2 = _trees(_scaled(topology, set(kept)), kind, meta["k"], symmetry)
     except CollsynthError:
         return None
     if m2["inv_x"] != meta["inv_x"]:  # pragma: no cover - the same optimum as checked
@@ -413,13 +452,14 @@ def _choose(
     cands: list[dict],
     p_val: int | None,
     size: float | None,
+    order: int = 1,
 ) -> list[tuple[float, dict, int]]:
     """The (estimated time, candidate, pipeline depth) of least estimated time, then (with a
     size, at most ``TIE_MAX`` in all) those within ``TIE`` of it, by estimate (estimates equal
     to 1e-9: in the candidates' order, the optimum's ``k`` first)."""
     options_all: list[tuple[float, dict, int]] = []
     for cand in cands:
-        p_cap = _max_pipeline(collective.num_ranks, cand["k"], collective.kind, size)
+        p_cap = _max_pipeline(collective.num_ranks, cand["k"], collective.kind, size, order)
         if p_val is not None:
             options = [p_val]
         elif size is None:  # no size: the paper's schedule, pipelining left to the runtime
@@ -453,8 +493,10 @@ def _lower(
     cands: list[dict],
     best: tuple[float, dict, int],
     size: float | None,
-) -> Schedule:
-    """The chosen trees lowered to IR, with the choice and the trees' facts in ``meta``."""
+    group: AutomorphismGroup | None = None,
+) -> Schedule | CompactSchedule:
+    """The chosen trees lowered to IR, with the choice and the trees' facts in ``meta``;
+    with ``group``, the trees of one root per rank orbit only, as a compact schedule."""
     est, cand, p = best
     info = {
         "k": cand["k"],
@@ -499,11 +541,20 @@ def _lower(
     if "shares" in cand:
         # unit trees, k per root: chunk c is in pipeline round c mod p
         meta[OVERLAP_PHASES] = {"rounds": p}
-    return lower(
+    reps = None
+    if group is not None:
+        reps = {int(r) for r in np.unique(group.rank_perms(topology).min(axis=0))}
+    made = lower(
         topology,
         collective.with_chunks(1),
         _unit_trees(cand["form"]),
         pipeline=p,
         meta=meta,
         shares="mult" if "lp" in cand else "rank",
+        only_roots=reps,
     )
+    if group is None:
+        return made
+    gens = np.asarray(group.generators, dtype=np.int64)
+    return from_representatives(made, gens,
+                                rank_chunk_generators(topology, made.collective, gens))  # fmt: skip
