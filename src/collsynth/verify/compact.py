@@ -50,7 +50,7 @@ import numpy as np
 from ..collective import CollKind
 from ..errors import VerificationError
 from ..schedule.compact import BadGroup, CompactSchedule, GroupAction, group_action
-from ..schedule.dag import is_acyclic, owners
+from ..schedule.dag import is_acyclic, owners, ragged_arange
 from ..schedule.ir import OpKind, Schedule
 from .context import Context, VerifyReport, fail
 from .order import check_steps, cycle_member, dependency_order
@@ -292,37 +292,102 @@ class _Execution:
 
     # ---------------------------------------------------------------- copying
     def _copying(self) -> int:
+        """Copying collectives, vectorized: every transfer's sender holds its data
+        initially, or a direct dependency delivered it, or (looked up one by one) some
+        ancestor did; the postcondition from the canonical writes."""
+        c, a, r = self.cs.collective, self.a, self.cs.reps
+        ops = np.flatnonzero(r.kind != OpKind.JOIN)
+        src, dst, chunk = (r.src[ops].astype(np.int64), r.dst[ops].astype(np.int64),
+                           r.chunk[ops].astype(np.int64))  # fmt: skip
+        rep, elem = (x.astype(np.int64) for x in a.rank_frames)
+        bx, fx, by, fy = rep[src], elem[src], rep[dst], elem[dst]
+        dx = a.chunk_image(a.inv[fx], chunk)
+        dy = a.chunk_image(a.inv[fy], chunk)
+        lo, hi = self.seg_lo[ops], self.seg_hi[ops]
+        n_seg, n_chunks = np.int64(self.n_seg), np.int64(c.num_chunks)
+        width = hi - lo
+        at = np.repeat(np.arange(len(ops)), width)
+        seg = ragged_arange(width, lo)
+        source = c.chunk_source
+        w_key = (by[at] * n_chunks + dy[at]) * n_seg + seg
+        order = np.argsort(w_key, kind="stable")
+        w_sorted = w_key[order]
+        # reads: held initially, or delivered by a direct dependency (the same member)
+        held = source[dx] == bx
+        ok = held.copy()
+        d_ptr = self.cs.dep_ptr.astype(np.int64)
+        lengths = d_ptr[ops + 1] - d_ptr[ops]
+        if lengths.sum():
+            owner = np.repeat(np.arange(len(ops)), lengths)
+            j = ragged_arange(lengths, d_ptr[ops])
+            b_op, h = self.cs.dep_orbit[j].astype(np.int64), self.cs.dep_elem[j].astype(np.int64)
+            delivers = (
+                (r.kind[b_op] != OpKind.JOIN)
+                & (a.rank_perms[h, r.dst[b_op]] == src[owner])
+                & (a.chunk_image(h, r.chunk[b_op]) == chunk[owner])
+                & (self.seg_lo[b_op] <= lo[owner])
+                & (self.seg_hi[b_op] >= hi[owner])
+            )
+            ok[owner[delivers]] = True
+        w_list = (ops[at][order], a.inv[fy[at]][order])
+        for i in np.flatnonzero(~ok).tolist():
+            self._held_through_ancestor(int(ops[i]), i, bx, dx, fx, lo, hi, w_sorted, w_list)
+        # the postcondition: every (rank, chunk, segment) asked for is written somewhere
+        needed = self._needed_keys(n_chunks, n_seg)
+        got = np.searchsorted(w_sorted, needed)
+        found = (got < len(w_sorted)) & (w_sorted[np.minimum(got, len(w_sorted) - 1)] == needed)
+        if len(w_sorted) == 0:
+            found = np.zeros(len(needed), dtype=bool)
+        missing = np.flatnonzero(~found)
+        if len(missing):
+            k = int(needed[missing[0]])
+            b, d = k // n_seg // n_chunks, k // n_seg % n_chunks
+            fail("missing-delivery", f"rank {self._rank(int(b))} never receives chunk {int(d)} "
+                                     f"({c.describe()})")  # fmt: skip
+        dup = int(len(w_key) - len(np.unique(w_key)))
+        dup += int(np.count_nonzero(source[dy[at]] == by[at]))
+        return dup * self.G
+
+    def _held_through_ancestor(self, op, i, bx, dx, fx, lo, hi, w_sorted, w_list) -> None:
+        """Refuse ``op`` (``i``: its row) unless some writer of each canonical buffer it
+        reads precedes the member that reads it."""
         c = self.cs.collective
-        source = c.chunk_source.tolist()
-        writers: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
-        redundant = 0
-        for op, x, y, ch, _kind, lo, hi in self._ops():
-            bx, dx, fx = self.frame(x, ch)
-            by, dy, fy = self.frame(y, ch)
-            reader, writer = (op, self.inv[fx]), (op, self.inv[fy])
-            for sg in range(lo, hi):
-                if source[dx] != bx:
-                    got = writers.get((bx, dx, sg), ())
-                    if not got:
-                        self._fail_op("data-not-held", op, f"rank {self._rank(x)} never "
-                                      "receives the data it sends before it sends it")  # fmt: skip
-                    if not any(self.precedes(w, reader) for w in got):
-                        w = got[0]
-                        self._fail_op("data-not-held", op, f"the data reaches "
-                                      f"{self._rank(x)} only through the operation {w}, which "
-                                      "this operation does not depend on")  # fmt: skip
-                key = (by, dy, sg)
-                if source[dy] == by or key in writers:
-                    redundant += 1
-                writers.setdefault(key, []).append(writer)
-        for b, d in self._needed():
-            if c.chunk_source[d] == b:
-                continue
-            for sg in range(self.n_seg):
-                if (b, d, sg) not in writers:
-                    fail("missing-delivery", f"rank {self._rank(b)} never receives chunk {d} "
-                                             f"({c.describe()})")  # fmt: skip
-        return redundant * self.G
+        if c.chunk_source[dx[i]] == bx[i]:
+            return
+        reader = (op, self.inv[int(fx[i])])
+        n_seg, n_chunks = self.n_seg, c.num_chunks
+        x = int(self.cs.reps.src[op])
+        for sg in range(int(lo[i]), int(hi[i])):
+            key = (int(bx[i]) * n_chunks + int(dx[i])) * n_seg + sg
+            a = int(np.searchsorted(w_sorted, key, side="left"))
+            b = int(np.searchsorted(w_sorted, key, side="right"))
+            if a == b:
+                self._fail_op("data-not-held", op, f"rank {self._rank(x)} never receives the "
+                              "data it sends")  # fmt: skip
+            writers = list(zip(w_list[0][a:b].tolist(), w_list[1][a:b].tolist()))
+            if not any(self.precedes(w, reader) for w in writers):
+                self._fail_op("data-not-held", op, f"the data reaches {self._rank(x)} only "
+                              f"through the operation {writers[0]}, which this operation does "
+                              "not depend on")  # fmt: skip
+
+    def _needed_keys(self, n_chunks: np.int64, n_seg: np.int64) -> np.ndarray:
+        """The canonical (rank, chunk, segment) keys the postcondition asks for, less those
+        held initially."""
+        c = self.cs.collective
+        reps = np.unique(np.asarray(self.rank_rep, dtype=np.int64))
+        if c.kind in (CollKind.ALLGATHER, CollKind.ALLREDUCE):
+            b = np.repeat(reps, int(n_chunks))
+            d = np.tile(np.arange(int(n_chunks), dtype=np.int64), len(reps))
+        else:
+            post_r, post_c = c.postcondition()
+            is_rep = np.zeros(c.num_ranks, dtype=bool)
+            is_rep[reps] = True
+            keep = is_rep[post_r]
+            b, d = post_r[keep].astype(np.int64), post_c[keep].astype(np.int64)
+        keep = c.chunk_source[d] != b
+        b, d = b[keep], d[keep]
+        segs = np.arange(int(n_seg), dtype=np.int64)
+        return ((b * n_chunks + d)[:, None] * n_seg + segs[None, :]).ravel()
 
     def _needed(self):
         """The (rank orbit representative, chunk) pairs the postcondition asks for."""
