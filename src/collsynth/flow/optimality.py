@@ -494,13 +494,19 @@ def fixed_k(topo, k: int, *, accelerate: bool = True) -> Optimum:
 
     hi = Fraction((n_c - 1) * k)
     if accelerate:
-        # the exact single-node-ingress bounds (cut V - v) are certified candidates
-        lo, lo_cut = Fraction(-1), None
+        # the exact single-node-ingress bounds (cut V - v) are certified candidates; the arcs
+        # leaving V - v are those into v, so each is read off v's in-arcs (bound(cut) itself
+        # would walk every arc of the fabric per rank)
+        in_arcs: dict[int, list[int]] = {}
+        for i, h in enumerate(g.heads):
+            in_arcs.setdefault(h, []).append(i)
+        lo, lo_v = Fraction(-1), None
         for v in g.compute:
-            cut = frozenset(range(g.n)) - {v}
-            b = bound(cut)
+            caps = [g.caps[i] for i in in_arcs.get(v, ()) if g.tails[i] != v]
+            b = _min_u_for_cut(caps, (n_c - 1) * k)
             if b > lo:
-                lo, lo_cut = b, cut
+                lo, lo_v = b, v
+        lo_cut = frozenset(range(g.n)) - {lo_v} if lo_v is not None else None
     else:
         lo, lo_cut = Fraction((n_c - 1) * k, dmin), None
     U, cut = _exact_search(probe, bound, lo, lo_cut, hi, cmax, accelerate, stats)
