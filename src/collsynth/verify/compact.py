@@ -48,10 +48,11 @@ from typing import NoReturn
 import numpy as np
 
 from ..collective import CollKind
-from ..errors import VerificationError
+from ..errors import CollsynthError, VerificationError
 from ..schedule.compact import BadGroup, CompactSchedule, GroupAction, group_action
 from ..schedule.dag import is_acyclic, owners, ragged_arange
 from ..schedule.ir import OpKind, Schedule
+from .compact_kernel import FAIL, PASS, compiled_compact_window, walk_arrays
 from .context import Context, VerifyReport, fail
 from .order import check_steps, cycle_member, dependency_order
 from .routes import check_routes
@@ -281,12 +282,14 @@ class _Execution:
             checks += ["data-not-held", "postcondition"]
         return out
 
-    def _ops(self):
+    def _ops(self, window: int | None = None):
+        """The moving representatives in dependency order (those of one orbit of chunks)."""
         r = self.cs.reps
         src, dst, chunk, kind = (x.tolist() for x in (r.src, r.dst, r.chunk, r.kind))
         lo, hi = self.seg_lo.tolist(), self.seg_hi.tolist()
+        orbit = self.a.chunk_orbit.tolist()
         for op in self.order.tolist():
-            if kind[op] == OpKind.JOIN:
+            if kind[op] == OpKind.JOIN or (window is not None and orbit[chunk[op]] != window):
                 continue
             yield op, src[op], dst[op], chunk[op], kind[op], lo[op], hi[op]
 
@@ -389,23 +392,98 @@ class _Execution:
         segs = np.arange(int(n_seg), dtype=np.int64)
         return ((b * n_chunks + d)[:, None] * n_seg + segs[None, :]).ravel()
 
-    def _needed(self):
+    def _needed_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """The (rank orbit representative, chunk) pairs the postcondition asks for."""
         c = self.cs.collective
-        reps = sorted(set(self.rank_rep))
+        reps = np.unique(np.asarray(self.rank_rep, dtype=np.int64))
         if c.kind in (CollKind.ALLGATHER, CollKind.ALLREDUCE):
-            for b in reps:
-                for d in range(c.num_chunks):
-                    yield b, d
-            return
+            return (np.repeat(reps, c.num_chunks),
+                    np.tile(np.arange(c.num_chunks, dtype=np.int64), len(reps)))  # fmt: skip
         post_r, post_c = c.postcondition()
         is_rep = np.zeros(c.num_ranks, dtype=bool)
         is_rep[reps] = True
         keep = is_rep[post_r]
-        yield from zip(post_r[keep].tolist(), post_c[keep].tolist())
+        return post_r[keep].astype(np.int64), post_c[keep].astype(np.int64)
 
     # ---------------------------------------------------------------- reducing
     def _reducing(self) -> int:
+        """Reducing collectives, one orbit of chunks at a time through the compiled executor
+        (:mod:`.compact_kernel`); a window it refuses or cannot decide goes through the
+        Python executor (:meth:`_reducing_window`), which names the violation."""
+        a, r = self.a, self.cs.reps
+        G, S = self.G, self.n_seg
+        ops = self.order[r.kind[self.order] != OpKind.JOIN].astype(np.int64)
+        src, dst, chunk = (r.src[ops].astype(np.int64), r.dst[ops].astype(np.int64),
+                           r.chunk[ops].astype(np.int64))  # fmt: skip
+        rep, elem = (x.astype(np.int64) for x in a.rank_frames)
+        reps = np.unique(rep)
+        fx, fy = elem[src], elem[dst]
+        window = a.chunk_orbit[chunk]
+        ce = a.chunk_elem[chunk]
+        lo, hi = self.seg_lo[ops], self.seg_hi[ops]
+        width = hi - lo
+        at = np.repeat(np.arange(len(ops)), width)
+        seg = ragged_arange(width, lo)
+        by_window = np.argsort(window[at], kind="stable")  # (rows are in dependency order)
+        at, seg = at[by_window], seg[by_window]
+        w_row = window[at]
+        rb = (np.searchsorted(reps, rep[src])[at] * G + a.mul[a.inv[fx], ce][at]) * S + seg
+        wb = (np.searchsorted(reps, rep[dst])[at] * G + a.mul[a.inv[fy], ce][at]) * S + seg
+        carry = a.mul[a.inv[fy], fx][at]
+        copy = r.kind[ops][at] == OpKind.COPY
+        own = np.repeat(reps, G * S)
+        need_b, need_d = self._needed_pairs()
+        post_w = a.chunk_orbit[need_d]
+        post = ((np.searchsorted(reps, need_b) * G + a.chunk_elem[need_d])[:, None] * S
+                + np.arange(S)[None, :]).reshape(len(need_b), S)  # fmt: skip
+        by_post = np.argsort(post_w, kind="stable")
+        post, post_w = post[by_post], post_w[by_post]
+        n_windows = len(a.chunk_at)
+        row_cut = np.searchsorted(w_row, np.arange(n_windows + 1))
+        post_cut = np.searchsorted(post_w, np.arange(n_windows + 1))
+        kernel = compiled_compact_window()
+        walk = walk_arrays()
+        dep = (np.asarray(self.pos, dtype=np.int64), np.asarray(self.depth, dtype=np.int64),
+               self.cs.dep_ptr.astype(np.int64), self.cs.dep_orbit.astype(np.int64),
+               self.cs.dep_elem.astype(np.int64), a.mul.astype(np.int64),
+               a.inv.astype(np.int64), np.int64(G))  # fmt: skip
+        rank_perms = a.rank_perms.astype(np.int64)
+        redundant = 0
+        incomplete = None  # the first window that only misses its postcondition
+        for w in range(n_windows):
+            i0, i1 = int(row_cut[w]), int(row_cut[w + 1])
+            p0, p1 = int(post_cut[w]), int(post_cut[w + 1])
+            if i0 == i1 and p0 == p1:
+                continue
+            status, row, extra = kernel(
+                ops[at[i0:i1]], copy[i0:i1], rb[i0:i1], wb[i0:i1],
+                a.inv[fx][at[i0:i1]], a.inv[fy][at[i0:i1]], carry[i0:i1], own,
+                np.int64(self.n_ranks), rank_perms, post[p0:p1].ravel(), *dep, *walk,
+            )  # fmt: skip
+            if status == PASS:
+                redundant += int(extra)
+                continue
+            if status == FAIL and row < 0:  # (as the explicit verifier: every execution
+                incomplete = w if incomplete is None else incomplete  # rule, then the
+                continue  # postcondition)
+            extra = self._reducing_window(w)  # names the violation
+            if status == FAIL:
+                raise CollsynthError(
+                    "internal error: the compiled compact reduction executor refused an orbit "
+                    "of chunks that the Python executor accepts"
+                )
+            redundant += extra
+        if incomplete is not None:
+            self._reducing_window(incomplete)
+            raise CollsynthError(
+                "internal error: the compiled compact reduction executor found an incomplete "
+                "reduction that the Python executor does not"
+            )
+        return redundant * self.G
+
+    def _reducing_window(self, window: int) -> int:
+        """The Python executor on the representatives of one orbit of chunks (see
+        :meth:`_reducing`): the number of redundant copies, or the violation in words."""
         c = self.cs.collective
         n = self.n_ranks
         rank_perms = self.a.rank_perms
@@ -422,7 +500,7 @@ class _Execution:
             return got
 
         redundant = 0
-        for op, x, y, ch, kind, lo, hi in self._ops():
+        for op, x, y, ch, kind, lo, hi in self._ops(window):
             bx, dx, fx = self.frame(x, ch)
             by, dy, fy = self.frame(y, ch)
             reader, writer = (op, self.inv[fx]), (op, self.inv[fy])
@@ -471,7 +549,9 @@ class _Execution:
                 writes[wk] = keep
                 if is_copy:
                     reads[wk] = []
-        for b, d in self._needed():
+        need_b, need_d = self._needed_pairs()
+        mine = self.a.chunk_orbit[need_d] == window
+        for b, d in zip(need_b[mine].tolist(), need_d[mine].tolist()):
             for sg in range(self.n_seg):
                 got = content((b, d, sg))
                 if not got.all():
@@ -479,7 +559,7 @@ class _Execution:
                     fail("incomplete-reduction", f"rank {self._rank(b)} ends with chunk {d} "
                                                  "missing the contribution of rank(s) "
                                                  f"{_ranks(missing)} ({c.describe()})")  # fmt: skip
-        return redundant * self.G
+        return redundant
 
     # ---------------------------------------------------------------- failing
     def _rank(self, r: int) -> str:
