@@ -276,3 +276,25 @@ def test_cli_synth_verify_simulate_compact(tmp_path, capsys):
                "--compact", "-o", str(tmp_path / "r.json")])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2 and ".npz only" in err and not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["allgather", "reducescatter", "allreduce"])
+def test_forestcoll_makes_the_compact_form_directly(kind):
+    t = load_topology("dgx_a100:nodes=4")
+    coll = Collective.make(kind, t.num_ranks)
+    c = synthesize("forestcoll", t, coll, size=1e8, compact=True)
+    assert isinstance(c, CompactSchedule)
+    made = c.meta["forestcoll"]["compact"]
+    assert made == {"group_order": 16, "roots_lowered": 2}  # two ranks per node orbit
+    assert c.order_links is not None and c.meta["link_order"]["from"]
+    assert check_compact(c).ok
+    x = c.expand()
+    assert check_schedule(x).ok
+    # the compact form's link orders are the expansion's: both simulate alike, in both models
+    for order in ("plan", "fair"):
+        fast = simulate(c, 1e8, order=order)
+        full = simulate(x, 1e8, order=order, symmetric=False)
+        assert abs(fast.time_s - full.time_s) <= 1e-9 * full.time_s
+    # the operation budget counts representatives: at least as deep a pipeline as explicitly
+    s = synthesize("forestcoll", t, coll, size=1e8)
+    assert c.meta["forestcoll"]["pipeline"] >= s.meta["forestcoll"]["pipeline"]

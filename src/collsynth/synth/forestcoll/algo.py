@@ -544,6 +544,7 @@ def _lower(
     reps = None
     if group is not None:
         reps = {int(r) for r in np.unique(group.rank_perms(topology).min(axis=0))}
+        info["compact"] = {"group_order": group.order, "roots_lowered": len(reps)}
     made = lower(
         topology,
         collective.with_chunks(1),
