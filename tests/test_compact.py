@@ -298,3 +298,15 @@ def test_forestcoll_makes_the_compact_form_directly(kind):
     # the operation budget counts representatives: at least as deep a pipeline as explicitly
     s = synthesize("forestcoll", t, coll, size=1e8)
     assert c.meta["forestcoll"]["pipeline"] >= s.meta["forestcoll"]["pipeline"]
+
+
+def test_json_form_is_refused_above_its_size(tmp_path, monkeypatch):
+    from collsynth.schedule import io
+
+    s, _ = _made("dgx_a100:nodes=4", "allgather", "forestcoll")
+    monkeypatch.setattr(io, "JSON_MAX_VALUES", 4 * s.num_ops)  # fewer than this schedule has
+    path = tmp_path / "s.json"
+    with pytest.raises(CollsynthError, match=r"NAME\.npz"):
+        save_schedule(s, str(path))
+    assert not path.exists()
+    save_schedule(s, str(tmp_path / "s.npz"))  # the binary form has no such limit

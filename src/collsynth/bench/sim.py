@@ -11,6 +11,13 @@ schedule file that ``synth`` (or, for the largest, the library) wrote first:
 * ``4096:allreduce``: ForestColl's AllReduce on 4,096 GPUs (``dgx_a100:nodes=512``, written
   without link orders so that the bench's own synthesis stays short; the simulator's work does
   not depend on them), simulated once in the realized model.
+* ``1024:compact:MODEL`` (planned, realized): the same 1,024-GPU schedule in the compact form
+  (``schedule.compact.compact_schedule`` of the ``synth`` file: the same operations, held as
+  one per orbit and the group), simulated by the same command. First served needs every hop
+  (``simulate`` expands a compact file for it): its row is ``1024:fcfs``.
+* ``4096:allreduce:compact``: the 4,096-GPU AllReduce as ``synth --compact`` writes it
+  (ForestColl's own compact form, pipelined and with link orders), simulated once in the
+  realized model.
 
 The targets: at least 10 M link hops per second of ``sim_wall_s`` in every model at 1,024 GPUs;
 the 4,096-GPU AllReduce within 30 s and 4 GiB. The load average when a case starts is recorded
@@ -63,17 +70,23 @@ class Schedule:
     collective: str
     size: str
     library: bool = False
+    compact: str = ""  # "of:NAME": NAME's file in the compact form; "synth": synth --compact
 
 
 #: the schedules, by name
 SCHEDULES = {
     "1024": Schedule("1024", "dgx_a100:nodes=128", "allgather", "1GB"),
     "4096": Schedule("4096", "dgx_a100:nodes=512", "allreduce", "1GB", library=True),
+    "1024c": Schedule("1024c", "dgx_a100:nodes=128", "allgather", "1GB", compact="of:1024"),
+    "4096c": Schedule("4096c", "dgx_a100:nodes=512", "allreduce", "1GB", compact="synth"),
 }
 #: the cases: label -> (schedule name, link model, repeats: None for ``--repeat``)
 CASES: dict[str, tuple[str, str, int | None]] = {
     **{f"1024:{m}": ("1024", m, None) for m in MODELS},
+    "1024:compact:plan": ("1024c", "plan", None),
+    "1024:compact:fair": ("1024c", "fair", None),
     "4096:allreduce": ("4096", "fair", 1),
+    "4096:allreduce:compact": ("4096c", "fair", 1),
 }
 
 
@@ -115,7 +128,21 @@ def _make(sched: Schedule, folder: str, progress: Progress) -> str:
         return path
     if progress:
         progress(f"writing the {sched.name}-GPU schedule ({sched.topology} {sched.collective})")
-    if sched.library:
+    if sched.compact.startswith("of:"):
+        source = _make(SCHEDULES[sched.compact[3:]], folder, progress)
+        code = (
+            "from collsynth.schedule.compact import compact_or_reason\n"
+            "from collsynth.schedule.io import load_schedule, save_schedule\n"
+            f"c = compact_or_reason(load_schedule({source!r}))\n"
+            "assert not isinstance(c, str), c\n"
+            f"save_schedule(c, {path!r}, timing=False)\n"
+        )
+        _run([sys.executable, "-c", code])
+    elif sched.compact == "synth":
+        _run([sys.executable, "-m", "collsynth", "synth", "-t", sched.topology, "-c",
+              sched.collective, "--algo", "forestcoll", "-s", sched.size, "--compact", "-o",
+              path, "-q", "--no-timing"])  # fmt: skip
+    elif sched.library:
         code = (
             "from collsynth.collective import Collective\n"
             "from collsynth.schedule.io import save_schedule\n"
@@ -180,7 +207,7 @@ def run_case(label: str, folder: str, repeat: int, progress: Progress = None) ->
     }
     if env:
         row["env"] = env
-    if name == "4096":
+    if name.startswith("4096"):
         row["target"] = f"<= {BIG_SECONDS:.0f} s and <= {BIG_BYTES / GiB:.0f} GiB (command)"
         row["holds"] = wall <= BIG_SECONDS and peak <= BIG_BYTES
     else:

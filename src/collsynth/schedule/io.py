@@ -177,9 +177,28 @@ def save_schedule(s: Schedule | CompactSchedule, path: str, *, timing: bool = Tr
 
         write_bytes_atomic(path, schedule_to_npz(s, _header(s, timing, trees=False)))
         return
+    _json_fits(s, path)
     data = schedule_to_dict(s, timing=timing)
     text = json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n"
     write_text_atomic(path, text)
+
+
+#: the most values (four per operation, one per hop and per dependency) a schedule written as
+#: JSON may have: about 250 MB of text at the 5-8 bytes a value takes (measured on ForestColl
+#: schedules); beyond it the JSON form is refused and the binary form (``.npz``) holds it
+JSON_MAX_VALUES = 32_000_000
+
+
+def _json_fits(s: Schedule, path: str) -> None:
+    """Refuse, before anything is built, a schedule too large for the JSON form (see
+    :data:`JSON_MAX_VALUES`); the binary form holds it."""
+    values = 4 * s.num_ops + len(s.route_links) + len(s.dep_ids)
+    if values > JSON_MAX_VALUES:
+        raise CollsynthError(
+            f"{path}: a schedule of {s.num_ops:,} operations ({values:,} values) is written "
+            f"as JSON up to {JSON_MAX_VALUES:,} values only; name the file NAME.npz for the "
+            "binary form"
+        )
 
 
 def load_schedule(path: str, topology: Topology | None = None) -> Schedule:

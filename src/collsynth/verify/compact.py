@@ -412,7 +412,7 @@ class _Execution:
         Python executor (:meth:`_reducing_window`), which names the violation."""
         a, r = self.a, self.cs.reps
         G, S = self.G, self.n_seg
-        ops = self.order[r.kind[self.order] != OpKind.JOIN].astype(np.int64)
+        ops = self.order.astype(np.int64)  # (joins too: they cover buffers, see the kernel)
         src, dst, chunk = (r.src[ops].astype(np.int64), r.dst[ops].astype(np.int64),
                            r.chunk[ops].astype(np.int64))  # fmt: skip
         rep, elem = (x.astype(np.int64) for x in a.rank_frames)
@@ -430,7 +430,7 @@ class _Execution:
         rb = (np.searchsorted(reps, rep[src])[at] * G + a.mul[a.inv[fx], ce][at]) * S + seg
         wb = (np.searchsorted(reps, rep[dst])[at] * G + a.mul[a.inv[fy], ce][at]) * S + seg
         carry = a.mul[a.inv[fy], fx][at]
-        copy = r.kind[ops][at] == OpKind.COPY
+        kind = r.kind[ops][at].astype(np.int64)
         own = np.repeat(reps, G * S)
         need_b, need_d = self._needed_pairs()
         post_w = a.chunk_orbit[need_d]
@@ -456,7 +456,7 @@ class _Execution:
             if i0 == i1 and p0 == p1:
                 continue
             status, row, extra = kernel(
-                ops[at[i0:i1]], copy[i0:i1], rb[i0:i1], wb[i0:i1],
+                ops[at[i0:i1]], kind[i0:i1], rb[i0:i1], wb[i0:i1],
                 a.inv[fx][at[i0:i1]], a.inv[fy][at[i0:i1]], carry[i0:i1], own,
                 np.int64(self.n_ranks), rank_perms, post[p0:p1].ravel(), *dep, *walk,
             )  # fmt: skip

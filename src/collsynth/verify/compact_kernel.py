@@ -105,15 +105,34 @@ def _carry(value, src_buf, has, own_bit, perm, out):
             x ^= low
 
 
-def run_compact_window(row_op, row_copy, row_rb, row_wb, row_re, row_we, row_carry, own_bit,
+def _covered(cover_op, cover_el, cover_bound, buf, a, e, pos, depth, dep_ptr, dep_orbit,
+             dep_elem, mul, inv, order, keys, marks, stack_o, stack_e, stamp):  # fmt: skip
+    """The write nodes of ``buf`` below this index precede ``(a, e)`` (0: none known): those
+    that its cover (an operation that follows each of them) precedes it by."""
+    if cover_bound[buf] <= 0:
+        return 0
+    got = compact_precedes(cover_op[buf], cover_el[buf], a, e, pos, depth, dep_ptr, dep_orbit,
+                           dep_elem, mul, inv, order, keys, marks, stack_o, stack_e,
+                           stamp)  # fmt: skip
+    return cover_bound[buf] if got == 1 else 0
+
+
+def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_carry, own_bit,
                        n_ranks, rank_perms, post, pos, depth, dep_ptr, dep_orbit, dep_elem,
                        mul, inv, order, keys, marks, stack_o, stack_e, stamp):  # fmt: skip
-    """Execute the rows (an operation on one segment: its representative, whether it
-    overwrites, the canonical buffers it reads and writes, the members that do, the element
-    carrying the read contributions into the writer's frame) in order on the window's
-    buffers (``own_bit``: each buffer's rank, its contribution before any write), then check
-    that every buffer of ``post`` holds every rank's contribution. Returns ``(status, row,
-    redundant copies)``: the first failing row (-1: the postcondition) where not passed."""
+    """Execute the rows (an operation on one segment: its representative, its kind (0 copy,
+    1 reduce, 2 join), the canonical buffers it reads and writes, the members that do, the
+    element carrying the read contributions into the writer's frame) in order on the
+    window's buffers (``own_bit``: each buffer's rank, its contribution before any write),
+    then check that every buffer of ``post`` holds every rank's contribution. Returns
+    ``(status, row, redundant copies)``: the first failing row (-1: the postcondition) where
+    not passed.
+
+    A buffer's *cover* is an operation that follows each of its writes made before it (a join
+    at its rank that does, or a read that was checked against them): an access that the cover
+    precedes follows those writes too, with one walk instead of one per write (an AllReduce
+    root's broadcasts each read what hundreds of reductions wrote). A cover is replaced only
+    by one that covers more writes."""
     n_buf = own_bit.shape[0]
     words = (n_ranks + 63) // 64
     value = np.zeros((n_buf, words), dtype=np.uint64)
@@ -126,6 +145,9 @@ def run_compact_window(row_op, row_copy, row_rb, row_wb, row_re, row_we, row_car
     used = 0
     r_head = np.full(n_buf, -1, dtype=np.int64)
     w_head = np.full(n_buf, -1, dtype=np.int64)
+    cover_op = np.zeros(n_buf, dtype=np.int64)
+    cover_el = np.zeros(n_buf, dtype=np.int64)
+    cover_bound = np.zeros(n_buf, dtype=np.int64)
     v = np.zeros(words, dtype=np.uint64)
     redundant = 0
     for i in range(n):
@@ -134,16 +156,43 @@ def run_compact_window(row_op, row_copy, row_rb, row_wb, row_re, row_we, row_car
         wb = row_wb[i]
         re = row_re[i]
         we = row_we[i]
-        is_copy = row_copy[i]
+        if row_kind[i] == 2:  # a join: a cover of its buffer where it follows every write
+            if used > cover_bound[rb]:
+                upto = _covered(cover_op, cover_el, cover_bound, rb, a, re, pos, depth,
+                                dep_ptr, dep_orbit, dep_elem, mul, inv, order, keys, marks,
+                                stack_o, stack_e, stamp)  # fmt: skip
+                follows = True
+                w = w_head[rb]
+                while w >= 0 and follows:
+                    if w >= upto:
+                        got = compact_precedes(node_op[w], node_el[w], a, re, pos, depth,
+                                               dep_ptr, dep_orbit, dep_elem, mul, inv, order,
+                                               keys, marks, stack_o, stack_e, stamp)  # fmt: skip
+                        follows = got == 1
+                    w = node_next[w]
+                if follows:
+                    cover_op[rb] = a
+                    cover_el[rb] = re
+                    cover_bound[rb] = used
+            continue
+        is_copy = row_kind[i] == 0
+        upto = _covered(cover_op, cover_el, cover_bound, rb, a, re, pos, depth, dep_ptr,
+                        dep_orbit, dep_elem, mul, inv, order, keys, marks, stack_o, stack_e,
+                        stamp)  # fmt: skip
         w = w_head[rb]
         while w >= 0:
-            got = compact_precedes(node_op[w], node_el[w], a, re, pos, depth, dep_ptr, dep_orbit,
-                                   dep_elem, mul, inv, order, keys, marks, stack_o, stack_e,
-                                   stamp)  # fmt: skip
-            if got != 1:
-                return (FAIL if got == 0 else UNDECIDED), i, 0
+            if w >= upto:
+                got = compact_precedes(node_op[w], node_el[w], a, re, pos, depth, dep_ptr,
+                                       dep_orbit, dep_elem, mul, inv, order, keys, marks,
+                                       stack_o, stack_e, stamp)  # fmt: skip
+                if got != 1:
+                    return (FAIL if got == 0 else UNDECIDED), i, 0
             w = node_next[w]
         _carry(value, rb, has, own_bit, rank_perms[row_carry[i]], v)
+        if used > cover_bound[rb]:  # this read follows every write so far
+            cover_op[rb] = a
+            cover_el[rb] = re
+            cover_bound[rb] = used
         node_op[used] = a
         node_el[used] = re
         node_copy[used] = False
@@ -158,13 +207,19 @@ def run_compact_window(row_op, row_copy, row_rb, row_wb, row_re, row_we, row_car
             if got != 1:
                 return (FAIL if got == 0 else UNDECIDED), i, 0
             r = node_next[r]
+        upto = _covered(cover_op, cover_el, cover_bound, wb, a, we, pos, depth, dep_ptr,
+                        dep_orbit, dep_elem, mul, inv, order, keys, marks, stack_o, stack_e,
+                        stamp)  # fmt: skip
         w = w_head[wb]
         kept = -1
         while w >= 0:
             nxt = node_next[w]
-            got = compact_precedes(node_op[w], node_el[w], a, we, pos, depth, dep_ptr, dep_orbit,
-                                   dep_elem, mul, inv, order, keys, marks, stack_o, stack_e,
-                                   stamp)  # fmt: skip
+            if w < upto:
+                got = 1
+            else:
+                got = compact_precedes(node_op[w], node_el[w], a, we, pos, depth, dep_ptr,
+                                       dep_orbit, dep_elem, mul, inv, order, keys, marks,
+                                       stack_o, stack_e, stamp)  # fmt: skip
             if got < 0:
                 return UNDECIDED, i, 0
             keep = True
@@ -222,9 +277,11 @@ def run_compact_window(row_op, row_copy, row_rb, row_wb, row_re, row_we, row_car
 def compiled_compact_window():
     """:func:`run_compact_window` compiled (memoized per process, cached on disk), or itself
     without numba; its helpers compiled with it."""
+    precedes = compiled(compact_precedes)
     helpers = {
-        "compact_precedes": compiled(compact_precedes),
+        "compact_precedes": precedes,
         "_carry": compiled(_carry),
+        "_covered": compiled(_covered, helpers={"compact_precedes": precedes}),
     }
     return compiled(run_compact_window, helpers=helpers)
 
