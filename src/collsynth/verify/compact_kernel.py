@@ -81,9 +81,18 @@ def compact_precedes(b, h, a, e, pos, depth, dep_ptr, dep_orbit, dep_elem, mul, 
     return 0
 
 
-def _carry(value, src_buf, has, own_bit, perm, out):
+#: de Bruijn's multiplier for the index of a 64-bit word's lowest set bit, and its table
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_BIT_INDEX = np.array([0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36,
+                       53, 51, 43, 22, 45, 39, 33, 30, 24, 18, 12, 5, 63, 47, 56, 27, 60, 41,
+                       37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10,
+                       25, 14, 19, 9, 13, 8, 7, 6], dtype=np.int64)  # fmt: skip
+
+
+def _carry(value, src_buf, has, own_bit, perm, identity, n_ranks, out):
     """``out`` = the contributions of buffer ``src_buf`` (its rank's own alone when it was
-    never written) with every rank ``i`` moved to ``perm[i]``."""
+    never written) with every rank ``i`` moved to ``perm[i]``: word by word where ``perm`` is
+    the identity or the set is every rank (a broadcast's), else bit by bit."""
     out[:] = 0
     if not has[src_buf]:
         i = own_bit[src_buf]
@@ -91,15 +100,22 @@ def _carry(value, src_buf, has, own_bit, perm, out):
         out[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
         return
     words = value.shape[1]
+    full = True
+    for w in range(words):
+        top = 64 if 64 * (w + 1) <= n_ranks else n_ranks - 64 * w
+        want = ~np.uint64(0) if top == 64 else (np.uint64(1) << np.uint64(top)) - np.uint64(1)
+        if value[src_buf, w] != want:
+            full = False
+            break
+    if identity or full:
+        for w in range(words):
+            out[w] = value[src_buf, w]
+        return
     for w in range(words):
         x = value[src_buf, w]
         while x != 0:
             low = x & (~x + np.uint64(1))
-            bit = 0
-            y = low
-            while y > np.uint64(1):
-                y >>= np.uint64(1)
-                bit += 1
+            bit = _BIT_INDEX[((low * _DEBRUIJN) >> np.uint64(58)) & np.uint64(63)]
             j = perm[w * 64 + bit]
             out[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
             x ^= low
@@ -132,7 +148,9 @@ def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_car
     at its rank that does, or a read that was checked against them): an access that the cover
     precedes follows those writes too, with one walk instead of one per write (an AllReduce
     root's broadcasts each read what hundreds of reductions wrote). A cover is replaced only
-    by one that covers more writes."""
+    by one that covers more writes. A reduce is not asked whether it follows the reduces
+    already written to its buffer (they may run at once; an earlier one it follows stays in
+    the list, where every later reader and copy checks it, which gives the same verdicts)."""
     n_buf = own_bit.shape[0]
     words = (n_ranks + 63) // 64
     value = np.zeros((n_buf, words), dtype=np.uint64)
@@ -148,6 +166,7 @@ def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_car
     cover_op = np.zeros(n_buf, dtype=np.int64)
     cover_el = np.zeros(n_buf, dtype=np.int64)
     cover_bound = np.zeros(n_buf, dtype=np.int64)
+    last_write = np.full(n_buf, -1, dtype=np.int64)  # each buffer's newest write node
     v = np.zeros(words, dtype=np.uint64)
     redundant = 0
     for i in range(n):
@@ -157,7 +176,7 @@ def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_car
         re = row_re[i]
         we = row_we[i]
         if row_kind[i] == 2:  # a join: a cover of its buffer where it follows every write
-            if used > cover_bound[rb]:
+            if last_write[rb] >= cover_bound[rb]:
                 upto = _covered(cover_op, cover_el, cover_bound, rb, a, re, pos, depth,
                                 dep_ptr, dep_orbit, dep_elem, mul, inv, order, keys, marks,
                                 stack_o, stack_e, stamp)  # fmt: skip
@@ -173,7 +192,7 @@ def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_car
                 if follows:
                     cover_op[rb] = a
                     cover_el[rb] = re
-                    cover_bound[rb] = used
+                    cover_bound[rb] = last_write[rb] + 1
             continue
         is_copy = row_kind[i] == 0
         upto = _covered(cover_op, cover_el, cover_bound, rb, a, re, pos, depth, dep_ptr,
@@ -188,11 +207,12 @@ def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_car
                 if got != 1:
                     return (FAIL if got == 0 else UNDECIDED), i, 0
             w = node_next[w]
-        _carry(value, rb, has, own_bit, rank_perms[row_carry[i]], v)
-        if used > cover_bound[rb]:  # this read follows every write so far
+        _carry(value, rb, has, own_bit, rank_perms[row_carry[i]], row_carry[i] == 0, n_ranks,
+               v)  # fmt: skip
+        if last_write[rb] >= cover_bound[rb]:  # this read follows every write so far
             cover_op[rb] = a
             cover_el[rb] = re
-            cover_bound[rb] = used
+            cover_bound[rb] = last_write[rb] + 1
         node_op[used] = a
         node_el[used] = re
         node_copy[used] = False
@@ -216,6 +236,8 @@ def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_car
             nxt = node_next[w]
             if w < upto:
                 got = 1
+            elif not is_copy and not node_copy[w]:
+                got = 0  # reduces into one buffer may run at once: no query (kept either way)
             else:
                 got = compact_precedes(node_op[w], node_el[w], a, we, pos, depth, dep_ptr,
                                        dep_orbit, dep_elem, mul, inv, order, keys, marks,
@@ -255,6 +277,7 @@ def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_car
         node_copy[used] = is_copy
         node_next[used] = kept
         w_head[wb] = used
+        last_write[wb] = used
         used += 1
         if is_copy:
             r_head[wb] = -1
