@@ -50,7 +50,7 @@ import numpy as np
 from ..collective import CollKind
 from ..errors import CollsynthError, VerificationError
 from ..schedule.compact import BadGroup, CompactSchedule, GroupAction, group_action
-from ..schedule.dag import is_acyclic, owners, ragged_arange
+from ..schedule.dag import is_acyclic, levels, owners, ragged_arange
 from ..schedule.ir import OpKind, Schedule
 from .compact_kernel import FAIL, PASS, compiled_compact_window, walk_arrays
 from .context import Context, VerifyReport, fail
@@ -190,7 +190,7 @@ def _check_link_orders(cs: CompactSchedule, a: GroupAction, q: Schedule) -> None
     e_link = np.repeat(lids, np.diff(ptr))
     keys = (e_link * n + cs.order_orbit) * order + cs.order_elem
     sk = np.sort(keys)
-    if len(np.unique(sk)) != len(sk):
+    if len(sk) > 1 and (sk[1:] == sk[:-1]).any():
         fail("link-order", "a planned order lists an operation twice")
     if not np.array_equal(sk, used):
         missing = np.setdiff1d(used, sk)
@@ -233,7 +233,9 @@ class _Execution:
         self.dep_orbit = cs.dep_orbit.tolist()
         self.dep_elem = cs.dep_elem.tolist()
         self.mul_list = a.mul.tolist()
-        self.depth = _depths(cs.num_reps, order, cs.dep_ptr, cs.dep_orbit)
+        depth = levels(cs.num_reps, cs.dep_ptr, cs.dep_orbit)  # (acyclic: checked before)
+        assert depth is not None
+        self.depth = depth.tolist()
         self.seg_lo, self.seg_hi, self.n_seg = _segments(r)
 
     # ---------------------------------------------------------------- ancestry
@@ -578,19 +580,6 @@ class _Execution:
 def _ranks(ranks: np.ndarray) -> str:
     shown = ", ".join(str(int(r)) for r in ranks[:8])
     return shown + (f", ... ({len(ranks)} in all)" if len(ranks) > 8 else "")
-
-
-def _depths(n: int, order: np.ndarray, dep_ptr: np.ndarray, dep_orbit: np.ndarray) -> list[int]:
-    """Each orbit's depth in the quotient graph (1 + the deepest dependency; 0 without
-    any): the same for every member, so a walk may skip operations no deeper than the one
-    it looks for."""
-    depth = [0] * n
-    ptr, ids = dep_ptr.tolist(), dep_orbit.tolist()
-    for a in order.tolist():
-        lo, hi = ptr[a], ptr[a + 1]
-        if hi > lo:
-            depth[a] = 1 + max(depth[b] for b in ids[lo:hi])
-    return depth
 
 
 def _segments(r: Schedule) -> tuple[np.ndarray, np.ndarray, int]:
