@@ -64,6 +64,8 @@ from fractions import Fraction
 from functools import reduce
 from typing import Any
 
+import numpy as np
+
 from ..errors import CollsynthError
 from ..topology.model import Topology, TopologyBuilder
 from . import maxflow
@@ -305,6 +307,26 @@ def _exact_search(
     return ans, (lo_cut if (lo_cut is not None and ans == lo) else None)
 
 
+def _sinks(topo, g: IntGraph) -> list[int]:
+    """The sinks a rooted max-flow check must try: one compute node per orbit of the
+    topology's automorphism group (:func:`~collsynth.topology.symmetry.topology_group`), the
+    smallest; every compute node where it has none (or ``topo`` is a switch-free logical
+    topology). The flow network (arcs, their capacities scaled from the links' bandwidths,
+    one equal source arc per compute node) is invariant under the group, so an automorphism
+    carries a flow to a sink and its minimum cut onto a flow and a cut of the same value to
+    the sink's image: the check passes for every sink iff it passes for the orbits'
+    representatives."""
+    from ..topology.symmetry import topology_group
+
+    if not isinstance(topo, Topology):
+        return list(g.compute)
+    group = topology_group(topo)
+    if group is None or group.order < 2:
+        return list(g.compute)
+    nodes = group.node_perms[:, np.asarray(g.compute, dtype=np.int64)].min(axis=0)
+    return sorted({int(v) for v in nodes})
+
+
 def _names(g: IntGraph, cut) -> tuple[str, ...] | None:
     return None if cut is None else tuple(g.names[v] for v in sorted(cut))
 
@@ -338,7 +360,7 @@ def optimal_allgather(topo, *, accelerate: bool = True) -> Optimum:
         raise CollsynthError(f"{g.name}: a compute node has no incoming bandwidth")
     vmin = min(g.compute, key=lambda v: (indeg[v], v))
     all_nodes = frozenset(range(g.n))
-    order = list(g.compute)
+    order = _sinks(topo, g)
 
     def ratio(cut) -> Fraction:
         return Fraction(len(compute_set & cut), g.cut_out(cut))
@@ -468,7 +490,7 @@ def fixed_k(topo, k: int, *, accelerate: bool = True) -> Optimum:
     indeg = g.in_cap()
     dmin = min(indeg[v] for v in g.compute)
     cmax = max(g.caps)
-    order = list(g.compute)
+    order = _sinks(topo, g)
     out_arcs: dict[int, list[int]] = {}
     for i, a in enumerate(g.tails):
         out_arcs.setdefault(a, []).append(i)

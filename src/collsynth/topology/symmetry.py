@@ -460,7 +460,10 @@ def automorphisms(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`automorphism_group` as ``(node_perms, link_perms)`` (one row per element, the
     identity first), or None."""
-    group = automorphism_group(topology, max_order)
+    if max_order is None:  # the default order limit: the group remembered for the topology
+        group = topology_group(topology)
+    else:
+        group = automorphism_group(topology, max_order)
     if group is None:
         return None
     return group.node_perms, group.link_perms
