@@ -283,16 +283,9 @@ def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
         raise CollsynthError(f"{where}: column 'kind' must hold 0 (copy), 1 (reduce) or 2 (join)")
     check_offsets(cols["route_ptr"], len(cols["route_links"]), count, "route", where)
     check_offsets(cols["dep_ptr"], len(cols["dep_ids"]), count, "dep", where)
-    if "step" in cols and np.any(cols["step"] < -1):
-        raise CollsynthError(f"{where}: column 'step' must hold step numbers or -1 (none)")
     if "group" in cols and np.any(cols["group"] < -1):
         raise CollsynthError(f"{where}: column 'group' must hold group ids or -1 (none)")
-    if "part_den" in cols:
-        lo, hi, den = cols["part_lo"], cols["part_hi"], cols["part_den"]
-        if np.any(den < 1) or np.any(lo < 0) or np.any(lo >= hi) or np.any(hi > den):
-            raise CollsynthError(
-                f"{where}: parts need 0 <= part_lo < part_hi <= part_den (byte ranges of chunks)"
-            )
+    check_plan_columns(cols, where)
     if "order_ptr" in cols:
         links = cols["order_links"]
         check_offsets(cols["order_ptr"], len(cols["order_ops"]), len(links), "order", where)
@@ -300,6 +293,19 @@ def _check_columns(cols: dict[str, np.ndarray], count: int, where: str) -> None:
             raise CollsynthError(f"{where}: column 'order_links' names a link twice")
     if "tree_ptr" in cols:
         _check_trees(cols, where)
+
+
+def check_plan_columns(cols: dict[str, np.ndarray], where: str) -> None:
+    """Steps (a number or -1) and byte ranges (``0 <= lo < hi <= den``) where a file has
+    them: what every binary schedule form checks on reading."""
+    if "step" in cols and np.any(cols["step"] < -1):
+        raise CollsynthError(f"{where}: column 'step' must hold step numbers or -1 (none)")
+    if "part_den" in cols:
+        lo, hi, den = cols["part_lo"], cols["part_hi"], cols["part_den"]
+        if np.any(den < 1) or np.any(lo < 0) or np.any(lo >= hi) or np.any(hi > den):
+            raise CollsynthError(
+                f"{where}: parts need 0 <= part_lo < part_hi <= part_den (byte ranges of chunks)"
+            )
 
 
 def _check_trees(cols: dict[str, np.ndarray], where: str) -> None:
@@ -363,6 +369,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "check_offsets",
+    "check_plan_columns",
     "head_count",
     "is_binary",
     "open_zip",

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import CollsynthError
 from ..files import file_size_limit
 from ..topology.model import Topology
-from .binary import check_offsets, head_count, open_zip, read_columns, write_zip
+from .binary import check_offsets, check_plan_columns, head_count, open_zip, read_columns, write_zip
 from .compact import BadGroup, CompactSchedule, group_action
 from .ir import Schedule
 
@@ -168,14 +168,7 @@ def _check(cols: dict, count: int, topo: Topology, n_chunks: int, where: str) ->
         a = cols[name]
         if len(a) and (a.min() < 0 or a.max() >= top):
             raise CollsynthError(f"{where}: column {name!r} holds a value outside 0..{top - 1}")
-    if "step" in cols and np.any(cols["step"] < -1):
-        raise CollsynthError(f"{where}: column 'step' must hold step numbers or -1 (none)")
-    if "part_den" in cols:
-        lo, hi, den = cols["part_lo"], cols["part_hi"], cols["part_den"]
-        if np.any(den < 1) or np.any(lo < 0) or np.any(lo >= hi) or np.any(hi > den):
-            raise CollsynthError(
-                f"{where}: parts need 0 <= part_lo < part_hi <= part_den (byte ranges of chunks)"
-            )
+    check_plan_columns(cols, where)
 
 
 def expansion_fits(c: CompactSchedule, where: str) -> None:

@@ -431,19 +431,22 @@ def automorphism_group(
     return AutomorphismGroup(kept, best[0], best[1])
 
 
-_REMEMBERED: dict[int, tuple[Topology, AutomorphismGroup | None]] = {}
+_REMEMBERED: dict[tuple, AutomorphismGroup | None] = {}
 
 
 def topology_group(topology: Topology) -> AutomorphismGroup | None:
-    """:func:`automorphism_group` of ``topology`` (default order limit), remembered for the
-    topology object: synthesis and the simulator ask for it many times on one topology."""
-    hit = _REMEMBERED.get(id(topology))
-    if hit is not None and hit[0] is topology:
-        return hit[1]
+    """:func:`automorphism_group` of ``topology`` (default order limit), remembered by the
+    topology's content (its fingerprint and node attributes: what the search reads), so that
+    the same fabric built again (a transposed or re-scaled copy made twice, each simulation
+    and synthesis step) finds it once."""
+    names, values, _ = _attribute_table(topology)
+    key = (topology.fingerprint, tuple(names), values.tobytes())
+    if key in _REMEMBERED:
+        return _REMEMBERED[key]
     group = automorphism_group(topology)
-    if len(_REMEMBERED) >= 16:
-        _REMEMBERED.clear()
-    _REMEMBERED[id(topology)] = (topology, group)
+    if len(_REMEMBERED) >= 4:  # (each holds tables of |G| x (nodes + links) entries)
+        _REMEMBERED.pop(next(iter(_REMEMBERED)))
+    _REMEMBERED[key] = group
     return group
 
 
