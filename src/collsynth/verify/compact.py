@@ -54,7 +54,7 @@ from ..schedule.dag import is_acyclic, levels, owners, ragged_arange
 from ..schedule.ir import OpKind, Schedule
 from .compact_kernel import FAIL, PASS, compiled_compact_window, walk_arrays
 from .context import Context, VerifyReport, fail
-from .order import check_steps, cycle_member, dependency_order
+from .order import cycle_member, dependency_order
 from .routes import check_routes
 from .structure import check_structure
 from .timing import check_timing
@@ -78,7 +78,8 @@ def verify_compact(cs: CompactSchedule) -> VerifyReport:
             _check_link_orders(cs, action, q)
             qctx.checks.append("link-order")
         if q.step is not None:
-            check_steps(qctx)
+            _check_steps(cs, action, q)
+            qctx.checks.append("step-order")
         finish = check_timing(qctx) if q.start is not None else None
         checks += qctx.checks
         redundant = _Execution(cs, action, order, pos).run(checks)
@@ -214,6 +215,60 @@ def _check_link_orders(cs: CompactSchedule, a: GroupAction, q: Schedule) -> None
         op = cycle_member(n, src, dst)
         fail("link-order", "planned link order conflicts with the dependencies (deadlock) "
                            f"at {q.describe_op(op)}", op)  # fmt: skip
+
+
+def _check_steps(cs: CompactSchedule, a: GroupAction, q: Schedule) -> None:
+    """``step-order`` on the quotient (steps are the same on every member of an orbit): an
+    operation's step exceeds its dependencies' steps, except, in a schedule whose senders are
+    paced (``meta["link_order"]["pacing"]``, as :func:`.order.check_steps` allows it), a
+    dependency between two transfers of one sender where the earlier one comes first in the
+    order of a link both use."""
+    step = q.step
+    assert step is not None
+    owner = owners(q.dep_ptr)
+    dep = q.dep_ids.astype(np.int64)
+    bad = np.flatnonzero((step[dep] >= 0) & (step[owner] >= 0) & (step[dep] >= step[owner]))
+    info = cs.meta.get("link_order")
+    if len(bad) and isinstance(info, dict) and info.get("pacing") and cs.order_links is not None:
+        bad = bad[~_pacing_shaped(cs, a, owner[bad], dep[bad], cs.dep_elem[bad])]
+    if len(bad):
+        op, d = int(owner[bad[0]]), int(dep[bad[0]])
+        fail("step-order", f"{q.describe_op(op)} at step {int(step[op])} depends on op {d} at "
+                           f"step {int(step[d])}", op)  # fmt: skip
+
+
+def _pacing_shaped(cs, a, after, before, elem) -> np.ndarray:
+    """Per dependency of representative ``after`` on member ``(before, elem)``: whether both
+    are sent by one rank and ``(before, elem)`` comes first in the order of a link both
+    cross (each link's order read off its orbit's: link ``f(L)`` lists ``(B, f h)`` where
+    ``L``'s lists ``(B, h)``)."""
+    assert cs.order_links is not None and cs.order_ptr is not None
+    assert cs.order_orbit is not None and cs.order_elem is not None
+    r = cs.reps
+    link_rep, link_elem = a.link_frames
+    place: dict[tuple[int, int, int], int] = {}
+    wanted = set(after.tolist()) | set(before.tolist())
+    ptr = cs.order_ptr.tolist()
+    for i, lid in enumerate(cs.order_links.tolist()):
+        for k in range(ptr[i], ptr[i + 1]):
+            orb = int(cs.order_orbit[k])
+            if orb in wanted:
+                place[(lid, orb, int(cs.order_elem[k]))] = k - ptr[i]
+    out = np.zeros(len(after), dtype=bool)
+    for j, (x, b, h) in enumerate(zip(after.tolist(), before.tolist(), elem.tolist())):
+        if a.rank_perms[h, r.src[b]] != r.src[x]:
+            continue
+        theirs = set(a.link_perms[h, r.route(b)].tolist())
+        for lnk in r.route(x).tolist():
+            if lnk not in theirs:
+                continue
+            rep, f_inv = int(link_rep[lnk]), int(a.inv[link_elem[lnk]])
+            mine = place.get((rep, x, f_inv))
+            first = place.get((rep, b, int(a.mul[f_inv, h])))
+            if mine is not None and first is not None and first < mine:
+                out[j] = True
+                break
+    return out
 
 
 class _Execution:
