@@ -310,3 +310,23 @@ def test_json_form_is_refused_above_its_size(tmp_path, monkeypatch):
         save_schedule(s, str(path))
     assert not path.exists()
     save_schedule(s, str(tmp_path / "s.npz"))  # the binary form has no such limit
+
+
+def test_paced_senders_keep_their_steps_in_both_verifiers():
+    from collsynth.synth.order import paced
+
+    s, _ = _made("dgx_a100:nodes=4", "allgather", "forestcoll")
+    assert s.link_order and s.step is not None
+    one_sender = sorted(l for l, ops in s.link_order.items()
+                        if len(ops) > 2 and (s.src[ops] == s.src[ops[0]]).all())  # fmt: skip
+    p = paced(s, one_sender, 1)  # each transfer waits for the one before it on the link
+    assert p is not None and p.meta["link_order"]["pacing"]
+    c = compact_or_reason(p)
+    assert isinstance(c, CompactSchedule), c
+    mine, theirs = check_compact(c), check_schedule(p)
+    assert theirs.ok and mine.ok, mine.error
+    # the same dependencies without the pacing mark break step-order in both
+    meta = {k: v for k, v in c.meta.items() if k != "link_order"}
+    bare = check_compact(replace(c, meta=meta))
+    assert not bare.ok and bare.error_check == "step-order"
+    assert check_schedule(replace(p, meta=meta)).error_check == "step-order"
