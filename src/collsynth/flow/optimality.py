@@ -524,8 +524,8 @@ def fixed_k(topo, k: int, *, accelerate: bool = True) -> Optimum:
             in_arcs.setdefault(h, []).append(i)
         lo, lo_v = Fraction(-1), None
         for v in g.compute:
-            caps = [g.caps[i] for i in in_arcs.get(v, ()) if g.tails[i] != v]
-            b = _min_u_for_cut(caps, (n_c - 1) * k)
+            into = [g.caps[i] for i in in_arcs.get(v, ()) if g.tails[i] != v]
+            b = _min_u_for_cut(into, (n_c - 1) * k)
             if b > lo:
                 lo, lo_v = b, v
         lo_cut = frozenset(range(g.n)) - {lo_v} if lo_v is not None else None

@@ -188,9 +188,9 @@ def group_action(
     inv = np.empty(order, dtype=np.int64)
     a, b = np.nonzero(mul == 0)
     inv[a] = b
-    frames = _chunk_frames(rank_perms, index_of, gens, cgens, topology, n_chunks)
+    c_rep, c_elem, c_at = _chunk_frames(rank_perms, index_of, gens, cgens, topology, n_chunks)
     return GroupAction(topology, collective, gens, cgens, node_perms, link_perms, rank_perms,
-                       *frames, mul, inv)  # fmt: skip
+                       c_rep, c_elem, c_at, mul, inv)  # fmt: skip
 
 
 def _chunk_frames(rank_perms, index_of, gens, cgens, topology, n_chunks) -> tuple:
