@@ -164,9 +164,13 @@ def test_scalability_table_rows():
 
     sim = {"hops_per_s": 6e6, "wall_s": 0.4}
     rows = [
-        {"case": "4096:dgx_a100:nodes=512:allgather", "wall_s": 300.0, "peak_bytes": 6 * 2**30,
-         "synth_s": 200.0, "verify_s": 60.0, "write_s": 10.0, "ops": 16773120,
+        {"case": "4096:dgx_a100:nodes=512:allgather", "wall_s": 90.0, "peak_bytes": 3 * 2**30,
+         "synth_s": 70.0, "verify_s": 6.0, "write_s": 1.0, "sim_s": 4.0, "ops": 754790400,
+         "reps": 1474200, "group": 512, "k": 1, "pipeline": 45, "file_bytes": 14 * 2**20,
          "x_bound": 0.99, "holds": True},
+        {"case": "4096:h800_rails:servers=512:allgather", "wall_s": 300.0,
+         "peak_bytes": 6 * 2**30, "synth_s": 200.0, "verify_s": 60.0, "write_s": 10.0,
+         "ops": 16773120, "x_bound": 0.998, "holds": False},  # (a row from before the form)
         {"case": "1024:e2e", "wall_s": 9.5, "peak_bytes": 2**29, "synth_s": 7.0,
          "verify_s": 1.5, "holds": True},
         {"case": "1024:sim", "plan": sim, "fcfs": sim, "holds": True},
@@ -192,8 +196,10 @@ def test_scalability_table_rows():
     )
     lines = [ln for ln in md.splitlines() if ln.startswith("| ") and "---" not in ln]
     assert len(lines) == 1 + len(rows) + 1 + 1 + 1  # header, rows, sweep, jit header + row
-    assert "| 4096 | dgx_a100:nodes=512:allgather | nothing in 900 s" in md
-    assert "0.990 of the bound | <= 10 min" in md and "6.00 M hops/s" in md
+    assert "| 4096 | dgx_a100:nodes=512:allgather | explicit IR: 93-270 s" in md
+    assert "0.990 of the bound, realized | <= 2 min" in md and "6.00 M hops/s" in md
+    assert "1,474,200 representatives x 512 = 754,790,400 ops, k=1, P=45, 14 MiB" in md
+    assert "16,773,120 ops); 0.998 of the bound |" in md
     assert "failed: exit 1: boom" in md and md.count("| yes |") == 6
     assert "2 workers 70.0 s (1.43x)" in md
 
@@ -207,7 +213,11 @@ def test_bench_sim_runs_the_simulate_command_per_model(tmp_path, monkeypatch):
 
     small = sim.Schedule("1024", "dgx1", "allgather", "1MB")
     big = sim.Schedule("4096", "ring:n=4", "allreduce", "1MB", library=True)
-    monkeypatch.setattr(sim, "SCHEDULES", {"1024": small, "4096": big})
+    # the compact rows: a symmetric schedule (ring:n=8's eight rotations), written compact
+    compact = sim.Schedule("1024c", "ring:n=8", "allreduce", "1MB", compact="synth")
+    big_compact = sim.Schedule("4096c", "ring:n=8", "allreduce", "1MB", compact="synth")
+    monkeypatch.setattr(sim, "SCHEDULES", {"1024": small, "4096": big, "1024c": compact,
+                                           "4096c": big_compact})  # fmt: skip
     monkeypatch.setattr(sim, "MIN_RUNS", 2)
     out = tmp_path / "results"
     got = sim.run_suite(str(out), repeat=1)
@@ -220,7 +230,10 @@ def test_bench_sim_runs_the_simulate_command_per_model(tmp_path, monkeypatch):
         assert "error" not in r, r
         assert r["model"] == model and r["runs"] == (fixed or 2)
         assert r["hops"] > 0 and 0 < r["sim_wall_s"] < r["command_wall_s"]
-        assert r["quotient"] == 1  # DGX-1's schedule is simulated hop by hop
+        if "compact" in label:  # simulated on its quotient by the ring's rotations
+            assert r["quotient"] == 8
+        else:
+            assert r["quotient"] == 1  # DGX-1's schedule is simulated hop by hop
         assert r["sim_hops_per_s"] == pytest.approx(r["hops"] / r["sim_wall_s"])
         assert r["peak_bytes"] > 10 * 2**20
     md = (out / "sim.md").read_text()
