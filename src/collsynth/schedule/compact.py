@@ -66,9 +66,12 @@ class GroupAction:
     collective's chunks (see the module doc for how elements are numbered).
 
     ``generators``: ``(m, nodes)`` node permutations; ``chunk_generators``: ``(m, chunks)``.
-    Tables, one row per element: ``node_perms``, ``link_perms``, ``rank_perms``,
-    ``chunk_perms``; ``mul[a, b]``: the element ``g_a g_b`` (``g_b`` applied first);
-    ``inv[a]``: the inverse of ``a``."""
+    Tables, one row per element: ``node_perms``, ``link_perms``, ``rank_perms``;
+    ``mul[a, b]``: the element ``g_a g_b`` (``g_b`` applied first); ``inv[a]``: the inverse
+    of ``a``. The group acts freely on the chunks too, held as frames (memory per chunk, not
+    per chunk and element): ``chunk_rep`` (each chunk's orbit's smallest chunk),
+    ``chunk_elem`` (the element carrying that one onto it), ``chunk_at[o, e]`` (element
+    ``e``'s image of orbit ``o``'s smallest chunk); :meth:`chunk_image` maps chunks."""
 
     topology: Topology
     collective: Collective
