@@ -281,20 +281,27 @@ def run_compact_window(row_op, row_kind, row_rb, row_wb, row_re, row_we, row_car
         used += 1
         if is_copy:
             r_head[wb] = -1
+    if not _complete(value, has, post, n_ranks):
+        return FAIL, -1, 0
+    return PASS, -1, redundant
+
+
+def _complete(value, has, post, n_ranks):
+    """Whether every buffer of ``post`` holds every rank's contribution."""
     full_words = n_ranks // 64
     rest = n_ranks - 64 * full_words
     for p in range(post.shape[0]):
         buf = post[p]
         if not has[buf]:
             if n_ranks != 1:
-                return FAIL, -1, 0
+                return False
             continue
         for k in range(full_words):
             if value[buf, k] != ~np.uint64(0):
-                return FAIL, -1, 0
+                return False
         if rest and value[buf, full_words] != (np.uint64(1) << np.uint64(rest)) - np.uint64(1):
-            return FAIL, -1, 0
-    return PASS, -1, redundant
+            return False
+    return True
 
 
 def compiled_compact_window():
@@ -305,6 +312,7 @@ def compiled_compact_window():
         "compact_precedes": precedes,
         "_carry": compiled(_carry),
         "_covered": compiled(_covered, helpers={"compact_precedes": precedes}),
+        "_complete": compiled(_complete),
     }
     return compiled(run_compact_window, helpers=helpers)
 
