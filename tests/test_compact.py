@@ -87,6 +87,9 @@ def test_compact_expands_to_the_schedule_and_verifies_alike(case):
         assert np.max(np.abs(fast.link_busy_s - full.link_busy_s)) <= 1e-9 * full.time_s
         assert np.max(np.abs(fast.per_rank_time_s - full.per_rank_time_s)) <= 1e-9 * full.time_s
         assert fast.hops == len(s.route_links)
+        plain = simulate(c, 1e6, order=order, compiled=False)
+        compiled = simulate(c, 1e6, order=order, compiled=True)
+        assert np.array_equal(compiled.op_finish_s, plain.op_finish_s)
 
 
 def _drop_dep(c: CompactSchedule, j: int) -> CompactSchedule:

@@ -232,6 +232,28 @@ def test_compiled_kernel_matches_python(spec, kind):
     assert a.time_s == b.time_s > 0
 
 
+def test_plain_loop_runs_on_lists_and_writes_them_back():
+    """The uncompiled loop gets lists (records: dicts), one list per array object, and the
+    arrays get the values it left."""
+    from collsynth.sim.plain import call_plain
+
+    rec = np.zeros(3, dtype=[("a", np.int32), ("b", np.float64)])
+    arr = np.arange(3.0)
+    seen = {}
+
+    def loop(r, pair, n):
+        seen["types"] = (type(r), type(r[0]), type(pair[0]), pair[0] is pair[1])
+        r[1]["a"] = 7
+        r[2]["b"] = 0.5
+        pair[1][2] = -1.0
+        return n + 1
+
+    assert call_plain(loop, rec, (arr, arr), 4) == 5
+    assert seen["types"] == (list, dict, list, True)
+    assert rec["a"].tolist() == [0, 7, 0] and rec["b"].tolist() == [0.0, 0.0, 0.5]
+    assert arr.tolist() == [0.0, 1.0, -1.0]
+
+
 def test_bad_inputs():
     s = _ring_allgather(4)
     with pytest.raises(CollsynthError):

@@ -2,7 +2,8 @@
 
 One *request* per hop (an operation's use of one link). See ``docs/simulator.md`` for the model.
 The loop is written once, as plain Python on numpy arrays, and compiled by numba; the same
-function runs uncompiled (``compiled=False``) so tests can check both give identical results.
+function runs uncompiled (``compiled=False``; over Python lists, :mod:`collsynth.sim.plain`)
+so tests can check both give identical results.
 Its heaps are in :mod:`collsynth.sim.heap`, its state and steps in :mod:`collsynth.sim.steps`;
 :func:`compiled_steps` compiles those with :func:`collsynth.jit.compiled`, each bound to the
 compiled helpers it calls.
@@ -73,7 +74,7 @@ def planned_loop(hops, ops, times, links, reserve, heap, esize, succ, groups, pa
     busy, free_pending, link_free_at, next_pos, qbase, qsize, qp, qr, qh = links[:9]
     link_order_ptr, link_order_hops = links[9], links[10]
     et, ep, eid = heap
-    n_hops = hops.shape[0]
+    n_hops = len(hops)
     grouped = groups[0][0]
     done_ops = np.int64(0)
     while esize > 0:
@@ -188,7 +189,7 @@ def fair_loop(hops, ops, times, links, connections, heap, esize, succ, groups):
     qbase, qsize, qp, qr, qh, lorder, lpos = links[6:]
     conns, waiting = connections
     et, ep, eid = heap
-    n_hops = hops.shape[0]
+    n_hops = len(hops)
     lheap = (lorder, lpos)
     lsize = np.int64(0)
     done_ops = np.int64(0)

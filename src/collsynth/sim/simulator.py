@@ -31,6 +31,7 @@ from .engine import (
 from .groups import group_arrays, group_plan
 from .hops import hop_arrays, hop_times_of, prepend_hops, virtual_hops
 from .orders import connection_positions, connections, order_arrays, planned_priorities
+from .plain import call_plain
 from .quotient import Quotient, compact_quotient, find_quotient
 from .result import SimResult
 from .steps import MAX_HOPS, hop_records, op_records
@@ -93,15 +94,15 @@ def _call_holding_signals(kernel, *args):
     """``kernel(*args)`` with a time limit's alarm held until it returns: a Python signal
     handler that raises while a compiled call is returning leaves the interpreter with an
     exception set inside the call (a ``SystemError``, and now and then a crash), so during the
-    call the alarm only records that it rang; the limit's own handler then runs at once."""
+    call the alarm only records that it rang; the limit's own handler then runs at once.
+    The plain Python loop runs over lists (:func:`collsynth.sim.plain.call_plain`), where
+    the alarm may interrupt it."""
     import signal
     import threading
 
-    if (
-        not hasattr(kernel, "py_func")  # the plain Python loop: the alarm may interrupt it
-        or threading.current_thread() is not threading.main_thread()
-        or not hasattr(signal, "SIGALRM")
-    ):
+    if not hasattr(kernel, "py_func"):
+        return call_plain(kernel, *args)
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
         return kernel(*args)
     from ..interrupt import deferred  # SIGINT, SIGTERM, SIGHUP: held the same way
 
