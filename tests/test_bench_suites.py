@@ -171,6 +171,10 @@ def test_scalability_table_rows():
         {"case": "4096:h800_rails:servers=512:allgather", "wall_s": 300.0,
          "peak_bytes": 6 * 2**30, "synth_s": 200.0, "verify_s": 60.0, "write_s": 10.0,
          "ops": 16773120, "x_bound": 0.998, "holds": False},  # (a row from before the form)
+        {"case": "group:fat_tree:k=26:allgather", "wall_s": 170.0, "peak_bytes": 3 * 2**30,
+         "synth_s": 144.0, "verify_s": 5.6, "write_s": 1.0, "sim_s": 10.3, "ops": 19301042,
+         "reps": 742361, "group": 26, "k": 1, "pipeline": 1, "file_bytes": 9 * 2**20,
+         "x_bound": 0.594, "holds": True},
         {"case": "1024:e2e", "wall_s": 9.5, "peak_bytes": 2**29, "synth_s": 7.0,
          "verify_s": 1.5, "holds": True},
         {"case": "1024:sim", "plan": sim, "fcfs": sim, "holds": True},
@@ -200,7 +204,9 @@ def test_scalability_table_rows():
     assert "0.990 of the bound, realized | <= 2 min" in md and "6.00 M hops/s" in md
     assert "1,474,200 representatives x 512 = 754,790,400 ops, k=1, P=45, 14 MiB" in md
     assert "16,773,120 ops); 0.998 of the bound |" in md
-    assert "failed: exit 1: boom" in md and md.count("| yes |") == 6
+    assert "| group | fat_tree:k=26:allgather | - | 170 s, 3.00 GiB" in md
+    assert "0.594 of the bound, realized | <= 10 min and <= 8 GiB" in md
+    assert "failed: exit 1: boom" in md and md.count("| yes |") == 7
     assert "2 workers 70.0 s (1.43x)" in md
 
 

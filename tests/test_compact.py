@@ -301,6 +301,29 @@ def test_forestcoll_makes_the_compact_form_directly(kind):
     # the operation budget counts representatives: at least as deep a pipeline as explicitly
     s = synthesize("forestcoll", t, coll, size=1e8)
     assert c.meta["forestcoll"]["pipeline"] >= s.meta["forestcoll"]["pipeline"]
+    # only the representatives' trees were made; the facts count every root's
+    for d in ("out_trees", "in_trees"):
+        if d in s.meta["forestcoll"]:
+            mine, theirs = c.meta["forestcoll"][d], s.meta["forestcoll"][d]
+            assert mine["trees"] == theirs["trees"] and mine["congestion_ok"]
+            assert mine["heights_max"] == theirs["heights_max"]
+
+
+def test_representative_trees_count_their_images():
+    """The congestion check of one root's trees per orbit, every image counted, is the
+    check of all the trees."""
+    from collsynth.flow.optimality import optimal_allgather
+    from collsynth.synth.forestcoll import automorphisms, symmetric_trees, tree_congestion
+
+    t = load_topology("dgx_a100:nodes=4")
+    opt = optimal_allgather(t)
+    group = automorphisms(t)
+    full, _ = symmetric_trees(t, opt, group)
+    reps, info = symmetric_trees(t, opt, group, images=False)
+    assert info["images"] is False and len(full) == len(reps) * len(group[0])
+    a, b = tree_congestion(t, opt, full), tree_congestion(t, opt, reps, group[1])
+    assert a["ok"] and b["ok"] and a["load"] == b["load"] and a["inv_x"] == b["inv_x"]
+    assert max(a["load"]) > 0
 
 
 def test_json_form_is_refused_above_its_size(tmp_path, monkeypatch):

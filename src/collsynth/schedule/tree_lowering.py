@@ -108,10 +108,12 @@ def lower(
     roots may reduce and broadcast different amounts; the buffer is cut into
     ``K * pipeline`` chunks for ``K`` trees in all (a multiple of the ranks), root after root.
 
-    ``only_roots``: lower the trees of these roots only (the chunking is still the whole
-    form's): the representatives of a compact schedule, whose other operations are their
-    images (:mod:`collsynth.schedule.compact`). Every dependency of a tree's operations is
-    on operations of trees with the same root, so the part is closed under dependencies.
+    ``only_roots``: lower the trees of these roots only: the representatives of a compact
+    schedule, whose other operations are their images (:mod:`collsynth.schedule.compact`).
+    The form then needs trees for these roots only (it may hold the others' too), and the
+    chunking is theirs (every root's alike, as in a symmetric form). Every dependency of a
+    tree's operations is on operations of trees with the same root, so the part is closed
+    under dependencies.
     """
     if pipeline < 1:
         raise CollsynthError(f"pipeline depth must be at least 1, got {pipeline}")
@@ -138,6 +140,10 @@ def lower(
         raise CollsynthError(f"trees cannot express {kind.value}")
     if shares == "mult":  # a root may hold no share, but it then has neither kind of tree
         need_out = need_in = set(out_roots) | set(in_roots)
+    if only_roots is not None:  # the representatives' trees stand for every root's
+        need_out, need_in = need_out & only_roots, need_in & only_roots
+        in_roots = {r: ts for r, ts in in_roots.items() if r in only_roots}
+        out_roots = {r: ts for r, ts in out_roots.items() if r in only_roots}
     for name, roots, need in (("out", out_roots, need_out), ("in", in_roots, need_in)):
         if set(roots) != need:
             miss = sorted(need - set(roots)) or sorted(set(roots) - need)
@@ -169,9 +175,6 @@ def lower(
     b = ScheduleBuilder(topology, coll, meta=meta)
     if only_roots is None:
         b.trees = form
-    else:
-        in_roots = {r: ts for r, ts in in_roots.items() if r in only_roots}
-        out_roots = {r: ts for r, ts in out_roots.items() if r in only_roots}
     ptr = cols["tree_ptr"].tolist()
     # Emit round-robin over trees (chunk 0 of every tree, then chunk 1, ...) and give each
     # operation the step "round * width + depth" (width > every depth): steps are the planned

@@ -101,17 +101,27 @@ TIE_MAX = 3
 
 
 def _trees(
-    topology: Topology, kind: CollKind, k: int | None, symmetry: bool | None = None
+    topology: Topology,
+    kind: CollKind,
+    k: int | None,
+    symmetry: bool | None = None,
+    representatives: bool = False,
 ) -> tuple[TreeForm, dict]:
+    """The trees of ``kind`` (``representatives``: of one root per rank orbit only, where the
+    symmetric construction makes them; see :func:`forestcoll_trees`)."""
+
+    def trees(kk: int | None, direction: str) -> tuple[TreeForm, Any, dict]:
+        return forestcoll_trees(topology, kk, direction, symmetry=symmetry,
+                                representatives=representatives)  # fmt: skip
+
     if kind is CollKind.ALLGATHER:
-        form, opt, info = forestcoll_trees(topology, k, symmetry=symmetry)
+        form, opt, info = trees(k, "out")
         return form, {"out": info, "inv_x": opt.inv_x, "k": opt.k}
     if kind is CollKind.REDUCESCATTER:
-        form, opt, info = forestcoll_trees(topology, k, direction="in", symmetry=symmetry)
+        form, opt, info = trees(k, "in")
         return form, {"in": info, "inv_x": opt.inv_x, "k": opt.k}
-    out_form, out_opt, out_info = forestcoll_trees(topology, k, symmetry=symmetry)
-    in_form, in_opt, in_info = forestcoll_trees(topology, out_opt.k, direction="in",
-                                                symmetry=symmetry)  # fmt: skip
+    out_form, out_opt, out_info = trees(k, "out")
+    in_form, in_opt, in_info = trees(out_opt.k, "in")
     form = TreeForm.concat([in_form, out_form])
     return form, {
         "out": out_info,
@@ -227,9 +237,17 @@ def forestcoll(
         p_val = None  # the tree form decides the chunking; C is ignored (documented)
     ks = _k_scan(collective, k_val, k_opt_only, size, order)
     symmetry = True if group is not None else None
-    cands = _candidates(topology, collective.kind, ks, symmetry)
-    if group is not None and not all(_symmetric(c) for c in cands):
-        group, order = None, 1  # the trees are not images of one root's per orbit
+    cands = _candidates(topology, collective.kind, ks, symmetry, group is not None)
+    if group is not None:
+        # only trees that are images of one root's per orbit make a compact form (theirs hold
+        # the representatives only); where none are, the schedule is explicit, made again
+        # with every root's trees
+        symmetric = [c for c in cands if _symmetric(c)]
+        if not symmetric:
+            group, order = None, 1
+            ks = _k_scan(collective, k_val, k_opt_only, size, order)
+            cands = _candidates(topology, collective.kind, ks, symmetry)
+        cands = symmetric or cands
     if collective.kind is CollKind.ALLREDUCE and k_val is None and group is None:
         rs_ag = min(float(c["inv_x"]) for c in cands)
         cands += _lp_candidate(topology, rs_ag)
@@ -263,10 +281,14 @@ def _k_scan(
 
 
 def _candidates(
-    topology: Topology, kind: CollKind, ks: list[int | None], symmetry: bool | None = None
+    topology: Topology,
+    kind: CollKind,
+    ks: list[int | None],
+    symmetry: bool | None = None,
+    representatives: bool = False,
 ) -> list[dict]:
     """The tree forms of every distinct ``k`` below the optimum's, with their tallest tree and
-    largest route alpha."""
+    largest route alpha (``representatives``: see :func:`_trees`)."""
     cands: list[dict] = []
     seen: set[int] = set()
     k_opt = None
@@ -276,7 +298,7 @@ def _candidates(
         if cands and deadline.nearly_out():  # the k scan is an extra: keep what was found
             break
         try:
-            form, meta = _trees(topology, kind, kk, symmetry)
+            form, meta = _trees(topology, kind, kk, symmetry, representatives)
         except CollsynthError:
             if kk is None or len(ks) == 1:
                 raise
@@ -287,7 +309,8 @@ def _candidates(
             continue
         seen.add(meta["k"])
         meta.update(form=form, height=_height(meta), alpha=_route_alpha_max(topology, form))
-        slack = _slack_variant(topology, kind, meta, symmetry) if SLACK_SCALE else None
+        slack = (_slack_variant(topology, kind, meta, symmetry, representatives) if SLACK_SCALE
+                 else None)  # fmt: skip
         cands.append(slack or meta)
     return cands
 
@@ -300,7 +323,11 @@ SLACK_MAX_CLASSES = 4
 
 
 def _slack_variant(
-    topology: Topology, kind: CollKind, meta: dict, symmetry: bool | None = None
+    topology: Topology,
+    kind: CollKind,
+    meta: dict,
+    symmetry: bool | None = None,
+    representatives: bool = False,
 ) -> dict | None:
     """The same ``k``'s trees packed with some links scaled down to :data:`SLACK_SCALE` of their
     bandwidth, where that leaves the optimum and the tree height as they are (else ``None``).
@@ -331,7 +358,8 @@ def _slack_variant(
     ):
         kept = kept[:1]
     try:
-        form, m2 = _trees(_scaled(topology, set(kept)), kind, meta["k"], symmetry)
+        form, m2 = _trees(_scaled(topology, set(kept)), kind, meta["k"], symmetry,
+                          representatives)  # fmt: skip
     except CollsynthError:
         return None
     if m2["inv_x"] != meta["inv_x"]:  # pragma: no cover - the same optimum as checked

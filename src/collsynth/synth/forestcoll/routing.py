@@ -20,6 +20,7 @@ from ...flow.optimality import Optimum
 from ...schedule.dag import owners
 from ...schedule.trees import Tree, TreeForm
 from ...topology.model import Topology
+from ...topology.symmetry import orbit_ids
 from .splitting import LogicalTopology
 
 
@@ -82,11 +83,16 @@ def route_trees(
     return out
 
 
-def tree_congestion(topo: Topology, opt: Optimum, routed: Any) -> dict[str, Any]:
+def tree_congestion(
+    topo: Topology, opt: Optimum, routed: Any, link_perms: np.ndarray | None = None
+) -> dict[str, Any]:
     """Check routed out-trees against ``opt``: tree count per link <= ``opt.caps``; routes
     valid (non-empty link paths from the parent's node to the child's, through switches and
     routers only). ``routed``: a :class:`TreeForm` or ``[(root, mult, [(parent, child, route),
-    ...]), ...]``.
+    ...]), ...]``. ``link_perms`` (a group's link permutations, one row per element): the
+    trees stand for themselves and all their images under the group, so every link of an
+    orbit ``O`` carries ``|G| / |O|`` times the trees its orbit's links carry together (each
+    image of a route is a valid route: the group consists of automorphisms).
 
     ``inv_x`` is the exact time per shard byte the trees achieve in the flow model:
     ``max_e load_e / (k * b_e)`` (load in trees counting multiplicity).
@@ -96,9 +102,13 @@ def tree_congestion(topo: Topology, opt: Optimum, routed: Any) -> dict[str, Any]
     rlen = np.diff(ptr)
     edge_mult = c["tree_mult"][owners(c["tree_ptr"])]
     nl = len(topo.links)
-    load_arr = np.bincount(links, weights=edge_mult[owners(ptr)], minlength=nl)
-    load = [int(x) for x in np.rint(load_arr[:nl]).tolist()]
     valid = bool(links.size == 0 or (links.min() >= 0 and links.max() < nl))
+    load_arr = np.bincount(links, weights=edge_mult[owners(ptr)], minlength=nl)[:nl]
+    if link_perms is not None:
+        orbit, size = orbit_ids(link_perms)
+        per_orbit = np.bincount(orbit, weights=load_arr, minlength=len(size))
+        load_arr = per_orbit[orbit] * (len(link_perms) // size[orbit])
+    load = [int(x) for x in np.rint(load_arr).tolist()]
     if valid and len(rlen):
         comp = np.asarray(topo.compute_nodes, dtype=np.int64)
         lsrc, ldst = topo.link_src.astype(np.int64), topo.link_dst.astype(np.int64)

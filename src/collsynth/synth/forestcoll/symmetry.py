@@ -410,6 +410,7 @@ def symmetric_trees(
     seed_sets: list[frozenset[int]] | None = None,
     tight: bool = False,
     compiled: bool | None = None,
+    images: bool = True,
 ) -> tuple[TreeForm, dict[str, Any]] | None:
     """Trees for every root from trees for one root per orbit (see the module doc), or None.
 
@@ -423,7 +424,9 @@ def symmetric_trees(
     ``tight``: also start with the tight sets (off by default, see the module doc).
     ``compiled``: run the breadth-first search compiled with numba (True) or as plain Python
     (False); None (default) compiles it on fabrics of at least ``COMPILE_MIN_RANKS`` ranks.
-    Either gives the same trees.
+    Either gives the same trees. ``images=False``: the representative roots' trees only (the
+    group's identity, its first element, as the only image), for the compact form, which maps
+    them to the other roots itself; ``info["images"]`` says which.
     """
     if group is None:
         group = automorphisms(topo)
@@ -453,7 +456,10 @@ def symmetric_trees(
         "learned_sets": n_learned,
         "restarts": restarts,
         "steps": steps,
+        "images": images,
     }
+    if not images:  # (the identity is the group's first element)
+        return _images(trees, P[:1], L[:1], topo.rank_of_node), info
     return _images(trees, P, L, topo.rank_of_node), info
 
 

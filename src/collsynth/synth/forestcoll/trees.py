@@ -27,7 +27,7 @@ from ...topology.model import Topology
 from .packing import pack_trees
 from .routing import route_trees, routed_form, tree_congestion
 from .splitting import LogicalTopology, remove_switches
-from .symmetry import symmetric_trees
+from .symmetry import automorphisms, symmetric_trees
 
 #: Ranks from which :func:`forestcoll_trees` tries the symmetric fast path by default.
 SYMMETRY_MIN_RANKS = 32
@@ -41,6 +41,7 @@ def forestcoll_trees(
     accelerate: bool = True,
     spread: bool = False,
     symmetry: bool | None = None,
+    representatives: bool = False,
 ) -> tuple[TreeForm, Optimum, dict[str, Any]]:
     """The ForestColl pipeline: optimum (or fixed ``k``), switch removal, packing, routing.
 
@@ -55,7 +56,10 @@ def forestcoll_trees(
     ``symmetry``: build trees for one root per orbit of a verified automorphism group and map
     them to the other roots (:mod:`.symmetry`; same optimum, congestion re-checked, falls back
     to splitting + packing when the greedy gets stuck or the check fails). None (default): only
-    for topologies with at least :data:`SYMMETRY_MIN_RANKS` ranks.
+    for topologies with at least :data:`SYMMETRY_MIN_RANKS` ranks. ``representatives``: where
+    the symmetric construction succeeds, return the trees of one root per rank orbit only (for
+    the compact form; ``info["symmetry"]["images"]`` is False, congestion is checked with
+    every image counted, and ``info["trees"]`` counts every root's trees).
 
     Returns ``(TreeForm, Optimum, info)``; ``info`` holds ``k``, the bottleneck cut, tree heights,
     the congestion check (``congestion.ok``: no link carries more trees than its capacity, every
@@ -75,7 +79,8 @@ def forestcoll_trees(
     t1 = time.perf_counter()
     bound = opt
     use_sym = symmetry if symmetry is not None else topo.num_ranks >= SYMMETRY_MIN_RANKS
-    routed, cong, sym_info = _symmetric(work, opt) if use_sym else (None, None, None)
+    routed, cong, sym_info = (_symmetric(work, opt, representatives) if use_sym
+                              else (None, None, None))  # fmt: skip
     packed: Any = routed
     t_sym = time.perf_counter() - t1
     fallback_steps = 0
@@ -116,13 +121,18 @@ def forestcoll_trees(
     return _oriented(routed, direction), opt, info
 
 
-def _symmetric(work: Topology, opt: Optimum) -> tuple[Any, Any, dict[str, Any]]:
-    """The symmetric fast path: ``(routed trees or None, their congestion check, info)``."""
-    got = symmetric_trees(work, opt)
+def _symmetric(
+    work: Topology, opt: Optimum, representatives: bool = False
+) -> tuple[Any, Any, dict[str, Any]]:
+    """The symmetric fast path: ``(routed trees or None, their congestion check, info)``;
+    ``representatives``: the representative roots' trees only (see :func:`forestcoll_trees`)."""
+    group = automorphisms(work)
+    got = symmetric_trees(work, opt, group, images=not representatives) if group else None
     if got is None:
         return None, None, {"rejected": "no free automorphism group, or the greedy got stuck"}
     cand, sym_info = got
-    cong = tree_congestion(work, opt, cand)
+    assert group is not None
+    cong = tree_congestion(work, opt, cand, group[1] if representatives else None)
     if not cong["ok"]:  # pragma: no cover - the orbit accounting makes this impossible
         return None, cong, dict(sym_info, rejected="congestion check failed")
     return cand, cong, sym_info
@@ -190,6 +200,8 @@ def _info(
     """The ``info`` of :func:`forestcoll_trees` (see its docstring)."""
     heights = routed.heights(n).tolist()
     mults = routed.columns["tree_mult"].tolist()
+    # representatives only: each stands for its images under the group (the same heights)
+    images = 1 if (sym_info or {}).get("images", True) else int(sym_info["group_order"])
     return {
         "direction": direction,
         "fallback": None
@@ -208,8 +220,8 @@ def _info(
         "algbw_Bps": opt.algbw,
         "bottleneck_cut": list(opt.cut_names) if opt.cut_names is not None else None,
         "bottleneck_cut_compute": opt.cut_compute,
-        "trees": len(routed),
-        "packed_batches": packed_batches,
+        "trees": len(routed) * images,
+        "packed_batches": packed_batches * images,
         "heights": {
             "max": max(heights),
             "mean": sum(h * m for h, m in zip(heights, mults)) / sum(mults),
