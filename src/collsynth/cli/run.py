@@ -243,7 +243,7 @@ def _launch(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace):
     from ..runtime.check import parse_dtype
     from ..runtime.driver import Inject
-    from ..schedule.io import load_schedule
+    from ..schedule.io import load_any
 
     if args.iters < 1:
         raise CollsynthError(f"--iters must be at least 1, got {args.iters}")
@@ -268,7 +268,8 @@ def _validate(args: argparse.Namespace):
         from ..atomic import check_outputs
 
         check_outputs({"--trace": args.trace}, {"the schedule": list(args.schedules)})
-    scheds = [(path, load_schedule(path)) for path in args.schedules]
+    # a compact file stays compact: each rank plans its own part from it (runtime.compact_plan)
+    scheds = [(path, _loaded(load_any(path), args)) for path in args.schedules]
     ranks = {s.collective.num_ranks for _, s in scheds}
     if len(ranks) > 1:
         raise CollsynthError(
@@ -290,6 +291,19 @@ def _validate(args: argparse.Namespace):
                 what = f"--size {args.size}" if args.size is not None else f"size {size:g} B"
                 raise CollsynthError(f"{what}: {path}: {e}") from None
     return scheds, sizes, timeout, dtype, inject
+
+
+def _loaded(sched: Any, args: argparse.Namespace) -> Any:
+    """A loaded schedule as the run needs it: a compact one expanded for ``--trace`` and
+    ``--alpha-delay``, which read every operation (within the expansion's size limit)."""
+    from ..schedule.compact import CompactSchedule
+
+    if isinstance(sched, CompactSchedule) and (args.trace is not None or args.alpha_delay > 0):
+        from ..schedule.compact_io import expansion_fits
+
+        expansion_fits(sched, "the schedule")
+        return sched.expand()
+    return sched
 
 
 def _verify_all(scheds) -> str | None:

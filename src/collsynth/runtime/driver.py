@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollsynthError
-from ..schedule.ir import Schedule
+from ..schedule.compact import CompactSchedule
+from ..schedule.ir import OpKind, Schedule
 from .check import compare, computed_reference, count_wrong, element_dtype, make_input
+from .compact_plan import compact_rank_plan
 from .interp import RankExecutor, configure_idle
 from .plan import build_rank_plan, chunk_bytes_for
 from .progress import Progress
@@ -139,7 +141,7 @@ def _median_of_max(per_rank: list[list[float]]) -> tuple[list[float], float]:
 
 
 def run_on_backend(
-    sched: Schedule,
+    sched: Schedule | CompactSchedule,
     backend: Any,
     size: float,
     *,
@@ -166,8 +168,18 @@ def run_on_backend(
     dilated like bandwidth).
     ``trace``: the summary's ``extra["traces"]`` holds every operation's times in each timed
     iteration (:func:`op_times`, one per entry of ``times_s``).
+    A compact schedule is planned for this rank alone (:mod:`.compact_plan`: nothing of the
+    other ranks' part is expanded), except for ``trace`` and ``alpha_delay``, which read every
+    operation (it is expanded for them).
     """
-    sched = sched.expand_joins().expand_groups()  # point-to-point transfers only
+    if isinstance(sched, CompactSchedule) and (trace or alpha_delay > 0 or sched.reps.has_groups):
+        sched = sched.expand()
+    view: Any = None
+    if isinstance(sched, CompactSchedule):
+        n_ops = int(np.count_nonzero(sched.reps.kind != OpKind.JOIN)) * sched.action.order
+    else:
+        sched = sched.expand_joins().expand_groups()  # point-to-point transfers only
+        n_ops = sched.num_ops
     inject = inject or Inject()
     prog = progress or Progress(None, backend.rank)
     coll = sched.collective
@@ -177,7 +189,10 @@ def run_on_backend(
     prog.step(f"setting up {name}", None)
     et = element_dtype(coll, np.dtype(dtype))
     cb = chunk_bytes_for(sched, size, et.itemsize)
-    plan = build_rank_plan(sched, rank, cb, et.itemsize, backend.tag_limit)
+    if isinstance(sched, CompactSchedule):
+        plan, view = compact_rank_plan(sched, rank, cb, et.itemsize, backend.tag_limit)
+    else:
+        plan, view = build_rank_plan(sched, rank, cb, et.itemsize, backend.tag_limit), sched
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
@@ -185,8 +200,9 @@ def run_on_backend(
     configure_idle(backend.size > cores)
     delay = None
     if alpha_delay > 0:
+        assert isinstance(sched, Schedule)
         delay = np.where(plan.is_send, route_alpha(sched)[plan.ops] * alpha_delay, 0.0)
-    exe = RankExecutor(sched, plan, backend, et, drop=inject.drop, send_delay=delay, trace=trace)
+    exe = RankExecutor(view, plan, backend, et, drop=inject.drop, send_delay=delay, trace=trace)
     inp = make_input(coll, rank, cb, dtype, seed)
     clock = time.monotonic
     prog.step(f"the barrier before the run of {name}", one)
@@ -222,6 +238,7 @@ def run_on_backend(
     if trace:  # only rank 0 reports them: gathered there alone where the backend can
         gather = getattr(backend, "gather_obj", backend.allgather_obj)
         got = gather({"trace": mine, "nbytes": plan.nbytes.tolist()}, clock() + timeout)
+        assert isinstance(sched, Schedule)
         traces = _iterations(sched, got) if got is not None and rank == 0 else None
     worst, med = _median_of_max([g["times"] for g in gathered])
     ref_worst, ref_med = _median_of_max([g["ref"] for g in gathered])
@@ -231,7 +248,7 @@ def run_on_backend(
         algorithm=sched.meta.get("algorithm"),
         topology=sched.topology.name,
         collective=coll.to_dict(),
-        ops=sched.num_ops,
+        ops=n_ops,
         size=int(size),
         times_s=worst,
         time_s=med,
@@ -246,6 +263,8 @@ def run_on_backend(
             "dtype": str(et),
             "reference_times_s": ref_worst if ref_times else None,
             **({"traces": traces} if traces is not None else {}),
+            # planned from the compact form: the order of its group
+            **({"compact": sched.action.order} if isinstance(sched, CompactSchedule) else {}),
         },
     )
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..collective import Collective, CollKind
 from ..errors import CollsynthError
+from ..schedule.compact import CompactSchedule
 from ..schedule.dag import levels, owners
 from ..schedule.ir import OpKind, Schedule
 
@@ -73,12 +74,15 @@ def output_chunks(coll: Collective, rank: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------- sizes
-def size_quantum(sched: Schedule, elem: int) -> int:
+def size_quantum(sched: Schedule | CompactSchedule, elem: int) -> int:
     """Smallest number of bytes that every valid ``size`` is a multiple of.
 
     Chunk bytes must be whole elements and every byte range boundary ``lo/den`` of a chunk must
-    fall on an element boundary.
+    fall on an element boundary. (A compact schedule's representatives have every byte range
+    its images have.)
     """
+    if isinstance(sched, CompactSchedule):
+        sched = sched.reps
     q = int(elem)
     if sched.part_den is not None and sched.num_ops:
         assert sched.part_lo is not None and sched.part_hi is not None
@@ -100,7 +104,7 @@ def size_quantum(sched: Schedule, elem: int) -> int:
     return q * sched.collective.size_units
 
 
-def chunk_bytes_for(sched: Schedule, size: float, elem: int) -> int:
+def chunk_bytes_for(sched: Schedule | CompactSchedule, size: float, elem: int) -> int:
     """Bytes per chunk for ``size``; a one-line error when ``size`` does not fit the schedule."""
     quantum = size_quantum(sched, elem)
     if not size > 0 or size != int(size) or int(size) % quantum:
@@ -391,32 +395,34 @@ def _byte_ranges(
 def _tags(
     sched: Schedule, order: np.ndarray, local_ops: list[int], is_send: np.ndarray, tag_limit: int
 ) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
-    """Message tags (per ordered pair, the sequence number in execution order, which every
-    rank agrees on, modulo ``tag_limit``) and the posting order of colliding tags:
+    """:func:`tags_in_order` of the local operations (every operation between this rank and
+    a peer is local, so their sequence numbers per ordered pair are the pair's own)."""
+    ops = np.asarray(local_ops, dtype=np.int64)
+    return tags_in_order(sched.src[ops].astype(np.int64), sched.dst[ops].astype(np.int64),
+                         is_send, sched.collective.num_ranks, tag_limit)  # fmt: skip
+
+
+def tags_in_order(
+    src: np.ndarray, dst: np.ndarray, is_send: np.ndarray, n_ranks: int, tag_limit: int
+) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+    """Message tags of one rank's operations in execution order (ends ``src``, ``dst``):
+    per ordered pair, the sequence number in that order, which both ranks of the pair agree
+    on, modulo ``tag_limit``; and the posting order of colliding tags:
     ``(tag, recv_pre, post_pre)``."""
-    n_ops = sched.num_ops
-    src, dst = sched.src, sched.dst
-    L = len(local_ops)
+    L = len(src)
     tag = np.zeros(L, dtype=np.int64)
     recv_pre = np.full(L, -1, dtype=np.int64)
     post_pre: list[list[int]] = [[] for _ in range(L)]
-    # sequence number of every op within its ordered pair, in execution order
-    nr = sched.collective.num_ranks
-    pair = (src[order] * nr + dst[order]).astype(np.int64)
+    pair = src.astype(np.int64) * n_ranks + dst.astype(np.int64)
     by_pair = np.argsort(pair, kind="stable")
     sorted_pair = pair[by_pair]
-    first = np.searchsorted(sorted_pair, sorted_pair, side="left")
-    seq_in_order = np.empty(n_ops, dtype=np.int64)
-    seq_in_order[by_pair] = np.arange(n_ops) - first
-    seq_of_op = np.empty(n_ops, dtype=np.int64)
-    seq_of_op[order] = seq_in_order
-    pair_seq = {op: int(seq_of_op[op]) for op in local_ops}
-    last_with_tag: dict[tuple[int, int, int], int] = {}
-    for j, op in enumerate(local_ops):
-        k = pair_seq[op]
+    seq = np.empty(L, dtype=np.int64)
+    seq[by_pair] = np.arange(L) - np.searchsorted(sorted_pair, sorted_pair, side="left")
+    last_with_tag: dict[tuple[int, int], int] = {}
+    for j, (k, p) in enumerate(zip(seq.tolist(), pair.tolist())):
         t = k % tag_limit
         tag[j] = t
-        key = (int(src[op]), int(dst[op]), t)
+        key = (p, t)
         prev = last_with_tag.get(key)
         if prev is not None:
             if is_send[j]:
