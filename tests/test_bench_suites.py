@@ -28,6 +28,7 @@ def test_every_suite_is_listed():
         "testbed",
         "testbed_sim",
         "sweep",
+        "compact",
     }
 
 
@@ -248,3 +249,26 @@ def test_bench_sim_runs_the_simulate_command_per_model(tmp_path, monkeypatch):
     sim.run_suite(str(out), repeat=1, only="fcfs")
     again = {r["case"]: r for r in json.loads((out / "sim.json").read_text())["rows"]}
     assert list(again) == list(sim.CASES) and again["1024:plan"] == before
+
+
+def test_compact_table_says_what_holds():
+    """``bench compact``: a row holds when both verifiers accept, every planted defect is
+    caught by both with the same rule and the simulations agree; rows without a compact form
+    say why."""
+    from collsynth.bench import compact
+
+    good = {"fabric": "ring", "collective": "allgather", "algorithm": "ring", "group": 8,
+            "representatives": 14, "ops": 112, "verified": True, "agree": True,
+            "planted": [{"defect": "chunk moved", "compact": "data-not-held",
+                         "explicit": "data-not-held", "caught": True, "agree": True}],
+            "sim_rel_diff": 2e-16}  # fmt: skip
+    missed = dict(good, algorithm="spt", planted=[dict(good["planted"][0], caught=False)])
+    off = dict(good, algorithm="rd", sim_rel_diff=1e-6)
+    none = {"fabric": "ring", "collective": "allgather", "algorithm": "direct",
+            "no_compact_form": "dependencies are not symmetric"}  # fmt: skip
+    assert compact.holds(good) and not compact.holds(missed) and not compact.holds(off)
+    md = compact.to_markdown({"machine": {"cpus": 2}, "size_bytes": 1e6,
+                              "rows": [good, missed, off, none]})  # fmt: skip
+    assert "**3 schedules have a compact form, on 1 fabrics; 1 of 3 hold**" in md
+    assert "| ring | allgather | ring | 8 | 14 / 112 | both accept | 1/1 (data-not-held) |" in md
+    assert "| ring | allgather | direct | dependencies are not symmetric |" in md

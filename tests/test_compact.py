@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from collsynth.bench.compact import plants
 from collsynth.cli.app import main
 from collsynth.collective import Collective
 from collsynth.errors import CollsynthError
@@ -21,7 +22,6 @@ from collsynth.schedule.compact import (
     compact_schedule,
     group_action,
 )
-from collsynth.schedule.dag import owners
 from collsynth.schedule.io import load_any, load_schedule, save_schedule
 from collsynth.sim import simulate
 from collsynth.synth import synthesize
@@ -92,46 +92,12 @@ def test_compact_expands_to_the_schedule_and_verifies_alike(case):
         assert np.array_equal(compiled.op_finish_s, plain.op_finish_s)
 
 
-def _drop_dep(c: CompactSchedule, j: int) -> CompactSchedule:
-    keep = np.ones(len(c.dep_orbit), dtype=bool)
-    keep[j] = False
-    n = c.num_reps
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owners(c.dep_ptr)[keep], minlength=n), out=ptr[1:])
-    return replace(c, dep_ptr=ptr, dep_orbit=c.dep_orbit[keep], dep_elem=c.dep_elem[keep])
-
-
-def _plants(c: CompactSchedule, rng) -> list[tuple[str, CompactSchedule]]:
-    """Defects planted in the representatives: a dependency on the wrong member of its orbit,
-    a dependency dropped, a hop moved to another link of its orbit (its image breaks the
-    route), a representative carrying another chunk."""
-    order, r = c.action.order, c.reps
-    out = []
-    with_deps = np.flatnonzero(np.diff(c.dep_ptr) > 0)
-    if len(with_deps):  # (a schedule of direct transfers has none)
-        j = int(c.dep_ptr[with_deps[rng.integers(len(with_deps))]])
-        elem = c.dep_elem.copy()
-        elem[j] = (elem[j] + 1 + int(rng.integers(order - 1))) % order
-        out.append(("wrong element", replace(c, dep_elem=elem)))
-        out.append(("dependency dropped", _drop_dep(c, j)))
-    links = r.route_links.copy()
-    h = int(rng.integers(len(links)))
-    links[h] = c.action.link_perms[1 + int(rng.integers(order - 1)), links[h]]
-    out.append(("image breaks a link", replace(c, reps=replace(r, route_links=links))))
-    movers = np.flatnonzero(r.kind != 2)
-    chunk = r.chunk.copy()
-    i = int(movers[rng.integers(len(movers))])
-    chunk[i] = (chunk[i] + 1) % c.collective.num_chunks
-    out.append(("chunk moved", replace(c, reps=replace(r, chunk=chunk))))
-    return out
-
-
 @pytest.mark.parametrize("case", CASES[4:], ids=lambda c: "-".join(c))
 def test_planted_defects_are_caught_by_both_verifiers_alike(case):
     _, c = _made(*case)
     rng = np.random.default_rng(7)
     for _ in range(2):
-        for name, bad in _plants(c, rng):
+        for name, bad in plants(c, rng):
             mine, theirs = check_compact(bad), check_schedule(bad.expand())
             assert not theirs.ok, name  # each defect breaks the explicit schedule
             assert not mine.ok, (case, name, theirs.error)

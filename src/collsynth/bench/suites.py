@@ -67,6 +67,12 @@ def _run_sweep(out_dir: str, repeat: int, progress: Progress, only: str | None) 
     return sweep.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
 
 
+def _run_compact(out_dir: str, repeat: int, progress: Progress, only: str | None) -> dict:
+    from . import compact
+
+    return compact.run_suite(out_dir, repeat=repeat, progress=progress, only=only)
+
+
 #: The suites with their own modules (imported when run): name -> runner.
 MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "teccl": _run_teccl,
@@ -78,6 +84,7 @@ MODULE_SUITES: dict[str, Callable[..., dict]] = {
     "sim": _run_sim,
     "sweep": _run_sweep,
     "scalability": _run_scalability,
+    "compact": _run_compact,
 }
 
 #: Every suite name: the harness's, then the modules'.
