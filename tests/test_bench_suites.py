@@ -262,13 +262,17 @@ def test_compact_table_says_what_holds():
             "planted": [{"defect": "chunk moved", "compact": "data-not-held",
                          "explicit": "data-not-held", "caught": True, "agree": True}],
             "sim_rel_diff": 2e-16}  # fmt: skip
-    missed = dict(good, algorithm="spt", planted=[dict(good["planted"][0], caught=False)])
+    missed = dict(good, algorithm="spt", planted=[dict(good["planted"][0], agree=False)])
     off = dict(good, algorithm="rd", sim_rel_diff=1e-6)
+    redundant = dict(good["planted"][0], compact=None, explicit=None, caught=False)
+    assert compact.holds(dict(good, planted=[redundant]))  # both accept it: agreement
     none = {"fabric": "ring", "collective": "allgather", "algorithm": "direct",
             "no_compact_form": "dependencies are not symmetric"}  # fmt: skip
     assert compact.holds(good) and not compact.holds(missed) and not compact.holds(off)
     md = compact.to_markdown({"machine": {"cpus": 2}, "size_bytes": 1e6,
                               "rows": [good, missed, off, none]})  # fmt: skip
     assert "**3 schedules have a compact form, on 1 fabrics; 1 of 3 hold**" in md
-    assert "| ring | allgather | ring | 8 | 14 / 112 | both accept | 1/1 (data-not-held) |" in md
+    assert (
+        "| ring | allgather | ring | 8 | 14 / 112 | both accept | 1 / 0 / 1 (data-not-held) |" in md
+    )
     assert "| ring | allgather | direct | dependencies are not symmetric |" in md

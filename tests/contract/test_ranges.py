@@ -448,7 +448,7 @@ def test_bound_refuses_too_many_ranks_in_one_line(capsys):
     t0 = time.monotonic()
     rc, out, err = run(capsys, "bound", "-t", "ring:n=65536", "-c", "allgather", "-s", "1GB")
     assert time.monotonic() - t0 < 30
-    check_contract(rc, out, err, "4096")
+    check_contract(rc, out, err, "8192")
     assert rc == 2
 
 
