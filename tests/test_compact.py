@@ -41,6 +41,7 @@ CASES = [
     ("ndv2", "allgather", "direct"),
     ("dgx_a100:nodes=4", "allgather", "forestcoll"),
     ("dgx_a100:nodes=4", "allreduce", "forestcoll"),
+    ("dgx_h100", "alltoall", "bruck"),  # (a chunk from a rank to itself: carried by none)
 ]
 _MADE: dict = {}
 
@@ -96,12 +97,17 @@ def test_compact_expands_to_the_schedule_and_verifies_alike(case):
 def test_planted_defects_are_caught_by_both_verifiers_alike(case):
     _, c = _made(*case)
     rng = np.random.default_rng(7)
+    caught = set()
     for _ in range(2):
         for name, bad in plants(c, rng):
             mine, theirs = check_compact(bad), check_schedule(bad.expand())
-            assert not theirs.ok, name  # each defect breaks the explicit schedule
-            assert not mine.ok, (case, name, theirs.error)
+            # (a dependency planted on another member of its orbit, or dropped, may have been
+            # redundant: the schedule is then still correct, and both must accept it)
+            assert mine.ok == theirs.ok, (case, name, mine.error, theirs.error)
             assert mine.error_check == theirs.error_check, (case, name, mine.error, theirs.error)
+            if not theirs.ok:
+                caught.add(name)
+    assert {"image breaks a link", "chunk moved"} <= caught  # these always break it
 
 
 def test_deadlocking_link_orders_are_caught_on_the_quotient():

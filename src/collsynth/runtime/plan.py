@@ -319,7 +319,7 @@ def build_rank_plan(
     peer = np.where(is_send, dst[ops], src[ops]) if L else np.zeros(0, dtype=np.int64)
     offset, nbytes = _byte_ranges(sched, local_ops, slots, chunk_bytes)
     reduce = (sched.kind[ops] == OpKind.REDUCE) if L else np.zeros(0, dtype=bool)
-    tag, recv_pre, post_pre = _tags(sched, order, local_ops, is_send, tag_limit)
+    tag, recv_pre, post_pre = _tags(sched, local_ops, is_send, tag_limit)
     _link_order_pre(sched, rank, index, post_pre)
     done_pre = [sorted(index[p] for p in pre_global[op]) for op in local_ops]
     return RankPlan(
@@ -393,7 +393,7 @@ def _byte_ranges(
 
 
 def _tags(
-    sched: Schedule, order: np.ndarray, local_ops: list[int], is_send: np.ndarray, tag_limit: int
+    sched: Schedule, local_ops: list[int], is_send: np.ndarray, tag_limit: int
 ) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
     """:func:`tags_in_order` of the local operations (every operation between this rank and
     a peer is local, so their sequence numbers per ordered pair are the pair's own)."""

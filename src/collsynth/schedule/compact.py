@@ -466,7 +466,7 @@ def _compact(s: Schedule) -> CompactSchedule:
         else:
             sigma = map_by_orders(s, gen, entries, counts, hop_op, hop_k)
         sigmas.append(sigma)
-        chunk_gens.append(_chunk_map(s, chunk, sigma))
+        chunk_gens.append(_chunk_map(s, chunk, sigma, rank_perms[r].astype(np.int64)))
     action = group_action(t, s.collective, np.asarray(group.generators, dtype=np.int64),
                           np.asarray(chunk_gens))  # fmt: skip
     reps, label = op_orbits(sigmas, [order_of(rank_perms[r]) for r in rows], action.order)
@@ -495,13 +495,26 @@ def _compact(s: Schedule) -> CompactSchedule:
                            o_ptr, o_orbit, o_elem, dict(s.meta))  # fmt: skip
 
 
-def _chunk_map(s: Schedule, chunk: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+def _chunk_map(
+    s: Schedule, chunk: np.ndarray, sigma: np.ndarray, rank_perm: np.ndarray
+) -> np.ndarray:
     """The chunk permutation that the operation map ``sigma`` induces: every operation's chunk
-    goes to its image's; chunks that no operation carries stay where they are. Refused where
-    a chunk would go to two places or two chunks to one."""
-    n = s.collective.num_chunks
+    goes to its image's; a chunk that no operation carries (an AllToAll's chunk from a rank
+    to itself) goes where the collective's numbering and the rank map ``rank_perm`` put it,
+    where the collective numbers its chunks by ranks, else stays. Refused where a chunk would
+    go to two places or two chunks to one."""
+    c = s.collective
+    n = c.num_chunks
     moved = s.kind != OpKind.JOIN
-    out = np.arange(n, dtype=np.int64)
+    ids = np.arange(n, dtype=np.int64)
+    per, ranks = c.chunks_per_rank, c.num_ranks
+    if c.kind is CollKind.ALLTOALL:  # chunk (s * N + d) * C + j goes from s to d
+        out = (rank_perm[ids // (per * ranks)] * ranks + rank_perm[(ids // per) % ranks]) * per
+        out += ids % per
+    elif c.kind in (CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE):
+        out = rank_perm[ids // per] * per + ids % per  # rank r's j-th chunk
+    else:
+        out = ids.copy()
     mine, theirs = chunk[moved], chunk[sigma[moved]]
     out[mine] = theirs
     if not np.array_equal(out[mine], theirs) or len(np.unique(out)) != n:
