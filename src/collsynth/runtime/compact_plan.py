@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import CollsynthError
 from ..schedule.compact import CompactSchedule
-from ..schedule.dag import levels, owners
+from ..schedule.dag import levels, owners, ragged_arange
 from ..schedule.ir import OpKind, Schedule
 from .plan import RankPlan, input_chunks, output_chunks, tags_in_order
 
@@ -78,10 +78,7 @@ def quotient_levels(c: CompactSchedule) -> np.ndarray:
         start = np.searchsorted(b[by], a[outs], side="left")
         stop = np.searchsorted(b[by], a[outs], side="right")
         count = stop - start
-        pick = by[
-            np.repeat(start, count)
-            + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
-        ]
+        pick = by[ragged_arange(count, start)]
         pairs = np.unique(np.stack([np.concatenate([a[into], a[pick]]),
                                     np.concatenate([b[into], np.repeat(b[outs], count)])]),
                           axis=1)  # fmt: skip
@@ -239,8 +236,7 @@ def _link_order_waits(c: CompactSchedule, rep, el, is_send, dst, post_pre: list[
     j = np.flatnonzero(is_send)
     lengths = np.diff(r.route_ptr)[rep[j]]
     hop_j = np.repeat(j, lengths)
-    k = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths,
-                                                                   lengths)  # fmt: skip
+    k = ragged_arange(lengths)  # each hop's place in its route
     rep_link = r.route_links[r.route_ptr[rep[hop_j]] + k].astype(np.int64)
     link = a.link_perms[el[hop_j], rep_link].astype(np.int64)
     want = (link_rep[link] * n + rep[hop_j]) * G + a.mul[a.inv[link_elem[link]], el[hop_j]]
