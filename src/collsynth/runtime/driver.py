@@ -140,6 +140,26 @@ def _median_of_max(per_rank: list[list[float]]) -> tuple[list[float], float]:
     return worst, statistics.median(worst)
 
 
+def _as_run(sched: Schedule | CompactSchedule, every_op: bool) -> tuple[Any, int]:
+    """The schedule as a rank runs it, and its operation count: point-to-point transfers only
+    (joins and groups expanded), or a compact schedule as it is (planned rank by rank),
+    expanded where the run reads every operation (``every_op``) or it has groups."""
+    if isinstance(sched, CompactSchedule) and (every_op or sched.reps.has_groups):
+        sched = sched.expand()
+    if isinstance(sched, CompactSchedule):
+        return sched, int(np.count_nonzero(sched.reps.kind != OpKind.JOIN)) * sched.action.order
+    sched = sched.expand_joins().expand_groups()
+    return sched, sched.num_ops
+
+
+def _rank_plan(sched: Any, rank: int, cb: int, elem: int, tag_limit: int) -> tuple[Any, Any]:
+    """This rank's plan, and what the executor names operations by (the schedule, or the
+    rank's operations of a compact one)."""
+    if isinstance(sched, CompactSchedule):
+        return compact_rank_plan(sched, rank, cb, elem, tag_limit)
+    return build_rank_plan(sched, rank, cb, elem, tag_limit), sched
+
+
 def run_on_backend(
     sched: Schedule | CompactSchedule,
     backend: Any,
@@ -172,14 +192,7 @@ def run_on_backend(
     other ranks' part is expanded), except for ``trace`` and ``alpha_delay``, which read every
     operation (it is expanded for them).
     """
-    if isinstance(sched, CompactSchedule) and (trace or alpha_delay > 0 or sched.reps.has_groups):
-        sched = sched.expand()
-    view: Any = None
-    if isinstance(sched, CompactSchedule):
-        n_ops = int(np.count_nonzero(sched.reps.kind != OpKind.JOIN)) * sched.action.order
-    else:
-        sched = sched.expand_joins().expand_groups()  # point-to-point transfers only
-        n_ops = sched.num_ops
+    sched, n_ops = _as_run(sched, trace or alpha_delay > 0)
     inject = inject or Inject()
     prog = progress or Progress(None, backend.rank)
     coll = sched.collective
@@ -189,10 +202,7 @@ def run_on_backend(
     prog.step(f"setting up {name}", None)
     et = element_dtype(coll, np.dtype(dtype))
     cb = chunk_bytes_for(sched, size, et.itemsize)
-    if isinstance(sched, CompactSchedule):
-        plan, view = compact_rank_plan(sched, rank, cb, et.itemsize, backend.tag_limit)
-    else:
-        plan, view = build_rank_plan(sched, rank, cb, et.itemsize, backend.tag_limit), sched
+    plan, view = _rank_plan(sched, rank, cb, et.itemsize, backend.tag_limit)
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
